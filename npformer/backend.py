@@ -1,0 +1,166 @@
+"""The array library behind every op: NumPy by default, CuPy on a GPU.
+
+Every op and module does its math through ``xp``, a stand-in that forwards to
+the active array module, so one call moves the whole library::
+
+    from npformer import backend
+    backend.set_backend("cupy")        # or: NPFORMER_BACKEND=cupy python train.py
+
+``xp`` is looked up at call time, so ``from npformer.backend import xp`` keeps
+working after a switch. Arrays made before a switch stay where they were: move
+them with ``backend.asarray`` (host -> active module) or ``backend.to_numpy``
+(any -> host).
+
+This module also owns
+
+* the default floating dtype (float32 for training; gradient checks use float64),
+* seeded random generators (``default_rng``), never global random state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator
+
+import numpy
+
+__all__ = [
+    "xp",
+    "set_backend",
+    "get_backend",
+    "is_cupy",
+    "to_numpy",
+    "asarray",
+    "default_rng",
+    "get_default_dtype",
+    "set_default_dtype",
+    "default_dtype",
+    "BackendUnavailableError",
+]
+
+_BACKEND_NAMES = ("numpy", "cupy")
+
+
+class BackendUnavailableError(RuntimeError):
+    """The requested array library cannot run here (CuPy missing, or no GPU)."""
+
+
+class _ActiveArrayModule:
+    """Forwards attribute access to the active array module (numpy or cupy)."""
+
+    def __init__(self) -> None:
+        self._module: Any = numpy
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+    def __repr__(self) -> str:
+        return f"<npformer active array module: {self._module.__name__}>"
+
+
+xp = _ActiveArrayModule()
+_default_dtype = numpy.dtype(numpy.float32)
+
+
+def _load_cupy() -> Any:
+    """Import CuPy and make sure it can see a GPU; say which part is missing."""
+    try:
+        import cupy
+    except ImportError as error:
+        raise BackendUnavailableError(
+            "backend 'cupy' needs CuPy, which is not installed "
+            f"({error}). Install it with: pip install 'npformer[gpu]' "
+            "(or the cupy-cudaXXx wheel that matches your CUDA)."
+        ) from None
+    try:
+        n_devices = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # CUDA driver missing or broken
+        raise BackendUnavailableError(
+            f"backend 'cupy': CuPy is installed but no CUDA GPU is usable ({error})."
+        ) from None
+    if n_devices == 0:
+        raise BackendUnavailableError(
+            "backend 'cupy': CuPy is installed but no CUDA GPU is visible."
+        )
+    return cupy
+
+
+def set_backend(name: str) -> None:
+    """Make ``name`` ("numpy" or "cupy") the array library of every op.
+
+    Raises ``ValueError`` for an unknown name and ``BackendUnavailableError``
+    (a ``RuntimeError``) when CuPy is not installed or sees no GPU.
+    """
+    if not isinstance(name, str) or name.lower() not in _BACKEND_NAMES:
+        raise ValueError(
+            f"set_backend: name must be one of {_BACKEND_NAMES}, got {name!r}"
+        )
+    xp._module = _load_cupy() if name.lower() == "cupy" else numpy
+
+
+def get_backend() -> str:
+    """The active backend's name: "numpy" or "cupy"."""
+    return xp._module.__name__
+
+
+def is_cupy() -> bool:
+    """True when the active array module is CuPy."""
+    return xp._module is not numpy
+
+
+def to_numpy(array: Any) -> numpy.ndarray:
+    """A host NumPy array with the values of ``array`` (NumPy or CuPy)."""
+    if hasattr(array, "get") and not isinstance(array, numpy.ndarray):
+        return array.get()
+    return numpy.asarray(array)
+
+
+def asarray(array: Any, dtype: Any = None) -> Any:
+    """``array`` as an array of the active module (copied to the GPU if needed)."""
+    return xp.asarray(array, dtype=dtype)
+
+
+def default_rng(seed: int | None = None) -> Any:
+    """A seeded random ``Generator`` of the active module.
+
+    NumPy's ``numpy.random.default_rng`` or CuPy's ``cupy.random.default_rng``;
+    both offer ``random``, ``standard_normal`` and ``integers`` with a ``dtype``.
+    """
+    return xp.random.default_rng(seed)
+
+
+def get_default_dtype() -> numpy.dtype:
+    """The floating dtype that parameters and activations are created in."""
+    return _default_dtype
+
+
+def set_default_dtype(dtype: Any) -> None:
+    """Set the default floating dtype: float32 (training) or float64 (checks)."""
+    global _default_dtype
+    dtype = numpy.dtype(dtype)
+    if dtype not in (numpy.float32, numpy.float64):
+        raise TypeError(
+            f"set_default_dtype: dtype must be float32 or float64, got {dtype}"
+        )
+    _default_dtype = dtype
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: Any) -> Iterator[numpy.dtype]:
+    """Temporarily use ``dtype`` as the default, e.g. ``with default_dtype(float64):``."""
+    previous = _default_dtype
+    set_default_dtype(dtype)
+    try:
+        yield _default_dtype
+    finally:
+        set_default_dtype(previous)
+
+
+def _backend_from_environment() -> None:
+    name = os.environ.get("NPFORMER_BACKEND", "").strip()
+    if name:
+        set_backend(name)
+
+
+_backend_from_environment()

@@ -1,0 +1,353 @@
+"""Check hand-written gradients against central finite differences, in float64.
+
+For an op ``out, cache = forward(*inputs)`` and a random upstream gradient
+``dout`` (never all ones: an all-ones ``dout`` hides mistakes such as a
+missing term in the layer-norm backward), the scalar we differentiate is
+``L(inputs) = sum(out * dout)``. Its exact gradient is what ``backward(dout,
+cache)`` should return, and for each input element ``x_i``::
+
+    dL/dx_i ~= sum((forward(x_i + h) - forward(x_i - h)) * dout) / (2 h),   h = 1e-5
+
+The difference of the two outputs is taken before the sum, so outputs that
+do not depend on ``x_i`` cancel exactly and add no rounding noise. The error
+of one tensor is its worst entry::
+
+    rel_error = max_i |a_i - n_i| / max(|a_i| + |n_i|, 1e-12)
+
+and the check passes below ``tol = 1e-6``.
+
+Use it on any pair of functions, a student's own included::
+
+    from npformer import gradcheck, ops
+    report = gradcheck.check_gradients(
+        ops.layernorm_forward, my_layernorm_backward,
+        {"x": x, "gamma": gamma, "beta": beta}, name="layernorm")
+    print(report)            # one row per tensor: shape, worst relative error, pass/fail
+
+``check_all_ops()`` runs the check over every op of ``npformer.ops``; the
+command ``npformer gradcheck`` prints that table and exits 1 on a failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable
+
+import numpy
+
+from . import backend, ops
+from .backend import xp
+
+DEFAULT_EPS = 1e-5  # about the cube root of float64 epsilon: balances truncation and rounding
+DEFAULT_TOL = 1e-6
+_DENOMINATOR_FLOOR = 1e-12
+
+
+@dataclass
+class TensorCheck:
+    """The outcome for one input tensor of one op."""
+
+    op: str
+    tensor: str
+    shape: tuple
+    max_rel_error: float
+    passed: bool
+    worst_index: tuple | None = None
+    note: str = ""
+
+
+@dataclass
+class GradcheckReport:
+    """Every tensor checked, with a readable table (``str(report)``)."""
+
+    results: list[TensorCheck] = field(default_factory=list)
+    tol: float = DEFAULT_TOL
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(result.passed for result in self.results)
+
+    @property
+    def failures(self) -> list[TensorCheck]:
+        return [result for result in self.results if not result.passed]
+
+    def extend(self, other: "GradcheckReport") -> None:
+        self.results.extend(other.results)
+
+    def table(self) -> str:
+        header = ("op", "tensor", "shape", "max rel error", "result")
+        rows = [
+            (
+                r.op,
+                r.tensor,
+                str(r.shape),
+                f"{r.max_rel_error:.2e}",
+                ("pass" if r.passed else "FAIL") + (f"  ({r.note})" if r.note else ""),
+            )
+            for r in self.results
+        ]
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+        lines = []
+        for row in [header, tuple("-" * w for w in widths) + ("------",), *rows]:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+            lines.append("  ".join(cells + [row[-1]]))
+        n_failed = len(self.failures)
+        verdict = "all passed" if self.passed else f"{n_failed} FAILED"
+        lines.append(f"{len(self.results)} tensors checked, tolerance {self.tol:.0e}: {verdict}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def relative_error(analytic: Any, numeric: Any) -> tuple[float, tuple | None]:
+    """Worst elementwise ``|a - n| / max(|a| + |n|, 1e-12)`` and where it occurs."""
+    analytic = backend.to_numpy(analytic).astype(numpy.float64)
+    numeric = backend.to_numpy(numeric).astype(numpy.float64)
+    if analytic.size == 0:
+        return 0.0, None
+    errors = numpy.abs(analytic - numeric) / numpy.maximum(
+        numpy.abs(analytic) + numpy.abs(numeric), _DENOMINATOR_FLOOR
+    )
+    errors = numpy.where(numpy.isnan(errors), numpy.inf, errors)  # a NaN gradient never passes
+    worst = int(numpy.argmax(errors))
+    return float(errors.reshape(-1)[worst]), numpy.unravel_index(worst, errors.shape)
+
+
+def numerical_gradient(
+    forward: Callable, inputs: dict[str, Any], wrt: str, dout: Any, eps: float = DEFAULT_EPS
+) -> Any:
+    """Central-difference gradient of ``sum(forward(*inputs)[0] * dout)`` w.r.t. ``inputs[wrt]``.
+
+    ``inputs[wrt]`` is perturbed in place one element at a time and restored.
+    """
+    x = inputs[wrt]
+    flat = x.reshape(-1)  # a view: inputs are contiguous copies made by check_gradients
+    grad = numpy.zeros(x.size, dtype=numpy.float64)
+    args = list(inputs.values())
+    for i in range(x.size):
+        original = flat[i].copy()
+        flat[i] = original + eps
+        out_plus = xp.array(forward(*args)[0], copy=True)  # copy: the output may alias x
+        flat[i] = original - eps
+        out_minus = forward(*args)[0]
+        flat[i] = original
+        grad[i] = float(xp.sum((out_plus - out_minus) * dout)) / (2.0 * eps)
+    return grad.reshape(x.shape)
+
+
+def _is_differentiable(value: Any) -> bool:
+    return hasattr(value, "dtype") and getattr(value.dtype, "kind", "") == "f"
+
+
+def check_gradients(
+    forward: Callable,
+    backward: Callable,
+    inputs: dict[str, Any],
+    *,
+    name: str = "op",
+    seed: int = 0,
+    eps: float = DEFAULT_EPS,
+    tol: float = DEFAULT_TOL,
+) -> GradcheckReport:
+    """Compare ``backward`` with finite differences of ``forward`` for each floating input.
+
+    Args:
+        forward: ``forward(*inputs.values()) -> (out, cache)``. Wrap extra arguments
+            (a dropout probability, a fresh seeded generator) in a closure.
+        backward: ``backward(dout, cache) -> grads``: one gradient per floating
+            input, in order (a tuple, or one array when there is one).
+        inputs: argument name -> value, in the order ``forward`` takes them.
+            Floating arrays are copied to float64 and differentiated; anything
+            else (token ids, masks, None) is passed through unchanged.
+        name: the op's name in the report.
+        seed: seeds the random upstream gradient.
+        eps: finite-difference step.
+        tol: pass threshold on the worst relative error.
+
+    Returns:
+        A ``GradcheckReport`` with one row per floating input.
+    """
+    inputs = {
+        key: xp.array(value, dtype=xp.float64, copy=True) if _is_differentiable(value) else value
+        for key, value in inputs.items()
+    }
+    wrt_names = [key for key, value in inputs.items() if _is_differentiable(value)]
+    report = GradcheckReport(tol=tol)
+    if not wrt_names:
+        raise ValueError(f"check_gradients: inputs of {name!r} has no floating array to check")
+
+    out, cache = forward(*inputs.values())
+    rng = numpy.random.default_rng(seed)
+    dout = backend.asarray(rng.standard_normal(numpy.shape(out)), dtype=xp.float64)
+    grads = backward(xp.array(dout, copy=True), cache)
+    if not isinstance(grads, (tuple, list)):
+        grads = (grads,)
+
+    if len(grads) != len(wrt_names):
+        note = f"backward returned {len(grads)} gradient(s), expected {len(wrt_names)}: {wrt_names}"
+        for key in wrt_names:
+            report.results.append(
+                TensorCheck(name, key, tuple(inputs[key].shape), float("inf"), False, None, note)
+            )
+        return report
+
+    for key, analytic in zip(wrt_names, grads):
+        shape = tuple(inputs[key].shape)
+        if analytic is None or tuple(getattr(analytic, "shape", ())) != shape:
+            got = None if analytic is None else tuple(getattr(analytic, "shape", ()))
+            note = f"gradient has shape {got}, expected {shape}"
+            report.results.append(TensorCheck(name, key, shape, float("inf"), False, None, note))
+            continue
+        numeric = numerical_gradient(forward, inputs, key, dout, eps)
+        error, worst = relative_error(analytic, numeric)
+        report.results.append(TensorCheck(name, key, shape, error, error < tol, worst))
+    return report
+
+
+# ---------------------------------------------------------------------------
+# Every op of npformer.ops, with inputs that exercise it. Sizes are keyword
+# arguments so that tests can draw them (hypothesis) and the command can use
+# the defaults. Each builder returns (forward, backward, inputs).
+# ---------------------------------------------------------------------------
+
+
+def _away_from_zero(values: numpy.ndarray, margin: float = 0.05) -> numpy.ndarray:
+    """Push values at least ``margin`` from 0, so no finite difference straddles ReLU's kink."""
+    return values + numpy.where(values >= 0, margin, -margin)
+
+
+def _padded_ids(rng: numpy.random.Generator, batch: int, length: int, vocab: int,
+                fully_padded_row: bool) -> numpy.ndarray:
+    """Token ids in ``[1, vocab)`` followed by padding (0); the last row all padding if asked."""
+    lengths = rng.integers(1, length + 1, size=batch)
+    ids = rng.integers(1, vocab, size=(batch, length))
+    ids[numpy.arange(length)[None, :] >= lengths[:, None]] = 0
+    if fully_padded_row:
+        ids[-1] = 0
+    return ids
+
+
+def linear_case(rng, batch=2, length=3, d_in=4, d_out=5):
+    inputs = {
+        "x": rng.standard_normal((batch, length, d_in)),
+        "W": rng.standard_normal((d_in, d_out)),
+        "b": rng.standard_normal(d_out),
+    }
+    return ops.linear_forward, ops.linear_backward, inputs
+
+
+def relu_case(rng, batch=2, length=3, width=5):
+    inputs = {"x": _away_from_zero(rng.standard_normal((batch, length, width)))}
+    return ops.relu_forward, ops.relu_backward, inputs
+
+
+def gelu_case(rng, batch=2, length=3, width=5, approximate="none"):
+    def forward(x):
+        return ops.gelu_forward(x, approximate=approximate)
+
+    inputs = {"x": 2.0 * rng.standard_normal((batch, length, width))}
+    return forward, ops.gelu_backward, inputs
+
+
+def softmax_case(rng, batch=2, length=3, width=5, axis=-1):
+    def forward(x):
+        return ops.softmax_forward(x, axis=axis)
+
+    inputs = {"x": 2.0 * rng.standard_normal((batch, length, width))}
+    return forward, ops.softmax_backward, inputs
+
+
+def layernorm_case(rng, batch=2, length=3, d_model=6):
+    inputs = {
+        "x": 1.0 + 2.0 * rng.standard_normal((batch, length, d_model)),
+        "gamma": 1.0 + 0.5 * rng.standard_normal(d_model),
+        "beta": rng.standard_normal(d_model),
+    }
+    return ops.layernorm_forward, ops.layernorm_backward, inputs
+
+
+def embedding_case(rng, batch=2, length=4, vocab=7, d_model=5):
+    inputs = {
+        "ids": rng.integers(0, vocab, size=(batch, length)),
+        "W": rng.standard_normal((vocab, d_model)),
+    }
+    return ops.embedding_forward, ops.embedding_backward, inputs
+
+
+def attention_case(rng, batch=2, heads=2, q_len=4, k_len=4, head_dim=3, causal=True,
+                   fully_padded_row=True):
+    """Self-attention shapes with key padding (and the look-ahead mask when ``q_len == k_len``)."""
+    key_ids = _padded_ids(rng, batch, k_len, vocab=9, fully_padded_row=fully_padded_row)
+    mask = ops.padding_mask(backend.asarray(key_ids))
+    if causal and q_len == k_len:
+        mask = mask & ops.causal_mask(q_len)
+
+    def forward(q, k, v):
+        return ops.attention_forward(q, k, v, mask)
+
+    inputs = {
+        "q": rng.standard_normal((batch, heads, q_len, head_dim)),
+        "k": rng.standard_normal((batch, heads, k_len, head_dim)),
+        "v": rng.standard_normal((batch, heads, k_len, head_dim)),
+    }
+    return forward, ops.attention_backward, inputs
+
+
+def dropout_case(rng, batch=2, length=3, width=5, p=0.3, training=True, mask_seed=7):
+    def forward(x):
+        # A fresh generator with the same seed per call: every call drops the same elements.
+        return ops.dropout_forward(x, p, backend.default_rng(mask_seed), training)
+
+    inputs = {"x": rng.standard_normal((batch, length, width))}
+    return forward, ops.dropout_backward, inputs
+
+
+def cross_entropy_case(rng, batch=2, length=3, vocab=6, label_smoothing=0.1,
+                       fully_padded_row=True):
+    targets = _padded_ids(rng, batch, length, vocab, fully_padded_row=fully_padded_row)
+
+    def forward(logits):
+        return ops.cross_entropy_forward(
+            logits, backend.asarray(targets), ignore_index=0, label_smoothing=label_smoothing
+        )
+
+    inputs = {"logits": 2.0 * rng.standard_normal((batch, length, vocab))}
+    return forward, ops.cross_entropy_backward, inputs
+
+
+OP_CASES: dict[str, Callable] = {
+    "linear": linear_case,
+    "relu": relu_case,
+    "gelu": gelu_case,
+    "gelu_tanh": partial(gelu_case, approximate="tanh"),
+    "softmax": softmax_case,
+    "layernorm": layernorm_case,
+    "embedding": embedding_case,
+    "attention": attention_case,
+    "cross_attention": partial(attention_case, q_len=3, k_len=5, causal=False),
+    "dropout": dropout_case,
+    "cross_entropy": cross_entropy_case,
+}
+
+
+def _to_backend(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {k: backend.asarray(v) if isinstance(v, numpy.ndarray) else v for k, v in inputs.items()}
+
+
+def check_op(name: str, seed: int = 0, tol: float = DEFAULT_TOL, **sizes: Any) -> GradcheckReport:
+    """Check one op of ``OP_CASES`` by name; ``sizes`` override its default shapes."""
+    if name not in OP_CASES:
+        raise ValueError(f"check_op: name must be one of {sorted(OP_CASES)}, got {name!r}")
+    forward, backward, inputs = OP_CASES[name](numpy.random.default_rng(seed), **sizes)
+    return check_gradients(forward, backward, _to_backend(inputs), name=name, seed=seed, tol=tol)
+
+
+def check_all_ops(seed: int = 0, names: list[str] | None = None,
+                  tol: float = DEFAULT_TOL) -> GradcheckReport:
+    """Check every op (or those named) and gather one report."""
+    report = GradcheckReport(tol=tol)
+    for name in names or list(OP_CASES):
+        report.extend(check_op(name, seed=seed, tol=tol))
+    return report

@@ -1,0 +1,37 @@
+"""The math of npformer: every differentiable operation as a pair of pure functions.
+
+    out, cache = <name>_forward(inputs..., params...)
+    grads      = <name>_backward(dout, cache)
+
+``grads`` holds the gradients of the differentiable (floating) array
+arguments, in order: a tuple, or a single array when there is one. No state,
+no globals, no autograd tape. Each module's docstring gives the shapes, the
+forward equation and the derivation of the backward pass.
+"""
+
+from .attention import attention_backward, attention_forward
+from .cross_entropy import cross_entropy_backward, cross_entropy_forward
+from .dropout import dropout_backward, dropout_forward
+from .embedding import embedding_backward, embedding_forward
+from .gelu import gelu_backward, gelu_forward
+from .layernorm import layernorm_backward, layernorm_forward
+from .linear import linear_backward, linear_forward
+from .masks import causal_mask, padding_mask
+from .positional import positional_encoding
+from .relu import relu_backward, relu_forward
+from .softmax import softmax_backward, softmax_forward
+from .special import erf, erfc
+
+__all__ = [
+    "linear_forward", "linear_backward",
+    "relu_forward", "relu_backward",
+    "gelu_forward", "gelu_backward",
+    "softmax_forward", "softmax_backward",
+    "layernorm_forward", "layernorm_backward",
+    "embedding_forward", "embedding_backward",
+    "attention_forward", "attention_backward",
+    "dropout_forward", "dropout_backward",
+    "cross_entropy_forward", "cross_entropy_backward",
+    "positional_encoding", "padding_mask", "causal_mask",
+    "erf", "erfc",
+]

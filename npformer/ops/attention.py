@@ -1,0 +1,118 @@
+"""Scaled dot-product attention with a boolean mask (Vaswani et al., 2017, eq. 1).
+
+Shapes: ``q (B, H, Tq, Dh)``, ``k, v (B, H, Tk, Dh)``, ``mask`` boolean and
+broadcastable to ``(B, H, Tq, Tk)`` with **True where a query may attend to a
+key**. Output ``(B, H, Tq, Dh)``.
+
+Forward::
+
+    scores  = q @ k^T / sqrt(Dh)                  (B, H, Tq, Tk)
+    scores  = -inf where the mask is False
+    weights = softmax(scores) over the keys       (B, H, Tq, Tk)
+    out     = weights @ v                         (B, H, Tq, Dh)
+
+A masked key gets ``exp(-inf) = 0``: exactly zero weight. A query row whose
+keys are all masked (a sequence that is all padding) would be ``0 / 0``; it
+gets all-zero weights instead, so its output and its gradients are zero,
+never NaN.
+
+Backward, with ``s = 1 / sqrt(Dh)``::
+
+    dv       = weights^T @ dout
+    dweights = dout @ v^T
+    dscores  = weights * (dweights - sum_keys(dweights * weights))   (softmax backward)
+    dq       = s * dscores @ k
+    dk       = s * dscores^T @ q
+
+Masked entries have ``weights = 0`` and hence ``dscores = 0``: no gradient
+flows to masked keys. Every product is one batched ``matmul`` over all batch
+entries and heads at once.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..backend import xp
+from ._validate import check_broadcastable, check_float, check_ndim, check_same_dtype
+
+
+def _check_attention_inputs(q: Any, k: Any, v: Any, mask: Any) -> None:
+    op = "attention_forward"
+    for name, value in (("q", q), ("k", k), ("v", v)):
+        check_float(op, name, value)
+        check_ndim(op, name, value, 4, "(B, H, T, Dh)")
+    check_same_dtype(op, ("q", "k", "v"), (q, k, v))
+    batch, heads, _, head_dim = q.shape
+    if tuple(k.shape[:2]) != (batch, heads) or k.shape[3] != head_dim:
+        raise ValueError(
+            f"{op}: k must have shape (B, H, Tk, Dh) = ({batch}, {heads}, Tk, {head_dim}) "
+            f"to match q {tuple(q.shape)}, got {tuple(k.shape)}"
+        )
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(
+            f"{op}: v must have the shape of k {tuple(k.shape)}, got {tuple(v.shape)}"
+        )
+    if mask is not None:
+        if not isinstance(mask, xp.ndarray) or mask.dtype != bool:
+            received = getattr(mask, "dtype", type(mask).__name__)
+            raise TypeError(
+                f"{op}: mask must be a boolean array (True = may attend), got {received}"
+            )
+        target = (batch, heads, q.shape[2], k.shape[2])
+        check_broadcastable(op, "mask", mask, target, "(B, H, Tq, Tk)")
+
+
+def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, dict]:
+    """``softmax(q k^T / sqrt(Dh), masked) @ v``.
+
+    Args:
+        q: queries, ``(B, H, Tq, Dh)``.
+        k: keys, ``(B, H, Tk, Dh)``.
+        v: values, ``(B, H, Tk, Dh)``.
+        mask: boolean, broadcastable to ``(B, H, Tq, Tk)``, True = may attend; None = all.
+
+    Returns:
+        ``out (B, H, Tq, Dh)`` and the cache; ``cache["weights"]`` is the
+        ``(B, H, Tq, Tk)`` attention matrix (rows sum to 1, or to 0 when fully masked).
+    """
+    _check_attention_inputs(q, k, v, mask)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+
+    scores = q @ k.swapaxes(-1, -2)
+    scores *= scale
+    if mask is not None:
+        xp.copyto(scores, -xp.inf, where=~mask)
+
+    # Stable softmax over the keys, written out so that fully masked rows give 0.
+    row_max = scores.max(axis=-1, keepdims=True)
+    if mask is not None:
+        row_max[~xp.isfinite(row_max)] = 0.0  # fully masked row: -inf - (-inf) would be NaN
+    scores -= row_max
+    weights = xp.exp(scores, out=scores)
+    row_sum = weights.sum(axis=-1, keepdims=True)
+    row_sum[row_sum == 0] = 1.0  # only fully masked rows sum to 0; they stay all-zero
+    weights /= row_sum
+
+    out = weights @ v
+    cache = {"q": q, "k": k, "v": v, "weights": weights, "scale": scale}
+    return out, cache
+
+
+def attention_backward(dout: Any, cache: dict) -> tuple[Any, Any, Any]:
+    """Gradients ``(dq, dk, dv)`` of ``attention_forward``, shaped like ``q, k, v``."""
+    q, k, v = cache["q"], cache["k"], cache["v"]
+    weights, scale = cache["weights"], cache["scale"]
+
+    dv = weights.swapaxes(-1, -2) @ dout
+    dweights = dout @ v.swapaxes(-1, -2)
+
+    dscores = dweights
+    dscores *= weights
+    dscores -= weights * dscores.sum(axis=-1, keepdims=True)
+    dscores *= scale
+
+    dq = dscores @ k
+    dk = dscores.swapaxes(-1, -2) @ q
+    return dq, dk, dv

@@ -1,0 +1,116 @@
+"""Softmax cross-entropy on logits, with padding ignored and label smoothing.
+
+Shapes: ``logits (..., V)`` (typically ``(B, T, V)``), ``targets (...)``
+integers. The loss is the mean over the positions whose target is not
+``ignore_index``.
+
+Forward, per position, with a fused log-softmax (never ``log(0)``)::
+
+    m        = max_j z_j
+    log p_j  = (z_j - m) - log(sum_k exp(z_k - m))      # the sum is >= 1
+    q        = (1 - eps) * onehot(target) + eps / V     # label smoothing
+    loss_pos = -sum_j q_j log p_j
+             = (1 - eps) * (-log p_target) + eps * mean_j(-log p_j)
+    loss     = sum over kept positions of loss_pos / n_kept
+
+The smoothing follows PyTorch's ``CrossEntropyLoss(label_smoothing=eps)``:
+``eps / V`` goes to every class, the target included. With ``eps = 0`` the
+loss is ``-log p_target``. Logits of 1e4 stay finite because only
+differences ``z_j - m <= 0`` are exponentiated.
+
+Backward: ``dlogits = dloss * (p - q) / n_kept`` at kept positions and 0 at
+ignored ones. When every target is ignored the loss is 0 and so is the
+gradient (PyTorch would return NaN).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backend import xp
+from ._validate import check_float, check_ids_in_range, check_integer, check_min_ndim
+
+
+def _check_inputs(logits: Any, targets: Any, label_smoothing: float) -> None:
+    op = "cross_entropy_forward"
+    check_float(op, "logits", logits)
+    check_min_ndim(op, "logits", logits, 1, "(..., V)")
+    check_integer(op, "targets", targets)
+    if tuple(targets.shape) != tuple(logits.shape[:-1]):
+        raise ValueError(
+            f"{op}: targets must have shape logits.shape[:-1] = {tuple(logits.shape[:-1])}, "
+            f"got {tuple(targets.shape)}"
+        )
+    if isinstance(label_smoothing, bool) or not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing!r}")
+
+
+def cross_entropy_forward(
+    logits: Any, targets: Any, ignore_index: int | None = 0, label_smoothing: float = 0.0
+) -> tuple[Any, dict]:
+    """Mean softmax cross-entropy over the targets that are not ``ignore_index``.
+
+    Args:
+        logits: unnormalised scores, ``(..., V)``.
+        targets: class ids, ``logits.shape[:-1]``, in ``[0, V)`` except where equal
+            to ``ignore_index``.
+        ignore_index: target id that contributes nothing (``<pad>`` = 0); None keeps all.
+        label_smoothing: ``eps`` in ``[0, 1]``.
+
+    Returns:
+        The loss (a 0-d array in the dtype of ``logits``) and the cache.
+    """
+    _check_inputs(logits, targets, label_smoothing)
+    vocab_size = logits.shape[-1]
+    z = logits.reshape(-1, vocab_size)
+    target_ids = targets.reshape(-1)
+
+    kept = xp.ones(target_ids.shape, dtype=bool) if ignore_index is None else target_ids != ignore_index
+    check_ids_in_range(
+        "cross_entropy_forward", "targets", target_ids[kept], vocab_size,
+        f"number of classes V = logits.shape[-1], except ignore_index = {ignore_index}",
+    )
+    safe_ids = xp.where(kept, target_ids, 0)  # ignored positions read class 0, then count 0
+    n_kept = int(kept.sum())
+
+    shifted = z - z.max(axis=-1, keepdims=True)
+    log_norm = xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
+    log_probs = shifted
+    log_probs -= log_norm
+
+    rows = xp.arange(z.shape[0])
+    nll = -log_probs[rows, safe_ids]
+    per_position = (1.0 - label_smoothing) * nll
+    if label_smoothing > 0:
+        per_position -= label_smoothing * log_probs.mean(axis=-1)
+    per_position *= kept
+    loss = per_position.sum() / max(n_kept, 1)
+
+    cache = {
+        "log_probs": log_probs,
+        "target_ids": safe_ids,
+        "kept": kept,
+        "n_kept": n_kept,
+        "label_smoothing": label_smoothing,
+        "logits_shape": tuple(logits.shape),
+    }
+    return loss, cache
+
+
+def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
+    """``dlogits = dloss * (softmax(logits) - q) / n_kept``, 0 at ignored positions."""
+    log_probs, target_ids, kept = cache["log_probs"], cache["target_ids"], cache["kept"]
+    eps = cache["label_smoothing"]
+    vocab_size = log_probs.shape[-1]
+    dtype = log_probs.dtype
+
+    # Per-position weight: dloss / n_kept where kept, else 0.
+    weight = (kept * (xp.asarray(dloss, dtype=dtype) / max(cache["n_kept"], 1))).astype(dtype)
+    weight = weight[:, None]
+
+    dlogits = xp.exp(log_probs)
+    if eps > 0:
+        dlogits -= eps / vocab_size
+    dlogits[xp.arange(dlogits.shape[0]), target_ids] -= 1.0 - eps
+    dlogits *= weight
+    return dlogits.reshape(cache["logits_shape"])

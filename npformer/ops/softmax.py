@@ -1,0 +1,45 @@
+"""Softmax along one axis, numerically stable.
+
+Forward, along ``axis``::
+
+    y_i = exp(x_i - m) / sum_j exp(x_j - m),   m = max_j x_j
+
+Subtracting the row maximum changes nothing mathematically (softmax is
+invariant to adding a constant) but keeps every ``exp`` at most 1, so large
+inputs cannot overflow. Entries of ``-inf`` get probability exactly 0, as long
+as each row has at least one finite entry.
+
+Backward: the Jacobian is ``diag(y) - y y^T``, so without building it::
+
+    dx = y * (dy - sum_j(dy_j * y_j))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backend import xp
+from ._validate import check_float, check_min_ndim
+
+
+def softmax_forward(x: Any, axis: int = -1) -> tuple[Any, dict]:
+    """Softmax of ``x`` along ``axis``; returns ``(y, cache)`` with ``y`` the shape of ``x``."""
+    check_float("softmax_forward", "x", x)
+    check_min_ndim("softmax_forward", "x", x, 1, "(..., N)")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(
+            f"softmax_forward: axis must lie in [{-x.ndim}, {x.ndim}) for x of shape "
+            f"{tuple(x.shape)}, got {axis}"
+        )
+    y = x - x.max(axis=axis, keepdims=True)
+    xp.exp(y, out=y)
+    y /= y.sum(axis=axis, keepdims=True)
+    return y, {"y": y, "axis": axis}
+
+
+def softmax_backward(dy: Any, cache: dict) -> Any:
+    """``dx = y * (dy - sum(dy * y))`` along the softmax axis; the shape of ``x``."""
+    y, axis = cache["y"], cache["axis"]
+    dx = dy * y
+    dx -= y * dx.sum(axis=axis, keepdims=True)
+    return dx

@@ -44,7 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="array library (default: $NPFORMER_BACKEND, else numpy)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
 
     check = commands.add_parser(
         "gradcheck",
@@ -70,7 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
     if args.backend:
         try:
             backend.set_backend(args.backend)

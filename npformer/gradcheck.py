@@ -128,7 +128,8 @@ def relative_error(analytic: Any, numeric: Any) -> tuple[float, tuple | None]:
     )
     errors = numpy.where(numpy.isnan(errors), numpy.inf, errors)  # a NaN gradient never passes
     worst = int(numpy.argmax(errors))
-    return float(errors.reshape(-1)[worst]), numpy.unravel_index(worst, errors.shape)
+    where = tuple(int(i) for i in numpy.unravel_index(worst, errors.shape))
+    return float(errors.reshape(-1)[worst]), where
 
 
 def numerical_gradient(
@@ -197,9 +198,9 @@ def check_gradients(
         for key, value in inputs.items()
     }
     wrt_names = [key for key, value in inputs.items() if _is_differentiable(value)]
-    report = GradcheckReport(tol=tol)
     if not wrt_names:
         raise ValueError(f"check_gradients: inputs of {name!r} has no floating array to check")
+    report = GradcheckReport(tol=tol)
 
     out, cache = forward(*inputs.values())
     rng = numpy.random.default_rng(seed)

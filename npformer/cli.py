@@ -3,7 +3,8 @@
 Subcommands:
 
 * ``gradcheck``: compare every op's hand-written backward pass with central
-  finite differences in float64, print the table, exit 1 on any failure.
+  finite differences in float64, print the table, exit 1 on any failure;
+  ``gradcheck --model`` does the same for every parameter of a tiny Transformer.
 """
 
 from __future__ import annotations
@@ -18,6 +19,17 @@ def _run_gradcheck(args: argparse.Namespace) -> int:
     if args.list:
         print("\n".join(gradcheck.OP_CASES))
         return 0
+    if args.model:
+        config = dict(norm=args.norm, activation=args.activation,
+                      tie_embeddings=args.tie_embeddings, dropout=args.dropout)
+        report = gradcheck.check_model(seed=args.seed, tol=args.tol, **config)
+        sizes = {k: gradcheck.TINY_MODEL[k] for k in ("d_model", "n_heads", "d_ff", "n_layers")}
+        print(f"backend: {backend.get_backend()}, float64, seed {args.seed}; tiny Transformer "
+              f"{sizes}, " + ", ".join(f"{k}={v}" for k, v in config.items())
+              + f", label_smoothing={gradcheck.TINY_MODEL['label_smoothing']}; "
+              "loss = cross-entropy on a padded batch")
+        print(report.table())
+        return 0 if report.passed else 1
     unknown = [name for name in args.op or [] if name not in gradcheck.OP_CASES]
     if unknown:
         print(
@@ -59,6 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="check only this op (repeatable; see --list)",
     )
     check.add_argument("--list", action="store_true", help="list the ops that can be checked")
+    check.add_argument(
+        "--model", action="store_true",
+        help="check every parameter of a tiny float64 Transformer through its loss (about 10 s)",
+    )
+    check.add_argument("--norm", choices=("post", "pre"), default="post", help="with --model")
+    check.add_argument("--activation", choices=("relu", "gelu"), default="relu", help="with --model")
+    check.add_argument("--tie-embeddings", action="store_true", help="with --model")
+    check.add_argument("--dropout", type=float, default=gradcheck.TINY_MODEL["dropout"],
+                       help="with --model (default: %(default)s; masks are replayed exactly)")
     check.add_argument("--seed", type=int, default=0, help="seed for inputs and upstream gradients")
     check.add_argument(
         "--tol", type=float, default=gradcheck.DEFAULT_TOL,

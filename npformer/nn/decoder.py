@@ -1,0 +1,146 @@
+"""The decoder: ``n_layers`` layers of masked self-attention, cross-attention and feed-forward.
+
+``DecoderLayer``::
+
+    x = residual(x, SelfAttention(x, x, causal & target padding mask))   # norm1
+    x = residual(x, CrossAttention(x, memory, source padding mask))      # norm2
+    x = residual(x, FeedForward(x))                                      # norm3
+
+``memory`` is the encoder output. Every layer reads it, so its gradient is
+the sum of the cross-attention gradients of all layers.
+
+For generation, ``step`` runs one new position at a time: self-attention
+reuses the keys and values of earlier positions from a cache, and
+cross-attention uses keys and values of ``memory`` computed once per source.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy
+
+from .attention import MultiHeadAttention
+from .dropout import Dropout
+from .feedforward import FeedForward
+from .layernorm import LayerNorm
+from .module import Module, ModuleList
+from .residual import residual_backward, residual_forward
+
+
+class DecoderLayer(Module):
+    """Children: ``self_attn``, ``norm1``, ``cross_attn``, ``norm2``, ``ffn``, ``norm3``."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, *, dropout: float, dropout_rng: Any,
+                 pre_norm: bool, activation: str, rng: numpy.random.Generator,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.self_attn = MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype)
+        self.norm1 = LayerNorm(d_model, dtype=dtype)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, dtype=dtype)
+        self.ffn = FeedForward(d_model, d_ff, activation, rng=rng, dtype=dtype)
+        self.norm3 = LayerNorm(d_model, dtype=dtype)
+        self.drop1 = Dropout(dropout, dropout_rng)
+        self.drop2 = Dropout(dropout, dropout_rng)
+        self.drop3 = Dropout(dropout, dropout_rng)
+
+    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any) -> Any:
+        """``x (B, Tt, D)``, ``memory (B, Ts, D)`` -> ``(B, Tt, D)``."""
+        x = residual_forward(x, lambda h: self.self_attn.forward(h, h, self_mask),
+                             self.norm1, self.drop1, self.pre_norm)
+        x = residual_forward(x, lambda h: self.cross_attn.forward(h, memory, memory_mask),
+                             self.norm2, self.drop2, self.pre_norm)
+        return residual_forward(x, self.ffn.forward, self.norm3, self.drop3, self.pre_norm)
+
+    def backward(self, dout: Any) -> tuple[Any, Any]:
+        """Returns ``(dx, d_memory)``."""
+        d = residual_backward(dout, self.ffn.backward, self.norm3, self.drop3, self.pre_norm)
+        d = residual_backward(d, self._cross_attn_backward, self.norm2, self.drop2, self.pre_norm)
+        d = residual_backward(d, self._self_attn_backward, self.norm1, self.drop1, self.pre_norm)
+        return d, self._d_memory
+
+    def _self_attn_backward(self, d_out: Any) -> Any:
+        d_query, d_memory = self.self_attn.backward(d_out)
+        return d_query + d_memory  # query and memory are the same input
+
+    def _cross_attn_backward(self, d_out: Any) -> Any:
+        d_query, self._d_memory = self.cross_attn.backward(d_out)
+        return d_query
+
+    def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any,
+             memory_keys: Any, memory_values: Any, memory_mask: Any) -> Any:
+        """One new position ``x (B, 1, D)`` at ``position``, with cached keys and values."""
+        x = residual_forward(
+            x, lambda h: self.self_attn.forward_step(h, key_buffer, value_buffer, position),
+            self.norm1, self.drop1, self.pre_norm)
+        x = residual_forward(
+            x, lambda h: self.cross_attn.attend(h, memory_keys, memory_values, memory_mask),
+            self.norm2, self.drop2, self.pre_norm)
+        return residual_forward(x, self.ffn.forward, self.norm3, self.drop3, self.pre_norm)
+
+
+class Decoder(Module):
+    """A stack of ``DecoderLayer``s (``layers``), plus ``norm`` when pre-norm."""
+
+    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, *, dropout: float,
+                 dropout_rng: Any, pre_norm: bool, activation: str,
+                 rng: numpy.random.Generator, dtype: Any = None) -> None:
+        super().__init__()
+        self.layers = ModuleList([
+            DecoderLayer(d_model, n_heads, d_ff, dropout=dropout, dropout_rng=dropout_rng,
+                         pre_norm=pre_norm, activation=activation, rng=rng, dtype=dtype)
+            for _ in range(n_layers)
+        ])
+        self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
+
+    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any) -> Any:
+        for layer in self.layers:
+            x = layer.forward(x, memory, self_mask, memory_mask)
+        return x if self.norm is None else self.norm.forward(x)
+
+    def backward(self, dout: Any) -> tuple[Any, Any]:
+        """Returns ``(dx, d_memory)``, ``d_memory`` summed over the layers."""
+        d = dout if self.norm is None else self.norm.backward(dout)
+        d_memory = 0
+        for layer in reversed(self.layers):
+            d, d_layer_memory = layer.backward(d)
+            d_memory = d_memory + d_layer_memory
+        return d, d_memory
+
+    def step(self, x: Any, position: int, cache: "DecoderCache") -> Any:
+        """``x (B, 1, D)`` at ``position`` through every layer, reading and filling ``cache``."""
+        for index, layer in enumerate(self.layers):
+            x = layer.step(x, position, cache.self_keys[index], cache.self_values[index],
+                           cache.memory_keys[index], cache.memory_values[index], cache.memory_mask)
+        return x if self.norm is None else self.norm.forward(x)
+
+
+class DecoderCache:
+    """What incremental decoding keeps between steps.
+
+    * ``memory_keys[i]``, ``memory_values[i]``: layer ``i``'s cross-attention keys
+      and values of the encoder output, ``(B, H, Ts, Dh)``, computed once;
+    * ``self_keys[i]``, ``self_values[i]``: layer ``i``'s self-attention keys and
+      values, ``(B, H, max_len, Dh)`` buffers filled one position per step;
+    * ``memory_mask``: the source padding mask ``(B, 1, 1, Ts)``;
+    * ``length``: how many target positions have been processed.
+    """
+
+    def __init__(self, memory_keys: list, memory_values: list, self_keys: list,
+                 self_values: list, memory_mask: Any) -> None:
+        self.memory_keys, self.memory_values = memory_keys, memory_values
+        self.self_keys, self.self_values = self_keys, self_values
+        self.memory_mask = memory_mask
+        self.length = 0
+
+    def select(self, rows: Any) -> "DecoderCache":
+        """A cache whose batch row ``j`` is row ``rows[j]`` of this one (beam search reorders)."""
+        chosen = DecoderCache(
+            [k[rows] for k in self.memory_keys], [v[rows] for v in self.memory_values],
+            [k[rows] for k in self.self_keys], [v[rows] for v in self.self_values],
+            self.memory_mask[rows],
+        )
+        chosen.length = self.length
+        return chosen

@@ -1,0 +1,31 @@
+"""``Embedding``: a learned table ``W (V, D)``; token ``v`` becomes row ``W[v]``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy
+
+from .. import ops
+from ..backend import get_default_dtype
+from . import init
+from .module import Module
+
+
+class Embedding(Module):
+    """Token ids ``(B, T)`` -> vectors ``(B, T, D)``. ``W`` starts as ``N(0, 1/D)``."""
+
+    def __init__(self, vocab_size: int, d_model: int, *, rng: numpy.random.Generator,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.vocab_size, self.d_model = vocab_size, d_model
+        dtype = dtype or get_default_dtype()
+        self.add_param("W", init.normal(rng, (vocab_size, d_model), d_model**-0.5, dtype))
+
+    def forward(self, ids: Any) -> Any:
+        out, self._cache = ops.embedding_forward(ids, self.W)
+        return out
+
+    def backward(self, dout: Any) -> None:
+        """Adds ``dW``; token ids have no gradient, so nothing is returned."""
+        self.grad["W"] += ops.embedding_backward(dout, self._cache)

@@ -1,0 +1,78 @@
+"""The encoder: ``n_layers`` identical layers of self-attention and feed-forward.
+
+``EncoderLayer``::
+
+    x = residual(x, SelfAttention(x, x, source padding mask))   # norm1
+    x = residual(x, FeedForward(x))                              # norm2
+
+``Encoder`` stacks the layers and, in pre-norm models, ends with a LayerNorm
+(``encoder.norm``): pre-norm residual streams are never normalised otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy
+
+from .attention import MultiHeadAttention
+from .dropout import Dropout
+from .feedforward import FeedForward
+from .layernorm import LayerNorm
+from .module import Module, ModuleList
+from .residual import residual_backward, residual_forward
+
+
+class EncoderLayer(Module):
+    """``(B, Ts, D)`` -> ``(B, Ts, D)``. Children: ``self_attn``, ``norm1``, ``ffn``, ``norm2``."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, *, dropout: float, dropout_rng: Any,
+                 pre_norm: bool, activation: str, rng: numpy.random.Generator,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.self_attn = MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype)
+        self.norm1 = LayerNorm(d_model, dtype=dtype)
+        self.ffn = FeedForward(d_model, d_ff, activation, rng=rng, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, dtype=dtype)
+        self.drop1 = Dropout(dropout, dropout_rng)
+        self.drop2 = Dropout(dropout, dropout_rng)
+
+    def forward(self, x: Any, mask: Any) -> Any:
+        x = residual_forward(x, lambda h: self.self_attn.forward(h, h, mask),
+                             self.norm1, self.drop1, self.pre_norm)
+        return residual_forward(x, self.ffn.forward, self.norm2, self.drop2, self.pre_norm)
+
+    def backward(self, dout: Any) -> Any:
+        d = residual_backward(dout, self.ffn.backward, self.norm2, self.drop2, self.pre_norm)
+        return residual_backward(d, self._self_attn_backward, self.norm1, self.drop1, self.pre_norm)
+
+    def _self_attn_backward(self, d_out: Any) -> Any:
+        d_query, d_memory = self.self_attn.backward(d_out)
+        return d_query + d_memory  # query and memory are the same input
+
+
+class Encoder(Module):
+    """A stack of ``EncoderLayer``s (``layers``), plus ``norm`` when pre-norm."""
+
+    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, *, dropout: float,
+                 dropout_rng: Any, pre_norm: bool, activation: str,
+                 rng: numpy.random.Generator, dtype: Any = None) -> None:
+        super().__init__()
+        self.layers = ModuleList([
+            EncoderLayer(d_model, n_heads, d_ff, dropout=dropout, dropout_rng=dropout_rng,
+                         pre_norm=pre_norm, activation=activation, rng=rng, dtype=dtype)
+            for _ in range(n_layers)
+        ])
+        self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
+
+    def forward(self, x: Any, mask: Any) -> Any:
+        for layer in self.layers:
+            x = layer.forward(x, mask)
+        return x if self.norm is None else self.norm.forward(x)
+
+    def backward(self, dout: Any) -> Any:
+        d = dout if self.norm is None else self.norm.backward(dout)
+        for layer in reversed(self.layers):
+            d = layer.backward(d)
+        return d

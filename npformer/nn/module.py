@@ -1,0 +1,159 @@
+"""The ``Module`` base class: named parameters, their gradients, and the tree of sub-modules.
+
+A module owns parameters (arrays registered with ``add_param``) and
+sub-modules (any attribute that is a ``Module``, found in the order they were
+assigned). ``params()`` and ``grads()`` walk that tree and return dicts with
+the same dotted keys, e.g. ``encoder.layers.0.self_attn.q.W``.
+
+Conventions, as in PyTorch:
+
+* ``forward`` keeps what ``backward`` needs in the module (its caches);
+* ``backward`` **adds** each parameter's gradient into ``module.grad[name]``,
+  so a parameter used twice (tied embeddings) receives both contributions.
+  Call ``zero_grad()`` before each backward pass;
+* ``train()`` / ``eval()`` switch dropout on and off in every sub-module.
+
+Attributes whose name starts with ``_`` are never children: a module can hold
+a reference to another (a tied weight) without owning it twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy
+
+from .. import backend
+from ..backend import xp
+
+
+class Module:
+    """Base class of every layer and model."""
+
+    def __init__(self) -> None:
+        self.training = True
+        self._param_names: list[str] = []
+        self.grad: dict[str, Any] = {}
+
+    # -- building -----------------------------------------------------------------------
+
+    def add_param(self, name: str, value: Any) -> Any:
+        """Register ``value`` as the parameter ``name`` (also reachable as ``self.<name>``)."""
+        setattr(self, name, value)
+        self._param_names.append(name)
+        self.grad[name] = xp.zeros_like(value)
+        return value
+
+    def children(self) -> Iterator[tuple[str, "Module"]]:
+        """Direct sub-modules, in the order they were assigned."""
+        for name, value in vars(self).items():
+            if isinstance(value, Module) and not name.startswith("_"):
+                yield name, value
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+        """This module and every descendant, with dotted names ("" for this one)."""
+        yield prefix, self
+        for name, child in self.children():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    # -- parameters and gradients -------------------------------------------------------
+
+    def params(self) -> dict[str, Any]:
+        """Every parameter, by dotted key. The arrays themselves: updating them updates the model."""
+        return {
+            f"{path}.{name}" if path else name: getattr(module, name)
+            for path, module in self.named_modules()
+            for name in module._param_names
+        }
+
+    def grads(self) -> dict[str, Any]:
+        """Every parameter's gradient, with the keys of ``params()``."""
+        return {
+            f"{path}.{name}" if path else name: module.grad[name]
+            for path, module in self.named_modules()
+            for name in module._param_names
+        }
+
+    def zero_grad(self) -> None:
+        """Set every gradient to zero, in place."""
+        for _, module in self.named_modules():
+            for grad in module.grad.values():
+                grad.fill(0)
+
+    def num_params(self) -> int:
+        """The number of scalar parameters (a tied weight counts once)."""
+        return sum(int(value.size) for value in self.params().values())
+
+    # -- modes ----------------------------------------------------------------------------
+
+    def train(self, mode: bool = True) -> "Module":
+        """Training mode (dropout on) for this module and all sub-modules."""
+        for _, module in self.named_modules():
+            module.training = mode
+        return self
+
+    def eval(self) -> "Module":
+        """Evaluation mode (dropout off)."""
+        return self.train(False)
+
+    # -- saving and loading ---------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, numpy.ndarray]:
+        """Host (NumPy) copies of every parameter, by dotted key."""
+        return {key: backend.to_numpy(value).copy() for key, value in self.params().items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Copy ``state`` into the parameters, in place.
+
+        Every key must match (a missing or unexpected key raises ``KeyError``
+        naming it), and every array must have the parameter's shape
+        (``ValueError``) and dtype (``TypeError``). Nothing is changed unless
+        everything matches.
+        """
+        params = self.params()
+        missing = sorted(set(params) - set(state))
+        unexpected = sorted(set(state) - set(params))
+        if missing or unexpected:
+            parts = []
+            if missing:
+                parts.append(f"missing keys {missing}")
+            if unexpected:
+                parts.append(f"unexpected keys {unexpected}")
+            raise KeyError(f"load_state_dict: {'; '.join(parts)}")
+        for key, value in state.items():
+            target = params[key]
+            if tuple(value.shape) != tuple(target.shape):
+                raise ValueError(
+                    f"load_state_dict: {key} must have shape {tuple(target.shape)}, "
+                    f"got {tuple(value.shape)}"
+                )
+            if numpy.dtype(value.dtype) != numpy.dtype(target.dtype):
+                raise TypeError(
+                    f"load_state_dict: {key} must have dtype {target.dtype}, got {value.dtype}"
+                )
+        for key, value in state.items():
+            params[key][...] = backend.asarray(value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.num_params():,} parameters)"
+
+
+class ModuleList(Module):
+    """An ordered list of sub-modules, keyed "0", "1", ... (``layers.0.self_attn``)."""
+
+    def __init__(self, modules: list[Module]) -> None:
+        super().__init__()
+        self._modules = list(modules)
+
+    def children(self) -> Iterator[tuple[str, Module]]:
+        for index, module in enumerate(self._modules):
+            yield str(index), module
+
+    def __getitem__(self, index: int) -> Module:
+        return self._modules[index]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules)

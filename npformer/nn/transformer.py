@@ -1,0 +1,242 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
+
+Data flow, with ``D = d_model``::
+
+    source ids (B, Ts) -> src_embed * sqrt(D) + PE -> dropout -> encoder -> memory (B, Ts, D)
+    target ids (B, Tt) -> tgt_embed * sqrt(D) + PE -> dropout -> decoder(memory) -> out_proj
+                                                                          -> logits (B, Tt, V_tgt)
+
+Masks (True = may attend): encoder self-attention and decoder cross-attention
+see every source key that is not ``<pad>``; decoder self-attention sees the
+target keys that are not ``<pad>`` and not in the future.
+
+``backward(dlogits)`` runs the same path in reverse and adds every parameter's
+gradient into ``grads()``; the source side receives the gradient of
+``memory`` gathered from every decoder layer.
+
+Token ids 0, 1, 2, 3 are ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>`` in every vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy
+
+from .. import backend, ops
+from ..backend import get_default_dtype, xp
+from .decoder import Decoder, DecoderCache
+from .dropout import Dropout
+from .embedding import Embedding
+from .encoder import Encoder
+from .linear import Linear
+from .loss import CrossEntropyLoss
+from .module import Module
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
+
+
+@dataclass
+class TransformerConfig:
+    """Sizes and options. The defaults are the paper's base model.
+
+    ``norm``: "post" (``LayerNorm(x + Sublayer(x))``, the paper) or "pre"
+    (``x + Sublayer(LayerNorm(x))`` plus a final LayerNorm in encoder and decoder).
+    ``activation``: "relu" (the paper) or "gelu" (exact). ``tie_embeddings``: the
+    output projection uses the target embedding table (transposed).
+    ``label_smoothing``: of the model's loss (the paper uses 0.1).
+    """
+
+    src_vocab: int
+    tgt_vocab: int
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    n_layers: int = 6
+    max_len: int = 512
+    dropout: float = 0.1
+    norm: str = "post"
+    activation: str = "relu"
+    tie_embeddings: bool = False
+    label_smoothing: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TransformerConfig: {name} must be a positive int, got {value!r}")
+        for name in ("src_vocab", "tgt_vocab"):
+            if getattr(self, name) < len(SPECIAL_TOKENS):
+                raise ValueError(
+                    f"TransformerConfig: {name} must be >= {len(SPECIAL_TOKENS)} "
+                    f"(the special tokens {SPECIAL_TOKENS}), got {getattr(self, name)}"
+                )
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"TransformerConfig: d_model must be divisible by n_heads, "
+                f"got d_model={self.d_model}, n_heads={self.n_heads}"
+            )
+        if self.norm not in ("post", "pre"):
+            raise ValueError(f"TransformerConfig: norm must be 'post' or 'pre', got {self.norm!r}")
+        if self.activation not in ("relu", "gelu"):
+            raise ValueError(
+                f"TransformerConfig: activation must be 'relu' or 'gelu', got {self.activation!r}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"TransformerConfig: dropout must be in [0, 1), got {self.dropout!r}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(
+                f"TransformerConfig: label_smoothing must be in [0, 1), got {self.label_smoothing!r}"
+            )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Transformer(Module):
+    """Encoder-decoder Transformer. ``forward(src_ids, tgt_in_ids) -> logits (B, Tt, V_tgt)``."""
+
+    def __init__(self, config: TransformerConfig, seed: int = 0, dtype: Any = None) -> None:
+        super().__init__()
+        self.config = config
+        self.dtype = numpy.dtype(dtype or get_default_dtype())
+        init_seed, dropout_seed = numpy.random.SeedSequence(seed).spawn(2)
+        rng = numpy.random.default_rng(init_seed)
+        self.dropout_rng = backend.default_rng(int(dropout_seed.generate_state(1)[0]))
+
+        c = config
+        layer_options = dict(dropout=c.dropout, dropout_rng=self.dropout_rng,
+                             pre_norm=c.norm == "pre", activation=c.activation,
+                             rng=rng, dtype=self.dtype)
+        self.src_embed = Embedding(c.src_vocab, c.d_model, rng=rng, dtype=self.dtype)
+        self.tgt_embed = Embedding(c.tgt_vocab, c.d_model, rng=rng, dtype=self.dtype)
+        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, **layer_options)
+        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, **layer_options)
+        self.out_proj = Linear(c.d_model, c.tgt_vocab, rng=rng, dtype=self.dtype,
+                               tied_to=self.tgt_embed if c.tie_embeddings else None)
+        self.src_dropout = Dropout(c.dropout, self.dropout_rng)
+        self.tgt_dropout = Dropout(c.dropout, self.dropout_rng)
+        self.criterion = CrossEntropyLoss(ignore_index=PAD_ID, label_smoothing=c.label_smoothing)
+        self.positions = ops.positional_encoding(c.max_len, c.d_model, dtype=self.dtype)
+        self.embed_scale = math.sqrt(c.d_model)
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _check_ids(self, name: str, ids: Any, vocab: int) -> None:
+        op = "Transformer"
+        if not isinstance(ids, xp.ndarray):
+            raise TypeError(f"{op}: {name} must be a {backend.get_backend()} integer array (B, T), "
+                            f"got {type(ids).__name__}")
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"{op}: {name} must have an integer dtype (token ids), got {ids.dtype}")
+        if ids.ndim != 2 or ids.shape[1] < 1:
+            raise ValueError(f"{op}: {name} must have shape (B, T) with T >= 1, got {tuple(ids.shape)}")
+        if ids.shape[1] > self.config.max_len:
+            raise ValueError(f"{op}: {name} must have length T <= max_len = {self.config.max_len}, "
+                             f"got {ids.shape[1]}")
+
+    # -- embeddings -------------------------------------------------------------------------
+
+    def _embed(self, ids: Any, table: Embedding, dropout: Dropout, start: int = 0) -> Any:
+        """``table(ids) * sqrt(D) + PE[start : start + T]``, then dropout."""
+        x = table.forward(ids) * self.embed_scale
+        x += self.positions[start:start + ids.shape[1]]
+        return dropout.forward(x)
+
+    def _embed_backward(self, d: Any, table: Embedding, dropout: Dropout) -> None:
+        table.backward(dropout.backward(d) * self.embed_scale)
+
+    # -- the full pass ----------------------------------------------------------------------
+
+    def encode(self, src_ids: Any) -> tuple[Any, Any]:
+        """``src_ids (B, Ts)`` -> ``memory (B, Ts, D)`` and the source mask ``(B, 1, 1, Ts)``."""
+        self._check_ids("src_ids", src_ids, self.config.src_vocab)
+        src_mask = ops.padding_mask(src_ids, PAD_ID)
+        x = self._embed(src_ids, self.src_embed, self.src_dropout)
+        return self.encoder.forward(x, src_mask), src_mask
+
+    def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
+        """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``."""
+        self._check_ids("tgt_in_ids", tgt_in_ids, self.config.tgt_vocab)
+        if tgt_in_ids.shape[0] != memory.shape[0]:
+            raise ValueError(f"Transformer: tgt_in_ids must have batch size {memory.shape[0]} "
+                             f"(from the source), got {tgt_in_ids.shape[0]}")
+        tgt_mask = ops.padding_mask(tgt_in_ids, PAD_ID) & ops.causal_mask(tgt_in_ids.shape[1])
+        x = self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout)
+        x = self.decoder.forward(x, memory, tgt_mask, src_mask)
+        return self.out_proj.forward(x)
+
+    def forward(self, src_ids: Any, tgt_in_ids: Any) -> Any:
+        """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing)."""
+        memory, src_mask = self.encode(src_ids)
+        return self.decode(tgt_in_ids, memory, src_mask)
+
+    def backward(self, dlogits: Any) -> None:
+        """Add the gradient of every parameter for upstream ``dlogits (B, Tt, V_tgt)``."""
+        d = self.out_proj.backward(dlogits)
+        d, d_memory = self.decoder.backward(d)
+        self._embed_backward(d, self.tgt_embed, self.tgt_dropout)
+        d_memory = self.encoder.backward(d_memory)
+        self._embed_backward(d_memory, self.src_embed, self.src_dropout)
+
+    def loss(self, logits: Any, tgt_out_ids: Any) -> Any:
+        """Mean cross-entropy over non-pad targets (with the config's label smoothing).
+
+        ``self.criterion.backward()`` then gives ``dlogits`` for ``backward``.
+        """
+        return self.criterion.forward(logits, tgt_out_ids)
+
+    # -- incremental decoding ---------------------------------------------------------------
+
+    def start_decoding(self, src_ids: Any, max_len: int | None = None) -> DecoderCache:
+        """Encode the source once and prepare the caches for ``decode_step``.
+
+        The cross-attention keys and values of every decoder layer are computed
+        here, once per source; the self-attention caches hold up to ``max_len``
+        target positions (default: the model's ``max_len``).
+        """
+        max_len = max_len or self.config.max_len
+        if max_len > self.config.max_len:
+            raise ValueError(f"start_decoding: max_len must be <= {self.config.max_len}, got {max_len}")
+        memory, src_mask = self.encode(src_ids)
+        batch = memory.shape[0]
+        memory_keys, memory_values, self_keys, self_values = [], [], [], []
+        for layer in self.decoder.layers:
+            keys, values = layer.cross_attn.project_memory(memory)
+            memory_keys.append(keys)
+            memory_values.append(values)
+            buffer_shape = (batch, self.config.n_heads, max_len, self.config.d_model // self.config.n_heads)
+            self_keys.append(xp.zeros(buffer_shape, dtype=self.dtype))
+            self_values.append(xp.zeros(buffer_shape, dtype=self.dtype))
+        return DecoderCache(memory_keys, memory_values, self_keys, self_values, src_mask)
+
+    def decode_step(self, cache: DecoderCache, next_ids: Any) -> Any:
+        """Feed one token per sequence, ``next_ids (B,)``; return the logits ``(B, V_tgt)``
+        for the position after it. Use in eval mode (no dropout); there is no backward."""
+        position = cache.length
+        if position >= cache.self_keys[0].shape[2]:
+            raise ValueError(f"decode_step: the cache is full ({position} positions)")
+        ids = next_ids.reshape(-1, 1)
+        x = self._embed(ids, self.tgt_embed, self.tgt_dropout, start=position)
+        x = self.decoder.step(x, position, cache)
+        cache.length += 1
+        return self.out_proj.forward(x)[:, 0]
+
+    # -- inspection -------------------------------------------------------------------------
+
+    def attention_maps(self) -> dict[str, list]:
+        """The last forward pass's attention weights, by kind, one ``(B, H, Tq, Tk)`` per layer."""
+        return {
+            "encoder": [layer.self_attn.attn_weights for layer in self.encoder.layers],
+            "decoder_self": [layer.self_attn.attn_weights for layer in self.decoder.layers],
+            "decoder_cross": [layer.cross_attn.attn_weights for layer in self.decoder.layers],
+        }
+
+    def summary(self, batch: int = 1, src_len: int = 32, tgt_len: int = 32) -> str:
+        """Per-module output shapes, parameter counts and FLOP estimates (``npformer.nn.summary``)."""
+        from .summary import summarize
+
+        return summarize(self, batch, src_len, tgt_len)

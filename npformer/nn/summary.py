@@ -1,0 +1,123 @@
+"""``Transformer.summary()``: a table of output shapes, parameter counts and FLOPs.
+
+FLOPs count the matrix products only, ``2 m n k`` for an ``(m, k) @ (k, n)``
+product (a multiply and an add per term); layer norms, softmaxes and
+activations are a few operations per element and negligible next to them.
+With ``D = d_model``, ``F = d_ff``, ``H`` heads, batch ``B``, a query length
+``Tq`` and a key length ``Tk``, the forward pass costs::
+
+    Linear d_in -> d_out on B*T rows:   2 * B*T * d_in * d_out
+    attention scores q @ k^T:           2 * B * Tq * Tk * D      (H heads of Dh = D/H)
+    weights @ v:                        2 * B * Tq * Tk * D
+    multi-head attention:               4 projections + the two products above
+    feed-forward:                       2 * B*T * D * F * 2
+
+The backward pass of every product costs two products of the same size (the
+gradient of each operand), so backward = 2 x forward and a training step
+about 3 x forward.
+
+Parameter counts are read from the modules themselves; the test suite checks
+them against the closed forms ``4 (D^2 + D)`` per attention block,
+``2 D F + F + D`` per feed-forward block and ``2 D`` per layer norm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class SummaryRow:
+    name: str
+    output_shape: tuple
+    params: int
+    forward_flops: int
+
+
+def _linear_flops(rows: int, d_in: int, d_out: int) -> int:
+    return 2 * rows * d_in * d_out
+
+
+def _attention_flops(batch: int, q_len: int, k_len: int, d_model: int) -> int:
+    """Four projections plus scores and the weighted sum, over all heads."""
+    projections = 2 * _linear_flops(batch * q_len, d_model, d_model)  # q and o
+    projections += 2 * _linear_flops(batch * k_len, d_model, d_model)  # k and v
+    return projections + 2 * (2 * batch * q_len * k_len * d_model)
+
+
+def summary_rows(model: Any, batch: int, src_len: int, tgt_len: int) -> list[SummaryRow]:
+    """One row per module that owns parameters or computes, in data-flow order."""
+    c = model.config
+    D, F = c.d_model, c.d_ff
+    rows = [
+        SummaryRow("src_embed", (batch, src_len, D), model.src_embed.num_params(), 0),
+        SummaryRow("tgt_embed", (batch, tgt_len, D), model.tgt_embed.num_params(), 0),
+    ]
+    for index, layer in enumerate(model.encoder.layers):
+        prefix, shape = f"encoder.layers.{index}", (batch, src_len, D)
+        rows += [
+            SummaryRow(f"{prefix}.self_attn", shape, layer.self_attn.num_params(),
+                       _attention_flops(batch, src_len, src_len, D)),
+            SummaryRow(f"{prefix}.norm1", shape, layer.norm1.num_params(), 0),
+            SummaryRow(f"{prefix}.ffn", shape, layer.ffn.num_params(),
+                       2 * _linear_flops(batch * src_len, D, F)),
+            SummaryRow(f"{prefix}.norm2", shape, layer.norm2.num_params(), 0),
+        ]
+    if model.encoder.norm is not None:
+        rows.append(SummaryRow("encoder.norm", (batch, src_len, D), model.encoder.norm.num_params(), 0))
+    for index, layer in enumerate(model.decoder.layers):
+        prefix, shape = f"decoder.layers.{index}", (batch, tgt_len, D)
+        rows += [
+            SummaryRow(f"{prefix}.self_attn", shape, layer.self_attn.num_params(),
+                       _attention_flops(batch, tgt_len, tgt_len, D)),
+            SummaryRow(f"{prefix}.norm1", shape, layer.norm1.num_params(), 0),
+            SummaryRow(f"{prefix}.cross_attn", shape, layer.cross_attn.num_params(),
+                       _attention_flops(batch, tgt_len, src_len, D)),
+            SummaryRow(f"{prefix}.norm2", shape, layer.norm2.num_params(), 0),
+            SummaryRow(f"{prefix}.ffn", shape, layer.ffn.num_params(),
+                       2 * _linear_flops(batch * tgt_len, D, F)),
+            SummaryRow(f"{prefix}.norm3", shape, layer.norm3.num_params(), 0),
+        ]
+    if model.decoder.norm is not None:
+        rows.append(SummaryRow("decoder.norm", (batch, tgt_len, D), model.decoder.norm.num_params(), 0))
+    tied = " (W tied to tgt_embed)" if c.tie_embeddings else ""
+    rows.append(SummaryRow(f"out_proj{tied}", (batch, tgt_len, c.tgt_vocab),
+                           model.out_proj.num_params(),
+                           _linear_flops(batch * tgt_len, D, c.tgt_vocab)))
+    return rows
+
+
+def _giga(flops: int) -> str:
+    return f"{flops / 1e9:,.3f}"
+
+
+def summarize(model: Any, batch: int, src_len: int, tgt_len: int) -> str:
+    """The summary table as text."""
+    rows = summary_rows(model, batch, src_len, tgt_len)
+    total_params = sum(row.params for row in rows)
+    if total_params != model.num_params():  # every parameter must appear in exactly one row
+        raise RuntimeError(f"summary counts {total_params} parameters, the model has {model.num_params()}")
+    forward = sum(row.forward_flops for row in rows)
+    name_width = max(len(row.name) for row in rows)
+    shape_width = max(len(str(row.output_shape)) for row in rows)
+    header = (f"{'module':<{name_width}}  {'output shape':<{shape_width}}  "
+              f"{'params':>12}  {'fwd GFLOP':>10}")
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        lines.append(f"{row.name:<{name_width}}  {str(row.output_shape):<{shape_width}}  "
+                     f"{row.params:>12,}  {_giga(row.forward_flops):>10}")
+    c = model.config
+    lines += [
+        "-" * len(header),
+        f"total parameters: {total_params:,}",
+        f"FLOPs for batch {batch}, source length {src_len}, target length {tgt_len} "
+        f"(matrix products, 2mnk):",
+        f"  forward  {_giga(forward)} GFLOP",
+        f"  backward {_giga(2 * forward)} GFLOP (2 x forward)",
+        f"  training step {_giga(3 * forward)} GFLOP",
+        f"config: d_model={c.d_model}, n_heads={c.n_heads}, d_ff={c.d_ff}, n_layers={c.n_layers}, "
+        f"vocab {c.src_vocab}/{c.tgt_vocab}, norm={c.norm}, activation={c.activation}, "
+        f"tie_embeddings={c.tie_embeddings}",
+    ]
+    return "\n".join(lines)

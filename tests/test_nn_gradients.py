@@ -1,0 +1,157 @@
+"""Finite-difference checks of every module and of the whole Transformer, in float64."""
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from npformer import backend, gradcheck, nn, ops
+
+seeds = st.integers(0, 2**16)
+
+
+def f64(rng, *shape):
+    return backend.asarray(rng.standard_normal(shape))
+
+
+def assert_passes(report, context=""):
+    assert report.passed, f"{context}\n{report}"
+
+
+# --- single modules over hypothesis shapes (inputs and parameters) ---------------------------
+
+@given(seed=seeds, batch=st.integers(1, 3), length=st.integers(1, 6), d_in=st.integers(1, 5),
+       d_out=st.integers(1, 5))
+def test_linear_module(seed, batch, length, d_in, d_out):
+    rng = np.random.default_rng(seed)
+    layer = nn.Linear(d_in, d_out, rng=rng, dtype=np.float64)
+    layer.b[...] = rng.standard_normal(d_out)
+    assert_passes(gradcheck.check_module(layer, {"x": f64(rng, batch, length, d_in)}, seed=seed))
+
+
+@given(seed=seeds, batch=st.integers(1, 3), length=st.integers(1, 6), d_model=st.integers(3, 6),
+       activation=st.sampled_from(["relu", "gelu"]))
+def test_feedforward_and_layernorm_modules(seed, batch, length, d_model, activation):
+    rng = np.random.default_rng(seed)
+    ffn = nn.FeedForward(d_model, 2 * d_model + 1, activation, rng=rng, dtype=np.float64)
+    x = f64(rng, batch, length, d_model)
+    if activation == "relu":  # a finite difference across ReLU's kink measures nothing
+        assume(np.min(np.abs(ffn.fc1.forward(x))) > 0.01)
+    assert_passes(gradcheck.check_module(ffn, {"x": x}, seed=seed))
+    norm = nn.LayerNorm(d_model, dtype=np.float64)
+    norm.gamma[...] = 1 + 0.3 * rng.standard_normal(d_model)
+    assert_passes(gradcheck.check_module(norm, {"x": 2 * f64(rng, batch, length, d_model)}, seed=seed))
+
+
+def _key_padding(rng, batch, length, fully_padded_row):
+    ids = np.ones((batch, length), dtype=np.int64)
+    lengths = rng.integers(1, length + 1, size=batch)
+    ids[np.arange(length)[None, :] >= lengths[:, None]] = 0
+    if fully_padded_row:
+        ids[-1] = 0
+    return ops.padding_mask(backend.asarray(ids))
+
+
+@given(seed=seeds, batch=st.integers(1, 3), n_heads=st.integers(1, 4), head_dim=st.integers(1, 3),
+       q_len=st.integers(1, 6), k_len=st.integers(1, 6), fully_padded_row=st.booleans())
+@settings(max_examples=40)
+def test_multi_head_cross_attention(seed, batch, n_heads, head_dim, q_len, k_len, fully_padded_row):
+    rng = np.random.default_rng(seed)
+    d_model = n_heads * head_dim
+    attention = nn.MultiHeadAttention(d_model, n_heads, rng=rng, dtype=np.float64)
+    mask = _key_padding(rng, batch, k_len, fully_padded_row)
+    report = gradcheck.check_module(
+        attention, {"query": f64(rng, batch, q_len, d_model), "memory": f64(rng, batch, k_len, d_model)},
+        forward=lambda query, memory: attention.forward(query, memory, mask), seed=seed)
+    assert_passes(report)
+
+
+@given(seed=seeds, batch=st.integers(1, 3), length=st.integers(1, 5), n_heads=st.integers(1, 2),
+       pre_norm=st.booleans(), fully_padded_row=st.booleans())
+@settings(max_examples=15)
+def test_encoder_layer(seed, batch, length, n_heads, pre_norm, fully_padded_row):
+    rng = np.random.default_rng(seed)
+    d_model = 3 * n_heads  # layer norm over 2 features is degenerate (see test_gradients)
+    layer = nn.EncoderLayer(d_model, n_heads, 5, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
+                            activation="gelu", rng=rng, dtype=np.float64)
+    mask = _key_padding(rng, batch, length, fully_padded_row)
+    report = gradcheck.check_module(layer, {"x": f64(rng, batch, length, d_model)},
+                                    forward=lambda x: layer.forward(x, mask), seed=seed)
+    assert_passes(report)
+
+
+@given(seed=seeds, batch=st.integers(1, 3), tgt_len=st.integers(1, 4), src_len=st.integers(1, 4),
+       pre_norm=st.booleans())
+@settings(max_examples=15)
+def test_decoder_layer_input_and_memory_gradients(seed, batch, tgt_len, src_len, pre_norm):
+    rng = np.random.default_rng(seed)
+    layer = nn.DecoderLayer(4, 2, 6, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
+                            activation="gelu", rng=rng, dtype=np.float64)
+    self_mask = ops.causal_mask(tgt_len)
+    memory_mask = _key_padding(rng, batch, src_len, fully_padded_row=False)
+    report = gradcheck.check_module(
+        layer, {"x": f64(rng, batch, tgt_len, 4), "memory": f64(rng, batch, src_len, 4)},
+        forward=lambda x, memory: layer.forward(x, memory, self_mask, memory_mask), seed=seed)
+    assert_passes(report)
+
+
+# --- the whole Transformer -----------------------------------------------------------------
+
+def test_whole_transformer_every_entry_of_every_parameter():
+    """The default tiny model (post-norm, ReLU, untied, dropout 0.1 replayed, label smoothing)."""
+    report = gradcheck.check_model(seed=0)
+    assert_passes(report)
+    assert len(report.results) == len(gradcheck.model_case()[0].params())
+
+
+@pytest.mark.parametrize("config", [
+    dict(norm="pre", tie_embeddings=False, activation="relu", dropout=0.1),
+    dict(norm="post", tie_embeddings=True, activation="gelu", dropout=0.0),
+    dict(norm="pre", tie_embeddings=True, activation="gelu", dropout=0.1),
+    dict(norm="post", tie_embeddings=False, activation="gelu", dropout=0.1, label_smoothing=0.0),
+], ids=["pre-untied-relu", "post-tied-gelu", "pre-tied-gelu", "post-untied-gelu-nosmooth"])
+def test_whole_transformer_variants(config):
+    """Every parameter tensor of each variant, 12 random entries per tensor."""
+    report = gradcheck.check_model(seed=1, max_entries=12, **config)
+    assert_passes(report, str(config))
+    keys = {r.tensor for r in report.results}
+    assert ("out_proj.W" in keys) != config["tie_embeddings"]
+    assert ("encoder.norm.gamma" in keys) == (config["norm"] == "pre")
+
+
+def test_tied_gradient_is_the_sum_of_both_uses():
+    model, src, tgt_in, tgt_out = gradcheck.model_case(seed=3, tie_embeddings=True, dropout=0.0)
+    model.zero_grad()
+    model.loss(model.forward(src, tgt_in), tgt_out)
+    model.backward(model.criterion.backward())
+    total = model.grads()["tgt_embed.W"].copy()
+    # The output projection's share alone: backward through out_proj only.
+    model.zero_grad()
+    model.out_proj.backward(model.criterion.backward())
+    projection_share = model.grads()["tgt_embed.W"].copy()
+    assert np.abs(projection_share).sum() > 0
+    assert np.abs(total - projection_share).sum() > 0  # the embedding lookup adds its own share
+    assert model.tgt_embed.W.T is not None and "out_proj.W" not in model.params()
+
+
+def test_zero_gradient_rows_pass_only_when_both_sides_are_zero(rng):
+    """The key bias has a true gradient of 0; a backward claiming 1e-7 there must fail."""
+    attention = nn.MultiHeadAttention(4, 2, rng=rng, dtype=np.float64)
+    inputs = {"query": f64(rng, 2, 3, 4), "memory": f64(rng, 2, 3, 4)}
+    good = gradcheck.check_module(attention, inputs)
+    k_bias = next(r for r in good.results if r.tensor == "k.b")
+    assert k_bias.passed and "within resolution" in k_bias.note
+
+    def wrong_backward(dout):
+        grads = attention.backward(dout)
+        attention.k.grad["b"] += 1e-7
+        return grads
+
+    bad = gradcheck.check_module(attention, inputs, backward=wrong_backward)
+    assert [r.tensor for r in bad.failures] == ["k.b"]
+
+
+def test_check_module_requires_float64(rng):
+    with pytest.raises(TypeError, match="float64"):
+        gradcheck.check_module(nn.Linear(2, 2, rng=rng, dtype=np.float32),
+                               {"x": np.zeros((1, 2))})

@@ -2,12 +2,14 @@
 
 Layers, each importing only the ones below it::
 
-    ops      pure forward/backward functions (npformer.ops)
-    backend  the array module (NumPy or CuPy) and the default dtype
-    gradcheck  finite-difference checks of any op
+    cli, gradcheck   the command and the finite-difference checks
+    optim            SGD, Adam, AdamW, learning-rate schedules, gradient clipping
+    nn               modules with parameters and hand-written backward passes
+    ops              pure forward/backward functions
+    backend          the array module (NumPy or CuPy) and the default dtype
 """
 
-from . import backend, ops
+from . import backend, nn, ops, optim
 
 __version__ = "0.1.0"
-__all__ = ["backend", "ops", "__version__"]
+__all__ = ["backend", "ops", "nn", "optim", "__version__"]

@@ -45,3 +45,14 @@ def test_python_dash_m_and_help():
     assert result.returncode == 0 and "finite differences" in result.stdout
     result = subprocess.run([sys.executable, "-m", "npformer"], capture_output=True, text=True)
     assert result.returncode == 2 and "gradcheck" in result.stderr
+
+
+def test_gradcheck_model_prints_every_parameter_tensor(monkeypatch, capsys):
+    smaller = {**gradcheck.TINY_MODEL, "d_model": 4, "d_ff": 6, "n_layers": 1}
+    monkeypatch.setattr(gradcheck, "TINY_MODEL", smaller)
+    assert cli.main(["gradcheck", "--model", "--norm", "pre", "--tie-embeddings"]) == 0
+    output = capsys.readouterr().out
+    for key in ("src_embed.W", "encoder.layers.0.self_attn.q.W", "decoder.layers.0.cross_attn.v.b",
+                "decoder.norm.gamma", "out_proj.b"):
+        assert key in output
+    assert "out_proj.W" not in output and "all passed" in output and "norm=pre" in output

@@ -41,3 +41,11 @@ def test_ops_reach_the_array_library_only_through_the_backend():
         modules = set(_imported_modules(path))
         assert not modules & {"numpy", "cupy"}, f"{path.name} imports {modules & {'numpy', 'cupy'}}"
         assert not any(m.startswith("..") and m not in ("..backend",) for m in modules), path.name
+
+
+def test_modules_never_import_the_layers_above_them():
+    above_nn = {"..optim", "..gradcheck", "..cli", "npformer.optim", "npformer.gradcheck", "npformer.cli"}
+    for path in (ROOT / "npformer" / "nn").glob("*.py"):
+        modules = set(_imported_modules(path))
+        assert not modules & above_nn, f"{path.name} imports {modules & above_nn}"
+        assert not modules & {"cupy"}, path.name

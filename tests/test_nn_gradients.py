@@ -72,7 +72,7 @@ def test_multi_head_cross_attention(seed, batch, n_heads, head_dim, q_len, k_len
 def test_encoder_layer(seed, batch, length, n_heads, pre_norm, fully_padded_row):
     rng = np.random.default_rng(seed)
     d_model = 3 * n_heads  # layer norm over 2 features is degenerate (see test_gradients)
-    layer = nn.EncoderLayer(d_model, n_heads, 5, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
+    layer = nn.EncoderLayer(d_model, n_heads=n_heads, d_ff=5, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
                             activation="gelu", rng=rng, dtype=np.float64)
     mask = _key_padding(rng, batch, length, fully_padded_row)
     report = gradcheck.check_module(layer, {"x": f64(rng, batch, length, d_model)},
@@ -85,7 +85,7 @@ def test_encoder_layer(seed, batch, length, n_heads, pre_norm, fully_padded_row)
 @settings(max_examples=15)
 def test_decoder_layer_input_and_memory_gradients(seed, batch, tgt_len, src_len, pre_norm):
     rng = np.random.default_rng(seed)
-    layer = nn.DecoderLayer(4, 2, 6, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
+    layer = nn.DecoderLayer(4, n_heads=2, d_ff=6, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
                             activation="gelu", rng=rng, dtype=np.float64)
     self_mask = ops.causal_mask(tgt_len)
     memory_mask = _key_padding(rng, batch, src_len, fully_padded_row=False)

@@ -31,7 +31,7 @@ from .residual import residual_backward, residual_forward
 class DecoderLayer(Module):
     """Children: ``self_attn``, ``norm1``, ``cross_attn``, ``norm2``, ``ffn``, ``norm3``."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, *, dropout: float, dropout_rng: Any,
+    def __init__(self, d_model: int, *, n_heads: int, d_ff: int, dropout: float, dropout_rng: Any,
                  pre_norm: bool, activation: str, rng: numpy.random.Generator,
                  dtype: Any = None) -> None:
         super().__init__()
@@ -84,13 +84,12 @@ class DecoderLayer(Module):
 class Decoder(Module):
     """A stack of ``DecoderLayer``s (``layers``), plus ``norm`` when pre-norm."""
 
-    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, *, dropout: float,
-                 dropout_rng: Any, pre_norm: bool, activation: str,
-                 rng: numpy.random.Generator, dtype: Any = None) -> None:
+    def __init__(self, n_layers: int, d_model: int, *, pre_norm: bool, dtype: Any = None,
+                 **layer_options: Any) -> None:
+        """``layer_options``: the other keyword arguments of ``DecoderLayer``."""
         super().__init__()
         self.layers = ModuleList([
-            DecoderLayer(d_model, n_heads, d_ff, dropout=dropout, dropout_rng=dropout_rng,
-                         pre_norm=pre_norm, activation=activation, rng=rng, dtype=dtype)
+            DecoderLayer(d_model, pre_norm=pre_norm, dtype=dtype, **layer_options)
             for _ in range(n_layers)
         ])
         self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None

@@ -108,13 +108,13 @@ class Transformer(Module):
         self.dropout_rng = backend.default_rng(int(dropout_seed.generate_state(1)[0]))
 
         c = config
-        layer_options = dict(dropout=c.dropout, dropout_rng=self.dropout_rng,
-                             pre_norm=c.norm == "pre", activation=c.activation,
-                             rng=rng, dtype=self.dtype)
+        layer_options = dict(n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
+                             dropout_rng=self.dropout_rng, pre_norm=c.norm == "pre",
+                             activation=c.activation, rng=rng, dtype=self.dtype)
         self.src_embed = Embedding(c.src_vocab, c.d_model, rng=rng, dtype=self.dtype)
         self.tgt_embed = Embedding(c.tgt_vocab, c.d_model, rng=rng, dtype=self.dtype)
-        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, **layer_options)
-        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, c.d_ff, **layer_options)
+        self.encoder = Encoder(c.n_layers, c.d_model, **layer_options)
+        self.decoder = Decoder(c.n_layers, c.d_model, **layer_options)
         self.out_proj = Linear(c.d_model, c.tgt_vocab, rng=rng, dtype=self.dtype,
                                tied_to=self.tgt_embed if c.tie_embeddings else None)
         self.src_dropout = Dropout(c.dropout, self.dropout_rng)

@@ -2,9 +2,17 @@
 
 Subcommands:
 
+* ``train``: train an English -> French translator (the embedded corpus by
+  default, or a Tatoeba TSV file with ``--data``) into ``runs/<name>``;
+* ``translate``: translate sentences (arguments, or one per line on stdin)
+  with a trained run;
+* ``evaluate``: test BLEU of a trained run, greedy and beam;
 * ``gradcheck``: compare every op's hand-written backward pass with central
   finite differences in float64, print the table, exit 1 on any failure;
   ``gradcheck --model`` does the same for every parameter of a tiny Transformer.
+
+User errors (a missing run folder, empty input, a bad data file) are one line
+on stderr and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +21,106 @@ import argparse
 import sys
 
 from . import backend, gradcheck
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"npformer {command}: {message}", file=sys.stderr)
+    return 2
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from .train import PRESETS, TrainingError, TrainOptions, train
+
+    overrides = {key: value for key, value in (("d_model", args.d_model), ("n_layers", args.layers),
+                                               ("n_heads", args.heads), ("d_ff", args.d_ff),
+                                               ("norm", args.norm), ("activation", args.activation))
+                 if value is not None}
+    if args.tie_embeddings:
+        overrides["tie_embeddings"] = True
+    if args.preset not in PRESETS:
+        return _fail("train", f"unknown preset {args.preset!r}; choose from {', '.join(PRESETS)}")
+    defaults = TrainOptions()
+    minutes = args.minutes
+    if minutes is None and args.max_steps is None:
+        minutes = 2.0 if args.data is None else 30.0
+    options = TrainOptions(
+        name=args.name, runs_dir=args.runs_dir, resume=args.resume, data=args.data,
+        max_words=args.max_words, max_pairs=args.max_pairs, lowercase=args.lowercase,
+        preset=args.preset, model=overrides, dropout=args.dropout,
+        label_smoothing=args.label_smoothing, min_freq=args.min_freq, max_vocab=args.max_vocab,
+        token_budget=args.token_budget, lr=args.lr, warmup=args.warmup, clip=args.clip,
+        minutes=minutes, max_steps=args.max_steps, eval_every=args.eval_every,
+        eval_sentences=args.eval_sentences, log_every=defaults.log_every,
+        test_sentences=args.test_sentences, beam_size=args.beam, seed=args.seed,
+    )
+    try:
+        return train(options)
+    except (TrainingError, FileNotFoundError) as error:
+        return _fail("train", str(error))
+
+
+def _read_sentences(args: argparse.Namespace) -> list[str] | str:
+    """The sentences to translate, or an error message."""
+    if args.sentences:
+        for position, sentence in enumerate(args.sentences, start=1):
+            if not sentence.strip():
+                return f"sentence {position} is empty"
+        return list(args.sentences)
+    if sys.stdin is None or sys.stdin.isatty():
+        return 'give sentences as arguments (npformer translate --run runs/NAME "the black cat") or one per line on stdin'
+    lines = [line.rstrip("\n") for line in sys.stdin]
+    if not any(line.strip() for line in lines):
+        return "nothing to translate: the input is empty"
+    return lines
+
+
+def _run_translate(args: argparse.Namespace) -> int:
+    from .train import TrainingError, load_run
+
+    sentences = _read_sentences(args)
+    if isinstance(sentences, str):
+        return _fail("translate", sentences)
+    try:
+        run = load_run(args.run)
+    except TrainingError as error:
+        return _fail("translate", str(error))
+    translator = run.translator()
+    non_empty = [s for s in sentences if s.strip()]
+    translations = iter(translator.translate(non_empty, beam_size=args.beam))
+    for sentence in sentences:
+        print(next(translations) if sentence.strip() else "")
+    return 0
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    import os
+
+    from .data import ATTRIBUTION, load_pairs
+    from .train import TrainingError, corpus_bleu, load_run, read_tsv
+
+    try:
+        run = load_run(args.run)
+        if args.data:
+            pairs, report = load_pairs(args.data, max_words=None)
+            print(report.summary(), file=sys.stderr)
+        else:
+            pairs = read_tsv(os.path.join(args.run, "test.tsv"))
+    except (TrainingError, FileNotFoundError) as error:
+        return _fail("evaluate", str(error))
+    if args.max_sentences:
+        pairs = pairs[: args.max_sentences]
+    if not pairs:
+        return _fail("evaluate", "no sentence pairs to evaluate on")
+    translator = run.translator()
+    greedy, _ = corpus_bleu(translator, pairs, 1)
+    beam, _ = corpus_bleu(translator, pairs, args.beam)
+    source = args.data or os.path.join(args.run, "test.tsv")
+    print(f"{len(pairs):,} sentence pairs from {source}")
+    print(f"BLEU greedy      {greedy:5.1f}")
+    print(f"BLEU beam {args.beam:<2}     {beam:5.1f}")
+    if "attribution" in run.config.get("data", {}) or args.data:
+        print(f"data: {ATTRIBUTION}")
+    return 0
 
 
 def _run_gradcheck(args: argparse.Namespace) -> int:
@@ -56,6 +164,60 @@ def build_parser() -> argparse.ArgumentParser:
         help="array library (default: $NPFORMER_BACKEND, else numpy)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    train = commands.add_parser(
+        "train", help="train an English -> French translator",
+        description="Train a Transformer translator into runs/NAME: the embedded toy corpus by "
+                    "default (about 2 minutes), or a Tatoeba TSV file with --data. Ctrl-C saves a "
+                    "checkpoint; --resume continues.")
+    train.add_argument("--data", help="english<TAB>french file (e.g. fra.txt from manythings.org/anki)")
+    train.add_argument("--name", help="run name (default: <data>-<preset>)")
+    train.add_argument("--runs-dir", default="runs", help="where run folders go (default: %(default)s)")
+    train.add_argument("--resume", action="store_true", help="continue the run from its checkpoint")
+    train.add_argument("--preset", default="tiny", help="tiny, small or base (default: %(default)s)")
+    train.add_argument("--minutes", type=float, help="time budget (default: 2 on the toy corpus, 30 on --data)")
+    train.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
+    train.add_argument("--max-words", type=int, default=8, help="with --data: longest side in words")
+    train.add_argument("--max-pairs", type=int, help="with --data: use at most this many pairs")
+    train.add_argument("--lowercase", action="store_true", help="with --data: lower-case both sides")
+    train.add_argument("--d-model", type=int, help="override the preset's width")
+    train.add_argument("--layers", type=int, help="override the preset's layers per stack")
+    train.add_argument("--heads", type=int, help="override the preset's heads")
+    train.add_argument("--d-ff", type=int, help="override the preset's feed-forward width")
+    train.add_argument("--norm", choices=("post", "pre"), help="residual layout (default: post)")
+    train.add_argument("--activation", choices=("relu", "gelu"), help="feed-forward activation")
+    train.add_argument("--tie-embeddings", action="store_true", help="tie target embedding and output")
+    train.add_argument("--dropout", type=float, default=0.1, help="default: %(default)s")
+    train.add_argument("--label-smoothing", type=float, default=0.1, help="default: %(default)s")
+    train.add_argument("--min-freq", type=int, default=1, help="vocabulary: minimum count")
+    train.add_argument("--max-vocab", type=int, help="vocabulary: maximum size per language")
+    train.add_argument("--token-budget", type=int, default=2048, help="padded tokens per batch")
+    train.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default: %(default)s)")
+    train.add_argument("--warmup", type=int, default=300, help="warm-up steps (default: %(default)s)")
+    train.add_argument("--clip", type=float, default=1.0, help="gradient-norm clip (default: %(default)s)")
+    train.add_argument("--eval-every", type=int, default=250, help="steps between evaluations")
+    train.add_argument("--eval-sentences", type=int, default=200, help="validation BLEU sample size")
+    train.add_argument("--test-sentences", type=int, default=1000, help="final test BLEU sample size")
+    train.add_argument("--beam", type=int, default=4, help="beam size of the final test (default: 4)")
+    train.add_argument("--seed", type=int, default=0)
+    train.set_defaults(handler=_run_train)
+
+    translate = commands.add_parser(
+        "translate", help="translate sentences with a trained run",
+        description="Translate English sentences given as arguments, or one per line on stdin.")
+    translate.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
+    translate.add_argument("--run", required=True, help="a run folder written by npformer train")
+    translate.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default: 4)")
+    translate.set_defaults(handler=_run_translate)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="test BLEU of a trained run, greedy and beam",
+        description="Corpus BLEU (sacreBLEU-compatible) of a run on its test split or on --data.")
+    evaluate.add_argument("--run", required=True, help="a run folder written by npformer train")
+    evaluate.add_argument("--data", help="english<TAB>french file instead of the run's test split")
+    evaluate.add_argument("--beam", type=int, default=4, help="beam size (default: 4)")
+    evaluate.add_argument("--max-sentences", type=int, help="evaluate on the first N pairs only")
+    evaluate.set_defaults(handler=_run_evaluate)
 
     check = commands.add_parser(
         "gradcheck",

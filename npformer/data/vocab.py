@@ -1,0 +1,67 @@
+"""``Vocab``: tokens <-> integer ids, with the four special tokens first.
+
+Ids 0, 1, 2, 3 are ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>`` in every
+vocabulary; the rest are the training tokens seen at least ``min_freq`` times,
+most frequent first (ties in first-seen order), at most ``max_size`` in all.
+Unknown tokens encode to ``<unk>``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Iterable
+
+from ..nn.transformer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+
+
+class Vocab:
+    def __init__(self, tokens: list[str]) -> None:
+        if tuple(tokens[: len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
+            raise ValueError(f"Vocab: tokens must start with {SPECIAL_TOKENS}, got {tokens[:4]}")
+        if len(set(tokens)) != len(tokens):
+            raise ValueError("Vocab: tokens must be distinct")
+        self.tokens = list(tokens)
+        self.index = {token: i for i, token in enumerate(self.tokens)}
+
+    @classmethod
+    def build(cls, sentences: Iterable[list[str]], min_freq: int = 1,
+              max_size: int | None = None) -> "Vocab":
+        """From tokenised training sentences (never from validation or test)."""
+        if min_freq < 1:
+            raise ValueError(f"Vocab.build: min_freq must be >= 1, got {min_freq}")
+        counts = Counter(token for sentence in sentences for token in sentence)
+        ranked = [t for t, c in counts.most_common() if c >= min_freq and t not in SPECIAL_TOKENS]
+        if max_size is not None:
+            if max_size < len(SPECIAL_TOKENS):
+                raise ValueError(f"Vocab.build: max_size must be >= {len(SPECIAL_TOKENS)}, got {max_size}")
+            ranked = ranked[: max_size - len(SPECIAL_TOKENS)]
+        return cls(list(SPECIAL_TOKENS) + ranked)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, tokens: list[str], add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        ids = [self.index.get(token, UNK_ID) for token in tokens]
+        return ([BOS_ID] if add_bos else []) + ids + ([EOS_ID] if add_eos else [])
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        """Tokens up to the first ``<eos>``, without ``<pad>`` and ``<bos>``."""
+        tokens = []
+        for i in ids:
+            i = int(i)
+            if i == EOS_ID:
+                break
+            if i in (PAD_ID, BOS_ID):
+                continue
+            tokens.append(self.tokens[i])
+        return tokens
+
+    def save(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump({"tokens": self.tokens}, file, ensure_ascii=False)
+
+    @classmethod
+    def load(cls, path: str) -> "Vocab":
+        with open(path, encoding="utf-8") as file:
+            return cls(json.load(file)["tokens"])

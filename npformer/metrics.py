@@ -1,0 +1,100 @@
+"""Corpus BLEU (Papineni et al., 2002), written to agree with sacreBLEU's default ``corpus_bleu``.
+
+For hypotheses ``h`` and references ``r`` (detokenised strings), after the
+``13a`` tokenisation of the WMT ``mteval-v13a`` script::
+
+    p_n  = sum over sentences of clipped n-gram matches / sum of hypothesis n-grams
+           (an n-gram counts at most as often as in the reference that has most of it)
+    BP   = 1 if c >= r else exp(1 - r / c)     c = hypothesis length, r = reference length
+                                               (per sentence, the closest reference; ties: shorter)
+    BLEU = 100 * BP * exp(mean over n = 1..4 of log p_n)
+
+Smoothing ``exp`` (sacreBLEU's default, the NIST ``mteval`` one): the k-th
+order with no match at all gets ``p_n = 1 / (2^k * total_n)`` instead of 0.
+An order with no hypothesis n-gram at all makes the score 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Sequence
+
+_13A_RULES = [
+    (re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])"), r" \1 "),  # most punctuation
+    (re.compile(r"([^0-9])([\.,])"), r"\1 \2 "),  # . and , unless preceded by a digit
+    (re.compile(r"([\.,])([^0-9])"), r" \1 \2"),  # . and , unless followed by a digit
+    (re.compile(r"([0-9])(-)"), r"\1 \2 "),  # - after a digit
+]
+
+
+def tokenize_13a(line: str) -> list[str]:
+    """The ``13a`` tokenisation of sacreBLEU (mteval-v13a)."""
+    line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
+    if "&" in line:
+        line = (line.replace("&quot;", '"').replace("&amp;", "&")
+                .replace("&lt;", "<").replace("&gt;", ">"))
+    line = f" {line} "
+    for pattern, replacement in _13A_RULES:
+        line = pattern.sub(replacement, line)
+    return line.split()
+
+
+def _ngrams(tokens: list[str], max_order: int) -> Counter:
+    return Counter(tuple(tokens[i:i + n]) for n in range(1, max_order + 1)
+                   for i in range(len(tokens) - n + 1))
+
+
+def bleu(hypotheses: Sequence[str], references: Sequence, max_order: int = 4) -> float:
+    """Corpus BLEU in [0, 100].
+
+    Args:
+        hypotheses: one detokenised string per sentence.
+        references: one string per hypothesis, or a list of reference streams
+            (``[[ref1_a, ref1_b, ...], [ref2_a, ...]]``, sacreBLEU's layout: each
+            inner list holds one reference for every hypothesis).
+    """
+    hypotheses = list(hypotheses)
+    if references and isinstance(references[0], str):
+        streams = [list(references)]
+    else:
+        streams = [list(stream) for stream in references]
+    for stream in streams:
+        if len(stream) != len(hypotheses):
+            raise ValueError(
+                f"bleu: each reference stream must have one reference per hypothesis "
+                f"({len(hypotheses)}), got {len(stream)}"
+            )
+    matches = [0] * max_order
+    totals = [0] * max_order
+    hyp_length = ref_length = 0
+    for index, hypothesis in enumerate(hypotheses):
+        hyp_tokens = tokenize_13a(hypothesis)
+        ref_tokens = [tokenize_13a(stream[index]) for stream in streams]
+        hyp_length += len(hyp_tokens)
+        # The closest reference length; on a tie, the shorter one.
+        ref_length += min((abs(len(r) - len(hyp_tokens)), len(r)) for r in ref_tokens)[1]
+        max_ref_counts: Counter = Counter()
+        for r in ref_tokens:
+            max_ref_counts |= _ngrams(r, max_order)
+        for ngram, count in _ngrams(hyp_tokens, max_order).items():
+            n = len(ngram) - 1
+            totals[n] += count
+            matches[n] += min(count, max_ref_counts[ngram])
+
+    if hyp_length == 0:
+        return 0.0
+    log_precision_sum = 0.0
+    smoothing = 1.0
+    for n in range(max_order):
+        if totals[n] == 0:
+            return 0.0
+        if matches[n] == 0:
+            smoothing *= 2.0
+            precision = 1.0 / (smoothing * totals[n])
+        else:
+            precision = matches[n] / totals[n]
+        log_precision_sum += math.log(precision)
+    brevity = 1.0 if hyp_length >= ref_length else math.exp(1.0 - ref_length / hyp_length)
+    return 100.0 * brevity * math.exp(log_precision_sum / max_order)

@@ -1,0 +1,64 @@
+"""BLEU: hand-computed cases, the 13a tokeniser, and agreement with sacreBLEU when installed."""
+
+import math
+
+import numpy as np
+import pytest
+
+from npformer.metrics import bleu, tokenize_13a
+
+
+def test_identical_sentences_score_100():
+    assert bleu(["the cat is on the mat ."], ["the cat is on the mat ."]) == pytest.approx(100.0)
+
+
+def test_hand_computed_precisions():
+    # hyp: the cat sat on the mat .   ref: the cat is on the mat .
+    # 1-grams 6/7, 2-grams 4/6, 3-grams 2/5, 4-grams 1/4; equal lengths: no brevity penalty
+    expected = 100 * math.exp((math.log(6 / 7) + math.log(4 / 6) + math.log(2 / 5) + math.log(1 / 4)) / 4)
+    assert bleu(["the cat sat on the mat ."], ["the cat is on the mat ."]) == pytest.approx(expected)
+
+
+def test_brevity_penalty_and_clipping():
+    # hyp "the the the the" vs ref "the cat the dog the end": unigram matches clipped to 3 of 4
+    # no bigram match -> exp smoothing: p2 = 1/(2*3), p3 = 1/(4*2), p4 = 1/(8*1); c = 4, r = 6
+    score = bleu(["the the the the"], ["the cat the dog the end"])
+    precisions = [3 / 4, 1 / (2 * 3), 1 / (4 * 2), 1 / (8 * 1)]
+    expected = 100 * math.exp(1 - 6 / 4) * math.exp(sum(map(math.log, precisions)) / 4)
+    assert score == pytest.approx(expected)
+
+
+def test_corpus_level_sums_counts_and_multiple_references():
+    hypotheses = ["a b c d", "e f"]
+    single = bleu(hypotheses, ["a b c d", "e f g h"])
+    # corpus counts: 1-grams 6/6, 2-grams 4/4, 3-grams 2/2, 4-grams 1/1; c = 6, r = 8
+    assert single == pytest.approx(100 * math.exp(1 - 8 / 6))
+    # a second reference stream with the closest length for sentence 2 removes the penalty
+    assert bleu(hypotheses, [["a b c d", "e f g h"], ["x", "e f"]]) == pytest.approx(100.0)
+
+
+def test_empty_hypotheses_and_too_short_score_zero():
+    assert bleu([""], ["a b c"]) == 0.0
+    assert bleu(["a b c"], ["a b c"]) == 0.0  # no 4-gram at all: BLEU is 0 (as in sacreBLEU)
+    with pytest.raises(ValueError, match="one reference per hypothesis"):
+        bleu(["a", "b"], ["a"])
+
+
+def test_13a_tokenisation():
+    assert tokenize_13a("Hello, world! It costs $3.50 (really).") == [
+        "Hello", ",", "world", "!", "It", "costs", "$", "3.50", "(", "really", ")", "."]
+    assert tokenize_13a("l'homme &amp; 1990-2000") == ["l'homme", "&", "1990", "-", "2000"]  # ' is kept
+
+
+def test_agrees_with_sacrebleu_when_installed():
+    sacrebleu = pytest.importorskip("sacrebleu", reason="sacreBLEU is not installed (optional cross-check)")
+    rng = np.random.default_rng(0)
+    words = ["le", "chat", "noir", "mange", "la", "pomme", ",", ".", "!", "l'homme", "3.5", "«", "»", "?"]
+    for trial in range(20):
+        refs = [" ".join(rng.choice(words, size=rng.integers(1, 12))) for _ in range(15)]
+        hyps = [" ".join(w for w in r.split() if rng.random() > 0.3) + (" la" if rng.random() < 0.3 else "")
+                for r in refs]
+        second = [" ".join(rng.choice(words, size=rng.integers(1, 12))) for _ in range(15)]
+        assert bleu(hyps, refs) == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-9)
+        assert bleu(hyps, [refs, second]) == pytest.approx(
+            sacrebleu.corpus_bleu(hyps, [refs, second]).score, abs=1e-9)

@@ -65,7 +65,7 @@ class TrainOptions:
     resume: bool = False
     data: str | None = None  # None: the embedded toy corpus
     max_words: int | None = 8
-    max_pairs: int | None = None
+    max_pairs: int | None = None  # also caps the toy corpus's training split
     lowercase: bool = False
     preset: str = "tiny"
     model: dict = field(default_factory=dict)  # overrides of the preset / TransformerConfig
@@ -97,7 +97,7 @@ def _run_name(options: TrainOptions) -> str:
 def load_splits(options: TrainOptions, log: Any = print) -> tuple[Splits, dict]:
     """The splits and a description of where they came from."""
     if options.data is None:
-        splits = toy_corpus(seed=options.seed)
+        splits = toy_corpus(n_train=options.max_pairs or 12000, seed=options.seed)
         info = {"source": "embedded toy corpus (npformer.data.toy_corpus)", **splits.counts()}
     else:
         pairs, report = load_pairs(options.data, options.max_words, options.max_pairs, options.lowercase)

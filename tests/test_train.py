@@ -1,0 +1,178 @@
+"""The trainer and the train / translate / evaluate commands, on tiny runs of the embedded corpus."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from npformer import checkpoint, cli
+from npformer.train import TrainOptions, Trainer, load_run, train
+
+TINY = dict(d_model=16, d_ff=32, n_layers=1, n_heads=2)
+
+
+def options(folder, name, **overrides):
+    settings = dict(name=name, runs_dir=str(folder), model=TINY, token_budget=512, eval_every=10_000,
+                    eval_sentences=10, test_sentences=20, beam_size=2, log_every=1, max_steps=20)
+    settings.update(overrides)
+    return TrainOptions(**settings)
+
+
+def train_losses(folder):
+    with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as file:
+        return {r["step"]: r["loss"] for r in map(json.loads, file) if r["kind"] == "train"}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("runs")
+    status = train(options(folder, "tiny", max_steps=150, eval_every=75, model=dict(d_model=32, d_ff=64,
+                                                                                   n_layers=1, n_heads=2)),
+                   stream=io.StringIO())
+    assert status == 0
+    return os.path.join(str(folder), "tiny")
+
+
+def test_a_run_folder_holds_config_vocabularies_checkpoint_metrics_and_curves(tiny_run):
+    for name in ("config.json", "src_vocab.json", "tgt_vocab.json", "checkpoint.npz", "checkpoint.json",
+                 "metrics.jsonl", "curves.png", "train.tsv", "valid.tsv", "test.tsv"):
+        assert os.path.isfile(os.path.join(tiny_run, name)), name
+    with open(os.path.join(tiny_run, "metrics.jsonl"), encoding="utf-8") as file:
+        records = [json.loads(line) for line in file]
+    kinds = {r["kind"] for r in records}
+    assert kinds == {"train", "eval", "test"}
+    evaluation = next(r for r in records if r["kind"] == "eval")
+    assert {"valid_loss", "valid_accuracy", "valid_bleu"} <= set(evaluation)
+    test = next(r for r in records if r["kind"] == "test")
+    assert 0 <= test["bleu_greedy"] <= 100 and test["beam_size"] == 2
+    run = load_run(tiny_run)
+    assert run.model.config.d_model == 32 and not run.model.training
+
+
+def test_resuming_reproduces_the_uninterrupted_losses_exactly(tmp_path):
+    """200 training pairs make epochs of a few batches, so the 40 steps cross epoch
+    boundaries and the resumption lands inside a later epoch."""
+    small = dict(max_pairs=200, dropout=0.3)
+    assert train(options(tmp_path, "straight", max_steps=40, **small), stream=io.StringIO()) == 0
+    assert train(options(tmp_path, "resumed", max_steps=23, **small), stream=io.StringIO()) == 0
+    log = io.StringIO()
+    assert train(options(tmp_path, "resumed", max_steps=40, resume=True, **small), stream=log) == 0
+    assert "resuming" in log.getvalue()
+    straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
+    assert sorted(resumed) == list(range(1, 41))
+    with open(tmp_path / "straight" / "metrics.jsonl", encoding="utf-8") as file:
+        assert max(json.loads(line).get("epoch", 0) for line in file) >= 3
+    assert [resumed[s] for s in range(1, 41)] == [straight[s] for s in range(1, 41)]
+
+
+def test_a_new_run_never_overwrites_an_old_one_and_resume_needs_a_checkpoint(tmp_path):
+    from npformer.train import TrainingError
+
+    assert train(options(tmp_path, "once", max_steps=2), stream=io.StringIO()) == 0
+    with pytest.raises(TrainingError, match="already holds a run"):
+        train(options(tmp_path, "once", max_steps=2), stream=io.StringIO())
+    with pytest.raises(TrainingError, match="nothing to resume"):
+        train(options(tmp_path, "never", resume=True), stream=io.StringIO())
+
+
+def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    trainer = Trainer(options(tmp_path, "nan", max_steps=50, eval_every=4), stream=io.StringIO())
+    original_loss = None
+
+    def poisoned_loss(logits, targets):
+        value = original_loss(logits, targets)
+        return value * np.nan if trainer.optimizer.step_count >= 4 else value
+
+    original_load = trainer._load_state
+
+    def load_and_poison():
+        nonlocal original_loss
+        original_load()
+        original_loss = trainer.model.loss
+        monkeypatch.setattr(trainer.model, "loss", poisoned_loss)
+
+    monkeypatch.setattr(trainer, "_load_state", load_and_poison)
+    assert trainer.run() == 1
+    assert "the loss is nan at step 5" in trainer.stream.getvalue()
+    assert checkpoint.load_checkpoint(str(tmp_path / "nan" / "checkpoint.npz"), trainer.model)["step"] == 4
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    command = [sys.executable, "-m", "npformer", "train", "--runs-dir", str(tmp_path), "--name", "stop",
+               "--max-steps", "100000", "--d-model", "16", "--d-ff", "32", "--layers", "1",
+               "--heads", "2", "--token-budget", "256", "--eval-every", "100000"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / "stop" / "metrics.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size > 0):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted at step" in stderr and "--resume" in stderr and "Traceback" not in stderr
+    saved = json.loads((tmp_path / "stop" / "checkpoint.json").read_text())
+    assert saved["step"] >= 10
+    resumed = subprocess.run(command[:-6] + ["--max-steps", str(saved["step"] + 3), "--resume",
+                                             "--test-sentences", "5", "--beam", "2"],
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming {tmp_path / 'stop'} at step {saved['step']}" in resumed.stderr
+
+
+# --- translate and evaluate ----------------------------------------------------------------
+
+def test_translate_sentences_from_arguments_and_stdin(tiny_run, capsys, monkeypatch):
+    assert cli.main(["translate", "--run", tiny_run, "--beam", "1", "the black cat eats the apple.",
+                     "where is the dog?"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(lines)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("the black cat eats the apple.\n\nwhere is the dog?\n"))
+    assert cli.main(["translate", "--run", tiny_run]) == 0
+    stdin_lines = capsys.readouterr().out.splitlines()
+    assert len(stdin_lines) == 3 and stdin_lines[1] == ""
+
+
+@pytest.mark.parametrize("arguments, stdin, message", [
+    (["the cat", "  "], None, "sentence 2 is empty"),
+    ([], "\n \n", "nothing to translate: the input is empty"),
+])
+def test_translate_rejects_empty_input(tiny_run, capsys, monkeypatch, arguments, stdin, message):
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    assert cli.main(["translate", "--run", tiny_run, *arguments]) == 2
+    assert capsys.readouterr().err.strip() == f"npformer translate: {message}"
+
+
+def test_missing_or_incomplete_runs_give_one_line_errors(tmp_path, capsys):
+    assert cli.main(["translate", "--run", str(tmp_path / "nowhere"), "hello"]) == 2
+    assert capsys.readouterr().err.strip() == f"npformer translate: no run folder at {tmp_path / 'nowhere'}"
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "config.json").write_text("{}")
+    assert cli.main(["evaluate", "--run", str(tmp_path / "half")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("npformer evaluate:") and "missing" in error and "\n" not in error
+
+
+def test_an_incompatible_run_gives_a_one_line_error(tiny_run, tmp_path, capsys):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_run, broken)
+    config = json.loads((broken / "config.json").read_text())
+    config["model"]["d_model"] = 48
+    (broken / "config.json").write_text(json.dumps(config))
+    assert cli.main(["translate", "--run", str(broken), "the cat"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "does not fit" in error and "\n" not in error
+
+
+def test_evaluate_reports_greedy_and_beam_bleu(tiny_run, capsys):
+    assert cli.main(["evaluate", "--run", tiny_run, "--beam", "2", "--max-sentences", "30"]) == 0
+    output = capsys.readouterr().out
+    assert "30 sentence pairs" in output and "BLEU greedy" in output and "BLEU beam 2" in output

@@ -261,3 +261,10 @@ def test_float32_in_float32_out_for_every_op(rng):
         grads = backward(np.ones_like(out), cache)
         for grad in grads if isinstance(grads, tuple) else (grads,):
             assert grad.dtype == np.float32, name
+
+
+def test_cross_entropy_cache_serves_one_backward_pass(rng):
+    _, cache = ops.cross_entropy_forward(rng.standard_normal((2, 4)), np.array([1, 2]))
+    ops.cross_entropy_backward(1.0, cache)
+    with pytest.raises(ValueError, match="already used"):
+        ops.cross_entropy_backward(1.0, cache)

@@ -19,7 +19,9 @@ loss is ``-log p_target``. Logits of 1e4 stay finite because only
 differences ``z_j - m <= 0`` are exponentiated.
 
 Backward: ``dlogits = dloss * (p - q) / n_kept`` at kept positions and 0 at
-ignored ones. When every target is ignored the loss is 0 and so is the
+ignored ones. It is written into the cached probabilities, so the forward
+pass never materialises ``log p`` and the backward pass copies nothing; a
+cache therefore serves one backward pass. When every target is ignored the loss is 0 and so is the
 gradient (PyTorch would return NaN).
 """
 
@@ -72,45 +74,56 @@ def cross_entropy_forward(
     )
     safe_ids = xp.where(kept, target_ids, 0)  # ignored positions read class 0, then count 0
     n_kept = int(kept.sum())
-
-    shifted = z - z.max(axis=-1, keepdims=True)
-    log_norm = xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
-    log_probs = shifted
-    log_probs -= log_norm
-
     rows = xp.arange(z.shape[0])
-    nll = -log_probs[rows, safe_ids]
-    per_position = (1.0 - label_smoothing) * nll
+
+    # With s = z - max(z):  log p_j = s_j - log_norm,  log_norm = log(sum_k exp(s_k)) >= 0.
+    shifted = z - z.max(axis=-1, keepdims=True)
+    target_shifted = shifted[rows, safe_ids]
+    mean_shifted = shifted.mean(axis=-1) if label_smoothing > 0 else None
+    probs = xp.exp(shifted, out=shifted)  # the same buffer, now exp(s)
+    normalizer = probs.sum(axis=-1)
+    log_norm = xp.log(normalizer)
+    probs /= normalizer[:, None]
+
+    per_position = (1.0 - label_smoothing) * (log_norm - target_shifted)  # -log p_target
     if label_smoothing > 0:
-        per_position -= label_smoothing * log_probs.mean(axis=-1)
+        per_position += label_smoothing * (log_norm - mean_shifted)  # -mean_j log p_j
     per_position *= kept
     loss = per_position.sum() / max(n_kept, 1)
 
     cache = {
-        "log_probs": log_probs,
+        "probs": probs,
         "target_ids": safe_ids,
         "kept": kept,
         "n_kept": n_kept,
         "label_smoothing": label_smoothing,
         "logits_shape": tuple(logits.shape),
+        "used": False,
     }
     return loss, cache
 
 
 def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
-    """``dlogits = dloss * (softmax(logits) - q) / n_kept``, 0 at ignored positions."""
-    log_probs, target_ids, kept = cache["log_probs"], cache["target_ids"], cache["kept"]
+    """``dlogits = dloss * (softmax(logits) - q) / n_kept``, 0 at ignored positions.
+
+    The gradient is built in the cached probability buffer (no copy of a
+    ``(N, V)`` array), so each forward pass allows one backward pass.
+    """
+    if cache["used"]:
+        raise ValueError(
+            "cross_entropy_backward: this cache was already used (the gradient is built in its "
+            "buffer); run cross_entropy_forward again"
+        )
+    cache["used"] = True
+    dlogits, target_ids, kept = cache["probs"], cache["target_ids"], cache["kept"]
     eps = cache["label_smoothing"]
-    vocab_size = log_probs.shape[-1]
-    dtype = log_probs.dtype
+    vocab_size = dlogits.shape[-1]
+    dtype = dlogits.dtype
 
     # Per-position weight: dloss / n_kept where kept, else 0.
     weight = (kept * (xp.asarray(dloss, dtype=dtype) / max(cache["n_kept"], 1))).astype(dtype)
-    weight = weight[:, None]
-
-    dlogits = xp.exp(log_probs)
     if eps > 0:
         dlogits -= eps / vocab_size
     dlogits[xp.arange(dlogits.shape[0]), target_ids] -= 1.0 - eps
-    dlogits *= weight
+    dlogits *= weight[:, None]
     return dlogits.reshape(cache["logits_shape"])

@@ -7,6 +7,8 @@ Subcommands:
 * ``translate``: translate sentences (arguments, or one per line on stdin)
   with a trained run;
 * ``evaluate``: test BLEU of a trained run, greedy and beam;
+* ``attention``: draw a trained run's attention on one sentence;
+* ``bench``: time the training step and decoding, against NumPy's GEMM peak and PyTorch;
 * ``gradcheck``: compare every op's hand-written backward pass with central
   finite differences in float64, print the table, exit 1 on any failure;
   ``gradcheck --model`` does the same for every parameter of a tiny Transformer.
@@ -89,6 +91,71 @@ def _run_translate(args: argparse.Namespace) -> int:
     translations = iter(translator.translate(non_empty, beam_size=args.beam))
     for sentence in sentences:
         print(next(translations) if sentence.strip() else "")
+    return 0
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    import json
+
+    from . import bench
+
+    unknown = [name for name in args.presets if name not in bench.PRESETS]
+    if unknown:
+        return _fail("bench", f"unknown preset {', '.join(unknown)}; choose from {', '.join(bench.PRESETS)}")
+    results = bench.run(args.presets, steps=args.steps, with_torch=False if args.no_torch else None)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump(results, file, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
+_ATTENTION_KINDS = {"enc": "encoder", "dec": "decoder_self", "cross": "decoder_cross"}
+
+
+def _run_attention(args: argparse.Namespace) -> int:
+    import os
+
+    import numpy
+
+    from . import backend, viz
+    from .data import tokenize
+    from .nn import BOS_ID, EOS_ID
+    from .train import TrainingError, load_run
+
+    if not args.sentence.strip():
+        return _fail("attention", "the sentence is empty")
+    try:
+        run = load_run(args.run)
+    except TrainingError as error:
+        return _fail("attention", str(error))
+    [translation] = run.translator().translate([args.sentence], beam_size=args.beam)
+    src_tokens = tokenize(args.sentence, "en")[: run.model.config.max_len]
+    tgt_tokens = tokenize(translation, "fr")[: run.model.config.max_len - 1]
+    src = numpy.array([run.src_vocab.encode(src_tokens)])
+    tgt_in = numpy.array([[BOS_ID] + run.tgt_vocab.encode(tgt_tokens)])
+    run.model.forward(backend.asarray(src), backend.asarray(tgt_in))
+    maps = run.model.attention_maps()
+    labels = {
+        # rows, columns: encoder queries and keys are source tokens; decoder position t reads
+        # input token t (<bos> first) and produces output token t (<eos> last).
+        "enc": (src_tokens, src_tokens, "Encoder self-attention"),
+        "dec": (["<bos>"] + tgt_tokens, ["<bos>"] + tgt_tokens, "Decoder self-attention (causal)"),
+        "cross": (tgt_tokens + ["<eos>"], src_tokens, "Decoder cross-attention: output token (row) -> source (column)"),
+    }
+    kinds = list(_ATTENTION_KINDS) if args.kind == "all" else [args.kind]
+    print(f"{args.sentence}  ->  {translation}")
+    for kind in kinds:
+        rows, columns, title = labels[kind]
+        weights = [layer[0] for layer in maps[_ATTENTION_KINDS[kind]]]
+        if args.out and len(kinds) == 1:
+            path = args.out
+        else:
+            stem, extension = os.path.splitext(args.out or "attention.png")
+            path = f"{stem}-{kind}{extension or '.png'}"
+        viz.attention_heatmaps(weights, rows, columns, title=f"{title}\n{args.sentence} -> {translation}",
+                               path=path)
+        print(f"wrote {path}")
     return 0
 
 
@@ -209,6 +276,29 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--run", required=True, help="a run folder written by npformer train")
     translate.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default: 4)")
     translate.set_defaults(handler=_run_translate)
+
+    attention = commands.add_parser(
+        "attention", help="draw the attention of a trained run on one sentence",
+        description="Translate SENTENCE with a trained run and draw its attention weights as "
+                    "heatmaps: one subplot per layer and head, with token labels.")
+    attention.add_argument("sentence", help="the English sentence")
+    attention.add_argument("--run", required=True, help="a run folder written by npformer train")
+    attention.add_argument("--kind", choices=("cross", "enc", "dec", "all"), default="cross",
+                           help="cross-attention, encoder or decoder self-attention, or all three")
+    attention.add_argument("--out", help="PNG path (default: attention-<kind>.png)")
+    attention.add_argument("--beam", type=int, default=4, help="beam size for the translation")
+    attention.set_defaults(handler=_run_attention)
+
+    bench = commands.add_parser(
+        "bench", help="time training steps and decoding (and PyTorch, when installed)",
+        description="Measure NumPy's GEMM peak, npformer's float32 training step for the tiny/small/"
+                    "base presets (tokens/s, GFLOP/s, MFU, peak memory), KV-cached decoding, and the "
+                    "same model in PyTorch eager when PyTorch is importable.")
+    bench.add_argument("--presets", nargs="+", default=["tiny", "small", "base"])
+    bench.add_argument("--steps", type=int, default=10, help="timed steps per preset (default: 10)")
+    bench.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+    bench.add_argument("--json", help="also write the results here")
+    bench.set_defaults(handler=_run_bench)
 
     evaluate = commands.add_parser(
         "evaluate", help="test BLEU of a trained run, greedy and beam",

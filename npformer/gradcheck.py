@@ -559,3 +559,38 @@ def check_all_ops(seed: int = 0, names: list[str] | None = None,
     for name in names or list(OP_CASES):
         report.extend(check_op(name, seed=seed, tol=tol))
     return report
+
+
+def check_exercise(name: str, student_backward: Callable, seed: int = 0,
+                   tol: float = DEFAULT_TOL, **sizes: Any) -> GradcheckReport:
+    """Check a student's own backward pass for the op ``name`` of ``OP_CASES``.
+
+    Two rows per input tensor: the student's gradient against npformer's
+    reference backward (``vs reference``), and against finite differences
+    (``vs finite differences``). Example, in a lesson::
+
+        def my_layernorm_backward(dy, cache): ...
+        print(gradcheck.check_exercise("layernorm", my_layernorm_backward))
+    """
+    if name not in OP_CASES:
+        raise ValueError(f"check_exercise: name must be one of {sorted(OP_CASES)}, got {name!r}")
+    forward, reference_backward, inputs = OP_CASES[name](numpy.random.default_rng(seed), **sizes)
+    inputs = _to_backend(inputs)
+    report = check_gradients(forward, student_backward, inputs, name=f"{name} vs finite differences",
+                             seed=seed, tol=tol)
+    floating = {k: xp.array(v, dtype=xp.float64) for k, v in inputs.items() if _is_differentiable(v)}
+    args = [floating.get(k, v) for k, v in inputs.items()]
+    dout = backend.asarray(numpy.random.default_rng(seed).standard_normal(
+        numpy.shape(forward(*args)[0])), dtype=xp.float64)
+    as_tuple = lambda grads: grads if isinstance(grads, (tuple, list)) else (grads,)  # noqa: E731
+    reference = as_tuple(reference_backward(xp.array(dout, copy=True), forward(*args)[1]))
+    student = as_tuple(student_backward(xp.array(dout, copy=True), forward(*args)[1]))
+    pairs = []
+    for key, expected, got in zip(floating, reference, student):
+        if got is None or tuple(got.shape) != tuple(expected.shape):
+            report.results.append(TensorCheck(f"{name} vs reference", key, tuple(expected.shape),
+                                              float("inf"), False, None, "wrong shape or missing"))
+            continue
+        pairs.append((key, tuple(expected.shape), got, backend.to_numpy(expected).astype(numpy.float64), ""))
+    report.extend(_judge(f"{name} vs reference", pairs, tol))
+    return report

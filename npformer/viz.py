@@ -10,6 +10,14 @@ matplotlib.use("Agg")  # files, never windows: works on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def _finish(figure: Any, path: Any) -> Any:
+    """Save ``figure`` to ``path`` (if given), release it, and return it."""
+    if path:
+        figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return figure
+
+
 def training_curves(records: list[dict], path: str | None = None, title: str = "") -> Any:
     """Loss (train and validation), validation BLEU and learning rate against the step.
 
@@ -18,7 +26,8 @@ def training_curves(records: list[dict], path: str | None = None, title: str = "
     """
     train = [r for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
-    figure, (loss_axis, bleu_axis, lr_axis) = plt.subplots(1, 3, figsize=(14, 4), constrained_layout=True)
+    figure, (loss_axis, bleu_axis, lr_axis) = plt.subplots(1, 3, figsize=(14, 4), sharex=True,
+                                                          constrained_layout=True)
     if train:
         loss_axis.plot([r["step"] for r in train], [r["loss"] for r in train],
                        color="tab:blue", alpha=0.6, linewidth=1, label="train (label-smoothed)")
@@ -38,7 +47,121 @@ def training_curves(records: list[dict], path: str | None = None, title: str = "
         axis.grid(True, alpha=0.3)
     if title:
         figure.suptitle(title)
-    if path:
-        figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return figure
+    return _finish(figure, path)
+
+
+def positional_encoding_figure(max_len: int = 64, d_model: int = 128, path: str | None = None,
+                               columns: tuple[int, ...] = (0, 1, 10, 11, 40, 41)) -> Any:
+    """The sinusoid table as a heatmap, and a few of its columns as curves over the position."""
+    from . import backend, ops
+
+    table = backend.to_numpy(ops.positional_encoding(max_len, d_model, dtype="float64"))
+    figure, (heat, curves) = plt.subplots(1, 2, figsize=(13, 4.5), constrained_layout=True,
+                                          gridspec_kw={"width_ratios": [1.3, 1]})
+    image = heat.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    heat.set(title=f"Positional encoding PE[p, j]  ({max_len} positions, d_model = {d_model})",
+             xlabel="dimension j  (even: sin, odd: cos)", ylabel="position p")
+    figure.colorbar(image, ax=heat, shrink=0.9)
+    for column in columns:
+        if column < d_model:
+            kind = "sin" if column % 2 == 0 else "cos"
+            wavelength = 2 * 3.141592653589793 * 10000 ** ((column - column % 2) / d_model)
+            curves.plot(table[:, column], label=f"j = {column} ({kind}, wavelength {wavelength:.0f})")
+    curves.set(title="Some columns: each pair shares one frequency", xlabel="position p", ylabel="value",
+               ylim=(-1.15, 1.6))
+    curves.legend(fontsize=8, loc="upper right", ncol=2)
+    curves.grid(True, alpha=0.3)
+    return _finish(figure, path)
+
+
+def masks_figure(tokens: list[str], pad_token: str = "<pad>", path: str | None = None) -> Any:
+    """Padding mask, look-ahead mask and their combination for one padded sequence."""
+    import numpy
+
+    n = len(tokens)
+    real = numpy.array([token != pad_token for token in tokens])
+    padding = numpy.broadcast_to(real[None, :], (n, n))
+    causal = numpy.tril(numpy.ones((n, n), dtype=bool))
+    figure, axes = plt.subplots(1, 3, figsize=(14, 4.8), constrained_layout=True)
+    panels = [("Padding mask: keys that are real tokens", padding),
+              ("Look-ahead (causal) mask: key <= query", causal),
+              ("Decoder self-attention: both", padding & causal)]
+    for axis, (title, mask) in zip(axes, panels):
+        axis.imshow(mask, cmap="Greens", vmin=0, vmax=1.3, interpolation="nearest")
+        axis.set_xticks(range(n), tokens, rotation=60, ha="right", fontsize=8)
+        axis.set_yticks(range(n), tokens, fontsize=8)
+        axis.set(title=title, xlabel="key (attended to)", ylabel="query (attending)")
+        for i in range(n):
+            for j in range(n):
+                axis.text(j, i, "1" if mask[i, j] else "0", ha="center", va="center", fontsize=7,
+                          color="black" if mask[i, j] else "0.6")
+    figure.suptitle("Boolean attention masks: True (1) = may attend; a False score becomes -inf")
+    return _finish(figure, path)
+
+
+def attention_heatmaps(weights: list, query_tokens: list[str], key_tokens: list[str],
+                       title: str = "", path: str | None = None) -> Any:
+    """One subplot per layer (rows) and head (columns), a shared colour scale and one colour bar.
+
+    ``weights`` is a list over layers of ``(H, Tq, Tk)`` arrays (one sentence).
+    Readable up to about 20 tokens per axis.
+    """
+    import numpy
+
+    from . import backend
+
+    layers = [backend.to_numpy(w) for w in weights]
+    n_layers, n_heads = len(layers), layers[0].shape[0]
+    size = max(len(query_tokens), len(key_tokens))
+    cell = 0.19 * max(size, 8)
+    width = max(cell * n_heads + 1.5, 0.11 * len(title.split("\n")[-1]) + 1.0, 5.0)
+    figure, axes = plt.subplots(n_layers, n_heads, figsize=(width, cell * n_layers + 0.8),
+                                squeeze=False, constrained_layout=True)
+    vmax = max(float(numpy.max(layer)) for layer in layers)
+    for row, layer in enumerate(layers):
+        for head in range(n_heads):
+            axis = axes[row, head]
+            image = axis.imshow(layer[head][: len(query_tokens), : len(key_tokens)], cmap="viridis",
+                                vmin=0, vmax=vmax, interpolation="nearest")
+            axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=70, ha="right", fontsize=7)
+            axis.set_yticks(range(len(query_tokens)), query_tokens, fontsize=7)
+            axis.set_title(f"layer {row}, head {head}", fontsize=9)
+    figure.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
+    if title:
+        figure.suptitle(title)
+    return _finish(figure, path)
+
+
+def gradcheck_chart(report: Any, path: str | None = None, title: str = "") -> Any:
+    """Worst relative error per op and tensor, on a log scale, with the pass threshold marked."""
+    results = report.results
+    labels = [f"{r.op}: {r.tensor}" for r in results]
+    errors = [max(r.max_rel_error, 1e-16) for r in results]
+    colours = ["tab:green" if r.passed else "tab:red" for r in results]
+    figure, axis = plt.subplots(figsize=(9, 0.28 * len(results) + 1.4), constrained_layout=True)
+    axis.barh(range(len(results)), errors, color=colours)
+    axis.axvline(report.tol, color="black", linestyle="--", label=f"pass threshold {report.tol:.0e}")
+    axis.set_xscale("log")
+    axis.set_yticks(range(len(results)), labels, fontsize=8)
+    axis.invert_yaxis()
+    axis.set(xlabel="worst elementwise relative error |a - n| / (|a| + |n|)",
+             title=title or "Hand-written gradients against finite differences (float64)")
+    axis.legend(loc="lower right")
+    axis.grid(True, axis="x", alpha=0.3)
+    return _finish(figure, path)
+
+
+def figures_dir() -> "os.PathLike":
+    """Where the lessons write figures: ``$NPFORMER_FIGURES``, else the repository's
+    ``figures/`` (found from the repository root or from ``lessons/``)."""
+    import os
+    from pathlib import Path
+
+    if os.environ.get("NPFORMER_FIGURES"):
+        folder = Path(os.environ["NPFORMER_FIGURES"])
+    elif (Path.cwd().parent / "figures").is_dir() and Path.cwd().name == "lessons":
+        folder = Path.cwd().parent / "figures"
+    else:
+        folder = Path.cwd() / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

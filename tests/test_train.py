@@ -176,3 +176,17 @@ def test_evaluate_reports_greedy_and_beam_bleu(tiny_run, capsys):
     assert cli.main(["evaluate", "--run", tiny_run, "--beam", "2", "--max-sentences", "30"]) == 0
     output = capsys.readouterr().out
     assert "30 sentence pairs" in output and "BLEU greedy" in output and "BLEU beam 2" in output
+
+
+def test_attention_command_draws_every_kind_and_rejects_bad_input(tiny_run, tmp_path, capsys):
+    out = tmp_path / "att.png"
+    assert cli.main(["attention", "--run", tiny_run, "the black cat eats the apple.", "--kind", "all",
+                     "--out", str(out), "--beam", "1"]) == 0
+    printed = capsys.readouterr().out
+    for kind in ("enc", "dec", "cross"):
+        path = tmp_path / f"att-{kind}.png"
+        assert path.is_file() and path.stat().st_size > 10_000 and str(path) in printed
+    assert cli.main(["attention", "--run", tiny_run, " "]) == 2
+    assert capsys.readouterr().err.strip() == "npformer attention: the sentence is empty"
+    assert cli.main(["attention", "--run", str(tmp_path / "none"), "the cat"]) == 2
+    assert "no run folder" in capsys.readouterr().err

@@ -57,7 +57,7 @@ def test_attention_rejects_wrong_ranks_shapes_and_masks():
         ops.attention_forward(np.zeros((4, 3, 8), F), k, k)
     with raises(ValueError, "k", "(2, 4, Tk, 8)", "(2, 4, 5, 7)"):
         ops.attention_forward(q, np.zeros((2, 4, 5, 7), F), np.zeros((2, 4, 5, 7), F))
-    with raises(ValueError, "v", "(2, 4, 5, 8)", "(2, 4, 6, 8)"):
+    with raises(ValueError, "v", "(B, H, Tk, Dv) = (2, 4, 5, Dv)", "(2, 4, 6, 8)"):
         ops.attention_forward(q, k, np.zeros((2, 4, 6, 8), F))
     with raises(ValueError, "mask", "(B, H, Tq, Tk) = (2, 4, 3, 5)", "(2, 1, 1, 6)"):
         ops.attention_forward(q, k, k, np.ones((2, 1, 1, 6), bool))

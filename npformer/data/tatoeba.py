@@ -11,7 +11,8 @@ npformer never ships the file.
 (no tab, an empty side, bytes that are not UTF-8) are reported with their
 line numbers, never silently skipped and never fatal. ``split_by_source``
 deduplicates and splits by English sentence, so all the translations of one
-English sentence land in the same split.
+English sentence land in the same split; each split comes in a seeded random
+order, so that its first pairs are a fair sample.
 """
 
 from __future__ import annotations
@@ -125,4 +126,9 @@ def split_by_source(pairs: list[tuple[str, str]], valid_fraction: float = 0.02,
     buckets: dict[str, list[tuple[str, str]]] = {"train": [], "valid": [], "test": []}
     for pair in pairs:
         buckets[split_of[pair[0]]].append(pair)
+    # Files like fra.txt are sorted by length: shuffle each split, so that its first N pairs
+    # (a validation sample, a quick test) are a fair sample rather than the N shortest.
+    rng = numpy.random.default_rng(seed + 1)
+    for name, bucket in buckets.items():
+        buckets[name] = [bucket[i] for i in rng.permutation(len(bucket))]
     return Splits(**buckets)

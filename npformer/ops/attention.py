@@ -1,8 +1,9 @@
 """Scaled dot-product attention with a boolean mask (Vaswani et al., 2017, eq. 1).
 
-Shapes: ``q (B, H, Tq, Dh)``, ``k, v (B, H, Tk, Dh)``, ``mask`` boolean and
-broadcastable to ``(B, H, Tq, Tk)`` with **True where a query may attend to a
-key**. Output ``(B, H, Tq, Dh)``.
+Shapes: ``q (B, H, Tq, Dh)``, ``k (B, H, Tk, Dh)``, ``v (B, H, Tk, Dv)``
+(``Dv = Dh`` in the Transformer), ``mask`` boolean and broadcastable to
+``(B, H, Tq, Tk)`` with **True where a query may attend to a key**. Output
+``(B, H, Tq, Dv)``.
 
 Forward::
 
@@ -50,9 +51,11 @@ def _check_attention_inputs(q: Any, k: Any, v: Any, mask: Any) -> None:
             f"{op}: k must have shape (B, H, Tk, Dh) = ({batch}, {heads}, Tk, {head_dim}) "
             f"to match q {tuple(q.shape)}, got {tuple(k.shape)}"
         )
-    if tuple(v.shape) != tuple(k.shape):
+    if tuple(v.shape[:3]) != tuple(k.shape[:3]):
+        expected = ", ".join(str(size) for size in k.shape[:3])
         raise ValueError(
-            f"{op}: v must have the shape of k {tuple(k.shape)}, got {tuple(v.shape)}"
+            f"{op}: v must have shape (B, H, Tk, Dv) = ({expected}, Dv) to match k "
+            f"{tuple(k.shape)}, got {tuple(v.shape)}"
         )
     if mask is not None:
         if not isinstance(mask, xp.ndarray) or mask.dtype != bool:
@@ -70,11 +73,11 @@ def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, di
     Args:
         q: queries, ``(B, H, Tq, Dh)``.
         k: keys, ``(B, H, Tk, Dh)``.
-        v: values, ``(B, H, Tk, Dh)``.
+        v: values, ``(B, H, Tk, Dv)``.
         mask: boolean, broadcastable to ``(B, H, Tq, Tk)``, True = may attend; None = all.
 
     Returns:
-        ``out (B, H, Tq, Dh)`` and the cache; ``cache["weights"]`` is the
+        ``out (B, H, Tq, Dv)`` and the cache; ``cache["weights"]`` is the
         ``(B, H, Tq, Tk)`` attention matrix (rows sum to 1, or to 0 when fully masked).
     """
     _check_attention_inputs(q, k, v, mask)

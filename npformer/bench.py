@@ -1,0 +1,258 @@
+"""``npformer bench``: how fast is a training step, against the machine's limit and PyTorch?
+
+In one run it measures:
+
+* NumPy's float32 matrix-product throughput (``2 n^3`` FLOPs for ``n x n``): the
+  practical limit for any NumPy code on this machine;
+* npformer's float32 training step (forward, loss, backward, Adam) for three presets,
+  on random padded batches with lengths uniform in ``[L/2, L]``: tokens/s (real source
+  and target tokens), achieved GFLOP/s (matrix products, ``2mnk`` each, x3 for forward
+  plus backward), the fraction of the GEMM peak (MFU), and the peak memory of a step;
+* greedy decoding of 24 tokens, with and without the KV cache;
+* when PyTorch is importable (never required): the same model in plain PyTorch eager,
+  ``torch.nn.Transformer`` with the same sizes, 2 threads, float32, post-norm, dropout 0,
+  timed in the same run, and the ratio npformer / PyTorch.
+
+Every (framework, preset) runs in a fresh subprocess, so that its peak resident memory
+(``ru_maxrss``, above the process's size before the first step) is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy
+
+PRESETS = {
+    "tiny": dict(d_model=64, n_heads=4, d_ff=256, n_layers=2, src_vocab=1000, tgt_vocab=1000, batch=32, length=12),
+    "small": dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, src_vocab=4000, tgt_vocab=6000, batch=64, length=16),
+    "base": dict(d_model=256, n_heads=8, d_ff=1024, n_layers=3, src_vocab=8000, tgt_vocab=8000, batch=64, length=24),
+}
+
+
+def _max_rss_mb() -> float:
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 1024 if sys.platform != "darwin" else rss / 2**20
+
+
+def gemm_gflops(n: int = 2048, repeats: int = 5) -> float:
+    """Best float32 ``n x n`` matrix-product throughput of NumPy, in GFLOP/s."""
+    rng = numpy.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=numpy.float32)
+    b = rng.standard_normal((n, n), dtype=numpy.float32)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
+
+
+def random_batches(preset: dict, count: int, seed: int = 0) -> list[tuple[numpy.ndarray, numpy.ndarray]]:
+    """``count`` (source, target with <bos>/<eos>) id batches, lengths uniform in [L/2, L]."""
+    rng = numpy.random.default_rng(seed)
+    batch, length = preset["batch"], preset["length"]
+    batches = []
+    for _ in range(count):
+        src = rng.integers(4, preset["src_vocab"], size=(batch, length))
+        tgt = rng.integers(4, preset["tgt_vocab"], size=(batch, length + 1))
+        tgt[:, 0] = 1
+        for row in range(batch):
+            src[row, rng.integers(length // 2, length + 1):] = 0
+            end = rng.integers(length // 2, length + 1)
+            tgt[row, end] = 2
+            tgt[row, end + 1:] = 0
+        batches.append((src, tgt))
+    return batches
+
+
+def step_flops(preset: dict) -> int:
+    """Matrix-product FLOPs of one training step on padded (B, L) batches: 3 x forward."""
+    from .nn import Transformer, TransformerConfig
+    from .nn.summary import summary_rows
+
+    config = TransformerConfig(**{k: preset[k] for k in ("src_vocab", "tgt_vocab", "d_model", "n_heads",
+                                                         "d_ff", "n_layers")}, dropout=0.0)
+    model = Transformer(config)
+    rows = summary_rows(model, preset["batch"], preset["length"], preset["length"])
+    return 3 * sum(row.forward_flops for row in rows)
+
+
+def _measure_npformer(name: str, steps: int) -> dict:
+    from . import backend, optim
+    from .nn import Transformer, TransformerConfig
+
+    preset = PRESETS[name]
+    config = TransformerConfig(**{k: preset[k] for k in ("src_vocab", "tgt_vocab", "d_model", "n_heads",
+                                                         "d_ff", "n_layers")}, dropout=0.0)
+    model = Transformer(config, seed=0)
+    optimizer = optim.Adam(model, lr=1e-4)
+    batches = [(backend.asarray(s), backend.asarray(t)) for s, t in random_batches(preset, steps + 2)]
+
+    def step(src: Any, tgt: Any) -> float:
+        logits = model.forward(src, tgt[:, :-1])
+        loss = model.loss(logits, tgt[:, 1:])
+        model.zero_grad()
+        model.backward(model.criterion.backward())
+        optimizer.step()
+        return float(loss)
+
+    rss_before = _max_rss_mb()
+    for src, tgt in batches[:2]:
+        step(src, tgt)
+    start = time.perf_counter()
+    for src, tgt in batches[2:]:
+        step(src, tgt)
+    seconds = (time.perf_counter() - start) / steps
+    tokens = sum(int((s != 0).sum() + (t[:, 1:] != 0).sum()) for s, t in batches[2:]) / steps
+    return {"seconds_per_step": seconds, "tokens_per_step": tokens,
+            "peak_memory_mb": _max_rss_mb() - rss_before, "decoding": _measure_decoding(model, preset)}
+
+
+def _measure_decoding(model: Any, preset: dict, length: int = 24) -> dict:
+    from . import backend
+    from .nn import BOS_ID
+
+    model.eval()
+    src = backend.asarray(random_batches(preset, 1, seed=9)[0][0])
+    batch = src.shape[0]
+
+    def cached() -> None:
+        cache = model.start_decoding(src, max_len=length)
+        tokens = backend.xp.full(batch, BOS_ID)
+        for _ in range(length):
+            tokens = model.decode_step(cache, tokens).argmax(-1)
+
+    def uncached() -> None:
+        memory, src_mask = model.encode(src)
+        prefix = backend.xp.full((batch, 1), BOS_ID)
+        for _ in range(length):
+            logits = model.decode(prefix, memory, src_mask)
+            prefix = backend.xp.concatenate([prefix, logits[:, -1].argmax(-1)[:, None]], axis=1)
+
+    timings = {}
+    for name, run in (("cached", cached), ("uncached", uncached)):
+        run()
+        start = time.perf_counter()
+        run()
+        timings[name] = batch * length / (time.perf_counter() - start)
+    model.train()
+    return {"tokens_per_second_cached": timings["cached"], "tokens_per_second_uncached": timings["uncached"],
+            "speedup": timings["cached"] / timings["uncached"], "length": length}
+
+
+def _measure_torch(name: str, steps: int) -> dict:
+    import torch
+
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    preset = PRESETS[name]
+    d_model, vocab_src, vocab_tgt = preset["d_model"], preset["src_vocab"], preset["tgt_vocab"]
+
+    class TorchTranslator(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.src_embed = torch.nn.Embedding(vocab_src, d_model)
+            self.tgt_embed = torch.nn.Embedding(vocab_tgt, d_model)
+            self.transformer = torch.nn.Transformer(
+                d_model, preset["n_heads"], preset["n_layers"], preset["n_layers"], preset["d_ff"],
+                dropout=0.0, batch_first=True, norm_first=False)
+            self.out_proj = torch.nn.Linear(d_model, vocab_tgt)
+            position = torch.arange(512).unsqueeze(1)
+            frequency = torch.exp(torch.arange(0, d_model, 2) * (-torch.log(torch.tensor(10000.0)) / d_model))
+            table = torch.zeros(512, d_model)
+            table[:, 0::2] = torch.sin(position * frequency)
+            table[:, 1::2] = torch.cos(position * frequency)
+            self.register_buffer("positions", table)
+
+        def forward(self, src: Any, tgt: Any) -> Any:
+            scale = d_model ** 0.5
+            x = self.src_embed(src) * scale + self.positions[: src.shape[1]]
+            y = self.tgt_embed(tgt) * scale + self.positions[: tgt.shape[1]]
+            causal = torch.nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+            out = self.transformer(x, y, tgt_mask=causal, src_key_padding_mask=src == 0,
+                                   tgt_key_padding_mask=tgt == 0, memory_key_padding_mask=src == 0)
+            return self.out_proj(out)
+
+    model = TorchTranslator()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    criterion = torch.nn.CrossEntropyLoss(ignore_index=0)
+    batches = [(torch.from_numpy(s), torch.from_numpy(t)) for s, t in random_batches(preset, steps + 2)]
+
+    def step(src: Any, tgt: Any) -> float:
+        logits = model(src, tgt[:, :-1])
+        loss = criterion(logits.reshape(-1, vocab_tgt), tgt[:, 1:].reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return float(loss)
+
+    rss_before = _max_rss_mb()
+    for src, tgt in batches[:2]:
+        step(src, tgt)
+    start = time.perf_counter()
+    for src, tgt in batches[2:]:
+        step(src, tgt)
+    seconds = (time.perf_counter() - start) / steps
+    return {"seconds_per_step": seconds, "peak_memory_mb": _max_rss_mb() - rss_before,
+            "torch_version": torch.__version__}
+
+
+def _subprocess(framework: str, name: str, steps: int) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2", MKL_NUM_THREADS="2")
+    code = f"import json, npformer.bench as b; print(json.dumps(b._measure_{framework}({name!r}, {steps})))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"bench: {framework} {name} failed:\n{result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def torch_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def run(presets: list[str], steps: int = 10, with_torch: bool | None = None,
+        stream: Any = sys.stdout) -> dict:
+    """Measure everything; print a table to ``stream`` and return the results."""
+    with_torch = torch_available() if with_torch is None else with_torch
+    peak = gemm_gflops()
+    results: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
+        "python": platform.python_version(), "numpy": numpy.__version__,
+        "date": time.strftime("%Y-%m-%d"), "gemm_gflops": peak, "presets": {},
+    }
+    print(f"NumPy float32 GEMM (2048^3): {peak:.0f} GFLOP/s", file=stream)
+    header = (f"{'preset':<6} {'ms/step':>8} {'tok/s':>8} {'GFLOP/s':>8} {'MFU':>5} {'mem MB':>7} "
+              f"{'decode x':>8}" + (f" {'torch ms':>9} {'torch MB':>8} {'ratio':>6}" if with_torch else ""))
+    print(header, file=stream)
+    for name in presets:
+        flops = step_flops(PRESETS[name])
+        ours = _subprocess("npformer", name, steps)
+        entry = {**ours, "flops_per_step": flops, "gflops": flops / ours["seconds_per_step"] / 1e9}
+        entry["mfu"] = entry["gflops"] / peak
+        entry["tokens_per_second"] = ours["tokens_per_step"] / ours["seconds_per_step"]
+        line = (f"{name:<6} {1000 * ours['seconds_per_step']:8.1f} {entry['tokens_per_second']:8,.0f} "
+                f"{entry['gflops']:8.1f} {entry['mfu']:5.2f} {ours['peak_memory_mb']:7.0f} "
+                f"{ours['decoding']['speedup']:7.1f}x")
+        if with_torch:
+            theirs = _subprocess("torch", name, steps)
+            entry["torch"] = theirs
+            entry["ratio_to_torch"] = ours["seconds_per_step"] / theirs["seconds_per_step"]
+            line += (f" {1000 * theirs['seconds_per_step']:9.1f} {theirs['peak_memory_mb']:8.0f} "
+                     f"{entry['ratio_to_torch']:6.2f}")
+        results["presets"][name] = entry
+        print(line, file=stream, flush=True)
+    print("ratio = npformer time / PyTorch time per step (below 1: npformer is faster); "
+          "decode x = KV-cached greedy decoding speed-up at 24 tokens", file=stream)
+    return results

@@ -154,6 +154,7 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: eps must be >= 0, got {eps!r}")
         super().__init__(model, lr)
         self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        self._scratch: dict[int, Any] = {}
 
     def _update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
         beta1, beta2 = self.betas
@@ -163,14 +164,25 @@ class Adam(Optimizer):
         else:
             g = grad + self.weight_decay * param if self.weight_decay else grad
         m, v = state["exp_avg"], state["exp_avg_sq"]
+        # One scratch array per parameter (not saved): the update allocates nothing.
+        scratch = self._scratch.get(id(param))
+        if scratch is None or scratch.shape != param.shape:
+            scratch = self._scratch[id(param)] = xp.empty_like(param)
+        xp.multiply(g, 1.0 - beta1, out=scratch)
         m *= beta1
-        m += (1.0 - beta1) * g
+        m += scratch  # m = beta1 m + (1 - beta1) g
+        xp.multiply(g, g, out=scratch)
+        scratch *= 1.0 - beta2
         v *= beta2
-        v += (1.0 - beta2) * (g * g)
+        v += scratch  # v = beta2 v + (1 - beta2) g^2
         bias_correction1 = 1.0 - beta1**self.step_count
         bias_correction2 = 1.0 - beta2**self.step_count
-        denominator = xp.sqrt(v) / math.sqrt(bias_correction2) + self.eps
-        param -= (self.lr / bias_correction1) * (m / denominator)
+        xp.sqrt(v, out=scratch)
+        scratch *= 1.0 / math.sqrt(bias_correction2)
+        scratch += self.eps  # sqrt(v / bc2) + eps
+        xp.divide(m, scratch, out=scratch)
+        scratch *= self.lr / bias_correction1
+        param -= scratch
 
     def _hyperparameters(self) -> dict[str, Any]:
         return {"betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}

@@ -202,14 +202,42 @@ def test_same_seed_same_model_and_float32_by_default():
         np.testing.assert_array_equal(value, b.params()[key])
 
 
-def test_a_float32_training_step_keeps_every_array_float32(rng):
-    model = build(dtype=np.float32, dropout=0.1, label_smoothing=0.1)
+def _floating_arrays(value, path):
+    """Every floating array reachable from a cache (dicts, tuples, lists), with its path."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind == "f":
+            yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _floating_arrays(item, f"{path}.{key}")
+    elif isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            yield from _floating_arrays(item, f"{path}[{index}]")
+
+
+@pytest.mark.parametrize("options", [dict(), dict(norm="pre", activation="gelu", tie_embeddings=True)])
+def test_a_float32_training_step_keeps_every_array_float32(rng, options):
+    """Catches silent float64 upcasts anywhere: outputs, loss, every cache of every module,
+    gradients, parameters after an Adam step, and the optimizer's moments."""
+    from npformer import optim
+
+    model = build(dtype=np.float32, dropout=0.1, label_smoothing=0.1, **options)
+    optimizer = optim.AdamW(model, lr=1e-3)
     logits = model.forward(random_ids(rng, 2, 4, 17), random_ids(rng, 2, 3, 19, bos=True))
     loss = model.loss(logits, random_ids(rng, 2, 3, 19))
+    caches = [(f"{name}.{attribute}", value) for name, module in model.named_modules()
+              for attribute, value in vars(module).items() if "cache" in attribute]
     model.backward(model.criterion.backward())
+    optim.clip_grad_norm(model, 1.0)
+    optimizer.step()
     assert logits.dtype == np.float32 and np.asarray(loss).dtype == np.float32
-    for key, grad in model.grads().items():
-        assert grad.dtype == np.float32, key
+    arrays = [item for path, cache in caches for item in _floating_arrays(cache, path)]
+    assert len(arrays) > 50
+    arrays += [(f"grad {k}", v) for k, v in model.grads().items()]
+    arrays += [(f"param {k}", v) for k, v in model.params().items()]
+    arrays += [(f"adam {k}.{slot}", v) for k, state in optimizer.state.items() for slot, v in state.items()]
+    upcast = [path for path, array in arrays if array.dtype != np.float32]
+    assert not upcast, upcast
 
 
 @pytest.mark.parametrize("overrides, fragment", [

@@ -48,7 +48,7 @@ class DecoderLayer(Module):
 
     def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any) -> Any:
         """``x (B, Tt, D)``, ``memory (B, Ts, D)`` -> ``(B, Tt, D)``."""
-        x = residual_forward(x, lambda h: self.self_attn.forward(h, h, self_mask),
+        x = residual_forward(x, lambda h: self.self_attn.forward_self(h, self_mask),
                              self.norm1, self.drop1, self.pre_norm)
         x = residual_forward(x, lambda h: self.cross_attn.forward(h, memory, memory_mask),
                              self.norm2, self.drop2, self.pre_norm)
@@ -58,12 +58,8 @@ class DecoderLayer(Module):
         """Returns ``(dx, d_memory)``."""
         d = residual_backward(dout, self.ffn.backward, self.norm3, self.drop3, self.pre_norm)
         d = residual_backward(d, self._cross_attn_backward, self.norm2, self.drop2, self.pre_norm)
-        d = residual_backward(d, self._self_attn_backward, self.norm1, self.drop1, self.pre_norm)
+        d = residual_backward(d, self.self_attn.backward, self.norm1, self.drop1, self.pre_norm)
         return d, self._d_memory
-
-    def _self_attn_backward(self, d_out: Any) -> Any:
-        d_query, d_memory = self.self_attn.backward(d_out)
-        return d_query + d_memory  # query and memory are the same input
 
     def _cross_attn_backward(self, d_out: Any) -> Any:
         d_query, self._d_memory = self.cross_attn.backward(d_out)

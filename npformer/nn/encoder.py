@@ -39,17 +39,13 @@ class EncoderLayer(Module):
         self.drop2 = Dropout(dropout, dropout_rng)
 
     def forward(self, x: Any, mask: Any) -> Any:
-        x = residual_forward(x, lambda h: self.self_attn.forward(h, h, mask),
+        x = residual_forward(x, lambda h: self.self_attn.forward_self(h, mask),
                              self.norm1, self.drop1, self.pre_norm)
         return residual_forward(x, self.ffn.forward, self.norm2, self.drop2, self.pre_norm)
 
     def backward(self, dout: Any) -> Any:
         d = residual_backward(dout, self.ffn.backward, self.norm2, self.drop2, self.pre_norm)
-        return residual_backward(d, self._self_attn_backward, self.norm1, self.drop1, self.pre_norm)
-
-    def _self_attn_backward(self, d_out: Any) -> Any:
-        d_query, d_memory = self.self_attn.backward(d_out)
-        return d_query + d_memory  # query and memory are the same input
+        return residual_backward(d, self.self_attn.backward, self.norm1, self.drop1, self.pre_norm)
 
 
 class Encoder(Module):

@@ -19,9 +19,10 @@ loss is ``-log p_target``. Logits of 1e4 stay finite because only
 differences ``z_j - m <= 0`` are exponentiated.
 
 Backward: ``dlogits = dloss * (p - q) / n_kept`` at kept positions and 0 at
-ignored ones. It is written into the cached probabilities, so the forward
-pass never materialises ``log p`` and the backward pass copies nothing; a
-cache therefore serves one backward pass. When every target is ignored the loss is 0 and so is the
+ignored ones. It is written into the cached ``exp(z - max)`` buffer, and the
+division by the row sums is folded into the backward pass's one scaling pass:
+the forward pass never materialises ``log p`` or ``p``, the backward pass
+copies nothing, and a cache therefore serves one backward pass. When every target is ignored the loss is 0 and so is the
 gradient (PyTorch would return NaN).
 """
 
@@ -80,10 +81,9 @@ def cross_entropy_forward(
     shifted = z - z.max(axis=-1, keepdims=True)
     target_shifted = shifted[rows, safe_ids]
     mean_shifted = shifted.mean(axis=-1) if label_smoothing > 0 else None
-    probs = xp.exp(shifted, out=shifted)  # the same buffer, now exp(s)
-    normalizer = probs.sum(axis=-1)
+    exps = xp.exp(shifted, out=shifted)  # the same buffer, now exp(s); normalised in backward
+    normalizer = exps.sum(axis=-1)
     log_norm = xp.log(normalizer)
-    probs /= normalizer[:, None]
 
     per_position = (1.0 - label_smoothing) * (log_norm - target_shifted)  # -log p_target
     if label_smoothing > 0:
@@ -92,7 +92,8 @@ def cross_entropy_forward(
     loss = per_position.sum() / max(n_kept, 1)
 
     cache = {
-        "probs": probs,
+        "exps": exps,
+        "normalizer": normalizer,
         "target_ids": safe_ids,
         "kept": kept,
         "n_kept": n_kept,
@@ -106,8 +107,8 @@ def cross_entropy_forward(
 def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
     """``dlogits = dloss * (softmax(logits) - q) / n_kept``, 0 at ignored positions.
 
-    The gradient is built in the cached probability buffer (no copy of a
-    ``(N, V)`` array), so each forward pass allows one backward pass.
+    The gradient is built in the cached ``exp`` buffer (no copy of an ``(N, V)``
+    array), so each forward pass allows one backward pass.
     """
     if cache["used"]:
         raise ValueError(
@@ -115,15 +116,15 @@ def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
             "buffer); run cross_entropy_forward again"
         )
     cache["used"] = True
-    dlogits, target_ids, kept = cache["probs"], cache["target_ids"], cache["kept"]
+    dlogits, target_ids, kept = cache["exps"], cache["target_ids"], cache["kept"]
     eps = cache["label_smoothing"]
     vocab_size = dlogits.shape[-1]
     dtype = dlogits.dtype
 
     # Per-position weight: dloss / n_kept where kept, else 0.
     weight = (kept * (xp.asarray(dloss, dtype=dtype) / max(cache["n_kept"], 1))).astype(dtype)
+    dlogits *= (weight / cache["normalizer"])[:, None]  # p = exp(s) / sum: one pass for both
     if eps > 0:
-        dlogits -= eps / vocab_size
-    dlogits[xp.arange(dlogits.shape[0]), target_ids] -= 1.0 - eps
-    dlogits *= weight[:, None]
+        dlogits -= (eps / vocab_size * weight)[:, None]
+    dlogits[xp.arange(dlogits.shape[0]), target_ids] -= (1.0 - eps) * weight
     return dlogits.reshape(cache["logits_shape"])

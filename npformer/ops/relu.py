@@ -16,11 +16,10 @@ from ._validate import check_float
 def relu_forward(x: Any) -> tuple[Any, dict]:
     """``max(x, 0)`` for ``x`` of any shape; returns ``(out, cache)``."""
     check_float("relu_forward", "x", x)
-    positive = x > 0
-    out = xp.where(positive, x, 0)
-    return out, {"positive": positive}
+    out = xp.maximum(x, 0)
+    return out, {"positive": out > 0}
 
 
 def relu_backward(dout: Any, cache: dict) -> Any:
     """``dx = dout * [x > 0]``, the shape of ``x``."""
-    return xp.where(cache["positive"], dout, 0)
+    return dout * cache["positive"]

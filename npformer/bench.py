@@ -89,6 +89,17 @@ def step_flops(preset: dict) -> int:
     return 3 * sum(row.forward_flops for row in rows)
 
 
+def _time_steps(step: Any, batches: list) -> tuple[float, float]:
+    """Two warm-up steps, then the mean seconds per step and the peak-memory growth in MB."""
+    rss_before = _max_rss_mb()
+    for src, tgt in batches[:2]:
+        step(src, tgt)
+    start = time.perf_counter()
+    for src, tgt in batches[2:]:
+        step(src, tgt)  # each step reads its loss, which also waits for a GPU
+    return (time.perf_counter() - start) / (len(batches) - 2), _max_rss_mb() - rss_before
+
+
 def _measure_npformer(name: str, steps: int) -> dict:
     from . import backend, optim
     from .nn import Transformer, TransformerConfig
@@ -108,16 +119,10 @@ def _measure_npformer(name: str, steps: int) -> dict:
         optimizer.step()
         return float(loss)
 
-    rss_before = _max_rss_mb()
-    for src, tgt in batches[:2]:
-        step(src, tgt)
-    start = time.perf_counter()
-    for src, tgt in batches[2:]:
-        step(src, tgt)
-    seconds = (time.perf_counter() - start) / steps
+    seconds, memory = _time_steps(step, batches)
     tokens = sum(int((s != 0).sum() + (t[:, 1:] != 0).sum()) for s, t in batches[2:]) / steps
     return {"seconds_per_step": seconds, "tokens_per_step": tokens,
-            "peak_memory_mb": _max_rss_mb() - rss_before, "decoding": _measure_decoding(model, preset)}
+            "peak_memory_mb": memory, "decoding": _measure_decoding(model, preset)}
 
 
 def _measure_decoding(model: Any, preset: dict, length: int = 24) -> dict:
@@ -202,14 +207,8 @@ def _measure_torch(name: str, steps: int) -> dict:
         optimizer.step()
         return float(loss)
 
-    rss_before = _max_rss_mb()
-    for src, tgt in batches[:2]:
-        step(src, tgt)
-    start = time.perf_counter()
-    for src, tgt in batches[2:]:
-        step(src, tgt)
-    seconds = (time.perf_counter() - start) / steps  # float(loss) synchronised every step
-    return {"seconds_per_step": seconds, "peak_memory_mb": _max_rss_mb() - rss_before,
+    seconds, memory = _time_steps(step, batches)
+    return {"seconds_per_step": seconds, "peak_memory_mb": memory,
             "torch_version": torch.__version__, "device": str(device)}
 
 

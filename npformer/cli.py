@@ -102,7 +102,8 @@ def _run_bench(args: argparse.Namespace) -> int:
     unknown = [name for name in args.presets if name not in bench.PRESETS]
     if unknown:
         return _fail("bench", f"unknown preset {', '.join(unknown)}; choose from {', '.join(bench.PRESETS)}")
-    results = bench.run(args.presets, steps=args.steps, with_torch=False if args.no_torch else None)
+    results = bench.run(args.presets, steps=args.steps, with_torch=False if args.no_torch else None,
+                        rounds=args.rounds)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as file:
             json.dump(results, file, indent=1)
@@ -297,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--presets", nargs="+", default=["tiny", "small", "base"])
     bench.add_argument("--steps", type=int, default=10, help="timed steps per preset (default: 10)")
     bench.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+    bench.add_argument("--rounds", type=int, default=2,
+                       help="alternating measurements per framework; the fastest counts (default: 2)")
     bench.add_argument("--json", help="also write the results here")
     bench.set_defaults(handler=_run_bench)
 

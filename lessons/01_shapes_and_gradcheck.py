@@ -12,7 +12,7 @@
 # %%
 import numpy as np
 
-from npformer import gradcheck, ops, viz
+from npformer import gradcheck, viz
 
 rng = np.random.default_rng(0)
 

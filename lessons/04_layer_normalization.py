@@ -51,7 +51,7 @@ print(gradcheck.check_exercise("layernorm", layernorm_backward_compact))
 # %%
 def layernorm_backward_missing_variance(dy, cache):
     dx, dgamma, dbeta = layernorm_backward_compact(dy, cache)
-    x_hat, rstd, gamma = cache["x_hat"], cache["rstd"], cache["gamma"]
+    rstd, gamma = cache["rstd"], cache["gamma"]
     g = dy * gamma
     return rstd * (g - g.mean(-1, keepdims=True)), dgamma, dbeta
 

@@ -6,7 +6,6 @@
 # average of the values.
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import gradcheck, ops, viz

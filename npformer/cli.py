@@ -121,7 +121,7 @@ def _run_attention(args: argparse.Namespace) -> int:
 
     from . import backend, viz
     from .data import tokenize
-    from .nn import BOS_ID, EOS_ID
+    from .nn import BOS_ID
     from .train import TrainingError, load_run
 
     if not args.sentence.strip():

@@ -151,9 +151,9 @@ def gradcheck_chart(report: Any, path: str | None = None, title: str = "") -> An
     return _finish(figure, path)
 
 
-def figures_dir() -> "os.PathLike":
-    """Where the lessons write figures: ``$NPFORMER_FIGURES``, else the repository's
-    ``figures/`` (found from the repository root or from ``lessons/``)."""
+def figures_dir() -> Any:
+    """Where the lessons write figures, as a ``pathlib.Path``: ``$NPFORMER_FIGURES``, else the
+    repository's ``figures/`` (found from the repository root or from ``lessons/``)."""
     import os
     from pathlib import Path
 

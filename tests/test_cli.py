@@ -3,7 +3,6 @@
 import subprocess
 import sys
 
-import numpy as np
 
 from npformer import cli, gradcheck
 

@@ -1,6 +1,5 @@
 """Tokenizer, vocabulary, the embedded corpus, the Tatoeba loader and batching."""
 
-import os
 import pathlib
 
 import numpy as np

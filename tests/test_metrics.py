@@ -54,7 +54,7 @@ def test_agrees_with_sacrebleu_when_installed():
     sacrebleu = pytest.importorskip("sacrebleu", reason="sacreBLEU is not installed (optional cross-check)")
     rng = np.random.default_rng(0)
     words = ["le", "chat", "noir", "mange", "la", "pomme", ",", ".", "!", "l'homme", "3.5", "«", "»", "?"]
-    for trial in range(20):
+    for _ in range(20):
         refs = [" ".join(rng.choice(words, size=rng.integers(1, 12))) for _ in range(15)]
         hyps = [" ".join(w for w in r.split() if rng.random() > 0.3) + (" la" if rng.random() < 0.3 else "")
                 for r in refs]

@@ -525,6 +525,21 @@ def cross_entropy_case(rng, batch=2, length=3, vocab=6, label_smoothing=0.1,
     return forward, ops.cross_entropy_backward, inputs
 
 
+def pooling_case(rng, batch=3, length=5, width=4, kind="mean", fully_padded_row=True):
+    mask = backend.asarray(_padded_ids(rng, batch, length, 9, fully_padded_row) != 0)
+    forward_op, backward_op = {
+        "mean": (ops.masked_mean_pool_forward, ops.masked_mean_pool_backward),
+        "max": (ops.masked_max_pool_forward, ops.masked_max_pool_backward),
+    }[kind]
+
+    def forward(x):
+        return forward_op(x, mask)
+
+    # distinct values, far apart: no two candidates for a maximum within a finite-difference step
+    values = rng.permutation(batch * length * width).reshape(batch, length, width) * 0.1
+    return forward, backward_op, {"x": values + 0.01 * rng.standard_normal(values.shape)}
+
+
 OP_CASES: dict[str, Callable] = {
     "linear": linear_case,
     "relu": relu_case,
@@ -537,6 +552,8 @@ OP_CASES: dict[str, Callable] = {
     "cross_attention": partial(attention_case, q_len=3, k_len=5, causal=False),
     "dropout": dropout_case,
     "cross_entropy": cross_entropy_case,
+    "masked_mean_pool": pooling_case,
+    "masked_max_pool": partial(pooling_case, kind="max"),
 }
 
 

@@ -135,3 +135,11 @@ def test_every_op_is_in_the_registry():
     covered = {name.split("_tanh")[0].replace("cross_attention", "attention")
                for name in gradcheck.OP_CASES}
     assert forwards <= covered, forwards - covered
+
+
+@given(seed=seeds, batch=batch_sizes, length=lengths, width=widths, kind=st.sampled_from(["mean", "max"]),
+       fully_padded_row=st.booleans())
+def test_masked_pooling(seed, batch, length, width, kind, fully_padded_row):
+    name = "masked_mean_pool" if kind == "mean" else "masked_max_pool"
+    assert_gradients_match(name, seed, batch=batch, length=length, width=width,
+                           fully_padded_row=fully_padded_row)

@@ -268,3 +268,20 @@ def test_cross_entropy_cache_serves_one_backward_pass(rng):
     ops.cross_entropy_backward(1.0, cache)
     with pytest.raises(ValueError, match="already used"):
         ops.cross_entropy_backward(1.0, cache)
+
+
+def test_masked_pooling_ignores_padding_and_gives_zeros_for_empty_rows(rng):
+    x = rng.standard_normal((2, 4, 3))
+    mask = np.array([[True, True, False, False], [False, False, False, False]])
+    mean, _ = ops.masked_mean_pool_forward(x, mask)
+    maximum, cache = ops.masked_max_pool_forward(x, mask)
+    np.testing.assert_allclose(mean[0], x[0, :2].mean(0))
+    np.testing.assert_array_equal(maximum[0], x[0, :2].max(0))
+    assert np.all(mean[1] == 0) and np.all(maximum[1] == 0)
+    dx = ops.masked_max_pool_backward(np.ones((2, 3)), cache)
+    assert np.all(dx[1] == 0) and dx[0, 2:].sum() == 0 and dx[0].sum() == 3
+    changed = x.copy()
+    changed[0, 2:] = 100.0  # padding positions cannot change the result
+    np.testing.assert_array_equal(ops.masked_max_pool_forward(changed, mask)[0], maximum)
+    with pytest.raises(ValueError, match=r"mask must have shape \(B, T\) = \(2, 4\)"):
+        ops.masked_mean_pool_forward(x, mask[:, :3])

@@ -1,6 +1,7 @@
 """Modules: parameters, caches and hand-written backward passes built on ``npformer.ops``."""
 
 from .attention import MultiHeadAttention
+from .classifier import ClassifierConfig, EncoderClassifier
 from .decoder import Decoder, DecoderCache, DecoderLayer
 from .dropout import Dropout
 from .embedding import Embedding
@@ -16,6 +17,6 @@ from .transformer import (BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Transf
 __all__ = [
     "Module", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout", "FeedForward",
     "MultiHeadAttention", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",
-    "CrossEntropyLoss", "Transformer", "TransformerConfig",
+    "CrossEntropyLoss", "Transformer", "TransformerConfig", "ClassifierConfig", "EncoderClassifier",
     "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "SPECIAL_TOKENS",
 ]

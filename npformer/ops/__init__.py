@@ -17,6 +17,8 @@ from .gelu import gelu_backward, gelu_forward
 from .layernorm import layernorm_backward, layernorm_forward
 from .linear import linear_backward, linear_forward
 from .masks import causal_mask, padding_mask
+from .pooling import (masked_max_pool_backward, masked_max_pool_forward,
+                      masked_mean_pool_backward, masked_mean_pool_forward)
 from .positional import positional_encoding
 from .relu import relu_backward, relu_forward
 from .softmax import softmax_backward, softmax_forward
@@ -32,6 +34,8 @@ __all__ = [
     "attention_forward", "attention_backward",
     "dropout_forward", "dropout_backward",
     "cross_entropy_forward", "cross_entropy_backward",
+    "masked_mean_pool_forward", "masked_mean_pool_backward",
+    "masked_max_pool_forward", "masked_max_pool_backward",
     "positional_encoding", "padding_mask", "causal_mask",
     "erf", "erfc",
 ]

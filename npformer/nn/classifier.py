@@ -1,0 +1,115 @@
+"""An encoder-only classifier: the Transformer's encoder, pooled, then a linear head.
+
+Data flow, with ``D = d_model``::
+
+    ids (B, T) -> tok_embed + pos_embed (learned positions) -> dropout -> encoder -> h (B, T, D)
+    h -> masked mean (or max) over the real tokens -> (B, D) -> head -> logits (B, n_classes)
+
+The same layers as the translator, put together differently: no decoder, no
+causal mask, one output per sequence. Positions are a learned table
+``pos_embed.W (max_len, D)`` (BERT's choice) rather than the sinusoids; its
+gradient is an embedding backward with the position ids. Parameter keys:
+``tok_embed.W``, ``pos_embed.W``, ``encoder.layers.{i}...``, ``encoder.norm.*`` (pre-norm),
+``head.W``, ``head.b``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy
+
+from .. import backend, ops
+from ..backend import get_default_dtype, xp
+from .dropout import Dropout
+from .embedding import Embedding
+from .encoder import Encoder
+from .linear import Linear
+from .loss import CrossEntropyLoss
+from .module import Module
+from .transformer import PAD_ID
+
+_POOLING = {
+    "mean": (ops.masked_mean_pool_forward, ops.masked_mean_pool_backward),
+    "max": (ops.masked_max_pool_forward, ops.masked_max_pool_backward),
+}
+
+
+@dataclass
+class ClassifierConfig:
+    vocab: int
+    n_classes: int
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 128
+    n_layers: int = 2
+    max_len: int = 64
+    dropout: float = 0.1
+    pooling: str = "mean"
+    norm: str = "pre"
+    activation: str = "gelu"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab", "n_classes", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ClassifierConfig: {name} must be a positive int, got {value!r}")
+        if self.n_classes < 2:
+            raise ValueError(f"ClassifierConfig: n_classes must be >= 2, got {self.n_classes}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"ClassifierConfig: d_model must be divisible by n_heads, "
+                             f"got d_model={self.d_model}, n_heads={self.n_heads}")
+        if self.pooling not in _POOLING:
+            raise ValueError(f"ClassifierConfig: pooling must be 'mean' or 'max', got {self.pooling!r}")
+        if self.norm not in ("post", "pre"):
+            raise ValueError(f"ClassifierConfig: norm must be 'post' or 'pre', got {self.norm!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class EncoderClassifier(Module):
+    """``forward(ids (B, T)) -> logits (B, n_classes)``; ``backward(dlogits)`` fills ``grads()``."""
+
+    def __init__(self, config: ClassifierConfig, seed: int = 0, dtype: Any = None) -> None:
+        super().__init__()
+        self.config = config
+        self.dtype = numpy.dtype(dtype or get_default_dtype())
+        init_seed, dropout_seed = numpy.random.SeedSequence(seed).spawn(2)
+        rng = numpy.random.default_rng(init_seed)
+        self.dropout_rng = backend.default_rng(int(dropout_seed.generate_state(1)[0]))
+        c = config
+        self.tok_embed = Embedding(c.vocab, c.d_model, rng=rng, dtype=self.dtype)
+        self.pos_embed = Embedding(c.max_len, c.d_model, rng=rng, dtype=self.dtype)
+        self.encoder = Encoder(c.n_layers, c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
+                               dropout_rng=self.dropout_rng, pre_norm=c.norm == "pre",
+                               activation=c.activation, rng=rng, dtype=self.dtype)
+        self.head = Linear(c.d_model, c.n_classes, rng=rng, dtype=self.dtype)
+        self.embed_dropout = Dropout(c.dropout, self.dropout_rng)
+        self.criterion = CrossEntropyLoss(ignore_index=None)
+
+    def forward(self, ids: Any) -> Any:
+        if not isinstance(ids, xp.ndarray) or ids.dtype.kind not in "iu" or ids.ndim != 2:
+            raise TypeError(f"EncoderClassifier: ids must be an integer array (B, T), got "
+                            f"{getattr(ids, 'dtype', type(ids).__name__)} {getattr(ids, 'shape', '')}")
+        if ids.shape[1] > self.config.max_len:
+            raise ValueError(f"EncoderClassifier: ids must have T <= max_len = {self.config.max_len}, "
+                             f"got {ids.shape[1]}")
+        positions = xp.broadcast_to(xp.arange(ids.shape[1]), ids.shape)
+        x = self.tok_embed.forward(ids) + self.pos_embed.forward(xp.ascontiguousarray(positions))
+        hidden = self.encoder.forward(self.embed_dropout.forward(x), ops.padding_mask(ids, PAD_ID))
+        pool_forward, _ = _POOLING[self.config.pooling]
+        pooled, self._pool_cache = pool_forward(hidden, ids != PAD_ID)
+        return self.head.forward(pooled)
+
+    def backward(self, dlogits: Any) -> None:
+        _, pool_backward = _POOLING[self.config.pooling]
+        d_hidden = pool_backward(self.head.backward(dlogits), self._pool_cache)
+        d_x = self.embed_dropout.backward(self.encoder.backward(d_hidden))
+        self.tok_embed.backward(d_x)
+        self.pos_embed.backward(d_x)
+
+    def loss(self, logits: Any, labels: Any) -> Any:
+        """Mean cross-entropy over the batch; ``self.criterion.backward()`` gives ``dlogits``."""
+        return self.criterion.forward(logits, labels)

@@ -18,7 +18,7 @@ from typing import IO, Any
 import numpy
 
 from . import backend, optim
-from .data import Splits, Vocab, load_pairs, split_by_source, tokenize, toy_corpus
+from .data import Vocab, load_pairs, split_by_source, tokenize, toy_corpus
 from .nn import PAD_ID, ClassifierConfig, EncoderClassifier
 
 LANGUAGES = ("English", "French")

@@ -126,6 +126,24 @@ def _run_language_id(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_lm(args: argparse.Namespace) -> int:
+    from .lm import sample, train_french_lm
+
+    if args.top_k is not None and args.top_k < 1:
+        return _fail("lm", f"--top-k must be >= 1, got {args.top_k}")
+    if not args.temperature > 0:
+        return _fail("lm", f"--temperature must be > 0, got {args.temperature}")
+    try:
+        result = train_french_lm(args.data, steps=args.steps, max_pairs=args.max_pairs, stream=sys.stderr)
+    except FileNotFoundError as error:
+        return _fail("lm", str(error))
+    print(f"validation perplexity: {result['valid_perplexity']:.2f} ({result['source']})")
+    for text in sample(result["model"], result["vocab"], " ".join(args.prompt), count=args.samples,
+                       temperature=args.temperature, top_k=args.top_k, seed=args.seed):
+        print(text)
+    return 0
+
+
 _ATTENTION_KINDS = {"enc": "encoder", "dec": "decoder_self", "cross": "decoder_cross"}
 
 
@@ -329,6 +347,21 @@ def build_parser() -> argparse.ArgumentParser:
     language.add_argument("--max-pairs", type=int, default=20000)
     language.add_argument("--pooling", choices=("mean", "max"), default="mean")
     language.set_defaults(handler=_run_language_id)
+
+    lm = commands.add_parser(
+        "lm", help="train the decoder-only language model on French and sample from it",
+        description="Train a decoder-only (GPT-style) language model on French sentences, report "
+                    "validation perplexity, and sample continuations of PROMPT with temperature and "
+                    "top-k on the KV cache.")
+    lm.add_argument("prompt", nargs="*", help="French words to continue (default: from the start)")
+    lm.add_argument("--data", help="english<TAB>french file (default: the embedded corpus)")
+    lm.add_argument("--steps", type=int, default=400)
+    lm.add_argument("--max-pairs", type=int, default=30000)
+    lm.add_argument("--samples", type=int, default=3)
+    lm.add_argument("--temperature", type=float, default=0.8)
+    lm.add_argument("--top-k", type=int, default=10)
+    lm.add_argument("--seed", type=int, default=0)
+    lm.set_defaults(handler=_run_lm)
 
     evaluate = commands.add_parser(
         "evaluate", help="test BLEU of a trained run, greedy and beam",

@@ -7,6 +7,7 @@ from .dropout import Dropout
 from .embedding import Embedding
 from .encoder import Encoder, EncoderLayer
 from .feedforward import FeedForward
+from .language_model import LanguageModel, LanguageModelConfig
 from .layernorm import LayerNorm
 from .linear import Linear
 from .loss import CrossEntropyLoss
@@ -18,5 +19,6 @@ __all__ = [
     "Module", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout", "FeedForward",
     "MultiHeadAttention", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",
     "CrossEntropyLoss", "Transformer", "TransformerConfig", "ClassifierConfig", "EncoderClassifier",
+    "LanguageModel", "LanguageModelConfig",
     "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "SPECIAL_TOKENS",
 ]

@@ -48,6 +48,15 @@ class EncoderLayer(Module):
         return residual_backward(d, self.self_attn.backward, self.norm1, self.drop1, self.pre_norm)
 
 
+    def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any) -> Any:
+        """One new position ``x (B, 1, D)`` with causal self-attention over cached keys and
+        values (the decoder-only language model's generation step; no backward)."""
+        x = residual_forward(
+            x, lambda h: self.self_attn.forward_step(h, key_buffer, value_buffer, position),
+            self.norm1, self.drop1, self.pre_norm)
+        return residual_forward(x, self.ffn.forward, self.norm2, self.drop2, self.pre_norm)
+
+
 class Encoder(Module):
     """A stack of ``EncoderLayer``s (``layers``), plus ``norm`` when pre-norm."""
 

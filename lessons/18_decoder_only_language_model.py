@@ -1,0 +1,70 @@
+# %% [markdown]
+# # Lesson 18 — A decoder-only language model: the same block, a causal mask, and sampling
+#
+# Remove the encoder and the cross-attention from the translator and what is left is GPT: a stack
+# of blocks that each do causal self-attention and a feed-forward network, trained to predict the
+# next word. In npformer such a block is literally `EncoderLayer`: what makes a decoder is the
+# causal mask (lesson 6), not different code.
+#
+# `nn.LanguageModel` adds learned positions (lesson 17), pre-norm blocks with a final LayerNorm
+# (lesson 9) and a head to the vocabulary. `generate` samples one word at a time on a KV cache
+# (lesson 14): each step runs `EncoderLayer.step`, which reuses the keys and values of every earlier
+# position.
+
+# %%
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from npformer import gradcheck, nn, viz
+from npformer.lm import sample, train_french_lm
+
+model = nn.LanguageModel(nn.LanguageModelConfig(13, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8),
+                         dtype=np.float64)
+ids = np.array([[1, 5, 6, 7, 2, 0], [1, 8, 9, 4, 5, 2]])
+report = gradcheck.check_module(model, {}, forward=lambda: model.loss(model.forward(ids[:, :-1]), ids[:, 1:]),
+                                backward=lambda d: model.backward(model.criterion.backward(d)), name="lm")
+print(report.table().splitlines()[-1])
+
+# %% [markdown]
+# ## Sampling: temperature and top-k
+#
+# The model gives `p(next word | words so far)`. Greedy decoding always takes the most probable
+# word and repeats itself. Sampling draws from the distribution instead:
+#
+# * **temperature** `T` divides the logits before the softmax: `T < 1` sharpens the distribution,
+#   `T > 1` flattens it;
+# * **top-k** keeps only the `k` most probable words, so a rare, absurd word is never drawn.
+#
+# The generator is passed in and seeded, so a sample can be reproduced.
+
+# %%
+QUICK = os.environ.get("NPFORMER_QUICK") == "1"
+result = train_french_lm(None, steps=80 if QUICK else 400, max_pairs=3000 if QUICK else 12000)
+print(f"validation perplexity {result['valid_perplexity']:.2f} ({result['parameters']:,} parameters, "
+      f"vocabulary {len(result['vocab'])} words)")
+for temperature, top_k in ((0.5, 5), (1.0, 10), (1.5, None)):
+    print(f"T={temperature}, top-k={top_k}:")
+    for text in sample(result["model"], result["vocab"], "", count=2, temperature=temperature, top_k=top_k):
+        print("   ", text)
+
+# %% [markdown]
+# Perplexity is `exp(mean cross-entropy per word)`: the model is, on average, as unsure as a uniform
+# choice among that many words. A uniform guess over the vocabulary would score over 100 here.
+
+# %%
+figure, axis = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
+axis.plot(np.exp(result["losses"]), alpha=0.6)
+axis.set(xlabel="step", ylabel="training perplexity per batch", yscale="log",
+         title=f"French language model: validation perplexity {result['valid_perplexity']:.1f}")
+axis.grid(True, alpha=0.3)
+figure.savefig(viz.figures_dir() / "18_language_model.png", dpi=110)
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Implement nucleus (top-p) sampling: keep the smallest set of words whose probabilities sum to p.
+# 2. Check that `generate` with `top_k=1` equals greedy decoding with the full forward pass.
+# 3. Train on the Tatoeba French sentences (`npformer lm --data ../shared/data/fra-eng/fra.txt`) and
+#    compare the perplexities. Why is the real one so much higher?

@@ -1,0 +1,97 @@
+"""Training the decoder-only language model on French sentences, and sampling from it.
+
+Each French sentence of the corpus (the embedded one, or a Tatoeba TSV file) becomes
+``<bos> w1 ... wn <eos>`` at word level; the model learns to predict every next word. Validation
+perplexity is ``exp(mean cross-entropy per token)`` on held-out sentences: the number of words
+the model is, on average, as unsure as a uniform choice among.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import IO, Any
+
+import numpy
+
+from . import backend, optim
+from .data import Vocab, detokenize, load_pairs, split_by_source, tokenize, toy_corpus
+from .nn import BOS_ID, EOS_ID, PAD_ID, LanguageModel, LanguageModelConfig
+
+
+def _encode(sentences: list[str], vocab: Vocab, max_len: int) -> numpy.ndarray:
+    encoded = [[BOS_ID] + vocab.encode(tokenize(s, "fr"))[: max_len - 2] + [EOS_ID] for s in sentences]
+    ids = numpy.zeros((len(encoded), max(map(len, encoded))), dtype=numpy.int64)
+    for row, sentence in enumerate(encoded):
+        ids[row, : len(sentence)] = sentence
+    return ids
+
+
+def _trim(ids: numpy.ndarray) -> numpy.ndarray:
+    return ids[:, : max(2, int((ids != PAD_ID).sum(1).max()))]
+
+
+def perplexity(model: LanguageModel, ids: numpy.ndarray, batch: int = 256) -> float:
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, len(ids), batch):
+        chunk = _trim(ids[start:start + batch])
+        targets = chunk[:, 1:]
+        n = int((targets != PAD_ID).sum())
+        loss = float(model.loss(model.forward(backend.asarray(chunk[:, :-1])), backend.asarray(targets)))
+        total, count = total + loss * n, count + n
+    model.train()
+    return math.exp(total / max(count, 1))
+
+
+def train_french_lm(data: str | None = None, steps: int = 400, batch: int = 64, max_pairs: int = 30000,
+                    seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
+    log = (lambda text: print(text, file=stream)) if stream else (lambda text: None)
+    if data is None:
+        splits = toy_corpus(n_train=min(max_pairs, 12000), seed=seed)
+        source = "embedded corpus"
+    else:
+        pairs, report = load_pairs(data, max_words=12, max_pairs=max_pairs)
+        log(report.summary())
+        splits = split_by_source(pairs, seed=seed)
+        source = data
+    train = [french for _, french in splits.train]
+    valid = [french for _, french in splits.valid] or [french for _, french in splits.test]
+    vocab = Vocab.build((tokenize(s, "fr") for s in train), min_freq=2 if data else 1)
+    model = LanguageModel(LanguageModelConfig(vocab=len(vocab), **{"max_len": 32, **config}), seed=seed)
+    train_ids = _encode(train, vocab, model.config.max_len)
+    valid_ids = _encode(valid, vocab, model.config.max_len)
+    optimizer = optim.AdamW(model, lr=2e-3, betas=(0.9, 0.98), weight_decay=0.01)
+    schedule = optim.WarmupCosineSchedule(2e-3, warmup_steps=max(steps // 10, 1), total_steps=steps + 1)
+    rng = numpy.random.default_rng(seed)
+    start, losses = time.perf_counter(), []
+    for step in range(1, steps + 1):
+        ids = _trim(train_ids[rng.integers(0, len(train_ids), size=batch)])
+        optimizer.lr = schedule(step)
+        loss = float(model.loss(model.forward(backend.asarray(ids[:, :-1])), backend.asarray(ids[:, 1:])))
+        model.zero_grad()
+        model.backward(model.criterion.backward())
+        optim.clip_grad_norm(model, 1.0)
+        optimizer.step()
+        losses.append(loss)
+        if step % max(steps // 5, 1) == 0:
+            log(f"step {step}: loss {loss:.3f}")
+    result = {"model": model, "vocab": vocab, "source": source, "losses": losses,
+              "valid_perplexity": perplexity(model, valid_ids), "valid_sentences": len(valid),
+              "seconds": time.perf_counter() - start, "parameters": model.num_params()}
+    log(f"{source}: validation perplexity {result['valid_perplexity']:.2f} on {len(valid):,} sentences "
+        f"({model.num_params():,} parameters, {steps} steps, {result['seconds']:.0f} s)")
+    return result
+
+
+def sample(model: LanguageModel, vocab: Vocab, prompt: str = "", count: int = 3, temperature: float = 0.8,
+           top_k: int | None = 10, seed: int = 0, max_new_tokens: int = 20) -> list[str]:
+    """``count`` seeded continuations of ``prompt`` (French words; empty: from the start)."""
+    rng = numpy.random.default_rng(seed)
+    prompt_ids = [BOS_ID] + vocab.encode(tokenize(prompt, "fr"))
+    out = []
+    for _ in range(count):
+        ids = model.generate(prompt_ids, max_new_tokens, rng, temperature=temperature, top_k=top_k,
+                             stop_id=EOS_ID)
+        out.append(detokenize(tokenize(prompt, "fr") + vocab.decode(ids), "fr"))
+    return out

@@ -1,0 +1,142 @@
+"""A decoder-only language model (GPT-style): the encoder layer under a causal mask.
+
+Data flow, with ``D = d_model``::
+
+    ids (B, T) -> tok_embed + pos_embed (learned) -> dropout -> N blocks (causal self-attention
+    + feed-forward, pre-norm) -> final LayerNorm -> head -> logits (B, T, V)
+
+Position ``t`` predicts token ``t + 1``. A block is exactly ``EncoderLayer``: what makes it a
+*decoder* is the causal mask, not different code. There is no cross-attention, because there is
+no source. Parameter keys: ``tok_embed.W``, ``pos_embed.W``, ``blocks.layers.{i}...``,
+``blocks.norm.*``, ``head.W``, ``head.b``.
+
+``generate`` samples one token at a time with temperature and top-k from a seeded generator,
+reusing each block's cached keys and values (``EncoderLayer.step``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy
+
+from .. import backend, ops
+from ..backend import get_default_dtype, xp
+from .dropout import Dropout
+from .embedding import Embedding
+from .encoder import Encoder
+from .linear import Linear
+from .loss import CrossEntropyLoss
+from .module import Module
+from .transformer import PAD_ID
+
+
+@dataclass
+class LanguageModelConfig:
+    vocab: int
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 256
+    n_layers: int = 2
+    max_len: int = 64
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"LanguageModelConfig: {name} must be a positive int, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"LanguageModelConfig: d_model must be divisible by n_heads, "
+                             f"got d_model={self.d_model}, n_heads={self.n_heads}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class LanguageModel(Module):
+    """``forward(ids (B, T)) -> logits (B, T, V)``; ``generate(prompt_ids, ...)`` samples."""
+
+    def __init__(self, config: LanguageModelConfig, seed: int = 0, dtype: Any = None) -> None:
+        super().__init__()
+        self.config = config
+        self.dtype = numpy.dtype(dtype or get_default_dtype())
+        init_seed, dropout_seed = numpy.random.SeedSequence(seed).spawn(2)
+        rng = numpy.random.default_rng(init_seed)
+        self.dropout_rng = backend.default_rng(int(dropout_seed.generate_state(1)[0]))
+        c = config
+        self.tok_embed = Embedding(c.vocab, c.d_model, rng=rng, dtype=self.dtype)
+        self.pos_embed = Embedding(c.max_len, c.d_model, rng=rng, dtype=self.dtype)
+        self.blocks = Encoder(c.n_layers, c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
+                              dropout_rng=self.dropout_rng, pre_norm=True, activation="gelu",
+                              rng=rng, dtype=self.dtype)
+        self.head = Linear(c.d_model, c.vocab, rng=rng, dtype=self.dtype)
+        self.embed_dropout = Dropout(c.dropout, self.dropout_rng)
+        self.criterion = CrossEntropyLoss(ignore_index=PAD_ID)
+
+    def _check(self, ids: Any) -> None:
+        if not isinstance(ids, xp.ndarray) or ids.dtype.kind not in "iu" or ids.ndim != 2:
+            raise TypeError(f"LanguageModel: ids must be an integer array (B, T), got "
+                            f"{getattr(ids, 'dtype', type(ids).__name__)} {getattr(ids, 'shape', '')}")
+        if not 1 <= ids.shape[1] <= self.config.max_len:
+            raise ValueError(f"LanguageModel: ids must have 1 <= T <= max_len = {self.config.max_len}, "
+                             f"got {ids.shape[1]}")
+
+    def _embed(self, ids: Any, start: int = 0) -> Any:
+        positions = xp.ascontiguousarray(xp.broadcast_to(xp.arange(start, start + ids.shape[1]), ids.shape))
+        return self.embed_dropout.forward(self.tok_embed.forward(ids) + self.pos_embed.forward(positions))
+
+    def forward(self, ids: Any) -> Any:
+        """Next-token logits for every position: ``(B, T, V)``."""
+        self._check(ids)
+        mask = ops.padding_mask(ids, PAD_ID) & ops.causal_mask(ids.shape[1])
+        return self.head.forward(self.blocks.forward(self._embed(ids), mask))
+
+    def backward(self, dlogits: Any) -> None:
+        d_x = self.embed_dropout.backward(self.blocks.backward(self.head.backward(dlogits)))
+        self.tok_embed.backward(d_x)
+        self.pos_embed.backward(d_x)
+
+    def loss(self, logits: Any, targets: Any) -> Any:
+        return self.criterion.forward(logits, targets)
+
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, rng: Any, temperature: float = 1.0,
+                 top_k: int | None = None, stop_id: int | None = None) -> list[int]:
+        """Sample a continuation of ``prompt_ids`` one token at a time, on a KV cache.
+
+        Each step feeds one token through every block (``EncoderLayer.step``), reusing the keys and
+        values of earlier positions. The next token is drawn from ``softmax(logits / temperature)``
+        restricted to the ``top_k`` most probable tokens (all when None), using ``rng``.
+        """
+        if not prompt_ids:
+            raise ValueError("LanguageModel.generate: prompt_ids must hold at least one token, got none")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"LanguageModel.generate: top_k must be >= 1 or None, got {top_k}")
+        if not temperature > 0:
+            raise ValueError(f"LanguageModel.generate: temperature must be > 0, got {temperature}")
+        total = min(len(prompt_ids) + max_new_tokens, self.config.max_len)
+        was_training = self.training
+        self.eval()
+        shape = (1, self.config.n_heads, total, self.config.d_model // self.config.n_heads)
+        keys = [xp.zeros(shape, dtype=self.dtype) for _ in self.blocks.layers]
+        values = [xp.zeros(shape, dtype=self.dtype) for _ in self.blocks.layers]
+        tokens = list(prompt_ids)
+        for position in range(total - 1):
+            x = self._embed(backend.asarray(numpy.array([[tokens[position]]])), start=position)
+            for layer, key_buffer, value_buffer in zip(self.blocks.layers, keys, values):
+                x = layer.step(x, position, key_buffer, value_buffer)
+            if position + 1 < len(tokens):
+                continue  # still reading the prompt
+            logits = backend.to_numpy(self.head.forward(self.blocks.norm.forward(x))[0, 0]).astype(float)
+            logits /= temperature
+            if top_k is not None and top_k < len(logits):
+                logits[numpy.argsort(logits)[:-top_k]] = -numpy.inf
+            probs = numpy.exp(logits - logits.max())
+            probs /= probs.sum()
+            token = int(rng.choice(len(probs), p=probs))
+            tokens.append(token)
+            if token == stop_id:
+                break
+        self.train(was_training)
+        return tokens[len(prompt_ids):]

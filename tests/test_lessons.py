@@ -18,7 +18,7 @@ EXPECTED_FIGURES = {
     "10": ["10_causal_self_attention.png"], "11": ["11_parameters.png"], "12": ["12_adam_and_warmup.png"],
     "13": ["13_training_curves.png", "13_loss.png"], "14": ["14_kv_cache.png"],
     "15": ["15_cross_attention.png"], "16": ["16_training_step.png"], "17": ["17_language_id.png"],
-    "18": ["18_language_model.png"],
+    "18": ["18_language_model.png"], "19": ["19_right_context.png"],
 }
 
 

@@ -12,6 +12,9 @@ no source. Parameter keys: ``tok_embed.W``, ``pos_embed.W``, ``blocks.layers.{i}
 
 ``generate`` samples one token at a time with temperature and top-k from a seeded generator,
 reusing each block's cached keys and values (``EncoderLayer.step``).
+
+With ``causal=False`` the same stack attends in both directions: a BERT-style masked language
+model (Devlin et al., 2019), trained to fill in hidden tokens (``npformer.mlm``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class LanguageModelConfig:
     n_layers: int = 2
     max_len: int = 64
     dropout: float = 0.1
+    causal: bool = True  # False: a BERT-style masked language model (attends both ways)
 
     def __post_init__(self) -> None:
         for name in ("vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
@@ -90,7 +94,9 @@ class LanguageModel(Module):
     def forward(self, ids: Any) -> Any:
         """Next-token logits for every position: ``(B, T, V)``."""
         self._check(ids)
-        mask = ops.padding_mask(ids, PAD_ID) & ops.causal_mask(ids.shape[1])
+        mask = ops.padding_mask(ids, PAD_ID)
+        if self.config.causal:
+            mask = mask & ops.causal_mask(ids.shape[1])
         return self.head.forward(self.blocks.forward(self._embed(ids), mask))
 
     def backward(self, dlogits: Any) -> None:
@@ -109,6 +115,8 @@ class LanguageModel(Module):
         values of earlier positions. The next token is drawn from ``softmax(logits / temperature)``
         restricted to the ``top_k`` most probable tokens (all when None), using ``rng``.
         """
+        if not self.config.causal:
+            raise ValueError("LanguageModel.generate: a masked (causal=False) model cannot generate left to right")
         if not prompt_ids:
             raise ValueError("LanguageModel.generate: prompt_ids must hold at least one token, got none")
         if top_k is not None and top_k < 1:

@@ -1,0 +1,119 @@
+"""A BERT-style masked language model on French sentences.
+
+Training data are made by **masking** (Devlin et al., 2019): 15% of the real tokens of each batch
+are selected; of those, 80% are replaced by ``[MASK]``, 10% by a random word and 10% left as they
+are. The model must predict the original word at every selected position, and only there: the
+target is ``<pad>`` (ignored by the loss) everywhere else. The random and unchanged 10% keep the
+model from trusting that only ``[MASK]`` positions matter.
+
+The model is ``nn.LanguageModel`` with ``causal=False``: the same blocks, attending both ways, so
+a hidden word can be read from its right-hand context too. French shows why that matters: the form
+of a prenominal adjective (``petits`` / ``petites``) depends on the noun that *follows* it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import IO, Any
+
+import numpy
+
+from . import backend, optim
+from .data import Vocab, load_pairs, split_by_source, tokenize, toy_corpus
+from .lm import _encode, _trim
+from .nn import PAD_ID, SPECIAL_TOKENS, LanguageModel, LanguageModelConfig
+
+MASK_TOKEN = "[MASK]"
+MASK_ID = len(SPECIAL_TOKENS)  # 4: right after <pad> <bos> <eos> <unk>
+
+
+def mask_tokens(ids: numpy.ndarray, rng: numpy.random.Generator, vocab_size: int,
+                rate: float = 0.15) -> tuple[numpy.ndarray, numpy.ndarray]:
+    """BERT's masking. Returns (inputs, targets); targets are ``<pad>`` where nothing is asked."""
+    first_word = MASK_ID + 1
+    candidates = ids >= first_word  # real words only: never <bos>, <eos>, <pad> or [MASK]
+    selected = candidates & (rng.random(ids.shape) < rate)
+    targets = numpy.where(selected, ids, PAD_ID)
+    choice = rng.random(ids.shape)
+    inputs = ids.copy()
+    inputs[selected & (choice < 0.8)] = MASK_ID
+    random_words = selected & (choice >= 0.8) & (choice < 0.9)
+    inputs[random_words] = rng.integers(first_word, vocab_size, size=int(random_words.sum()))
+    return inputs, targets  # the last 10% of the selected keep their word
+
+
+def masked_accuracy(model: LanguageModel, ids: numpy.ndarray, rng: numpy.random.Generator,
+                    batch: int = 256) -> float:
+    model.eval()
+    correct = total = 0
+    for start in range(0, len(ids), batch):
+        chunk = _trim(ids[start:start + batch])
+        inputs, targets = mask_tokens(chunk, rng, model.config.vocab)
+        predictions = backend.to_numpy(model.forward(backend.asarray(inputs)).argmax(-1))
+        asked = targets != PAD_ID
+        correct += int((predictions[asked] == targets[asked]).sum())
+        total += int(asked.sum())
+    model.train()
+    return correct / max(total, 1)
+
+
+def train_french_mlm(data: str | None = None, steps: int = 400, batch: int = 64, max_pairs: int = 30000,
+                     seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
+    log = (lambda text: print(text, file=stream)) if stream else (lambda text: None)
+    if data is None:
+        splits, source = toy_corpus(n_train=min(max_pairs, 12000), seed=seed), "embedded corpus"
+    else:
+        pairs, report = load_pairs(data, max_words=12, max_pairs=max_pairs)
+        log(report.summary())
+        splits, source = split_by_source(pairs, seed=seed), data
+    train = [french for _, french in splits.train]
+    valid = [french for _, french in splits.valid] or [french for _, french in splits.test]
+    words = Vocab.build((tokenize(s, "fr") for s in train), min_freq=2 if data else 1).tokens
+    vocab = Vocab(words[:MASK_ID] + [MASK_TOKEN] + words[MASK_ID:])
+    model = LanguageModel(LanguageModelConfig(vocab=len(vocab), causal=False, **{"max_len": 32, **config}),
+                          seed=seed)
+    train_ids = _encode(train, vocab, model.config.max_len)
+    valid_ids = _encode(valid, vocab, model.config.max_len)
+    optimizer = optim.AdamW(model, lr=2e-3, betas=(0.9, 0.98), weight_decay=0.01)
+    schedule = optim.WarmupCosineSchedule(2e-3, warmup_steps=max(steps // 10, 1), total_steps=steps + 1)
+    rng = numpy.random.default_rng(seed)
+    start, losses = time.perf_counter(), []
+    for step in range(1, steps + 1):
+        inputs, targets = mask_tokens(_trim(train_ids[rng.integers(0, len(train_ids), size=batch)]),
+                                      rng, len(vocab))
+        if not (targets != PAD_ID).any():
+            continue
+        optimizer.lr = schedule(step)
+        loss = float(model.loss(model.forward(backend.asarray(inputs)), backend.asarray(targets)))
+        model.zero_grad()
+        model.backward(model.criterion.backward())
+        optim.clip_grad_norm(model, 1.0)
+        optimizer.step()
+        losses.append(loss)
+        if step % max(steps // 5, 1) == 0:
+            log(f"step {step}: loss {loss:.3f}")
+    accuracy = masked_accuracy(model, valid_ids, numpy.random.default_rng(seed + 1))
+    result = {"model": model, "vocab": vocab, "source": source, "losses": losses,
+              "valid_masked_accuracy": accuracy, "valid_sentences": len(valid),
+              "seconds": time.perf_counter() - start, "parameters": model.num_params()}
+    log(f"{source}: masked-token accuracy {accuracy:.1%} on {len(valid):,} validation sentences "
+        f"({model.num_params():,} parameters, {steps} steps, {result['seconds']:.0f} s)")
+    return result
+
+
+def fill_mask(model: LanguageModel, vocab: Vocab, sentence: str, top: int = 3) -> list[list[str]]:
+    """The ``top`` most probable words for each ``[MASK]`` in ``sentence``."""
+    tokens: list[str] = []
+    for index, piece in enumerate(sentence.split(MASK_TOKEN)):
+        if index:
+            tokens.append(MASK_TOKEN)
+        tokens += tokenize(piece, "fr")
+    ids = numpy.array([[1] + vocab.encode(tokens) + [2]])
+    model.eval()
+    logits = backend.to_numpy(model.forward(backend.asarray(ids)))[0]
+    model.train()
+    answers = []
+    for position in numpy.flatnonzero(ids[0] == MASK_ID):
+        order = numpy.argsort(-logits[position])
+        answers.append([vocab.tokens[i] for i in order if i > MASK_ID][:top])
+    return answers

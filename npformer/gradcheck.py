@@ -540,6 +540,13 @@ def pooling_case(rng, batch=3, length=5, width=4, kind="mean", fully_padded_row=
     return forward, backward_op, {"x": values + 0.01 * rng.standard_normal(values.shape)}
 
 
+def patches_case(rng, batch=2, channels=1, size=4, patch=2):
+    def forward(images):
+        return ops.patches_forward(images, patch)
+
+    return forward, ops.patches_backward, {"images": rng.standard_normal((batch, channels, size, size))}
+
+
 OP_CASES: dict[str, Callable] = {
     "linear": linear_case,
     "relu": relu_case,
@@ -554,6 +561,7 @@ OP_CASES: dict[str, Callable] = {
     "cross_entropy": cross_entropy_case,
     "masked_mean_pool": pooling_case,
     "masked_max_pool": partial(pooling_case, kind="max"),
+    "patches": patches_case,
 }
 
 

@@ -12,6 +12,7 @@ from .layernorm import LayerNorm
 from .linear import Linear
 from .loss import CrossEntropyLoss
 from .module import Module, ModuleList
+from .vit import ViTConfig, VisionTransformer
 from .transformer import (BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Transformer,
                           TransformerConfig)
 
@@ -19,6 +20,6 @@ __all__ = [
     "Module", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout", "FeedForward",
     "MultiHeadAttention", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",
     "CrossEntropyLoss", "Transformer", "TransformerConfig", "ClassifierConfig", "EncoderClassifier",
-    "LanguageModel", "LanguageModelConfig",
+    "LanguageModel", "LanguageModelConfig", "ViTConfig", "VisionTransformer",
     "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "SPECIAL_TOKENS",
 ]

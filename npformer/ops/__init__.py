@@ -17,6 +17,7 @@ from .gelu import gelu_backward, gelu_forward
 from .layernorm import layernorm_backward, layernorm_forward
 from .linear import linear_backward, linear_forward
 from .masks import causal_mask, padding_mask
+from .patches import patches_backward, patches_forward
 from .pooling import (masked_max_pool_backward, masked_max_pool_forward,
                       masked_mean_pool_backward, masked_mean_pool_forward)
 from .positional import positional_encoding
@@ -36,6 +37,7 @@ __all__ = [
     "cross_entropy_forward", "cross_entropy_backward",
     "masked_mean_pool_forward", "masked_mean_pool_backward",
     "masked_max_pool_forward", "masked_max_pool_backward",
+    "patches_forward", "patches_backward",
     "positional_encoding", "padding_mask", "causal_mask",
     "erf", "erfc",
 ]

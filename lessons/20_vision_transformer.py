@@ -1,0 +1,66 @@
+# %% [markdown]
+# # Lesson 20 — A Vision Transformer: an image as a sentence of patches
+#
+# Cut an image into `p x p` patches, flatten each one, and treat the patches as the words of a
+# sentence: a linear layer embeds them, a learned **class token** is put in front, learned
+# positions are added, and the encoder of lesson 9 reads the whole sequence. The class token's
+# final state goes through a small MLP head with GELU. That is the Vision Transformer
+# (Dosovitskiy et al., 2021), built from the layers of this course plus one new op.
+#
+# **Patch extraction** is a pure rearrangement: `(B, C, H, W) -> (B, N, C p^2)`. Every pixel lands in
+# exactly one patch, so its backward pass is the inverse rearrangement, with no arithmetic.
+
+# %%
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from npformer import gradcheck, ops, viz
+from npformer.vision import SHAPES, train_vit
+
+image = np.arange(16.0).reshape(1, 1, 4, 4)
+patches, cache = ops.patches_forward(image, 2)
+print("image:\n", image[0, 0], "\npatches (one per row):\n", patches[0])
+print(gradcheck.check_op("patches"))
+
+# %% [markdown]
+# ## Training on generated shapes
+#
+# 8 x 8 images of four shapes (a horizontal bar, a vertical bar, a diagonal, a hollow square) at
+# random places, with noise. No download is needed, and a single 2 x 2 patch is not enough to tell
+# a bar from a square's side: the model must combine patches.
+
+# %%
+QUICK = os.environ.get("NPFORMER_QUICK") == "1"
+result = train_vit(steps=120 if QUICK else 400)
+print(f"test accuracy {result['test_accuracy']:.1%} on 1,000 images "
+      f"({result['parameters']:,} parameters, {result['seconds']:.0f} s)")
+
+# %% [markdown]
+# ## Where does the class token look?
+#
+# The last layer's attention from the class token to the 16 patches, averaged over heads:
+
+# %%
+model = result["model"]
+attention = model.attention_to_patches()
+figure, axes = plt.subplots(2, 4, figsize=(11, 5.6), constrained_layout=True)
+for column, label in enumerate(range(4)):
+    index = int(np.flatnonzero(result["test_labels"] == label)[0])
+    axes[0, column].imshow(result["test_images"][index, 0], cmap="gray")
+    axes[0, column].set_title(f"{SHAPES[label]}\npredicted: {SHAPES[result['predictions'][index]]}", fontsize=9)
+    shown = axes[1, column].imshow(attention[index], cmap="viridis", vmin=0, vmax=float(attention.max()))
+    axes[1, column].set_title("class token -> patches", fontsize=9)
+    for axis in axes[:, column]:
+        axis.set_xticks([])
+        axis.set_yticks([])
+figure.colorbar(shown, ax=axes[1, :], shrink=0.8, label="attention weight")
+figure.savefig(viz.figures_dir() / "20_vit_attention.png", dpi=110)
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Use 4 x 4 patches instead of 2 x 2. How many tokens are there, and how does accuracy change?
+# 2. Replace the class token by masked mean pooling over the patches (lesson 17). Which works better?
+# 3. With scikit-learn installed, train on its 8 x 8 handwritten digits (`sklearn.datasets.load_digits`).

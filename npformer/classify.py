@@ -17,8 +17,9 @@ from typing import IO, Any
 
 import numpy
 
-from . import backend, optim
+from . import backend
 from .data import Vocab, load_pairs, split_by_source, tokenize, toy_corpus
+from .fit import fit
 from .nn import PAD_ID, ClassifierConfig, EncoderClassifier
 
 LANGUAGES = ("English", "French")
@@ -68,24 +69,16 @@ def train_language_id(data: str | None = None, steps: int = 300, batch: int = 64
     model = EncoderClassifier(model_config, seed=seed)
     train_ids, train_labels = encode(train, vocab, model_config.max_len)
     test_ids, test_labels = encode(test, vocab, model_config.max_len)
-    optimizer = optim.AdamW(model, lr=1e-3, weight_decay=0.01)
-    schedule = optim.WarmupCosineSchedule(1e-3, warmup_steps=max(steps // 10, 1), total_steps=steps + 1)
     rng = numpy.random.default_rng(seed)
-    start = time.perf_counter()
-    losses = []
-    for step in range(1, steps + 1):
+
+    def next_batch(step: int) -> tuple:
         rows = rng.integers(0, len(train_ids), size=batch)
         ids = train_ids[rows]
         ids = ids[:, : max(1, int((ids != PAD_ID).sum(1).max()))]
-        optimizer.lr = schedule(step)
-        loss = float(model.loss(model.forward(backend.asarray(ids)), backend.asarray(train_labels[rows])))
-        model.zero_grad()
-        model.backward(model.criterion.backward())
-        optim.clip_grad_norm(model, 1.0)
-        optimizer.step()
-        losses.append(loss)
-        if step % max(steps // 5, 1) == 0:
-            log(f"step {step}: loss {loss:.4f}")
+        return backend.asarray(ids), backend.asarray(train_labels[rows])
+
+    start = time.perf_counter()
+    losses = fit(model, next_batch, steps, lr=1e-3, betas=(0.9, 0.999), log=log)
     result = {"model": model, "vocab": vocab, "source": source, "train_sentences": len(train),
               "test_sentences": len(test), "test_accuracy": accuracy(model, test_ids, test_labels),
               "seconds": time.perf_counter() - start, "parameters": model.num_params(), "losses": losses}

@@ -14,8 +14,9 @@ from typing import IO, Any
 
 import numpy
 
-from . import backend, optim
+from . import backend
 from .data import Vocab, detokenize, load_pairs, split_by_source, tokenize, toy_corpus
+from .fit import fit
 from .nn import BOS_ID, EOS_ID, PAD_ID, LanguageModel, LanguageModelConfig
 
 
@@ -61,21 +62,14 @@ def train_french_lm(data: str | None = None, steps: int = 400, batch: int = 64, 
     model = LanguageModel(LanguageModelConfig(vocab=len(vocab), **{"max_len": 32, **config}), seed=seed)
     train_ids = _encode(train, vocab, model.config.max_len)
     valid_ids = _encode(valid, vocab, model.config.max_len)
-    optimizer = optim.AdamW(model, lr=2e-3, betas=(0.9, 0.98), weight_decay=0.01)
-    schedule = optim.WarmupCosineSchedule(2e-3, warmup_steps=max(steps // 10, 1), total_steps=steps + 1)
     rng = numpy.random.default_rng(seed)
-    start, losses = time.perf_counter(), []
-    for step in range(1, steps + 1):
+
+    def next_batch(step: int) -> tuple:
         ids = _trim(train_ids[rng.integers(0, len(train_ids), size=batch)])
-        optimizer.lr = schedule(step)
-        loss = float(model.loss(model.forward(backend.asarray(ids[:, :-1])), backend.asarray(ids[:, 1:])))
-        model.zero_grad()
-        model.backward(model.criterion.backward())
-        optim.clip_grad_norm(model, 1.0)
-        optimizer.step()
-        losses.append(loss)
-        if step % max(steps // 5, 1) == 0:
-            log(f"step {step}: loss {loss:.3f}")
+        return backend.asarray(ids[:, :-1]), backend.asarray(ids[:, 1:])
+
+    start = time.perf_counter()
+    losses = fit(model, next_batch, steps, log=log)
     result = {"model": model, "vocab": vocab, "source": source, "losses": losses,
               "valid_perplexity": perplexity(model, valid_ids), "valid_sentences": len(valid),
               "seconds": time.perf_counter() - start, "parameters": model.num_params()}

@@ -18,8 +18,9 @@ from typing import IO, Any
 
 import numpy
 
-from . import backend, optim
+from . import backend
 from .data import Vocab, load_pairs, split_by_source, tokenize, toy_corpus
+from .fit import fit
 from .lm import _encode, _trim
 from .nn import PAD_ID, SPECIAL_TOKENS, LanguageModel, LanguageModelConfig
 
@@ -74,24 +75,17 @@ def train_french_mlm(data: str | None = None, steps: int = 400, batch: int = 64,
                           seed=seed)
     train_ids = _encode(train, vocab, model.config.max_len)
     valid_ids = _encode(valid, vocab, model.config.max_len)
-    optimizer = optim.AdamW(model, lr=2e-3, betas=(0.9, 0.98), weight_decay=0.01)
-    schedule = optim.WarmupCosineSchedule(2e-3, warmup_steps=max(steps // 10, 1), total_steps=steps + 1)
     rng = numpy.random.default_rng(seed)
-    start, losses = time.perf_counter(), []
-    for step in range(1, steps + 1):
+
+    def next_batch(step: int) -> tuple | None:
         inputs, targets = mask_tokens(_trim(train_ids[rng.integers(0, len(train_ids), size=batch)]),
                                       rng, len(vocab))
         if not (targets != PAD_ID).any():
-            continue
-        optimizer.lr = schedule(step)
-        loss = float(model.loss(model.forward(backend.asarray(inputs)), backend.asarray(targets)))
-        model.zero_grad()
-        model.backward(model.criterion.backward())
-        optim.clip_grad_norm(model, 1.0)
-        optimizer.step()
-        losses.append(loss)
-        if step % max(steps // 5, 1) == 0:
-            log(f"step {step}: loss {loss:.3f}")
+            return None  # nothing selected in this batch: no loss to learn from
+        return backend.asarray(inputs), backend.asarray(targets)
+
+    start = time.perf_counter()
+    losses = fit(model, next_batch, steps, log=log)
     accuracy = masked_accuracy(model, valid_ids, numpy.random.default_rng(seed + 1))
     result = {"model": model, "vocab": vocab, "source": source, "losses": losses,
               "valid_masked_accuracy": accuracy, "valid_sentences": len(valid),

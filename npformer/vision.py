@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy
 
-from . import backend, optim
+from . import backend
+from .fit import fit
 from .nn import VisionTransformer, ViTConfig
 
 SHAPES = ("horizontal bar", "vertical bar", "diagonal", "hollow square")
@@ -48,19 +49,13 @@ def train_vit(steps: int = 400, batch: int = 64, seed: int = 0, **config: Any) -
     train_images, train_labels = make_shapes(4000, rng)
     test_images, test_labels = make_shapes(1000, rng)
     model = VisionTransformer(ViTConfig(**config), seed=seed)
-    optimizer = optim.AdamW(model, lr=2e-3, weight_decay=0.01)
-    schedule = optim.WarmupCosineSchedule(2e-3, warmup_steps=max(steps // 10, 1), total_steps=steps + 1)
-    start, losses = time.perf_counter(), []
-    for step in range(1, steps + 1):
+
+    def next_batch(step: int) -> tuple:
         rows = rng.integers(0, len(train_images), size=batch)
-        optimizer.lr = schedule(step)
-        loss = float(model.loss(model.forward(backend.asarray(train_images[rows])),
-                                backend.asarray(train_labels[rows])))
-        model.zero_grad()
-        model.backward(model.criterion.backward())
-        optim.clip_grad_norm(model, 1.0)
-        optimizer.step()
-        losses.append(loss)
+        return backend.asarray(train_images[rows]), backend.asarray(train_labels[rows])
+
+    start = time.perf_counter()
+    losses = fit(model, next_batch, steps, betas=(0.9, 0.999))
     model.eval()
     predictions = backend.to_numpy(model.forward(backend.asarray(test_images)).argmax(-1))
     return {"model": model, "test_accuracy": float((predictions == test_labels).mean()), "losses": losses,

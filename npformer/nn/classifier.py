@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy
 
-from .. import backend, ops
+from .. import ops
 from ..backend import get_default_dtype, xp
+from . import init
 from .dropout import Dropout
 from .embedding import Embedding
 from .encoder import Encoder
@@ -51,10 +52,8 @@ class ClassifierConfig:
     activation: str = "gelu"
 
     def __post_init__(self) -> None:
-        for name in ("vocab", "n_classes", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ClassifierConfig: {name} must be a positive int, got {value!r}")
+        init.check_positive_ints("ClassifierConfig", self, 
+            ("vocab", "n_classes", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
         if self.n_classes < 2:
             raise ValueError(f"ClassifierConfig: n_classes must be >= 2, got {self.n_classes}")
         if self.d_model % self.n_heads:
@@ -76,9 +75,7 @@ class EncoderClassifier(Module):
         super().__init__()
         self.config = config
         self.dtype = numpy.dtype(dtype or get_default_dtype())
-        init_seed, dropout_seed = numpy.random.SeedSequence(seed).spawn(2)
-        rng = numpy.random.default_rng(init_seed)
-        self.dropout_rng = backend.default_rng(int(dropout_seed.generate_state(1)[0]))
+        rng, self.dropout_rng = init.seeded_generators(seed)
         c = config
         self.tok_embed = Embedding(c.vocab, c.d_model, rng=rng, dtype=self.dtype)
         self.pos_embed = Embedding(c.max_len, c.d_model, rng=rng, dtype=self.dtype)

@@ -26,6 +26,7 @@ import numpy
 
 from .. import backend, ops
 from ..backend import get_default_dtype, xp
+from . import init
 from .dropout import Dropout
 from .embedding import Embedding
 from .encoder import Encoder
@@ -47,10 +48,8 @@ class LanguageModelConfig:
     causal: bool = True  # False: a BERT-style masked language model (attends both ways)
 
     def __post_init__(self) -> None:
-        for name in ("vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"LanguageModelConfig: {name} must be a positive int, got {value!r}")
+        init.check_positive_ints("LanguageModelConfig", self, 
+            ("vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
         if self.d_model % self.n_heads:
             raise ValueError(f"LanguageModelConfig: d_model must be divisible by n_heads, "
                              f"got d_model={self.d_model}, n_heads={self.n_heads}")
@@ -66,9 +65,7 @@ class LanguageModel(Module):
         super().__init__()
         self.config = config
         self.dtype = numpy.dtype(dtype or get_default_dtype())
-        init_seed, dropout_seed = numpy.random.SeedSequence(seed).spawn(2)
-        rng = numpy.random.default_rng(init_seed)
-        self.dropout_rng = backend.default_rng(int(dropout_seed.generate_state(1)[0]))
+        rng, self.dropout_rng = init.seeded_generators(seed)
         c = config
         self.tok_embed = Embedding(c.vocab, c.d_model, rng=rng, dtype=self.dtype)
         self.pos_embed = Embedding(c.max_len, c.d_model, rng=rng, dtype=self.dtype)

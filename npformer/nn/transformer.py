@@ -28,6 +28,7 @@ import numpy
 from .. import backend, ops
 from ..backend import get_default_dtype, xp
 from .decoder import Decoder, DecoderCache
+from . import init
 from .dropout import Dropout
 from .embedding import Embedding
 from .encoder import Encoder
@@ -64,10 +65,8 @@ class TransformerConfig:
     label_smoothing: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"TransformerConfig: {name} must be a positive int, got {value!r}")
+        init.check_positive_ints("TransformerConfig", self, 
+            ("src_vocab", "tgt_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
         for name in ("src_vocab", "tgt_vocab"):
             if getattr(self, name) < len(SPECIAL_TOKENS):
                 raise ValueError(
@@ -103,9 +102,7 @@ class Transformer(Module):
         super().__init__()
         self.config = config
         self.dtype = numpy.dtype(dtype or get_default_dtype())
-        init_seed, dropout_seed = numpy.random.SeedSequence(seed).spawn(2)
-        rng = numpy.random.default_rng(init_seed)
-        self.dropout_rng = backend.default_rng(int(dropout_seed.generate_state(1)[0]))
+        rng, self.dropout_rng = init.seeded_generators(seed)
 
         c = config
         layer_options = dict(n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,

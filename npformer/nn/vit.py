@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy
 
-from .. import backend, ops
+from .. import ops
 from ..backend import get_default_dtype, xp
 from . import init
 from .dropout import Dropout
@@ -43,10 +43,8 @@ class ViTConfig:
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("image_size", "patch", "channels", "n_classes", "d_model", "n_heads", "d_ff", "n_layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ViTConfig: {name} must be a positive int, got {value!r}")
+        init.check_positive_ints("ViTConfig", self, 
+            ("image_size", "patch", "channels", "n_classes", "d_model", "n_heads", "d_ff", "n_layers"))
         if self.image_size % self.patch:
             raise ValueError(f"ViTConfig: image_size must be a multiple of patch, got {self.image_size} "
                              f"and {self.patch}")
@@ -65,9 +63,7 @@ class VisionTransformer(Module):
         super().__init__()
         self.config = config
         self.dtype = numpy.dtype(dtype or get_default_dtype())
-        init_seed, dropout_seed = numpy.random.SeedSequence(seed).spawn(2)
-        rng = numpy.random.default_rng(init_seed)
-        self.dropout_rng = backend.default_rng(int(dropout_seed.generate_state(1)[0]))
+        rng, self.dropout_rng = init.seeded_generators(seed)
         c = config
         self.add_param("cls_token", init.normal(rng, (1, 1, c.d_model), 0.02, self.dtype))
         self.add_param("pos", init.normal(rng, (c.n_patches + 1, c.d_model), 0.02, self.dtype))

@@ -18,7 +18,7 @@ from typing import IO, Any
 import numpy
 
 from . import backend
-from .data import Vocab, load_pairs, split_by_source, tokenize, toy_corpus
+from .data import Vocab, sentence_splits, tokenize
 from .fit import fit
 from .nn import PAD_ID, ClassifierConfig, EncoderClassifier
 
@@ -55,14 +55,7 @@ def train_language_id(data: str | None = None, steps: int = 300, batch: int = 64
                       seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
     """Train and evaluate; returns the model, vocabulary and held-out accuracy."""
     log = (lambda text: print(text, file=stream)) if stream else (lambda text: None)
-    if data is None:
-        splits = toy_corpus(n_train=min(max_pairs, 12000), seed=seed)
-        source = "embedded corpus"
-    else:
-        pairs, report = load_pairs(data, max_words=12, max_pairs=max_pairs)
-        log(report.summary())
-        splits = split_by_source(pairs, seed=seed)
-        source = data
+    splits, source = sentence_splits(data, max_pairs, seed, log)
     train, test = labelled(splits.train), labelled(splits.test)
     vocab = Vocab.build((tokenize(text, "en") for text, _ in train), min_freq=2 if data else 1)
     model_config = ClassifierConfig(vocab=len(vocab), n_classes=2, **{"max_len": 32, **config})

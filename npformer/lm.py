@@ -15,7 +15,7 @@ from typing import IO, Any
 import numpy
 
 from . import backend
-from .data import Vocab, detokenize, load_pairs, split_by_source, tokenize, toy_corpus
+from .data import Vocab, detokenize, sentence_splits, tokenize
 from .fit import fit
 from .nn import BOS_ID, EOS_ID, PAD_ID, LanguageModel, LanguageModelConfig
 
@@ -48,14 +48,7 @@ def perplexity(model: LanguageModel, ids: numpy.ndarray, batch: int = 256) -> fl
 def train_french_lm(data: str | None = None, steps: int = 400, batch: int = 64, max_pairs: int = 30000,
                     seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
     log = (lambda text: print(text, file=stream)) if stream else (lambda text: None)
-    if data is None:
-        splits = toy_corpus(n_train=min(max_pairs, 12000), seed=seed)
-        source = "embedded corpus"
-    else:
-        pairs, report = load_pairs(data, max_words=12, max_pairs=max_pairs)
-        log(report.summary())
-        splits = split_by_source(pairs, seed=seed)
-        source = data
+    splits, source = sentence_splits(data, max_pairs, seed, log)
     train = [french for _, french in splits.train]
     valid = [french for _, french in splits.valid] or [french for _, french in splits.test]
     vocab = Vocab.build((tokenize(s, "fr") for s in train), min_freq=2 if data else 1)

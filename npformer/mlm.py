@@ -19,7 +19,7 @@ from typing import IO, Any
 import numpy
 
 from . import backend
-from .data import Vocab, load_pairs, split_by_source, tokenize, toy_corpus
+from .data import Vocab, sentence_splits, tokenize
 from .fit import fit
 from .lm import _encode, _trim
 from .nn import PAD_ID, SPECIAL_TOKENS, LanguageModel, LanguageModelConfig
@@ -61,12 +61,7 @@ def masked_accuracy(model: LanguageModel, ids: numpy.ndarray, rng: numpy.random.
 def train_french_mlm(data: str | None = None, steps: int = 400, batch: int = 64, max_pairs: int = 30000,
                      seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
     log = (lambda text: print(text, file=stream)) if stream else (lambda text: None)
-    if data is None:
-        splits, source = toy_corpus(n_train=min(max_pairs, 12000), seed=seed), "embedded corpus"
-    else:
-        pairs, report = load_pairs(data, max_words=12, max_pairs=max_pairs)
-        log(report.summary())
-        splits, source = split_by_source(pairs, seed=seed), data
+    splits, source = sentence_splits(data, max_pairs, seed, log)
     train = [french for _, french in splits.train]
     valid = [french for _, french in splits.valid] or [french for _, french in splits.test]
     words = Vocab.build((tokenize(s, "fr") for s in train), min_freq=2 if data else 1).tokens

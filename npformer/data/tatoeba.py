@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy
 
-from .toy_corpus import Splits
+from .toy_corpus import Splits, toy_corpus
 
 ATTRIBUTION = "Tatoeba Project (tatoeba.org), CC-BY 2.0 FR, via manythings.org/anki"
 
@@ -132,3 +133,16 @@ def split_by_source(pairs: list[tuple[str, str]], valid_fraction: float = 0.02,
     for name, bucket in buckets.items():
         buckets[name] = [bucket[i] for i in rng.permutation(len(bucket))]
     return Splits(**buckets)
+
+
+def sentence_splits(data: str | None, max_pairs: int, seed: int = 0,
+                    log: Callable[[str], None] | None = None) -> tuple[Splits, str]:
+    """The sentence pairs of the small-model tasks and where they came from: the embedded corpus
+    (``data=None``, at most 12,000 training pairs), or a Tatoeba file's pairs of at most 12 words,
+    split by English sentence. The load report goes to ``log``."""
+    if data is None:
+        return toy_corpus(n_train=min(max_pairs, 12000), seed=seed), "embedded corpus"
+    pairs, report = load_pairs(data, max_words=12, max_pairs=max_pairs)
+    if log:
+        log(report.summary())
+    return split_by_source(pairs, seed=seed), data

@@ -9,9 +9,9 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import nn, viz
+from npformer import models, nn, viz
 
-base = nn.Transformer(nn.TransformerConfig(src_vocab=37000, tgt_vocab=37000))
+base = models.Transformer(models.TransformerConfig(src_vocab=37000, tgt_vocab=37000))
 print(base.summary(batch=64, src_len=24, tgt_len=24))
 
 # %% [markdown]
@@ -36,7 +36,7 @@ print(base.summary(batch=64, src_len=24, tgt_len=24))
 
 # %%
 assert base.num_params() == 101_007_496
-tied = nn.Transformer(nn.TransformerConfig(37000, 37000, tie_embeddings=True))
+tied = models.Transformer(models.TransformerConfig(37000, 37000, tie_embeddings=True))
 print(f"tied output layer: {tied.num_params():,}")
 
 # %% [markdown]

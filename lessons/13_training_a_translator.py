@@ -21,7 +21,8 @@ import matplotlib.pyplot as plt
 
 from npformer import viz
 from npformer.data import toy_corpus
-from npformer.train import TrainOptions, load_run, train
+from npformer.tasks.translation import TrainOptions, train
+from npformer.training import load_run
 
 splits = toy_corpus()
 print(splits.counts())

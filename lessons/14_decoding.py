@@ -15,8 +15,8 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import backend, nn, viz
-from npformer.decode import beam_search, greedy_decode
+from npformer import backend, models, nn, tokens, viz
+from npformer.tasks.translation import beam_search, greedy_decode
 
 # %% [markdown]
 # ## The KV cache
@@ -28,7 +28,7 @@ from npformer.decode import beam_search, greedy_decode
 # are computed once per sentence (`Transformer.start_decoding`).
 
 # %%
-model = nn.Transformer(nn.TransformerConfig(1000, 1000, d_model=128, n_heads=4, d_ff=512, n_layers=2,
+model = models.Transformer(models.TransformerConfig(1000, 1000, d_model=128, n_heads=4, d_ff=512, n_layers=2,
                                             dropout=0.0), seed=0).eval()
 rng = np.random.default_rng(0)
 src = backend.asarray(rng.integers(4, 1000, size=(32, 20)))
@@ -38,7 +38,7 @@ LENGTH = 24
 def decode_without_cache(model, src, length):
     """Greedy decoding that re-runs the full decoder on the whole prefix at every step."""
     memory, src_mask = model.encode(src)
-    prefix = np.full((src.shape[0], 1), nn.BOS_ID)
+    prefix = np.full((src.shape[0], 1), tokens.BOS_ID)
     for _ in range(length):
         logits = model.decode(backend.asarray(prefix), memory, src_mask)
         prefix = np.concatenate([prefix, backend.to_numpy(logits[:, -1].argmax(-1))[:, None]], axis=1)
@@ -47,7 +47,7 @@ def decode_without_cache(model, src, length):
 
 def decode_with_cache(model, src, length):
     cache = model.start_decoding(src, max_len=length)
-    tokens = backend.xp.full(src.shape[0], nn.BOS_ID)
+    tokens = backend.xp.full(src.shape[0], tokens.BOS_ID)
     out = []
     for _ in range(length):
         tokens = model.decode_step(cache, tokens).argmax(-1)

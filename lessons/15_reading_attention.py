@@ -12,8 +12,9 @@ import numpy as np
 
 from npformer import backend, viz
 from npformer.data import tokenize
-from npformer.nn import BOS_ID
-from npformer.train import TrainOptions, load_run, train
+from npformer.tokens import BOS_ID
+from npformer.tasks.translation import TrainOptions, train
+from npformer.training import load_run
 
 folder = os.path.join("runs", "lesson-13")
 if not os.path.isfile(os.path.join(folder, "checkpoint.npz")):  # lesson 13 not run yet: train here

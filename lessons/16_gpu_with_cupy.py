@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from npformer import backend, nn, optim
+from npformer import backend, models, nn, optim
 
 try:
     backend.set_backend("cupy")
@@ -32,7 +32,7 @@ print("active backend:", backend.get_backend())
 
 # %%
 xp = backend.xp
-model = nn.Transformer(nn.TransformerConfig(4000, 4000, d_model=256, n_heads=8, d_ff=1024, n_layers=2,
+model = models.Transformer(models.TransformerConfig(4000, 4000, d_model=256, n_heads=8, d_ff=1024, n_layers=2,
                                             dropout=0.1), seed=0)
 optimizer = optim.Adam(model, lr=1e-3)
 rng = np.random.default_rng(0)

@@ -20,8 +20,8 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import gradcheck, nn, viz
-from npformer.classify import predict, train_language_id
+from npformer import gradcheck, models, nn, viz
+from npformer.tasks.language_id import predict, train_language_id
 
 print(gradcheck.check_op("masked_mean_pool"))
 print(gradcheck.check_op("masked_max_pool"))
@@ -30,8 +30,8 @@ print(gradcheck.check_op("masked_max_pool"))
 # The whole classifier, every parameter, against finite differences (a fully padded sentence included):
 
 # %%
-config = nn.ClassifierConfig(12, 3, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8, dropout=0.1)
-tiny = nn.EncoderClassifier(config, seed=1, dtype=np.float64)
+config = models.ClassifierConfig(12, 3, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8, dropout=0.1)
+tiny = models.EncoderClassifier(config, seed=1, dtype=np.float64)
 ids, labels = np.array([[5, 6, 7, 0], [8, 9, 4, 5], [0, 0, 0, 0]]), np.array([0, 2, 1])
 report = gradcheck.check_module(tiny, {}, forward=lambda: tiny.loss(tiny.forward(ids), labels),
                                 backward=lambda d: tiny.backward(tiny.criterion.backward(d)), name="classifier")

@@ -6,7 +6,7 @@
 # next word. In npformer such a block is literally `EncoderLayer`: what makes a decoder is the
 # causal mask (lesson 6), not different code.
 #
-# `nn.LanguageModel` adds learned positions (lesson 17), pre-norm blocks with a final LayerNorm
+# `models.LanguageModel` adds learned positions (lesson 17), pre-norm blocks with a final LayerNorm
 # (lesson 9) and a head to the vocabulary. `generate` samples one word at a time on a KV cache
 # (lesson 14): each step runs `EncoderLayer.step`, which reuses the keys and values of every earlier
 # position.
@@ -17,10 +17,10 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import gradcheck, nn, viz
-from npformer.lm import sample, train_french_lm
+from npformer import gradcheck, models, nn, viz
+from npformer.tasks.language_model import sample, train_french_lm
 
-model = nn.LanguageModel(nn.LanguageModelConfig(13, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8),
+model = models.LanguageModel(models.LanguageModelConfig(13, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8),
                          dtype=np.float64)
 ids = np.array([[1, 5, 6, 7, 2, 0], [1, 8, 9, 4, 5, 2]])
 report = gradcheck.check_module(model, {}, forward=lambda: model.loss(model.forward(ids[:, :-1]), ids[:, 1:]),

@@ -9,7 +9,7 @@
 #   stay as they are (so the model cannot assume that only `[MASK]` positions matter);
 # * the loss covers the selected positions only: the target is `<pad>`, ignored, everywhere else.
 #
-# In npformer the model is `nn.LanguageModel(causal=False)`: the same blocks as lesson 18, with
+# In npformer the model is `models.LanguageModel(causal=False)`: the same blocks as lesson 18, with
 # one mask fewer.
 
 # %%
@@ -18,8 +18,8 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import backend, viz
-from npformer.mlm import fill_mask, mask_tokens, train_french_mlm
+from npformer import backend, models, viz
+from npformer.tasks.masked_lm import fill_mask, mask_tokens, train_french_mlm
 
 rng = np.random.default_rng(0)
 ids = np.array([[1, 10, 11, 12, 13, 14, 15, 16, 2]])

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import gradcheck, ops, viz
-from npformer.vision import SHAPES, train_vit
+from npformer.tasks.images import SHAPES, train_vit
 
 image = np.arange(16.0).reshape(1, 1, 4, 4)
 patches, cache = ops.patches_forward(image, 2)

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy
 
+from .tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS
+
 PRESETS = {
     "tiny": dict(d_model=64, n_heads=4, d_ff=256, n_layers=2, src_vocab=1000, tgt_vocab=1000, batch=32, length=12),
     "small": dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, src_vocab=4000, tgt_vocab=6000, batch=64, length=16),
@@ -68,22 +70,22 @@ def random_batches(preset: dict, count: int, seed: int = 0) -> list[tuple[numpy.
     batch, length = preset["batch"], preset["length"]
     batches = []
     for _ in range(count):
-        src = rng.integers(4, preset["src_vocab"], size=(batch, length))
-        tgt = rng.integers(4, preset["tgt_vocab"], size=(batch, length + 1))
-        tgt[:, 0] = 1
+        first_word = len(SPECIAL_TOKENS)
+        src = rng.integers(first_word, preset["src_vocab"], size=(batch, length))
+        tgt = rng.integers(first_word, preset["tgt_vocab"], size=(batch, length + 1))
+        tgt[:, 0] = BOS_ID
         for row in range(batch):
-            src[row, rng.integers(length // 2, length + 1):] = 0
+            src[row, rng.integers(length // 2, length + 1):] = PAD_ID
             end = rng.integers(length // 2, length + 1)
-            tgt[row, end] = 2
-            tgt[row, end + 1:] = 0
+            tgt[row, end] = EOS_ID
+            tgt[row, end + 1:] = PAD_ID
         batches.append((src, tgt))
     return batches
 
 
 def step_flops(preset: dict) -> int:
     """Matrix-product FLOPs of one training step on padded (B, L) batches: 3 x forward."""
-    from .nn import Transformer, TransformerConfig
-    from .nn.summary import summary_rows
+    from .models import Transformer, TransformerConfig, summary_rows
 
     config = TransformerConfig(**{k: preset[k] for k in ("src_vocab", "tgt_vocab", "d_model", "n_heads",
                                                          "d_ff", "n_layers")}, dropout=0.0)
@@ -105,7 +107,8 @@ def _time_steps(step: Any, batches: list) -> tuple[float, float]:
 
 def _measure_npformer(name: str, steps: int) -> dict:
     from . import backend, optim
-    from .nn import Transformer, TransformerConfig
+    from .models import Transformer, TransformerConfig
+    from .training import train_step
 
     preset = PRESETS[name]
     config = TransformerConfig(**{k: preset[k] for k in ("src_vocab", "tgt_vocab", "d_model", "n_heads",
@@ -115,24 +118,17 @@ def _measure_npformer(name: str, steps: int) -> dict:
     batches = [(backend.asarray(s), backend.asarray(t)) for s, t in random_batches(preset, steps + 2)]
 
     def step(src: Any, tgt: Any) -> float:
-        logits = model.forward(src, tgt[:, :-1])
-        loss = model.loss(logits, tgt[:, 1:])
-        model.zero_grad()
-        model.backward(model.criterion.backward())
-        optimizer.step()
-        return float(loss)
+        return train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=PAD_ID).loss
 
     seconds, memory = _time_steps(step, batches)
-    tokens = sum(int((s != 0).sum() + (t[:, 1:] != 0).sum()) for s, t in batches[2:]) / steps
+    tokens = sum(int((s != PAD_ID).sum() + (t[:, 1:] != PAD_ID).sum()) for s, t in batches[2:]) / steps
     return {"seconds_per_step": seconds, "tokens_per_step": tokens,
             "peak_memory_mb": memory, "decoding": _measure_decoding(model, preset)}
 
 
 def _measure_decoding(model: Any, preset: dict, length: int = 24) -> dict:
     from . import backend
-    from .nn import BOS_ID
 
-    model.eval()
     src = backend.asarray(random_batches(preset, 1, seed=9)[0][0])
     batch = src.shape[0]
 
@@ -150,12 +146,12 @@ def _measure_decoding(model: Any, preset: dict, length: int = 24) -> dict:
             prefix = backend.xp.concatenate([prefix, logits[:, -1].argmax(-1)[:, None]], axis=1)
 
     timings = {}
-    for name, run in (("cached", cached), ("uncached", uncached)):
-        run()
-        start = time.perf_counter()
-        run()
-        timings[name] = batch * length / (time.perf_counter() - start)
-    model.train()
+    with model.evaluating():
+        for name, run in (("cached", cached), ("uncached", uncached)):
+            run()
+            start = time.perf_counter()
+            run()
+            timings[name] = batch * length / (time.perf_counter() - start)
     return {"tokens_per_second_cached": timings["cached"], "tokens_per_second_uncached": timings["uncached"],
             "speedup": timings["cached"] / timings["uncached"], "length": length}
 
@@ -192,15 +188,15 @@ def _measure_torch(name: str, steps: int) -> dict:
             x = self.src_embed(src) * scale + self.positions[: src.shape[1]]
             y = self.tgt_embed(tgt) * scale + self.positions[: tgt.shape[1]]
             causal = torch.nn.Transformer.generate_square_subsequent_mask(tgt.shape[1], device=tgt.device)
-            src_padding = torch.zeros(src.shape, device=src.device).masked_fill(src == 0, float("-inf"))
-            tgt_padding = torch.zeros(tgt.shape, device=tgt.device).masked_fill(tgt == 0, float("-inf"))
+            src_padding = torch.zeros(src.shape, device=src.device).masked_fill(src == PAD_ID, float("-inf"))
+            tgt_padding = torch.zeros(tgt.shape, device=tgt.device).masked_fill(tgt == PAD_ID, float("-inf"))
             out = self.transformer(x, y, tgt_mask=causal, src_key_padding_mask=src_padding,
                                    tgt_key_padding_mask=tgt_padding, memory_key_padding_mask=src_padding)
             return self.out_proj(out)
 
     model = TorchTranslator().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    criterion = torch.nn.CrossEntropyLoss(ignore_index=0)
+    criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD_ID)
     batches = [(torch.from_numpy(s).to(device), torch.from_numpy(t).to(device))
                for s, t in random_batches(preset, steps + 2)]
 

@@ -1,28 +1,57 @@
-"""The ``npformer`` command (also ``python -m npformer``).
+"""The ``npformer`` command (also ``python -m npformer``): parse the arguments, call the layers below.
 
-Subcommands:
+Subcommands: ``train``, ``translate``, ``evaluate``, ``attention`` (the translator);
+``language-id``, ``lm`` (the small models); ``bench``; ``gradcheck``.
 
-* ``train``: train an English -> French translator (the embedded corpus by
-  default, or a Tatoeba TSV file with ``--data``) into ``runs/<name>``;
-* ``translate``: translate sentences (arguments, or one per line on stdin)
-  with a trained run;
-* ``evaluate``: test BLEU of a trained run, greedy and beam;
-* ``attention``: draw a trained run's attention on one sentence;
-* ``bench``: time the training step and decoding, against NumPy's GEMM peak and PyTorch;
-* ``gradcheck``: compare every op's hand-written backward pass with central
-  finite differences in float64, print the table, exit 1 on any failure;
-  ``gradcheck --model`` does the same for every parameter of a tiny Transformer.
-
-User errors (a missing run folder, empty input, a bad data file) are one line
-on stderr and exit status 2, never a traceback.
+Each option's type and default are read from the signature of the function or
+options dataclass that receives it (``add_arguments``), so a default is
+written once, in the library; this file holds only the help texts. User
+errors (a missing run folder, empty input, a bad data file) are one line on
+stderr and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
+import typing
+from typing import Any, Callable
 
-from . import backend, gradcheck
+from . import backend
+
+# -- options from signatures ------------------------------------------------------------------
+
+
+def _plain_type(annotation: Any) -> type:
+    """``int | None`` -> ``int``; ``bool`` stays ``bool``."""
+    options = [t for t in typing.get_args(annotation) if t is not type(None)] or [annotation]
+    return options[0]
+
+
+def add_arguments(parser: argparse.ArgumentParser, target: Callable, helps: dict[str, str],
+                  flags: dict[str, str] | None = None, choices: dict[str, tuple] | None = None) -> None:
+    """One ``--option`` per name in ``helps``; its type and default come from ``target``'s signature.
+
+    ``target`` is a function or a dataclass. A ``bool`` whose default is False becomes a switch.
+    """
+    flags, choices = flags or {}, choices or {}
+    signature = inspect.signature(target)
+    hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
+    for name, help_text in helps.items():
+        default = signature.parameters[name].default
+        kind = _plain_type(hints[name])
+        flag = flags.get(name, "--" + name.replace("_", "-"))
+        if kind is bool:
+            parser.add_argument(flag, dest=name, action="store_true", default=default, help=help_text)
+            continue
+        shown = "" if default is None else " (default: %(default)s)"
+        parser.add_argument(flag, dest=name, type=kind, default=default, choices=choices.get(name),
+                            help=help_text + shown)
+
+
+def _values(args: argparse.Namespace, helps: dict[str, str]) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in helps}
 
 
 def _fail(command: str, message: str) -> int:
@@ -30,44 +59,69 @@ def _fail(command: str, message: str) -> int:
     return 2
 
 
-def _run_train(args: argparse.Namespace) -> int:
-    from .train import PRESETS, TrainingError, TrainOptions, train
+# -- the commands -----------------------------------------------------------------------------
 
-    overrides = {key: value for key, value in (("d_model", args.d_model), ("n_layers", args.layers),
-                                               ("n_heads", args.heads), ("d_ff", args.d_ff),
-                                               ("norm", args.norm), ("activation", args.activation))
-                 if value is not None}
-    if args.tie_embeddings:
-        overrides["tie_embeddings"] = True
-    if args.preset not in PRESETS:
-        return _fail("train", f"unknown preset {args.preset!r}; choose from {', '.join(PRESETS)}")
-    defaults = TrainOptions()
-    minutes = args.minutes
-    if minutes is None and args.max_steps is None:
-        minutes = 2.0 if args.data is None else 30.0
-    options = TrainOptions(
-        name=args.name, runs_dir=args.runs_dir, resume=args.resume, data=args.data,
-        max_words=args.max_words, max_pairs=args.max_pairs, lowercase=args.lowercase,
-        preset=args.preset, model=overrides, dropout=args.dropout,
-        label_smoothing=args.label_smoothing, min_freq=args.min_freq, max_vocab=args.max_vocab,
-        token_budget=args.token_budget, lr=args.lr, warmup=args.warmup, clip=args.clip,
-        minutes=minutes, max_steps=args.max_steps, eval_every=args.eval_every,
-        eval_sentences=args.eval_sentences, log_every=defaults.log_every,
-        test_sentences=args.test_sentences, beam_size=args.beam, seed=args.seed,
-    )
+TRAIN_HELP = {
+    "data": "english<TAB>french file (e.g. fra.txt from manythings.org/anki); default: the embedded corpus",
+    "name": "run name (default: <data>-<preset>)",
+    "runs_dir": "where run folders go",
+    "resume": "continue the run from its checkpoint",
+    "preset": "model size",
+    "minutes": "time budget (default: 2 on the embedded corpus, 30 with --data, when --max-steps is not given)",
+    "max_steps": "stop after this many optimizer steps",
+    "max_words": "with --data: longest side in words",
+    "max_pairs": "use at most this many pairs",
+    "lowercase": "with --data: lower-case both sides",
+    "d_model": "override the preset's width",
+    "n_layers": "override the preset's layers per stack",
+    "n_heads": "override the preset's heads",
+    "d_ff": "override the preset's feed-forward width",
+    "norm": "residual layout",
+    "activation": "feed-forward activation",
+    "tie_embeddings": "tie the target embedding and the output projection",
+    "dropout": "dropout rate",
+    "label_smoothing": "label smoothing of the loss",
+    "min_freq": "vocabulary: minimum count",
+    "max_vocab": "vocabulary: maximum size per language",
+    "token_budget": "padded tokens per batch",
+    "lr": "peak learning rate",
+    "warmup": "warm-up steps",
+    "clip": "gradient-norm clip",
+    "eval_every": "steps between evaluations",
+    "eval_sentences": "validation BLEU sample size",
+    "test_sentences": "final test BLEU sample size",
+    "beam_size": "beam size of the final test",
+    "seed": "seed of the data split, the initialisation and dropout",
+}
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from .tasks.translation import TrainOptions, train
+    from .training import RunError
+
     try:
-        return train(options)
-    except (TrainingError, FileNotFoundError) as error:
+        return train(TrainOptions(**_values(args, TRAIN_HELP)))
+    except (RunError, FileNotFoundError) as error:
         return _fail("train", str(error))
 
 
-def _read_sentences(args: argparse.Namespace) -> list[str] | str:
-    """The sentences to translate, or an error message."""
-    if args.sentences:
-        for position, sentence in enumerate(args.sentences, start=1):
+def _load_run(command: str, folder: str) -> Any:
+    """The loaded run, or the exit status of a one-line error."""
+    from .training import RunError, load_run
+
+    try:
+        return load_run(folder)
+    except RunError as error:
+        return _fail(command, str(error))
+
+
+def _read_sentences(sentences: list[str]) -> list[str] | str:
+    """The sentences to translate (arguments, else stdin), or an error message."""
+    if sentences:
+        for position, sentence in enumerate(sentences, start=1):
             if not sentence.strip():
                 return f"sentence {position} is empty"
-        return list(args.sentences)
+        return list(sentences)
     if sys.stdin is None or sys.stdin.isatty():
         return 'give sentences as arguments (npformer translate --run runs/NAME "the black cat") or one per line on stdin'
     lines = [line.rstrip("\n") for line in sys.stdin]
@@ -77,21 +131,137 @@ def _read_sentences(args: argparse.Namespace) -> list[str] | str:
 
 
 def _run_translate(args: argparse.Namespace) -> int:
-    from .train import TrainingError, load_run
+    from .tasks.translation import Translator
 
-    sentences = _read_sentences(args)
+    sentences = _read_sentences(args.sentences)
     if isinstance(sentences, str):
         return _fail("translate", sentences)
-    try:
-        run = load_run(args.run)
-    except TrainingError as error:
-        return _fail("translate", str(error))
-    translator = run.translator()
+    run = _load_run("translate", args.run)
+    if isinstance(run, int):
+        return run
     non_empty = [s for s in sentences if s.strip()]
-    translations = iter(translator.translate(non_empty, beam_size=args.beam))
+    translations = iter(Translator(run.model, run.src_vocab, run.tgt_vocab).translate(non_empty, beam_size=args.beam))
     for sentence in sentences:
         print(next(translations) if sentence.strip() else "")
     return 0
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    import os
+
+    from .data import ATTRIBUTION, load_pairs
+    from .tasks.translation import Translator, test_bleu
+    from .training import RunFolder
+
+    run = _load_run("evaluate", args.run)
+    if isinstance(run, int):
+        return run
+    try:
+        if args.data:
+            pairs, report = load_pairs(args.data, max_words=None)
+            print(report.summary(), file=sys.stderr)
+        else:
+            pairs = RunFolder(args.run).split("test")
+    except FileNotFoundError as error:
+        return _fail("evaluate", str(error))
+    pairs = pairs[: args.max_sentences] if args.max_sentences else pairs
+    if not pairs:
+        return _fail("evaluate", "no sentence pairs to evaluate on")
+    record = test_bleu(Translator(run.model, run.src_vocab, run.tgt_vocab), pairs, args.beam)
+    print(f"{len(pairs):,} sentence pairs from {args.data or os.path.join(args.run, 'test.tsv')}")
+    print(f"BLEU greedy      {record['bleu_greedy']:5.1f}")
+    print(f"BLEU beam {args.beam:<2}     {record['bleu_beam']:5.1f}")
+    if "attribution" in run.config.get("data", {}) or args.data:
+        print(f"data: {ATTRIBUTION}")
+    return 0
+
+
+def _run_attention(args: argparse.Namespace) -> int:
+    import os
+
+    from . import viz
+    from .tasks.translation import attention_of
+    from .tasks.translation.attention import TITLES
+
+    if not args.sentence.strip():
+        return _fail("attention", "the sentence is empty")
+    run = _load_run("attention", args.run)
+    if isinstance(run, int):
+        return run
+    found = attention_of(run, args.sentence, beam_size=args.beam)
+    print(f"{found.sentence}  ->  {found.translation}")
+    kinds = list(TITLES) if args.kind == "all" else [args.kind]
+    for kind in kinds:
+        if args.out and len(kinds) == 1:
+            path = args.out
+        else:
+            stem, extension = os.path.splitext(args.out or "attention.png")
+            path = f"{stem}-{kind}{extension or '.png'}"
+        rows, columns = found.labels[kind]
+        figure = viz.attention_heatmaps(found.maps[kind], rows, columns, path=path,
+                                        title=f"{TITLES[kind]}\n{found.sentence} -> {found.translation}")
+        viz.close(figure)
+        print(f"wrote {path}")
+    return 0
+
+
+LANGUAGE_ID_HELP = {
+    "data": "english<TAB>french file (default: the embedded corpus)",
+    "steps": "training steps",
+    "max_pairs": "use at most this many sentence pairs",
+    "pooling": "how the encoder's outputs become one vector",
+    "seed": "seed of the split, the initialisation and the batches",
+}
+
+
+def _run_language_id(args: argparse.Namespace) -> int:
+    from .tasks.language_id import predict, train_language_id
+
+    try:
+        result = train_language_id(**_values(args, LANGUAGE_ID_HELP), stream=sys.stderr)
+    except FileNotFoundError as error:
+        return _fail("language-id", str(error))
+    print(f"held-out accuracy: {result['test_accuracy']:.2%} on {result['test_sentences']:,} sentences "
+          f"({result['source']})")
+    for sentence, language in zip(args.sentences, predict(result["model"], result["vocab"], args.sentences)):
+        print(f"{language:8s} {sentence}")
+    return 0
+
+
+LM_TRAIN_HELP = {
+    "data": "english<TAB>french file whose French side is used (default: the embedded corpus)",
+    "steps": "training steps",
+    "max_pairs": "use at most this many sentence pairs",
+}
+LM_SAMPLE_HELP = {
+    "count": "how many samples",
+    "temperature": "divides the logits before sampling; below 1 sharpens",
+    "top_k": "sample among the k most probable words only",
+    "seed": "seed of the samples",
+}
+
+
+def _run_lm(args: argparse.Namespace) -> int:
+    from .tasks.language_model import sample, train_french_lm
+
+    if args.top_k is not None and args.top_k < 1:
+        return _fail("lm", f"--top-k must be >= 1, got {args.top_k}")
+    if not args.temperature > 0:
+        return _fail("lm", f"--temperature must be > 0, got {args.temperature}")
+    try:
+        result = train_french_lm(**_values(args, LM_TRAIN_HELP), stream=sys.stderr)
+    except FileNotFoundError as error:
+        return _fail("lm", str(error))
+    print(f"validation perplexity: {result['valid_perplexity']:.2f} ({result['source']})")
+    for text in sample(result["model"], result["vocab"], " ".join(args.prompt), **_values(args, LM_SAMPLE_HELP)):
+        print(text)
+    return 0
+
+
+BENCH_HELP = {
+    "steps": "timed steps per preset",
+    "rounds": "alternating measurements per framework; the fastest counts",
+}
 
 
 def _run_bench(args: argparse.Namespace) -> int:
@@ -102,8 +272,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     unknown = [name for name in args.presets if name not in bench.PRESETS]
     if unknown:
         return _fail("bench", f"unknown preset {', '.join(unknown)}; choose from {', '.join(bench.PRESETS)}")
-    results = bench.run(args.presets, steps=args.steps, with_torch=False if args.no_torch else None,
-                        rounds=args.rounds)
+    results = bench.run(args.presets, with_torch=False if args.no_torch else None, **_values(args, BENCH_HELP))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as file:
             json.dump(results, file, indent=1)
@@ -111,126 +280,22 @@ def _run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_language_id(args: argparse.Namespace) -> int:
-    from .classify import predict, train_language_id
-
-    try:
-        result = train_language_id(args.data, steps=args.steps, max_pairs=args.max_pairs,
-                                   pooling=args.pooling, stream=sys.stderr)
-    except FileNotFoundError as error:
-        return _fail("language-id", str(error))
-    print(f"held-out accuracy: {result['test_accuracy']:.2%} on {result['test_sentences']:,} sentences "
-          f"({result['source']})")
-    for sentence, language in zip(args.sentences, predict(result["model"], result["vocab"], args.sentences)):
-        print(f"{language:8s} {sentence}")
-    return 0
-
-
-def _run_lm(args: argparse.Namespace) -> int:
-    from .lm import sample, train_french_lm
-
-    if args.top_k is not None and args.top_k < 1:
-        return _fail("lm", f"--top-k must be >= 1, got {args.top_k}")
-    if not args.temperature > 0:
-        return _fail("lm", f"--temperature must be > 0, got {args.temperature}")
-    try:
-        result = train_french_lm(args.data, steps=args.steps, max_pairs=args.max_pairs, stream=sys.stderr)
-    except FileNotFoundError as error:
-        return _fail("lm", str(error))
-    print(f"validation perplexity: {result['valid_perplexity']:.2f} ({result['source']})")
-    for text in sample(result["model"], result["vocab"], " ".join(args.prompt), count=args.samples,
-                       temperature=args.temperature, top_k=args.top_k, seed=args.seed):
-        print(text)
-    return 0
-
-
-_ATTENTION_KINDS = {"enc": "encoder", "dec": "decoder_self", "cross": "decoder_cross"}
-
-
-def _run_attention(args: argparse.Namespace) -> int:
-    import os
-
-    import numpy
-
-    from . import backend, viz
-    from .data import tokenize
-    from .nn import BOS_ID
-    from .train import TrainingError, load_run
-
-    if not args.sentence.strip():
-        return _fail("attention", "the sentence is empty")
-    try:
-        run = load_run(args.run)
-    except TrainingError as error:
-        return _fail("attention", str(error))
-    [translation] = run.translator().translate([args.sentence], beam_size=args.beam)
-    src_tokens = tokenize(args.sentence, "en")[: run.model.config.max_len]
-    tgt_tokens = tokenize(translation, "fr")[: run.model.config.max_len - 1]
-    src = numpy.array([run.src_vocab.encode(src_tokens)])
-    tgt_in = numpy.array([[BOS_ID] + run.tgt_vocab.encode(tgt_tokens)])
-    run.model.forward(backend.asarray(src), backend.asarray(tgt_in))
-    maps = run.model.attention_maps()
-    labels = {
-        # rows, columns: encoder queries and keys are source tokens; decoder position t reads
-        # input token t (<bos> first) and produces output token t (<eos> last).
-        "enc": (src_tokens, src_tokens, "Encoder self-attention"),
-        "dec": (["<bos>"] + tgt_tokens, ["<bos>"] + tgt_tokens, "Decoder self-attention (causal)"),
-        "cross": (tgt_tokens + ["<eos>"], src_tokens, "Decoder cross-attention: output token (row) -> source (column)"),
-    }
-    kinds = list(_ATTENTION_KINDS) if args.kind == "all" else [args.kind]
-    print(f"{args.sentence}  ->  {translation}")
-    for kind in kinds:
-        rows, columns, title = labels[kind]
-        weights = [layer[0] for layer in maps[_ATTENTION_KINDS[kind]]]
-        if args.out and len(kinds) == 1:
-            path = args.out
-        else:
-            stem, extension = os.path.splitext(args.out or "attention.png")
-            path = f"{stem}-{kind}{extension or '.png'}"
-        viz.attention_heatmaps(weights, rows, columns, title=f"{title}\n{args.sentence} -> {translation}",
-                               path=path)
-        print(f"wrote {path}")
-    return 0
-
-
-def _run_evaluate(args: argparse.Namespace) -> int:
-    import os
-
-    from .data import ATTRIBUTION, load_pairs
-    from .train import TrainingError, corpus_bleu, load_run, read_tsv
-
-    try:
-        run = load_run(args.run)
-        if args.data:
-            pairs, report = load_pairs(args.data, max_words=None)
-            print(report.summary(), file=sys.stderr)
-        else:
-            pairs = read_tsv(os.path.join(args.run, "test.tsv"))
-    except (TrainingError, FileNotFoundError) as error:
-        return _fail("evaluate", str(error))
-    if args.max_sentences:
-        pairs = pairs[: args.max_sentences]
-    if not pairs:
-        return _fail("evaluate", "no sentence pairs to evaluate on")
-    translator = run.translator()
-    greedy, _ = corpus_bleu(translator, pairs, 1)
-    beam, _ = corpus_bleu(translator, pairs, args.beam)
-    source = args.data or os.path.join(args.run, "test.tsv")
-    print(f"{len(pairs):,} sentence pairs from {source}")
-    print(f"BLEU greedy      {greedy:5.1f}")
-    print(f"BLEU beam {args.beam:<2}     {beam:5.1f}")
-    if "attribution" in run.config.get("data", {}) or args.data:
-        print(f"data: {ATTRIBUTION}")
-    return 0
+GRADCHECK_MODEL_HELP = {
+    "norm": "with --model: residual layout",
+    "activation": "with --model: feed-forward activation",
+    "tie_embeddings": "with --model: tie the target embedding and the output projection",
+    "dropout": "with --model: dropout rate (masks are replayed exactly)",
+}
 
 
 def _run_gradcheck(args: argparse.Namespace) -> int:
+    from . import gradcheck
+
     if args.list:
         print("\n".join(gradcheck.OP_CASES))
         return 0
     if args.model:
-        config = dict(norm=args.norm, activation=args.activation,
-                      tie_embeddings=args.tie_embeddings, dropout=args.dropout)
+        config = _values(args, GRADCHECK_MODEL_HELP)
         report = gradcheck.check_model(seed=args.seed, tol=args.tol, **config)
         sizes = {k: gradcheck.TINY_MODEL[k] for k in ("d_model", "n_heads", "d_ff", "n_layers")}
         print(f"backend: {backend.get_backend()}, float64, seed {args.seed}; tiny Transformer "
@@ -241,66 +306,37 @@ def _run_gradcheck(args: argparse.Namespace) -> int:
         return 0 if report.passed else 1
     unknown = [name for name in args.op or [] if name not in gradcheck.OP_CASES]
     if unknown:
-        print(
-            f"npformer gradcheck: unknown op {', '.join(unknown)}; "
-            f"choose from {', '.join(gradcheck.OP_CASES)}",
-            file=sys.stderr,
-        )
-        return 2
+        return _fail("gradcheck", f"unknown op {', '.join(unknown)}; choose from {', '.join(gradcheck.OP_CASES)}")
     report = gradcheck.check_all_ops(seed=args.seed, names=args.op, tol=args.tol)
     print(f"backend: {backend.get_backend()}, float64, seed {args.seed}")
     print(report.table())
     return 0 if report.passed else 1
 
 
+# -- the parser -------------------------------------------------------------------------------
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="npformer",
-        description="A Transformer in pure NumPy with every backward pass written by hand.",
-    )
-    parser.add_argument(
-        "--backend",
-        choices=("numpy", "cupy"),
-        default=None,
-        help="array library (default: $NPFORMER_BACKEND, else numpy)",
-    )
+    from . import bench, gradcheck
+    from .models import TransformerConfig
+    from .tasks.language_id import train_language_id
+    from .tasks.language_model import sample, train_french_lm
+    from .tasks.translation import PRESETS, TrainOptions
+
+    parser = argparse.ArgumentParser(prog="npformer",
+                                     description="A Transformer in pure NumPy with every backward pass written by hand.")
+    parser.add_argument("--backend", choices=("numpy", "cupy"), default=None,
+                        help="array library (default: $NPFORMER_BACKEND, else numpy)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     train = commands.add_parser(
         "train", help="train an English -> French translator",
-        description="Train a Transformer translator into runs/NAME: the embedded toy corpus by "
-                    "default (about 2 minutes), or a Tatoeba TSV file with --data. Ctrl-C saves a "
-                    "checkpoint; --resume continues.")
-    train.add_argument("--data", help="english<TAB>french file (e.g. fra.txt from manythings.org/anki)")
-    train.add_argument("--name", help="run name (default: <data>-<preset>)")
-    train.add_argument("--runs-dir", default="runs", help="where run folders go (default: %(default)s)")
-    train.add_argument("--resume", action="store_true", help="continue the run from its checkpoint")
-    train.add_argument("--preset", default="tiny", help="tiny, small or base (default: %(default)s)")
-    train.add_argument("--minutes", type=float, help="time budget (default: 2 on the toy corpus, 30 on --data)")
-    train.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
-    train.add_argument("--max-words", type=int, default=8, help="with --data: longest side in words")
-    train.add_argument("--max-pairs", type=int, help="with --data: use at most this many pairs")
-    train.add_argument("--lowercase", action="store_true", help="with --data: lower-case both sides")
-    train.add_argument("--d-model", type=int, help="override the preset's width")
-    train.add_argument("--layers", type=int, help="override the preset's layers per stack")
-    train.add_argument("--heads", type=int, help="override the preset's heads")
-    train.add_argument("--d-ff", type=int, help="override the preset's feed-forward width")
-    train.add_argument("--norm", choices=("post", "pre"), help="residual layout (default: post)")
-    train.add_argument("--activation", choices=("relu", "gelu"), help="feed-forward activation")
-    train.add_argument("--tie-embeddings", action="store_true", help="tie target embedding and output")
-    train.add_argument("--dropout", type=float, default=0.1, help="default: %(default)s")
-    train.add_argument("--label-smoothing", type=float, default=0.1, help="default: %(default)s")
-    train.add_argument("--min-freq", type=int, default=1, help="vocabulary: minimum count")
-    train.add_argument("--max-vocab", type=int, help="vocabulary: maximum size per language")
-    train.add_argument("--token-budget", type=int, default=2048, help="padded tokens per batch")
-    train.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default: %(default)s)")
-    train.add_argument("--warmup", type=int, default=300, help="warm-up steps (default: %(default)s)")
-    train.add_argument("--clip", type=float, default=1.0, help="gradient-norm clip (default: %(default)s)")
-    train.add_argument("--eval-every", type=int, default=250, help="steps between evaluations")
-    train.add_argument("--eval-sentences", type=int, default=200, help="validation BLEU sample size")
-    train.add_argument("--test-sentences", type=int, default=1000, help="final test BLEU sample size")
-    train.add_argument("--beam", type=int, default=4, help="beam size of the final test (default: 4)")
-    train.add_argument("--seed", type=int, default=0)
+        description="Train a Transformer translator into runs/NAME: the embedded toy corpus by default "
+                    "(about 2 minutes), or a Tatoeba TSV file with --data. Ctrl-C saves a checkpoint; "
+                    "--resume continues.")
+    add_arguments(train, TrainOptions, TRAIN_HELP,
+                  flags={"n_layers": "--layers", "n_heads": "--heads", "beam_size": "--beam"},
+                  choices={"preset": tuple(PRESETS), "norm": ("post", "pre"), "activation": ("relu", "gelu")})
     train.set_defaults(handler=_run_train)
 
     translate = commands.add_parser(
@@ -308,13 +344,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Translate English sentences given as arguments, or one per line on stdin.")
     translate.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
     translate.add_argument("--run", required=True, help="a run folder written by npformer train")
-    translate.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default: 4)")
+    translate.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default: %(default)s)")
     translate.set_defaults(handler=_run_translate)
 
     attention = commands.add_parser(
         "attention", help="draw the attention of a trained run on one sentence",
-        description="Translate SENTENCE with a trained run and draw its attention weights as "
-                    "heatmaps: one subplot per layer and head, with token labels.")
+        description="Translate SENTENCE with a trained run and draw its attention weights as heatmaps: "
+                    "one subplot per layer and head, with token labels.")
     attention.add_argument("sentence", help="the English sentence")
     attention.add_argument("--run", required=True, help="a run folder written by npformer train")
     attention.add_argument("--kind", choices=("cross", "enc", "dec", "all"), default="cross",
@@ -323,83 +359,57 @@ def build_parser() -> argparse.ArgumentParser:
     attention.add_argument("--beam", type=int, default=4, help="beam size for the translation")
     attention.set_defaults(handler=_run_attention)
 
-    bench = commands.add_parser(
-        "bench", help="time training steps and decoding (and PyTorch, when installed)",
-        description="Measure NumPy's GEMM peak, npformer's float32 training step for the tiny/small/"
-                    "base presets (tokens/s, GFLOP/s, MFU, peak memory), KV-cached decoding, and the "
-                    "same model in PyTorch eager when PyTorch is importable.")
-    bench.add_argument("--presets", nargs="+", default=["tiny", "small", "base"])
-    bench.add_argument("--steps", type=int, default=10, help="timed steps per preset (default: 10)")
-    bench.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
-    bench.add_argument("--rounds", type=int, default=2,
-                       help="alternating measurements per framework; the fastest counts (default: 2)")
-    bench.add_argument("--json", help="also write the results here")
-    bench.set_defaults(handler=_run_bench)
-
-    language = commands.add_parser(
-        "language-id", help="train the encoder-only classifier to tell English from French",
-        description="Train an encoder-only Transformer classifier (learned positions, masked "
-                    "pooling) to tell English sentences from French ones, report held-out accuracy, "
-                    "and classify SENTENCES.")
-    language.add_argument("sentences", nargs="*", help="sentences to classify after training")
-    language.add_argument("--data", help="english<TAB>french file (default: the embedded corpus)")
-    language.add_argument("--steps", type=int, default=300)
-    language.add_argument("--max-pairs", type=int, default=20000)
-    language.add_argument("--pooling", choices=("mean", "max"), default="mean")
-    language.set_defaults(handler=_run_language_id)
-
-    lm = commands.add_parser(
-        "lm", help="train the decoder-only language model on French and sample from it",
-        description="Train a decoder-only (GPT-style) language model on French sentences, report "
-                    "validation perplexity, and sample continuations of PROMPT with temperature and "
-                    "top-k on the KV cache.")
-    lm.add_argument("prompt", nargs="*", help="French words to continue (default: from the start)")
-    lm.add_argument("--data", help="english<TAB>french file (default: the embedded corpus)")
-    lm.add_argument("--steps", type=int, default=400)
-    lm.add_argument("--max-pairs", type=int, default=30000)
-    lm.add_argument("--samples", type=int, default=3)
-    lm.add_argument("--temperature", type=float, default=0.8)
-    lm.add_argument("--top-k", type=int, default=10)
-    lm.add_argument("--seed", type=int, default=0)
-    lm.set_defaults(handler=_run_lm)
-
     evaluate = commands.add_parser(
         "evaluate", help="test BLEU of a trained run, greedy and beam",
         description="Corpus BLEU (sacreBLEU-compatible) of a run on its test split or on --data.")
     evaluate.add_argument("--run", required=True, help="a run folder written by npformer train")
     evaluate.add_argument("--data", help="english<TAB>french file instead of the run's test split")
-    evaluate.add_argument("--beam", type=int, default=4, help="beam size (default: 4)")
+    evaluate.add_argument("--beam", type=int, default=4, help="beam size (default: %(default)s)")
     evaluate.add_argument("--max-sentences", type=int, help="evaluate on the first N pairs only")
     evaluate.set_defaults(handler=_run_evaluate)
 
+    bench_parser = commands.add_parser(
+        "bench", help="time training steps and decoding (and PyTorch, when installed)",
+        description="Measure NumPy's GEMM peak, npformer's float32 training step for the tiny/small/base "
+                    "presets (tokens/s, GFLOP/s, MFU, peak memory), KV-cached decoding, and the same model "
+                    "in PyTorch eager when PyTorch is importable.")
+    bench_parser.add_argument("--presets", nargs="+", default=["tiny", "small", "base"], choices=tuple(bench.PRESETS))
+    add_arguments(bench_parser, bench.run, BENCH_HELP)
+    bench_parser.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+    bench_parser.add_argument("--json", help="also write the results here")
+    bench_parser.set_defaults(handler=_run_bench)
+
+    language = commands.add_parser(
+        "language-id", help="train the encoder-only classifier to tell English from French",
+        description="Train an encoder-only Transformer classifier (learned positions, masked pooling) to "
+                    "tell English sentences from French ones, report held-out accuracy, and classify SENTENCES.")
+    language.add_argument("sentences", nargs="*", help="sentences to classify after training")
+    add_arguments(language, train_language_id, LANGUAGE_ID_HELP, choices={"pooling": ("mean", "max")})
+    language.set_defaults(handler=_run_language_id)
+
+    lm = commands.add_parser(
+        "lm", help="train the decoder-only language model on French and sample from it",
+        description="Train a decoder-only (GPT-style) language model on French sentences, report validation "
+                    "perplexity, and sample continuations of PROMPT with temperature and top-k on the KV cache.")
+    lm.add_argument("prompt", nargs="*", help="French words to continue (default: from the start)")
+    add_arguments(lm, train_french_lm, LM_TRAIN_HELP)
+    add_arguments(lm, sample, LM_SAMPLE_HELP, flags={"count": "--samples"})
+    lm.set_defaults(handler=_run_lm)
+
     check = commands.add_parser(
-        "gradcheck",
-        help="check every backward pass against finite differences",
-        description=(
-            "Compare each op's hand-written gradients with central finite differences "
-            "in float64 and print the worst relative error per tensor. "
-            "Exits 1 if any tensor fails."
-        ),
-    )
-    check.add_argument(
-        "--op", action="append", metavar="NAME",
-        help="check only this op (repeatable; see --list)",
-    )
+        "gradcheck", help="check every backward pass against finite differences",
+        description="Compare each op's hand-written gradients with central finite differences in float64 "
+                    "and print the worst relative error per tensor. Exits 1 if any tensor fails.")
+    check.add_argument("--op", action="append", metavar="NAME", help="check only this op (repeatable; see --list)")
     check.add_argument("--list", action="store_true", help="list the ops that can be checked")
-    check.add_argument(
-        "--model", action="store_true",
-        help="check every parameter of a tiny float64 Transformer through its loss (about 10 s)",
-    )
-    check.add_argument("--norm", choices=("post", "pre"), default="post", help="with --model")
-    check.add_argument("--activation", choices=("relu", "gelu"), default="relu", help="with --model")
-    check.add_argument("--tie-embeddings", action="store_true", help="with --model")
+    check.add_argument("--model", action="store_true",
+                       help="check every parameter of a tiny float64 Transformer through its loss (about 10 s)")
+    add_arguments(check, TransformerConfig, {k: v for k, v in GRADCHECK_MODEL_HELP.items() if k != "dropout"},
+                  choices={"norm": ("post", "pre"), "activation": ("relu", "gelu")})
     check.add_argument("--dropout", type=float, default=gradcheck.TINY_MODEL["dropout"],
-                       help="with --model (default: %(default)s; masks are replayed exactly)")
-    check.add_argument("--seed", type=int, default=0, help="seed for inputs and upstream gradients")
-    check.add_argument(
-        "--tol", type=float, default=gradcheck.DEFAULT_TOL,
-        help="pass threshold on the worst relative error (default: %(default)g)",
-    )
+                       help=GRADCHECK_MODEL_HELP["dropout"] + " (default: %(default)s)")
+    add_arguments(check, gradcheck.check_all_ops, {"seed": "seed for inputs and upstream gradients",
+                                                   "tol": "pass threshold on the worst relative error"})
     check.set_defaults(handler=_run_gradcheck)
     return parser
 

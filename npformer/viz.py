@@ -1,21 +1,29 @@
-"""Figures (Matplotlib only). Each function returns the Figure and saves it when given a path."""
+"""Figures (Matplotlib only). Each function returns the Figure and saves it when given a path.
+
+This module never chooses Matplotlib's backend and never closes the figures it
+returns: in a notebook they show inline, in a script they go to the files
+given as ``path`` (Matplotlib falls back to a file-only backend on a machine
+without a display). Code that draws many figures in a loop, such as the
+trainer, releases each one with ``close(figure)``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files, never windows: works on servers and in CI
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def _finish(figure: Any, path: Any) -> Any:
-    """Save ``figure`` to ``path`` (if given), release it, and return it."""
+    """Save ``figure`` to ``path`` (if given) and return it, still open."""
     if path:
         figure.savefig(path, dpi=110)
-    plt.close(figure)
     return figure
+
+
+def close(figure: Any) -> None:
+    """Release ``figure``'s memory (Matplotlib keeps every open figure until it is closed)."""
+    plt.close(figure)
 
 
 def training_curves(records: list[dict], path: str | None = None, title: str = "") -> Any:

@@ -6,28 +6,26 @@ import pathlib
 import numpy as np
 import pytest
 
-from npformer import cli, gradcheck, nn
-from npformer.classify import predict, train_language_id
+from npformer import cli, gradcheck, models, nn
+from npformer.tasks.language_id import predict, train_language_id
 
 SHARED_FRA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "fra-eng" / "fra.txt"
 
 
 @pytest.mark.parametrize("pooling, norm", [("mean", "pre"), ("max", "post")])
 def test_whole_classifier_gradients(pooling, norm):
-    config = nn.ClassifierConfig(12, 3, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8, dropout=0.1,
+    config = models.ClassifierConfig(12, 3, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8, dropout=0.1,
                                  pooling=pooling, norm=norm)
-    model = nn.EncoderClassifier(config, seed=1, dtype=np.float64)
+    model = models.EncoderClassifier(config, seed=1, dtype=np.float64)
     ids = np.array([[5, 6, 7, 0], [8, 9, 4, 5], [0, 0, 0, 0]])  # the last: all padding
     labels = np.array([0, 2, 1])
-    report = gradcheck.check_module(model, {}, forward=lambda: model.loss(model.forward(ids), labels),
-                                    backward=lambda d: model.backward(model.criterion.backward(d)),
-                                    name="classifier")
+    report = gradcheck.check_loss(model, {"ids": ids}, labels, ignore_index=None, name="classifier")
     assert report.passed, report
     assert {"tok_embed.W", "pos_embed.W", "head.W"} <= {r.tensor for r in report.results}
 
 
 def test_padding_does_not_change_the_prediction():
-    model = nn.EncoderClassifier(nn.ClassifierConfig(12, 2, d_model=8, n_heads=2, d_ff=8, max_len=8,
+    model = models.EncoderClassifier(models.ClassifierConfig(12, 2, d_model=8, n_heads=2, d_ff=8, max_len=8,
                                                      dropout=0.0), dtype=np.float64).eval()
     ids = np.array([[5, 6, 7]])
     padded = np.array([[5, 6, 7, 0, 0]])
@@ -51,10 +49,10 @@ def test_language_id_on_real_tatoeba_sentences():
 
 def test_bad_configurations_and_inputs_are_rejected():
     with pytest.raises(ValueError, match="n_classes must be >= 2"):
-        nn.ClassifierConfig(10, 1)
+        models.ClassifierConfig(10, 1)
     with pytest.raises(ValueError, match="pooling must be 'mean' or 'max'"):
-        nn.ClassifierConfig(10, 2, pooling="first")
-    model = nn.EncoderClassifier(nn.ClassifierConfig(10, 2, d_model=8, n_heads=2, max_len=4))
+        models.ClassifierConfig(10, 2, pooling="first")
+    model = models.EncoderClassifier(models.ClassifierConfig(10, 2, d_model=8, n_heads=2, max_len=4))
     with pytest.raises(TypeError, match="ids must be an integer array"):
         model.forward(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="max_len = 4, got 6"):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer import nn, ops
+from npformer import nn, ops, tokens
 from npformer.data import (Vocab, detokenize, encode_pairs, load_pairs, make_batches, normalize,
                            split_by_source, tokenize, toy_corpus)
 
@@ -80,8 +80,8 @@ def test_tokenizer_rejects_bad_arguments():
 def test_vocab_specials_frequency_order_and_unknowns(tmp_path):
     vocab = Vocab.build([["le", "chat", "le"], ["le", "chien"], ["chat"]], min_freq=2)
     assert vocab.tokens == ["<pad>", "<bos>", "<eos>", "<unk>", "le", "chat"]
-    assert vocab.encode(["le", "chien"], add_bos=True, add_eos=True) == [nn.BOS_ID, 4, nn.UNK_ID, nn.EOS_ID]
-    assert vocab.decode([nn.BOS_ID, 4, 5, nn.EOS_ID, 4]) == ["le", "chat"]
+    assert vocab.encode(["le", "chien"], add_bos=True, add_eos=True) == [tokens.BOS_ID, 4, tokens.UNK_ID, tokens.EOS_ID]
+    assert vocab.decode([tokens.BOS_ID, 4, 5, tokens.EOS_ID, 4]) == ["le", "chat"]
     assert len(Vocab.build([["a", "b", "c"]], max_size=5)) == 5
     vocab.save(tmp_path / "v.json")
     assert Vocab.load(tmp_path / "v.json").tokens == vocab.tokens
@@ -177,12 +177,12 @@ def test_batches_respect_the_budget_pad_correctly_and_give_the_right_masks():
     assert all(np.array_equal(a.src, b.src) for a, b in zip(batches, again))
     for batch in batches:
         assert len(batch.src) * max(batch.src.shape[1], batch.tgt_in.shape[1]) <= 300
-        assert np.all(batch.tgt_in[:, 0] == nn.BOS_ID)
+        assert np.all(batch.tgt_in[:, 0] == tokens.BOS_ID)
         # the decoder input is the target shifted right: tgt_in[t + 1] == tgt_out[t] where real
-        real = batch.tgt_in[:, 1:] != nn.PAD_ID
+        real = batch.tgt_in[:, 1:] != tokens.PAD_ID
         np.testing.assert_array_equal(batch.tgt_in[:, 1:][real], batch.tgt_out[:, :-1][real])
-        assert np.all((batch.tgt_out == nn.EOS_ID).sum(axis=1) == 1)
+        assert np.all((batch.tgt_out == tokens.EOS_ID).sum(axis=1) == 1)
         mask = ops.padding_mask(batch.src)
-        np.testing.assert_array_equal(mask[:, 0, 0], batch.src != nn.PAD_ID)
+        np.testing.assert_array_equal(mask[:, 0, 0], batch.src != tokens.PAD_ID)
     with pytest.raises(ValueError, match="token_budget must be at least"):
         make_batches(examples, token_budget=3)

@@ -5,19 +5,20 @@ import os
 import numpy as np
 import pytest
 
-from npformer import backend, checkpoint, nn, optim
+from npformer import backend, models, nn, optim, tokens
+from npformer.training import checkpoint, train_step
 from npformer.data import Vocab
-from npformer.decode import Translator, beam_search, greedy_decode
+from npformer.tasks.translation import Translator, beam_search, greedy_decode
 
 CONFIG = dict(src_vocab=12, tgt_vocab=14, d_model=16, n_heads=2, d_ff=32, n_layers=2, max_len=16,
               dropout=0.0)
 
 
 def model_and_source(seed=0):
-    model = nn.Transformer(nn.TransformerConfig(**CONFIG), seed=seed).eval()
+    model = models.Transformer(models.TransformerConfig(**CONFIG), seed=seed).eval()
     rng = np.random.default_rng(seed)
     src = rng.integers(4, 12, size=(6, 5))
-    src[0, 3:] = nn.PAD_ID
+    src[0, 3:] = tokens.PAD_ID
     return model, backend.asarray(src)
 
 
@@ -25,7 +26,7 @@ def sequence_log_prob(model, src, hypotheses):
     """log P(hypothesis <eos> | source) under the model, by teacher forcing."""
     scores = []
     for row, ids in enumerate(hypotheses):
-        tgt = np.array([[nn.BOS_ID] + ids + [nn.EOS_ID]])
+        tgt = np.array([[tokens.BOS_ID] + ids + [tokens.EOS_ID]])
         logits = backend.to_numpy(model.forward(src[row:row + 1], backend.asarray(tgt[:, :-1])))[0]
         log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
             - logits.max(-1, keepdims=True)
@@ -42,7 +43,7 @@ def test_greedy_decoding_matches_the_full_forward_argmax():
     model, src = model_and_source(1)
     hypotheses = greedy_decode(model, src, max_len=6)
     for row, ids in enumerate(hypotheses):
-        prefix = [nn.BOS_ID]
+        prefix = [tokens.BOS_ID]
         for token in ids:
             logits = model.forward(src[row:row + 1], backend.asarray(np.array([prefix])))
             assert int(logits[0, -1].argmax()) == token
@@ -67,9 +68,9 @@ def test_beam_search_rejects_bad_sizes():
 
 def test_unknown_target_words_are_copied_from_the_source():
     model, _ = model_and_source()
-    model.out_proj.b[nn.UNK_ID] = 50.0  # the model now says <unk> at every position
-    src_vocab = Vocab(list(nn.SPECIAL_TOKENS) + [f"w{i}" for i in range(8)])
-    tgt_vocab = Vocab(list(nn.SPECIAL_TOKENS) + [f"m{i}" for i in range(10)])
+    model.out_proj.b[tokens.UNK_ID] = 50.0  # the model now says <unk> at every position
+    src_vocab = Vocab(list(tokens.SPECIAL_TOKENS) + [f"w{i}" for i in range(8)])
+    tgt_vocab = Vocab(list(tokens.SPECIAL_TOKENS) + [f"m{i}" for i in range(10)])
     translator = Translator(model, src_vocab, tgt_vocab)
     for beam in (1, 3):
         [output] = translator.translate(["w1 Zorglub w3"], beam_size=beam, max_len=3)
@@ -83,11 +84,7 @@ def trained_pair(tmp_path):
     optimizer = optim.Adam(model, lr=0.01)
     model.train()
     for _ in range(2):
-        logits = model.forward(src, src[:, :4])
-        model.zero_grad()
-        model.loss(logits, src[:, 1:5])
-        model.backward(model.criterion.backward())
-        optimizer.step()
+        train_step(model, (src, src[:, :4]), src[:, 1:5], optimizer)
     return model, optimizer
 
 
@@ -97,7 +94,7 @@ def test_checkpoint_round_trip_restores_parameters_optimizer_and_meta(tmp_path):
     rng = np.random.default_rng(7)
     checkpoint.save_checkpoint(path, model, optimizer, {"step": 2, "rng": checkpoint.generator_state(rng)})
     assert os.path.isfile(tmp_path / "ckpt.json")
-    fresh = nn.Transformer(nn.TransformerConfig(**CONFIG), seed=9)
+    fresh = models.Transformer(models.TransformerConfig(**CONFIG), seed=9)
     fresh_optimizer = optim.Adam(fresh, lr=0.5)
     meta = checkpoint.load_checkpoint(path, fresh, fresh_optimizer)
     assert meta["step"] == 2 and fresh_optimizer.step_count == 2 and fresh_optimizer.lr == 0.01
@@ -126,7 +123,7 @@ def test_a_crash_during_a_save_leaves_the_previous_checkpoint_intact(tmp_path, m
         checkpoint.save_checkpoint(path, model, optimizer, {"step": 3})
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path)) == ["ckpt.json", "ckpt.npz"]  # no temporary file left
-    reloaded = nn.Transformer(nn.TransformerConfig(**CONFIG), seed=5)
+    reloaded = models.Transformer(models.TransformerConfig(**CONFIG), seed=5)
     assert checkpoint.load_checkpoint(path, reloaded)["step"] == 2
     for key, value in before.items():
         np.testing.assert_array_equal(reloaded.params()[key], value)
@@ -136,6 +133,6 @@ def test_loading_never_unpickles(tmp_path):
     path = str(tmp_path / "evil.npz")
     np.savez(path, meta=np.frombuffer(b"{}", dtype=np.uint8), **{"param/x": np.array([object()], dtype=object)})
     with pytest.raises(ValueError, match="not a readable .npz checkpoint"):
-        checkpoint.load_checkpoint(path, nn.Transformer(nn.TransformerConfig(**CONFIG)))
+        checkpoint.load_checkpoint(path, models.Transformer(models.TransformerConfig(**CONFIG)))
     with pytest.raises(FileNotFoundError):
         checkpoint.load_checkpoint(str(tmp_path / "missing.npz"), None)

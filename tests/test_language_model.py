@@ -3,20 +3,19 @@
 import numpy as np
 import pytest
 
-from npformer import cli, gradcheck, nn
-from npformer.lm import sample, train_french_lm
+from npformer import cli, gradcheck, models, nn
+from npformer.tasks.language_model import sample, train_french_lm
 
 
 def tiny(dropout=0.1):
-    config = nn.LanguageModelConfig(13, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8, dropout=dropout)
-    return nn.LanguageModel(config, seed=2, dtype=np.float64)
+    config = models.LanguageModelConfig(13, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8, dropout=dropout)
+    return models.LanguageModel(config, seed=2, dtype=np.float64)
 
 
 def test_whole_language_model_gradients():
     model = tiny()
     ids = np.array([[1, 5, 6, 7, 2, 0], [1, 8, 9, 4, 5, 2]])
-    report = gradcheck.check_module(model, {}, forward=lambda: model.loss(model.forward(ids[:, :-1]), ids[:, 1:]),
-                                    backward=lambda d: model.backward(model.criterion.backward(d)), name="lm")
+    report = gradcheck.check_loss(model, {"ids": ids[:, :-1]}, ids[:, 1:], name="lm")
     assert report.passed, report
     assert {"tok_embed.W", "pos_embed.W", "blocks.norm.gamma", "head.W"} <= {r.tensor for r in report.results}
 

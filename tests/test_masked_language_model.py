@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from npformer import gradcheck, nn
-from npformer.mlm import MASK_ID, fill_mask, mask_tokens, train_french_mlm
+from npformer import gradcheck, models, nn
+from npformer.tasks.masked_lm import MASK_ID, fill_mask, mask_tokens, train_french_mlm
 
 
 def test_masking_follows_80_10_10_and_targets_only_the_selected():
@@ -24,8 +24,8 @@ def test_masking_follows_80_10_10_and_targets_only_the_selected():
 
 def test_bidirectional_attention_reads_the_right_hand_context():
     config = dict(vocab=13, d_model=8, n_heads=2, d_ff=8, n_layers=2, max_len=8, dropout=0.0)
-    bert = nn.LanguageModel(nn.LanguageModelConfig(causal=False, **config), dtype=np.float64).eval()
-    gpt = nn.LanguageModel(nn.LanguageModelConfig(causal=True, **config), dtype=np.float64).eval()
+    bert = models.LanguageModel(models.LanguageModelConfig(causal=False, **config), dtype=np.float64).eval()
+    gpt = models.LanguageModel(models.LanguageModelConfig(causal=True, **config), dtype=np.float64).eval()
     ids, changed = np.array([[1, 6, MASK_ID, 7, 2]]), np.array([[1, 6, MASK_ID, 9, 2]])
     assert not np.allclose(bert.forward(ids)[0, 2], bert.forward(changed)[0, 2])
     np.testing.assert_array_equal(gpt.forward(ids)[0, 2], gpt.forward(changed)[0, 2])
@@ -34,12 +34,11 @@ def test_bidirectional_attention_reads_the_right_hand_context():
 
 
 def test_whole_masked_model_gradients():
-    model = nn.LanguageModel(nn.LanguageModelConfig(13, d_model=6, n_heads=2, d_ff=8, max_len=8, causal=False),
+    model = models.LanguageModel(models.LanguageModelConfig(13, d_model=6, n_heads=2, d_ff=8, max_len=8, causal=False),
                              dtype=np.float64)
     inputs = np.array([[1, 5, MASK_ID, 7, 2], [1, MASK_ID, 9, 2, 0]])
     targets = np.array([[0, 0, 6, 0, 0], [0, 8, 0, 0, 0]])
-    report = gradcheck.check_module(model, {}, forward=lambda: model.loss(model.forward(inputs), targets),
-                                    backward=lambda d: model.backward(model.criterion.backward(d)), name="mlm")
+    report = gradcheck.check_loss(model, {"ids": inputs}, targets, name="mlm")
     assert report.passed, report
 
 

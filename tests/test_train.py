@@ -11,8 +11,10 @@ import time
 import numpy as np
 import pytest
 
-from npformer import checkpoint, cli
-from npformer.train import TrainOptions, Trainer, load_run, train
+from npformer import cli
+from npformer.training import checkpoint
+from npformer.tasks.translation import TrainOptions, Trainer, train
+from npformer.training import load_run
 
 TINY = dict(d_model=16, d_ff=32, n_layers=1, n_heads=2)
 
@@ -72,7 +74,7 @@ def test_resuming_reproduces_the_uninterrupted_losses_exactly(tmp_path):
 
 
 def test_a_new_run_never_overwrites_an_old_one_and_resume_needs_a_checkpoint(tmp_path):
-    from npformer.train import TrainingError
+    from npformer.training import RunError as TrainingError
 
     assert train(options(tmp_path, "once", max_steps=2), stream=io.StringIO()) == 0
     with pytest.raises(TrainingError, match="already holds a run"):

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer import gradcheck, nn, ops
-from npformer.vision import make_shapes, train_vit
+from npformer import gradcheck, models, nn, ops
+from npformer.tasks.images import make_shapes, train_vit
 
 
 @given(seed=st.integers(0, 1000), batch=st.integers(1, 3), channels=st.integers(1, 3),
@@ -25,14 +25,13 @@ def test_whole_vit_gradients():
     """cls_token and pos start at N(0, 0.02^2); the class-token row then has a tiny variance and its
     layer norm is so curved that a finite-difference step of 3e-4 misjudges it (the error vanishes
     as the step shrinks). Unit-scale values make the check well conditioned; the math is the same."""
-    model = nn.VisionTransformer(nn.ViTConfig(image_size=4, patch=2, n_classes=3, d_model=6, n_heads=2,
+    model = models.VisionTransformer(models.ViTConfig(image_size=4, patch=2, n_classes=3, d_model=6, n_heads=2,
                                               d_ff=8, dropout=0.1), dtype=np.float64)
     rng = np.random.default_rng(1)
     model.cls_token[...] = rng.standard_normal(model.cls_token.shape)
     model.pos[...] = rng.standard_normal(model.pos.shape)
     images, labels = rng.standard_normal((3, 1, 4, 4)), np.array([0, 2, 1])
-    report = gradcheck.check_module(model, {"images": images}, forward=lambda x: model.loss(model.forward(x), labels),
-                                    backward=lambda d: model.backward(model.criterion.backward(d)), name="vit")
+    report = gradcheck.check_loss(model, {"images": images}, labels, ignore_index=None, name="vit")
     assert report.passed, report
 
 
@@ -48,7 +47,7 @@ def test_generated_shapes_are_balanced_and_bad_images_are_rejected():
     images, labels = make_shapes(400, np.random.default_rng(0))
     assert images.shape == (400, 1, 8, 8) and images.dtype == np.float32
     assert np.bincount(labels).min() > 70
-    model = nn.VisionTransformer(nn.ViTConfig())
+    model = models.VisionTransformer(models.ViTConfig())
     with pytest.raises(ValueError, match=r"images must have shape \(B, C, H, W\) = \(B, 1, 8, 8\)"):
         model.forward(np.zeros((2, 8, 8), dtype=np.float32))
     with pytest.raises(ValueError, match="divisible by patch = 3"):

@@ -1,11 +1,11 @@
 """Data: the embedded toy corpus, Tatoeba TSV files, tokenisation, vocabularies, batching."""
 
-from .batching import Batch, encode_pairs, make_batches, pad_batch
+from .batching import Batch, encode_pairs, make_batches, pad_batch, pad_rows
 from .tatoeba import ATTRIBUTION, LoadReport, load_pairs, sentence_splits, split_by_source
 from .tokenizer import detokenize, normalize, tokenize
 from .toy_corpus import Splits, toy_corpus
 from .vocab import Vocab
 
-__all__ = ["Batch", "encode_pairs", "make_batches", "pad_batch", "ATTRIBUTION", "LoadReport",
+__all__ = ["Batch", "encode_pairs", "make_batches", "pad_batch", "pad_rows", "ATTRIBUTION", "LoadReport",
            "load_pairs", "sentence_splits", "split_by_source", "detokenize", "normalize", "tokenize", "Splits",
            "toy_corpus", "Vocab"]

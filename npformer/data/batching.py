@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy
 
-from ..nn.transformer import BOS_ID, EOS_ID, PAD_ID
+from ..tokens import BOS_ID, EOS_ID, PAD_ID
 from .tokenizer import tokenize
 from .vocab import Vocab
 
@@ -55,15 +55,22 @@ def encode_pairs(pairs: list[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Voca
     return examples
 
 
+def pad_rows(rows: list[list[int]], min_length: int = 1) -> numpy.ndarray:
+    """Id lists of different lengths -> one ``(N, T)`` int64 matrix, ``<pad>`` after each row.
+
+    ``T`` is the longest row's length (at least ``min_length``).
+    """
+    length = max([min_length, *map(len, rows)])
+    ids = numpy.full((len(rows), length), PAD_ID, dtype=numpy.int64)
+    for index, row in enumerate(rows):
+        ids[index, : len(row)] = row
+    return ids
+
+
 def pad_batch(examples: list[tuple[list[int], list[int]]]) -> Batch:
     """Pad a list of (source ids, <bos> target <eos> ids) into a ``Batch``."""
-    src_len = max(len(src) for src, _ in examples)
-    tgt_len = max(len(tgt) for _, tgt in examples) - 1
-    src = numpy.full((len(examples), src_len), PAD_ID, dtype=numpy.int64)
-    tgt = numpy.full((len(examples), tgt_len + 1), PAD_ID, dtype=numpy.int64)
-    for row, (src_ids, tgt_ids) in enumerate(examples):
-        src[row, : len(src_ids)] = src_ids
-        tgt[row, : len(tgt_ids)] = tgt_ids
+    src = pad_rows([src_ids for src_ids, _ in examples])
+    tgt = pad_rows([tgt_ids for _, tgt_ids in examples], min_length=2)
     return Batch(src=src, tgt_in=tgt[:, :-1], tgt_out=tgt[:, 1:])
 
 

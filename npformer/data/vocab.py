@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from typing import Iterable
 
-from ..nn.transformer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+from ..tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 
 
 class Vocab:

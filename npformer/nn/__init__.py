@@ -1,25 +1,20 @@
-"""Modules: parameters, caches and hand-written backward passes built on ``npformer.ops``."""
+"""Building blocks: parameters, caches and hand-written backward passes built on ``npformer.ops``.
 
-from .attention import MultiHeadAttention
-from .classifier import ClassifierConfig, EncoderClassifier
+Whole networks made of these blocks live one layer up, in ``npformer.models``.
+"""
+
+from .attention import MultiHeadAttention, SelfAttention, check_heads, use_fused_attention
 from .decoder import Decoder, DecoderCache, DecoderLayer
 from .dropout import Dropout
-from .embedding import Embedding
+from .embedding import Embedding, LearnedPositions
 from .encoder import Encoder, EncoderLayer
 from .feedforward import FeedForward
-from .language_model import LanguageModel, LanguageModelConfig
 from .layernorm import LayerNorm
 from .linear import Linear
-from .loss import CrossEntropyLoss
 from .module import Module, ModuleList
-from .vit import ViTConfig, VisionTransformer
-from .transformer import (BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Transformer,
-                          TransformerConfig)
 
 __all__ = [
-    "Module", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout", "FeedForward",
-    "MultiHeadAttention", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",
-    "CrossEntropyLoss", "Transformer", "TransformerConfig", "ClassifierConfig", "EncoderClassifier",
-    "LanguageModel", "LanguageModelConfig", "ViTConfig", "VisionTransformer",
-    "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "SPECIAL_TOKENS",
+    "Module", "ModuleList", "Linear", "Embedding", "LearnedPositions", "LayerNorm", "Dropout",
+    "FeedForward", "MultiHeadAttention", "SelfAttention", "check_heads", "use_fused_attention",
+    "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",
 ]

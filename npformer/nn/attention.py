@@ -1,24 +1,40 @@
-"""``MultiHeadAttention``: ``h`` scaled dot-product attentions side by side (Vaswani et al., 3.2.2).
+"""Multi-head attention: ``h`` scaled dot-product attentions side by side (Vaswani et al., 3.2.2).
 
-Shapes, with ``D = d_model`` and ``Dh = D / H``::
+Shapes, with ``D = d_model``, ``H = n_heads`` and ``Dh = D / H``::
 
-    q = split(query  @ Wq + bq)     (B, Tq, D) -> (B, H, Tq, Dh)
-    k = split(memory @ Wk + bk)     (B, Tk, D) -> (B, H, Tk, Dh)
-    v = split(memory @ Wv + bv)     (B, Tk, D) -> (B, H, Tk, Dh)
-    context = attention(q, k, v, mask)           (B, H, Tq, Dh)
-    out     = merge(context) @ Wo + bo           (B, Tq, D)
+    q = split_heads(query  @ Wq + bq)      (B, Tq, D) -> (B, H, Tq, Dh)
+    k = split_heads(memory @ Wk + bk)      (B, Tk, D) -> (B, H, Tk, Dh)
+    v = split_heads(memory @ Wv + bv)      (B, Tk, D) -> (B, H, Tk, Dh)
+    context = attention(q, k, v, mask)                  (B, H, Tq, Dh)
+    out     = merge_heads(context) @ Wo + bo            (B, Tq, D)
 
-``split`` reshapes the last axis into ``H`` heads of ``Dh`` and moves the
-head axis forward; ``merge`` undoes it. The heads are a reshape, not separate
-matrices: ``Wq`` is one ``(D, D)`` matrix whose column block ``h`` serves
-head ``h``. Parameters: four ``Linear(D, D)``, ``4 (D^2 + D)`` in all.
+``split_heads`` reshapes the last axis into ``H`` heads of ``Dh`` and moves the
+head axis forward; ``merge_heads`` undoes it. The heads are a reshape, not
+separate matrices: ``Wq`` is one ``(D, D)`` matrix whose column block ``h``
+serves head ``h``. Parameters: four ``Linear(D, D)``, ``4 (D^2 + D)`` in all.
 
-Self-attention (``forward_self(x)``) computes q, k and v of the same input with
-one fused ``(D, 3D)`` product; its backward pass returns one ``dx``, the sum of
-the three paths. Cross-attention (``forward(query, memory)``) takes the decoder
-state as ``query`` and the encoder output as ``memory`` (k and v fused), and
-its backward pass returns ``(d_query, d_memory)``. The parameters stay four
-separate ``Linear`` layers either way.
+The backward pass is the forward pass read from the bottom up: the output
+projection, merge becomes split, attention's own backward, split becomes
+merge, and the three input projections. ``memory`` feeds both ``k`` and ``v``,
+so its gradient is the sum of the two paths.
+
+Two classes share that code:
+
+* ``MultiHeadAttention`` (cross-attention): ``forward(query, memory, mask)``,
+  ``backward(dout) -> (d_query, d_memory)``;
+* ``SelfAttention``: ``forward(x, mask)``, ``backward(dout) -> dx``, where
+  ``dx`` sums the gradients of the q, k and v paths.
+
+**Textbook form and fast form.** With ``fused=False`` every projection is its
+own ``Linear`` call, exactly as above; read that form first. With
+``fused=True`` (the default) the projections that read the same input run as
+one matrix product: q, k and v of self-attention through the ``(D, 3D)``
+matrix ``[Wq | Wk | Wv]``, and k and v of cross-attention through
+``[Wk | Wv]``. A larger product is faster than three small ones, and the
+gradient of the product is split back into each ``Linear``'s own ``W`` and
+``b``, so the parameters keep their names. A test checks that both forms
+give the same outputs and gradients (``use_fused_attention`` switches a
+whole model).
 
 ``attn_weights`` keeps the ``(B, H, Tq, Tk)`` weights of the last call, for
 plots by layer and head.
@@ -36,113 +52,155 @@ from .linear import Linear
 from .module import Module
 
 
+def check_heads(owner: str, d_model: int, n_heads: int) -> None:
+    """``n_heads`` must divide ``d_model``: each head gets ``d_model / n_heads`` columns."""
+    if d_model % n_heads:
+        raise ValueError(f"{owner}: d_model must be divisible by n_heads, "
+                         f"got d_model={d_model}, n_heads={n_heads}")
+
+
 class MultiHeadAttention(Module):
-    """Parameters ``q``, ``k``, ``v``, ``o``: each a ``Linear(d_model, d_model)``."""
+    """Cross-attention: ``query (B, Tq, D)`` attends over ``memory (B, Tk, D)``.
+
+    Children ``q``, ``k``, ``v``, ``o``: each a ``Linear(d_model, d_model)``.
+    """
 
     def __init__(self, d_model: int, n_heads: int, *, rng: numpy.random.Generator,
-                 dtype: Any = None) -> None:
+                 dtype: Any = None, fused: bool = True) -> None:
         super().__init__()
-        if d_model % n_heads:
-            raise ValueError(
-                f"MultiHeadAttention: d_model must be divisible by n_heads, "
-                f"got d_model={d_model}, n_heads={n_heads}"
-            )
+        check_heads(type(self).__name__, d_model, n_heads)
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.fused = fused
         self.q = Linear(d_model, d_model, rng=rng, dtype=dtype)
         self.k = Linear(d_model, d_model, rng=rng, dtype=dtype)
         self.v = Linear(d_model, d_model, rng=rng, dtype=dtype)
         self.o = Linear(d_model, d_model, rng=rng, dtype=dtype)
         self.attn_weights = None
 
-    def split_heads(self, x: Any, parts: int = 1) -> Any:
-        """``(B, T, parts * D)`` -> ``parts`` arrays ``(B, H, T, Dh)``, contiguous (one array if parts = 1)."""
+    # -- heads ----------------------------------------------------------------------------
+
+    def split_heads(self, x: Any) -> Any:
+        """``(B, T, D)`` -> ``(B, H, T, Dh)``, contiguous."""
         batch, length, _ = x.shape
-        heads = x.reshape(batch, length, parts, self.n_heads, self.head_dim).transpose(2, 0, 3, 1, 4)
-        split = [xp.ascontiguousarray(part) for part in heads]
-        return split[0] if parts == 1 else split
+        heads = x.reshape(batch, length, self.n_heads, self.head_dim).transpose(0, 2, 1, 3)
+        return xp.ascontiguousarray(heads)
 
-    def merge_heads(self, *heads: Any) -> Any:
-        """``parts`` arrays ``(B, H, T, Dh)`` -> ``(B, T, parts * D)`` (the inverse of ``split_heads``)."""
-        batch, _, length, _ = heads[0].shape
-        merged = xp.empty((batch, length, len(heads), self.n_heads, self.head_dim), dtype=heads[0].dtype)
-        for index, part in enumerate(heads):
-            merged[:, :, index] = part.transpose(0, 2, 1, 3)
-        return merged.reshape(batch, length, len(heads) * self.d_model)
+    def merge_heads(self, x: Any) -> Any:
+        """``(B, H, T, Dh)`` -> ``(B, T, D)``: the inverse of ``split_heads``."""
+        batch, _, length, _ = x.shape
+        return xp.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(batch, length, self.d_model)
 
-    # -- several projections of one input as one matrix product ------------------------------
-    #
-    # q, k and v read the same input in self-attention (k and v in cross-attention), so their
-    # weights are concatenated into one (D, parts * D) matrix and applied with one product: a
-    # bigger, faster GEMM. The gradient is split back into each Linear's own W and b, so the
-    # parameters keep their names.
+    # -- the core shared by both classes: attention over projected heads, then ``o`` ---------
 
-    def _fused_forward(self, x: Any, layers: tuple) -> tuple[Any, tuple]:
+    def _attend_and_project(self, q: Any, keys: Any, values: Any, mask: Any) -> Any:
+        context, self._attention_cache = ops.attention_forward(q, keys, values, mask)
+        self.attn_weights = self._attention_cache["weights"]
+        return self.o.forward(self.merge_heads(context))
+
+    def _attend_and_project_backward(self, dout: Any) -> tuple[Any, Any, Any]:
+        """``dout (B, Tq, D)`` -> ``(dq, dk, dv)``, each ``(B, H, T, Dh)``."""
+        d_context = self.split_heads(self.o.backward(dout))
+        return ops.attention_backward(d_context, self._attention_cache)
+
+    # -- the fast form: several projections of one input as one product ---------------------
+
+    def _fused_project(self, x: Any, layers: tuple[Linear, ...]) -> tuple[list, Any]:
+        """``x @ [W1 | W2 | ...] + [b1 | b2 | ...]``, split into one head array per layer."""
         weight = xp.concatenate([layer.W for layer in layers], axis=1)
         bias = xp.concatenate([layer.b for layer in layers])
         y, cache = ops.linear_forward(x, weight, bias)
-        return y, (cache, layers)
+        batch, length, _ = y.shape
+        heads = y.reshape(batch, length, len(layers), self.n_heads, self.head_dim).transpose(2, 0, 3, 1, 4)
+        return [xp.ascontiguousarray(part) for part in heads], (cache, layers)
 
-    def _fused_backward(self, dy: Any, fused_cache: tuple) -> Any:
+    def _fused_project_backward(self, d_heads: tuple, fused_cache: Any) -> Any:
+        """The gradients of the split head arrays -> ``dx``; adds each layer's ``dW`` and ``db``."""
         cache, layers = fused_cache
-        dx, dW, db = ops.linear_backward(dy, cache)
-        width = self.d_model
+        batch, _, length, _ = d_heads[0].shape
+        dy = xp.empty((batch, length, len(layers), self.n_heads, self.head_dim), dtype=d_heads[0].dtype)
+        for index, part in enumerate(d_heads):
+            dy[:, :, index] = part.transpose(0, 2, 1, 3)
+        dx, dW, db = ops.linear_backward(dy.reshape(batch, length, len(layers) * self.d_model), cache)
         for index, layer in enumerate(layers):
-            layer.grad["W"] += dW[:, index * width:(index + 1) * width]
-            layer.grad["b"] += db[index * width:(index + 1) * width]
+            columns = slice(index * self.d_model, (index + 1) * self.d_model)
+            layer.grad["W"] += dW[:, columns]
+            layer.grad["b"] += db[columns]
         return dx
 
-    def project_memory(self, memory: Any) -> tuple[Any, Any]:
-        """Keys and values of ``memory (B, Tk, D)``, each ``(B, H, Tk, Dh)``."""
-        kv, self._memory_cache = self._fused_forward(memory, (self.k, self.v))
-        keys, values = self.split_heads(kv, parts=2)
+    # -- cross-attention ------------------------------------------------------------------
+
+    def forward(self, query: Any, memory: Any, mask: Any = None) -> Any:
+        """``query (B, Tq, D)``, ``memory (B, Tk, D)``, ``mask`` broadcastable to ``(B, H, Tq, Tk)``
+        -> ``(B, Tq, D)``."""
+        q = self.split_heads(self.q.forward(query))
+        if self.fused:
+            (keys, values), self._memory_cache = self._fused_project(memory, (self.k, self.v))
+        else:
+            keys = self.split_heads(self.k.forward(memory))
+            values = self.split_heads(self.v.forward(memory))
+        return self._attend_and_project(q, keys, values, mask)
+
+    def backward(self, dout: Any) -> tuple[Any, Any]:
+        """``dout (B, Tq, D)`` -> ``(d_query, d_memory)``; adds every parameter's gradient."""
+        dq, dk, dv = self._attend_and_project_backward(dout)
+        d_query = self.q.backward(self.merge_heads(dq))
+        if self.fused:
+            d_memory = self._fused_project_backward((dk, dv), self._memory_cache)
+        else:
+            d_memory = self.k.backward(self.merge_heads(dk)) + self.v.backward(self.merge_heads(dv))
+        return d_query, d_memory
+
+    # -- inference with cached keys and values (no backward) --------------------------------
+
+    def project_keys_values(self, memory: Any) -> tuple[Any, Any]:
+        """Keys and values of ``memory (B, Tk, D)``, each ``(B, H, Tk, Dh)`` (for decoding caches)."""
+        (keys, values), _ = self._fused_project(memory, (self.k, self.v))
         return keys, values
 
     def attend(self, query: Any, keys: Any, values: Any, mask: Any = None) -> Any:
-        """Attention of ``query (B, Tq, D)`` over keys and values already split into heads."""
-        q = self.split_heads(self.q.forward(query))
-        return self._attention(q, keys, values, mask)
+        """``query (B, Tq, D)`` over keys and values already split into heads (inference only)."""
+        return self._attend_and_project(self.split_heads(self.q.forward(query)), keys, values, mask)
 
-    def _attention(self, q: Any, keys: Any, values: Any, mask: Any) -> Any:
-        context, self._cache = ops.attention_forward(q, keys, values, mask)
-        self.attn_weights = self._cache["weights"]
-        return self.o.forward(self.merge_heads(context))
 
-    def forward(self, query: Any, memory: Any, mask: Any = None) -> Any:
-        """``query (B, Tq, D)`` attends over ``memory (B, Tk, D)``; returns ``(B, Tq, D)``.
+class SelfAttention(MultiHeadAttention):
+    """Self-attention: ``x (B, T, D)`` attends over itself. ``backward`` returns one ``dx``."""
 
-        Use ``forward_self(x, mask)`` when query and memory are the same array.
-        """
-        self._self = False
-        keys, values = self.project_memory(memory)
-        return self.attend(query, keys, values, mask)
-
-    def forward_self(self, x: Any, mask: Any = None) -> Any:
-        """Self-attention of ``x (B, T, D)``: ``forward(x, x, mask)`` with one fused Q/K/V product."""
-        self._self = True
-        qkv, self._qkv_cache = self._fused_forward(x, (self.q, self.k, self.v))
-        q, keys, values = self.split_heads(qkv, parts=3)
-        return self._attention(q, keys, values, mask)
+    def forward(self, x: Any, mask: Any = None) -> Any:
+        """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)`` -> ``(B, T, D)``."""
+        if self.fused:
+            (q, keys, values), self._qkv_cache = self._fused_project(x, (self.q, self.k, self.v))
+        else:
+            q = self.split_heads(self.q.forward(x))
+            keys = self.split_heads(self.k.forward(x))
+            values = self.split_heads(self.v.forward(x))
+        return self._attend_and_project(q, keys, values, mask)
 
     def backward(self, dout: Any) -> Any:
-        """After ``forward``: ``(d_query, d_memory)``. After ``forward_self``: ``dx``."""
-        d_context = self.split_heads(self.o.backward(dout))
-        dq, dk, dv = ops.attention_backward(d_context, self._cache)
-        if self._self:
-            return self._fused_backward(self.merge_heads(dq, dk, dv), self._qkv_cache)
-        d_query = self.q.backward(self.merge_heads(dq))
-        d_memory = self._fused_backward(self.merge_heads(dk, dv), self._memory_cache)
-        return d_query, d_memory
+        """``dout (B, T, D)`` -> ``dx (B, T, D)``, the sum of the q, k and v paths."""
+        dq, dk, dv = self._attend_and_project_backward(dout)
+        if self.fused:
+            return self._fused_project_backward((dq, dk, dv), self._qkv_cache)
+        return (self.q.backward(self.merge_heads(dq)) + self.k.backward(self.merge_heads(dk))
+                + self.v.backward(self.merge_heads(dv)))
 
-    def forward_step(self, query: Any, key_buffer: Any, value_buffer: Any, position: int) -> Any:
-        """Cached self-attention for one new position (inference only, no backward).
+    def forward_step(self, x: Any, key_buffer: Any, value_buffer: Any, position: int) -> Any:
+        """Causal self-attention for one new position (inference only, no backward).
 
-        ``query (B, 1, D)`` is the input at ``position``. Its key and value are
+        ``x (B, 1, D)`` is the input at ``position``. Its key and value are
         written into ``key_buffer``/``value_buffer`` ``(B, H, max_len, Dh)`` at
         ``position``, and it attends over positions ``0 .. position``: the
         earlier keys and values are reused, not recomputed.
         """
-        new_keys, new_values = self.project_memory(query)
+        new_keys, new_values = self.project_keys_values(x)
         key_buffer[:, :, position] = new_keys[:, :, 0]
         value_buffer[:, :, position] = new_values[:, :, 0]
         end = position + 1
-        return self.attend(query, key_buffer[:, :, :end], value_buffer[:, :, :end])
+        return self.attend(x, key_buffer[:, :, :end], value_buffer[:, :, :end])
+
+
+def use_fused_attention(model: Module, fused: bool) -> Module:
+    """Switch every attention block of ``model`` to the fast (True) or textbook (False) form."""
+    for _, module in model.named_modules():
+        if isinstance(module, MultiHeadAttention):
+            module.fused = fused
+    return model

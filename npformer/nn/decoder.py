@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, SelfAttention
 from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
 from .module import Module, ModuleList
-from .residual import residual_backward, residual_forward
+from .residual import residual_backward, residual_backward_with_memory, residual_forward
 
 
 class DecoderLayer(Module):
@@ -36,7 +36,7 @@ class DecoderLayer(Module):
                  dtype: Any = None) -> None:
         super().__init__()
         self.pre_norm = pre_norm
-        self.self_attn = MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype)
+        self.self_attn = SelfAttention(d_model, n_heads, rng=rng, dtype=dtype)
         self.norm1 = LayerNorm(d_model, dtype=dtype)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype)
         self.norm2 = LayerNorm(d_model, dtype=dtype)
@@ -48,7 +48,7 @@ class DecoderLayer(Module):
 
     def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any) -> Any:
         """``x (B, Tt, D)``, ``memory (B, Ts, D)`` -> ``(B, Tt, D)``."""
-        x = residual_forward(x, lambda h: self.self_attn.forward_self(h, self_mask),
+        x = residual_forward(x, lambda h: self.self_attn.forward(h, self_mask),
                              self.norm1, self.drop1, self.pre_norm)
         x = residual_forward(x, lambda h: self.cross_attn.forward(h, memory, memory_mask),
                              self.norm2, self.drop2, self.pre_norm)
@@ -57,13 +57,10 @@ class DecoderLayer(Module):
     def backward(self, dout: Any) -> tuple[Any, Any]:
         """Returns ``(dx, d_memory)``."""
         d = residual_backward(dout, self.ffn.backward, self.norm3, self.drop3, self.pre_norm)
-        d = residual_backward(d, self._cross_attn_backward, self.norm2, self.drop2, self.pre_norm)
+        d, d_memory = residual_backward_with_memory(d, self.cross_attn.backward, self.norm2, self.drop2,
+                                                    self.pre_norm)
         d = residual_backward(d, self.self_attn.backward, self.norm1, self.drop1, self.pre_norm)
-        return d, self._d_memory
-
-    def _cross_attn_backward(self, d_out: Any) -> Any:
-        d_query, self._d_memory = self.cross_attn.backward(d_out)
-        return d_query
+        return d, d_memory
 
     def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any,
              memory_keys: Any, memory_values: Any, memory_mask: Any) -> Any:

@@ -1,4 +1,8 @@
-"""``Embedding``: a learned table ``W (V, D)``; token ``v`` becomes row ``W[v]``."""
+"""``Embedding``: a learned table ``W (V, D)``; token ``v`` becomes row ``W[v]``.
+
+``LearnedPositions`` is the same table indexed by position instead of token
+(BERT and GPT learn their positions; the translator uses fixed sinusoids).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Any
 import numpy
 
 from .. import ops
-from ..backend import get_default_dtype
+from ..backend import get_default_dtype, xp
 from . import init
 from .module import Module
 
@@ -29,3 +33,12 @@ class Embedding(Module):
     def backward(self, dout: Any) -> None:
         """Adds ``dW``; token ids have no gradient, so nothing is returned."""
         self.grad["W"] += ops.embedding_backward(dout, self._cache)
+
+
+class LearnedPositions(Embedding):
+    """A learned vector per position: ``W (max_len, D)``; position ``p`` reads row ``W[p]``."""
+
+    def forward(self, batch: int, length: int, start: int = 0) -> Any:
+        """The vectors of positions ``start .. start + length - 1`` for every row: ``(B, T, D)``."""
+        positions = xp.broadcast_to(xp.arange(start, start + length), (batch, length))
+        return super().forward(xp.ascontiguousarray(positions))

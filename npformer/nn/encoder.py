@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy
 
-from .attention import MultiHeadAttention
+from .attention import SelfAttention
 from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
@@ -31,7 +31,7 @@ class EncoderLayer(Module):
                  dtype: Any = None) -> None:
         super().__init__()
         self.pre_norm = pre_norm
-        self.self_attn = MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype)
+        self.self_attn = SelfAttention(d_model, n_heads, rng=rng, dtype=dtype)
         self.norm1 = LayerNorm(d_model, dtype=dtype)
         self.ffn = FeedForward(d_model, d_ff, activation, rng=rng, dtype=dtype)
         self.norm2 = LayerNorm(d_model, dtype=dtype)
@@ -39,14 +39,13 @@ class EncoderLayer(Module):
         self.drop2 = Dropout(dropout, dropout_rng)
 
     def forward(self, x: Any, mask: Any) -> Any:
-        x = residual_forward(x, lambda h: self.self_attn.forward_self(h, mask),
+        x = residual_forward(x, lambda h: self.self_attn.forward(h, mask),
                              self.norm1, self.drop1, self.pre_norm)
         return residual_forward(x, self.ffn.forward, self.norm2, self.drop2, self.pre_norm)
 
     def backward(self, dout: Any) -> Any:
         d = residual_backward(dout, self.ffn.backward, self.norm2, self.drop2, self.pre_norm)
         return residual_backward(d, self.self_attn.backward, self.norm1, self.drop1, self.pre_norm)
-
 
     def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any) -> Any:
         """One new position ``x (B, 1, D)`` with causal self-attention over cached keys and

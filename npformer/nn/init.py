@@ -48,11 +48,3 @@ def seeded_generators(seed: int) -> tuple[numpy.random.Generator, Any]:
     backend generator for dropout (so the same seed gives the same model on NumPy and CuPy)."""
     init_seed, dropout_seed = numpy.random.SeedSequence(seed).spawn(2)
     return numpy.random.default_rng(init_seed), backend.default_rng(int(dropout_seed.generate_state(1)[0]))
-
-
-def check_positive_ints(owner: str, config: Any, names: tuple[str, ...]) -> None:
-    """Each ``config.<name>`` must be a positive int; the error names the field and the value."""
-    for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}")

@@ -11,7 +11,9 @@ Conventions, as in PyTorch:
 * ``backward`` **adds** each parameter's gradient into ``module.grad[name]``,
   so a parameter used twice (tied embeddings) receives both contributions.
   Call ``zero_grad()`` before each backward pass;
-* ``train()`` / ``eval()`` switch dropout on and off in every sub-module.
+* ``train()`` / ``eval()`` switch dropout on and off in every sub-module;
+  ``with model.evaluating():`` runs a block in eval mode and then restores
+  the mode each module had (decoding and evaluation use it).
 
 Attributes whose name starts with ``_`` are never children: a module can hold
 a reference to another (a tied weight) without owning it twice.
@@ -19,6 +21,7 @@ a reference to another (a tied weight) without owning it twice.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterator
 
 import numpy
@@ -95,6 +98,17 @@ class Module:
     def eval(self) -> "Module":
         """Evaluation mode (dropout off)."""
         return self.train(False)
+
+    @contextlib.contextmanager
+    def evaluating(self) -> Iterator["Module"]:
+        """Eval mode inside the ``with`` block; afterwards every module is back in the mode it had."""
+        modes = [(module, module.training) for _, module in self.named_modules()]
+        self.eval()
+        try:
+            yield self
+        finally:
+            for module, mode in modes:
+                module.training = mode
 
     # -- saving and loading ---------------------------------------------------------------
 

@@ -14,6 +14,11 @@ the sub-layer and (in pre-norm) the norm, and the two are added.
 
 ``sublayer`` is a function of the sub-layer's input, and
 ``sublayer_backward`` returns the gradient with respect to that input.
+A sub-layer that also reads a second input (cross-attention reads the
+encoder output) uses ``residual_backward_with_memory``, whose
+``sublayer_backward`` returns ``(d_input, d_memory)`` and which returns
+``(dx, d_memory)``; ``residual_backward`` is that function for a sub-layer
+with one input.
 """
 
 from __future__ import annotations
@@ -31,10 +36,20 @@ def residual_forward(x: Any, sublayer: Callable[[Any], Any], norm: LayerNorm,
     return norm.forward(x + dropout.forward(sublayer(x)))
 
 
+def residual_backward_with_memory(dout: Any, sublayer_backward: Callable[[Any], tuple[Any, Any]],
+                                  norm: LayerNorm, dropout: Dropout, pre_norm: bool) -> tuple[Any, Any]:
+    """``(dx, d_memory)`` for a sub-layer whose backward returns ``(d_input, d_memory)``."""
+    if pre_norm:
+        d_sublayer_input, d_memory = sublayer_backward(dropout.backward(dout))
+        return dout + norm.backward(d_sublayer_input), d_memory
+    d_sum = norm.backward(dout)
+    d_sublayer_input, d_memory = sublayer_backward(dropout.backward(d_sum))
+    return d_sum + d_sublayer_input, d_memory
+
+
 def residual_backward(dout: Any, sublayer_backward: Callable[[Any], Any], norm: LayerNorm,
                       dropout: Dropout, pre_norm: bool) -> Any:
-    if pre_norm:
-        d_sublayer_input = sublayer_backward(dropout.backward(dout))
-        return dout + norm.backward(d_sublayer_input)
-    d_sum = norm.backward(dout)
-    return d_sum + sublayer_backward(dropout.backward(d_sum))
+    """``dx`` for a sub-layer with one input."""
+    dx, _ = residual_backward_with_memory(dout, lambda d: (sublayer_backward(d), None),
+                                          norm, dropout, pre_norm)
+    return dx

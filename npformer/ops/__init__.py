@@ -22,7 +22,7 @@ from .pooling import (masked_max_pool_backward, masked_max_pool_forward,
                       masked_mean_pool_backward, masked_mean_pool_forward)
 from .positional import positional_encoding
 from .relu import relu_backward, relu_forward
-from .softmax import softmax_backward, softmax_forward
+from .softmax import log_softmax, softmax_backward, softmax_forward
 from .special import erf, erfc
 
 __all__ = [
@@ -38,6 +38,6 @@ __all__ = [
     "masked_mean_pool_forward", "masked_mean_pool_backward",
     "masked_max_pool_forward", "masked_max_pool_backward",
     "patches_forward", "patches_backward",
-    "positional_encoding", "padding_mask", "causal_mask",
+    "positional_encoding", "padding_mask", "causal_mask", "log_softmax",
     "erf", "erfc",
 ]

@@ -19,11 +19,12 @@ loss is ``-log p_target``. Logits of 1e4 stay finite because only
 differences ``z_j - m <= 0`` are exponentiated.
 
 Backward: ``dlogits = dloss * (p - q) / n_kept`` at kept positions and 0 at
-ignored ones. It is written into the cached ``exp(z - max)`` buffer, and the
-division by the row sums is folded into the backward pass's one scaling pass:
-the forward pass never materialises ``log p`` or ``p``, the backward pass
-copies nothing, and a cache therefore serves one backward pass. When every target is ignored the loss is 0 and so is the
-gradient (PyTorch would return NaN).
+ignored ones. The forward pass keeps ``exp(z - max)`` and the row sums and
+never materialises ``log p`` or ``p``; the backward pass builds the gradient
+in one scaling pass, ``exp(z - max) * (weight / row sum)``, into a new array,
+so the cache is never changed and can serve any number of backward passes.
+When every target is ignored the loss is 0 and so is the gradient (PyTorch
+would return NaN).
 """
 
 from __future__ import annotations
@@ -99,7 +100,6 @@ def cross_entropy_forward(
         "n_kept": n_kept,
         "label_smoothing": label_smoothing,
         "logits_shape": tuple(logits.shape),
-        "used": False,
     }
     return loss, cache
 
@@ -107,23 +107,16 @@ def cross_entropy_forward(
 def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
     """``dlogits = dloss * (softmax(logits) - q) / n_kept``, 0 at ignored positions.
 
-    The gradient is built in the cached ``exp`` buffer (no copy of an ``(N, V)``
-    array), so each forward pass allows one backward pass.
+    The cache is read, never written: calling it twice gives the same gradient.
     """
-    if cache["used"]:
-        raise ValueError(
-            "cross_entropy_backward: this cache was already used (the gradient is built in its "
-            "buffer); run cross_entropy_forward again"
-        )
-    cache["used"] = True
-    dlogits, target_ids, kept = cache["exps"], cache["target_ids"], cache["kept"]
+    exps, target_ids, kept = cache["exps"], cache["target_ids"], cache["kept"]
     eps = cache["label_smoothing"]
-    vocab_size = dlogits.shape[-1]
-    dtype = dlogits.dtype
+    vocab_size = exps.shape[-1]
+    dtype = exps.dtype
 
     # Per-position weight: dloss / n_kept where kept, else 0.
     weight = (kept * (xp.asarray(dloss, dtype=dtype) / max(cache["n_kept"], 1))).astype(dtype)
-    dlogits *= (weight / cache["normalizer"])[:, None]  # p = exp(s) / sum: one pass for both
+    dlogits = exps * (weight / cache["normalizer"])[:, None]  # p = exp(s) / sum: one pass for both
     if eps > 0:
         dlogits -= (eps / vocab_size * weight)[:, None]
     dlogits[xp.arange(dlogits.shape[0]), target_ids] -= (1.0 - eps) * weight

@@ -19,10 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import xp
+from ..tokens import PAD_ID
 from ._validate import check_integer, check_ndim
 
 
-def padding_mask(ids: Any, pad_id: int = 0) -> Any:
+def padding_mask(ids: Any, pad_id: int = PAD_ID) -> Any:
     """``ids (B, T)`` integers -> boolean ``(B, 1, 1, T)``, True where ``ids != pad_id``."""
     check_integer("padding_mask", "ids", ids)
     check_ndim("padding_mask", "ids", ids, 2, "(B, T)")

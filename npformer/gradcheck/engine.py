@@ -56,8 +56,10 @@ from typing import Any, Callable
 
 import numpy
 
-from . import backend, nn, ops
-from .backend import xp
+from .. import backend, nn, ops
+from ..models import Transformer, TransformerConfig
+from ..tokens import BOS_ID, EOS_ID, PAD_ID
+from ..backend import xp
 
 DEFAULT_EPS = 3e-4  # the step h of the fourth-order central difference (see above)
 DEFAULT_TOL = 1e-6
@@ -385,14 +387,37 @@ def model_case(seed: int = 0, batch: int = 2, src_len: int = 5, tgt_len: int = 4
     The last target sequence is one token shorter (padded), so padding is exercised.
     """
     options = {**TINY_MODEL, **config}
-    model = nn.Transformer(nn.TransformerConfig(**options), seed=seed, dtype=numpy.float64)
+    model = Transformer(TransformerConfig(**options), seed=seed, dtype=numpy.float64)
     rng = numpy.random.default_rng(seed)
     src = _padded_ids(rng, batch, src_len, options["src_vocab"], fully_padded_row=False)
     tgt = rng.integers(4, options["tgt_vocab"], size=(batch, tgt_len + 1))
-    tgt[:, 0] = nn.BOS_ID
-    tgt[-1, -1] = nn.PAD_ID
-    tgt[-1, -2] = nn.EOS_ID
+    tgt[:, 0] = BOS_ID
+    tgt[-1, -1] = PAD_ID
+    tgt[-1, -2] = EOS_ID
     return model, backend.asarray(src), backend.asarray(tgt[:, :-1]), backend.asarray(tgt[:, 1:])
+
+
+def check_loss(model: nn.Module, inputs: dict[str, Any], targets: Any, *, ignore_index: int | None = PAD_ID,
+               label_smoothing: float = 0.0, name: str | None = None, seed: int = 0, tol: float = DEFAULT_TOL,
+               max_entries: int | None = None) -> GradcheckReport:
+    """Check every parameter of ``model`` (and its floating inputs) through the loss of its logits.
+
+    The scalar checked is ``ops.cross_entropy_forward(model.forward(*inputs.values()), targets,
+    ignore_index, label_smoothing)``; its backward is ``model.backward(ops.cross_entropy_backward(...))``,
+    which returns the gradients of the floating inputs (if any).
+    """
+    last = {}
+
+    def loss(*args: Any) -> Any:
+        value, last["cache"] = ops.cross_entropy_forward(model.forward(*args), targets, ignore_index=ignore_index,
+                                                         label_smoothing=label_smoothing)
+        return value
+
+    def backward(dloss: Any) -> Any:
+        return model.backward(ops.cross_entropy_backward(dloss, last["cache"]))
+
+    return check_module(model, inputs, forward=loss, backward=backward, name=name or type(model).__name__,
+                        seed=seed, tol=tol, max_entries=max_entries)
 
 
 def check_model(seed: int = 0, max_entries: int | None = None, tol: float = DEFAULT_TOL,
@@ -403,12 +428,9 @@ def check_model(seed: int = 0, max_entries: int | None = None, tol: float = DEFA
     ``activation="gelu"``, ``dropout=0.0``).
     """
     model, src, tgt_in, tgt_out = model_case(seed, **config)
-    return check_module(
-        model, {},
-        forward=lambda: model.loss(model.forward(src, tgt_in), tgt_out),
-        backward=lambda dloss: model.backward(model.criterion.backward(dloss)),
-        name="transformer", seed=seed, tol=tol, max_entries=max_entries,
-    )
+    return check_loss(model, {"src_ids": src, "tgt_in_ids": tgt_in}, tgt_out,
+                      label_smoothing=model.config.label_smoothing, name="transformer", seed=seed, tol=tol,
+                      max_entries=max_entries)
 
 
 # ---------------------------------------------------------------------------

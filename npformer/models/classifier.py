@@ -10,7 +10,8 @@ causal mask, one output per sequence. Positions are a learned table
 ``pos_embed.W (max_len, D)`` (BERT's choice) rather than the sinusoids; its
 gradient is an embedding backward with the position ids. Parameter keys:
 ``tok_embed.W``, ``pos_embed.W``, ``encoder.layers.{i}...``, ``encoder.norm.*`` (pre-norm),
-``head.W``, ``head.b``.
+``head.W``, ``head.b``. The loss is the cross-entropy over the batch
+(``ops.cross_entropy_forward(logits, labels, ignore_index=None)``).
 """
 
 from __future__ import annotations
@@ -21,15 +22,10 @@ from typing import Any
 import numpy
 
 from .. import ops
-from ..backend import get_default_dtype, xp
-from . import init
-from .dropout import Dropout
-from .embedding import Embedding
-from .encoder import Encoder
-from .linear import Linear
-from .loss import CrossEntropyLoss
-from .module import Module
-from .transformer import PAD_ID
+from ..backend import get_default_dtype
+from ..nn import Dropout, Embedding, Encoder, LearnedPositions, Linear, Module, init
+from ..tokens import PAD_ID
+from .checks import check_choice, check_config, check_token_ids
 
 _POOLING = {
     "mean": (ops.masked_mean_pool_forward, ops.masked_mean_pool_backward),
@@ -52,17 +48,13 @@ class ClassifierConfig:
     activation: str = "gelu"
 
     def __post_init__(self) -> None:
-        init.check_positive_ints("ClassifierConfig", self, 
-            ("vocab", "n_classes", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
+        owner = "ClassifierConfig"
+        check_config(owner, self, ("vocab", "n_classes", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
         if self.n_classes < 2:
-            raise ValueError(f"ClassifierConfig: n_classes must be >= 2, got {self.n_classes}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"ClassifierConfig: d_model must be divisible by n_heads, "
-                             f"got d_model={self.d_model}, n_heads={self.n_heads}")
-        if self.pooling not in _POOLING:
-            raise ValueError(f"ClassifierConfig: pooling must be 'mean' or 'max', got {self.pooling!r}")
-        if self.norm not in ("post", "pre"):
-            raise ValueError(f"ClassifierConfig: norm must be 'post' or 'pre', got {self.norm!r}")
+            raise ValueError(f"{owner}: n_classes must be >= 2, got {self.n_classes}")
+        check_choice(owner, "pooling", self.pooling, tuple(_POOLING))
+        check_choice(owner, "norm", self.norm, ("post", "pre"))
+        check_choice(owner, "activation", self.activation, ("relu", "gelu"))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -78,23 +70,17 @@ class EncoderClassifier(Module):
         rng, self.dropout_rng = init.seeded_generators(seed)
         c = config
         self.tok_embed = Embedding(c.vocab, c.d_model, rng=rng, dtype=self.dtype)
-        self.pos_embed = Embedding(c.max_len, c.d_model, rng=rng, dtype=self.dtype)
+        self.pos_embed = LearnedPositions(c.max_len, c.d_model, rng=rng, dtype=self.dtype)
         self.encoder = Encoder(c.n_layers, c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
                                dropout_rng=self.dropout_rng, pre_norm=c.norm == "pre",
                                activation=c.activation, rng=rng, dtype=self.dtype)
         self.head = Linear(c.d_model, c.n_classes, rng=rng, dtype=self.dtype)
         self.embed_dropout = Dropout(c.dropout, self.dropout_rng)
-        self.criterion = CrossEntropyLoss(ignore_index=None)
 
     def forward(self, ids: Any) -> Any:
-        if not isinstance(ids, xp.ndarray) or ids.dtype.kind not in "iu" or ids.ndim != 2:
-            raise TypeError(f"EncoderClassifier: ids must be an integer array (B, T), got "
-                            f"{getattr(ids, 'dtype', type(ids).__name__)} {getattr(ids, 'shape', '')}")
-        if ids.shape[1] > self.config.max_len:
-            raise ValueError(f"EncoderClassifier: ids must have T <= max_len = {self.config.max_len}, "
-                             f"got {ids.shape[1]}")
-        positions = xp.broadcast_to(xp.arange(ids.shape[1]), ids.shape)
-        x = self.tok_embed.forward(ids) + self.pos_embed.forward(xp.ascontiguousarray(positions))
+        """``ids (B, T)`` -> logits ``(B, n_classes)``."""
+        check_token_ids("EncoderClassifier", "ids", ids, self.config.max_len)
+        x = self.tok_embed.forward(ids) + self.pos_embed.forward(*ids.shape)
         hidden = self.encoder.forward(self.embed_dropout.forward(x), ops.padding_mask(ids, PAD_ID))
         pool_forward, _ = _POOLING[self.config.pooling]
         pooled, self._pool_cache = pool_forward(hidden, ids != PAD_ID)
@@ -106,7 +92,3 @@ class EncoderClassifier(Module):
         d_x = self.embed_dropout.backward(self.encoder.backward(d_hidden))
         self.tok_embed.backward(d_x)
         self.pos_embed.backward(d_x)
-
-    def loss(self, logits: Any, labels: Any) -> Any:
-        """Mean cross-entropy over the batch; ``self.criterion.backward()`` gives ``dlogits``."""
-        return self.criterion.forward(logits, labels)

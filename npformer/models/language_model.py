@@ -26,14 +26,9 @@ import numpy
 
 from .. import backend, ops
 from ..backend import get_default_dtype, xp
-from . import init
-from .dropout import Dropout
-from .embedding import Embedding
-from .encoder import Encoder
-from .linear import Linear
-from .loss import CrossEntropyLoss
-from .module import Module
-from .transformer import PAD_ID
+from ..nn import Dropout, Embedding, Encoder, LearnedPositions, Linear, Module, init
+from ..tokens import PAD_ID
+from .checks import check_config, check_token_ids
 
 
 @dataclass
@@ -48,11 +43,7 @@ class LanguageModelConfig:
     causal: bool = True  # False: a BERT-style masked language model (attends both ways)
 
     def __post_init__(self) -> None:
-        init.check_positive_ints("LanguageModelConfig", self, 
-            ("vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
-        if self.d_model % self.n_heads:
-            raise ValueError(f"LanguageModelConfig: d_model must be divisible by n_heads, "
-                             f"got d_model={self.d_model}, n_heads={self.n_heads}")
+        check_config("LanguageModelConfig", self, ("vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -68,29 +59,20 @@ class LanguageModel(Module):
         rng, self.dropout_rng = init.seeded_generators(seed)
         c = config
         self.tok_embed = Embedding(c.vocab, c.d_model, rng=rng, dtype=self.dtype)
-        self.pos_embed = Embedding(c.max_len, c.d_model, rng=rng, dtype=self.dtype)
+        self.pos_embed = LearnedPositions(c.max_len, c.d_model, rng=rng, dtype=self.dtype)
         self.blocks = Encoder(c.n_layers, c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,
                               dropout_rng=self.dropout_rng, pre_norm=True, activation="gelu",
                               rng=rng, dtype=self.dtype)
         self.head = Linear(c.d_model, c.vocab, rng=rng, dtype=self.dtype)
         self.embed_dropout = Dropout(c.dropout, self.dropout_rng)
-        self.criterion = CrossEntropyLoss(ignore_index=PAD_ID)
-
-    def _check(self, ids: Any) -> None:
-        if not isinstance(ids, xp.ndarray) or ids.dtype.kind not in "iu" or ids.ndim != 2:
-            raise TypeError(f"LanguageModel: ids must be an integer array (B, T), got "
-                            f"{getattr(ids, 'dtype', type(ids).__name__)} {getattr(ids, 'shape', '')}")
-        if not 1 <= ids.shape[1] <= self.config.max_len:
-            raise ValueError(f"LanguageModel: ids must have 1 <= T <= max_len = {self.config.max_len}, "
-                             f"got {ids.shape[1]}")
 
     def _embed(self, ids: Any, start: int = 0) -> Any:
-        positions = xp.ascontiguousarray(xp.broadcast_to(xp.arange(start, start + ids.shape[1]), ids.shape))
-        return self.embed_dropout.forward(self.tok_embed.forward(ids) + self.pos_embed.forward(positions))
+        positions = self.pos_embed.forward(*ids.shape, start=start)
+        return self.embed_dropout.forward(self.tok_embed.forward(ids) + positions)
 
     def forward(self, ids: Any) -> Any:
         """Next-token logits for every position: ``(B, T, V)``."""
-        self._check(ids)
+        check_token_ids("LanguageModel", "ids", ids, self.config.max_len)
         mask = ops.padding_mask(ids, PAD_ID)
         if self.config.causal:
             mask = mask & ops.causal_mask(ids.shape[1])
@@ -100,9 +82,6 @@ class LanguageModel(Module):
         d_x = self.embed_dropout.backward(self.blocks.backward(self.head.backward(dlogits)))
         self.tok_embed.backward(d_x)
         self.pos_embed.backward(d_x)
-
-    def loss(self, logits: Any, targets: Any) -> Any:
-        return self.criterion.forward(logits, targets)
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int, rng: Any, temperature: float = 1.0,
                  top_k: int | None = None, stop_id: int | None = None) -> list[int]:
@@ -121,27 +100,25 @@ class LanguageModel(Module):
         if not temperature > 0:
             raise ValueError(f"LanguageModel.generate: temperature must be > 0, got {temperature}")
         total = min(len(prompt_ids) + max_new_tokens, self.config.max_len)
-        was_training = self.training
-        self.eval()
-        shape = (1, self.config.n_heads, total, self.config.d_model // self.config.n_heads)
-        keys = [xp.zeros(shape, dtype=self.dtype) for _ in self.blocks.layers]
-        values = [xp.zeros(shape, dtype=self.dtype) for _ in self.blocks.layers]
-        tokens = list(prompt_ids)
-        for position in range(total - 1):
-            x = self._embed(backend.asarray(numpy.array([[tokens[position]]])), start=position)
-            for layer, key_buffer, value_buffer in zip(self.blocks.layers, keys, values):
-                x = layer.step(x, position, key_buffer, value_buffer)
-            if position + 1 < len(tokens):
-                continue  # still reading the prompt
-            logits = backend.to_numpy(self.head.forward(self.blocks.norm.forward(x))[0, 0]).astype(float)
-            logits /= temperature
-            if top_k is not None and top_k < len(logits):
-                logits[numpy.argsort(logits)[:-top_k]] = -numpy.inf
-            probs = numpy.exp(logits - logits.max())
-            probs /= probs.sum()
-            token = int(rng.choice(len(probs), p=probs))
-            tokens.append(token)
-            if token == stop_id:
-                break
-        self.train(was_training)
+        with self.evaluating():
+            shape = (1, self.config.n_heads, total, self.config.d_model // self.config.n_heads)
+            keys = [xp.zeros(shape, dtype=self.dtype) for _ in self.blocks.layers]
+            values = [xp.zeros(shape, dtype=self.dtype) for _ in self.blocks.layers]
+            tokens = list(prompt_ids)
+            for position in range(total - 1):
+                x = self._embed(backend.asarray(numpy.array([[tokens[position]]])), start=position)
+                for layer, key_buffer, value_buffer in zip(self.blocks.layers, keys, values):
+                    x = layer.step(x, position, key_buffer, value_buffer)
+                if position + 1 < len(tokens):
+                    continue  # still reading the prompt
+                logits = backend.to_numpy(self.head.forward(self.blocks.norm.forward(x))[0, 0]).astype(float)
+                logits /= temperature
+                if top_k is not None and top_k < len(logits):
+                    logits[numpy.argsort(logits)[:-top_k]] = -numpy.inf
+                probs = numpy.exp(logits - logits.max())
+                probs /= probs.sum()
+                token = int(rng.choice(len(probs), p=probs))
+                tokens.append(token)
+                if token == stop_id:
+                    break
         return tokens[len(prompt_ids):]

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy
 
-from . import backend
-from .fit import fit
-from .nn import VisionTransformer, ViTConfig
+from .. import backend
+from ..models import VisionTransformer, ViTConfig
+from ..training import fit
 
 SHAPES = ("horizontal bar", "vertical bar", "diagonal", "hollow square")
 
@@ -55,9 +55,9 @@ def train_vit(steps: int = 400, batch: int = 64, seed: int = 0, **config: Any) -
         return backend.asarray(train_images[rows]), backend.asarray(train_labels[rows])
 
     start = time.perf_counter()
-    losses = fit(model, next_batch, steps, betas=(0.9, 0.999))
-    model.eval()
-    predictions = backend.to_numpy(model.forward(backend.asarray(test_images)).argmax(-1))
+    losses = fit(model, next_batch, steps, ignore_index=None, betas=(0.9, 0.999))
+    with model.evaluating():
+        predictions = backend.to_numpy(model.forward(backend.asarray(test_images)).argmax(-1))
     return {"model": model, "test_accuracy": float((predictions == test_labels).mean()), "losses": losses,
             "test_images": test_images, "test_labels": test_labels, "predictions": predictions,
             "seconds": time.perf_counter() - start, "parameters": model.num_params()}

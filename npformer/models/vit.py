@@ -22,12 +22,8 @@ import numpy
 
 from .. import ops
 from ..backend import get_default_dtype, xp
-from . import init
-from .dropout import Dropout
-from .encoder import Encoder
-from .linear import Linear
-from .loss import CrossEntropyLoss
-from .module import Module
+from ..nn import Dropout, Encoder, Linear, Module, init
+from .checks import check_config
 
 
 @dataclass
@@ -43,13 +39,11 @@ class ViTConfig:
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
-        init.check_positive_ints("ViTConfig", self, 
-            ("image_size", "patch", "channels", "n_classes", "d_model", "n_heads", "d_ff", "n_layers"))
+        check_config("ViTConfig", self,
+                     ("image_size", "patch", "channels", "n_classes", "d_model", "n_heads", "d_ff", "n_layers"))
         if self.image_size % self.patch:
             raise ValueError(f"ViTConfig: image_size must be a multiple of patch, got {self.image_size} "
                              f"and {self.patch}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"ViTConfig: d_model must be divisible by n_heads, got {self.d_model}, {self.n_heads}")
 
     @property
     def n_patches(self) -> int:
@@ -74,7 +68,6 @@ class VisionTransformer(Module):
         self.head_fc1 = Linear(c.d_model, c.d_model, rng=rng, dtype=self.dtype)
         self.head_fc2 = Linear(c.d_model, c.n_classes, rng=rng, dtype=self.dtype)
         self.embed_dropout = Dropout(c.dropout, self.dropout_rng)
-        self.criterion = CrossEntropyLoss(ignore_index=None)
 
     def forward(self, images: Any) -> Any:
         c = self.config
@@ -99,9 +92,6 @@ class VisionTransformer(Module):
         self.grad["pos"] += d_x.sum(axis=0)
         self.grad["cls_token"] += d_x[:, :1].sum(axis=0, keepdims=True)
         return ops.patches_backward(self.patch_embed.backward(d_x[:, 1:]), self._patch_cache)
-
-    def loss(self, logits: Any, labels: Any) -> Any:
-        return self.criterion.forward(logits, labels)
 
     def attention_to_patches(self) -> Any:
         """The last layer's attention from the class token to each patch, averaged over heads:

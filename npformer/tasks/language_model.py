@@ -14,34 +14,33 @@ from typing import IO, Any
 
 import numpy
 
-from . import backend
-from .data import Vocab, detokenize, sentence_splits, tokenize
-from .fit import fit
-from .nn import BOS_ID, EOS_ID, PAD_ID, LanguageModel, LanguageModelConfig
+from .. import backend, ops
+from ..data import Vocab, detokenize, pad_rows, sentence_splits, tokenize
+from ..models import LanguageModel, LanguageModelConfig
+from ..tokens import BOS_ID, EOS_ID, PAD_ID
+from ..training import fit
 
 
-def _encode(sentences: list[str], vocab: Vocab, max_len: int) -> numpy.ndarray:
-    encoded = [[BOS_ID] + vocab.encode(tokenize(s, "fr"))[: max_len - 2] + [EOS_ID] for s in sentences]
-    ids = numpy.zeros((len(encoded), max(map(len, encoded))), dtype=numpy.int64)
-    for row, sentence in enumerate(encoded):
-        ids[row, : len(sentence)] = sentence
-    return ids
+def encode_sentences(sentences: list[str], vocab: Vocab, max_len: int) -> numpy.ndarray:
+    """``<bos> w1 ... wn <eos>`` per French sentence, padded into ``(N, T)``."""
+    return pad_rows([[BOS_ID] + vocab.encode(tokenize(s, "fr"))[: max_len - 2] + [EOS_ID] for s in sentences])
 
 
-def _trim(ids: numpy.ndarray) -> numpy.ndarray:
+def trim_padding(ids: numpy.ndarray) -> numpy.ndarray:
     return ids[:, : max(2, int((ids != PAD_ID).sum(1).max()))]
 
 
 def perplexity(model: LanguageModel, ids: numpy.ndarray, batch: int = 256) -> float:
-    model.eval()
+    """``exp`` of the mean cross-entropy per predicted token over the rows of ``ids``."""
     total, count = 0.0, 0
-    for start in range(0, len(ids), batch):
-        chunk = _trim(ids[start:start + batch])
-        targets = chunk[:, 1:]
-        n = int((targets != PAD_ID).sum())
-        loss = float(model.loss(model.forward(backend.asarray(chunk[:, :-1])), backend.asarray(targets)))
-        total, count = total + loss * n, count + n
-    model.train()
+    with model.evaluating():
+        for start in range(0, len(ids), batch):
+            chunk = trim_padding(ids[start:start + batch])
+            targets = chunk[:, 1:]
+            n = int((targets != PAD_ID).sum())
+            logits = model.forward(backend.asarray(chunk[:, :-1]))
+            loss, _ = ops.cross_entropy_forward(logits, backend.asarray(targets), ignore_index=PAD_ID)
+            total, count = total + float(loss) * n, count + n
     return math.exp(total / max(count, 1))
 
 
@@ -53,16 +52,16 @@ def train_french_lm(data: str | None = None, steps: int = 400, batch: int = 64, 
     valid = [french for _, french in splits.valid] or [french for _, french in splits.test]
     vocab = Vocab.build((tokenize(s, "fr") for s in train), min_freq=2 if data else 1)
     model = LanguageModel(LanguageModelConfig(vocab=len(vocab), **{"max_len": 32, **config}), seed=seed)
-    train_ids = _encode(train, vocab, model.config.max_len)
-    valid_ids = _encode(valid, vocab, model.config.max_len)
+    train_ids = encode_sentences(train, vocab, model.config.max_len)
+    valid_ids = encode_sentences(valid, vocab, model.config.max_len)
     rng = numpy.random.default_rng(seed)
 
     def next_batch(step: int) -> tuple:
-        ids = _trim(train_ids[rng.integers(0, len(train_ids), size=batch)])
+        ids = trim_padding(train_ids[rng.integers(0, len(train_ids), size=batch)])
         return backend.asarray(ids[:, :-1]), backend.asarray(ids[:, 1:])
 
     start = time.perf_counter()
-    losses = fit(model, next_batch, steps, log=log)
+    losses = fit(model, next_batch, steps, ignore_index=PAD_ID, progress=stream is not None)
     result = {"model": model, "vocab": vocab, "source": source, "losses": losses,
               "valid_perplexity": perplexity(model, valid_ids), "valid_sentences": len(valid),
               "seconds": time.perf_counter() - start, "parameters": model.num_params()}

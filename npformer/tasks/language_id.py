@@ -17,10 +17,11 @@ from typing import IO, Any
 
 import numpy
 
-from . import backend
-from .data import Vocab, sentence_splits, tokenize
-from .fit import fit
-from .nn import PAD_ID, ClassifierConfig, EncoderClassifier
+from .. import backend
+from ..data import Vocab, pad_rows, sentence_splits, tokenize
+from ..models import ClassifierConfig, EncoderClassifier
+from ..tokens import PAD_ID
+from ..training import fit
 
 LANGUAGES = ("English", "French")
 
@@ -32,33 +33,29 @@ def labelled(pairs: list[tuple[str, str]]) -> list[tuple[str, int]]:
 
 def encode(examples: list[tuple[str, int]], vocab: Vocab, max_len: int) -> tuple[numpy.ndarray, numpy.ndarray]:
     """Padded ids ``(N, T)`` (one tokenizer for both languages: the model must tell them apart) and labels."""
-    encoded = [vocab.encode(tokenize(text, "en"))[:max_len] or [PAD_ID] for text, _ in examples]
-    ids = numpy.zeros((len(encoded), max(map(len, encoded))), dtype=numpy.int64)
-    for row, sentence in enumerate(encoded):
-        ids[row, : len(sentence)] = sentence
+    ids = pad_rows([vocab.encode(tokenize(text, "en"))[:max_len] for text, _ in examples])
     return ids, numpy.array([label for _, label in examples])
 
 
 def accuracy(model: EncoderClassifier, ids: numpy.ndarray, labels: numpy.ndarray, batch: int = 256) -> float:
-    model.eval()
     correct = 0
-    for start in range(0, len(ids), batch):
-        chunk = ids[start:start + batch]
-        chunk = chunk[:, : max(1, int((chunk != PAD_ID).sum(1).max()))]
-        logits = model.forward(backend.asarray(chunk))
-        correct += int((backend.to_numpy(logits.argmax(-1)) == labels[start:start + batch]).sum())
-    model.train()
+    with model.evaluating():
+        for start in range(0, len(ids), batch):
+            chunk = ids[start:start + batch]
+            chunk = chunk[:, : max(1, int((chunk != PAD_ID).sum(1).max()))]
+            logits = model.forward(backend.asarray(chunk))
+            correct += int((backend.to_numpy(logits.argmax(-1)) == labels[start:start + batch]).sum())
     return correct / max(len(ids), 1)
 
 
 def train_language_id(data: str | None = None, steps: int = 300, batch: int = 64, max_pairs: int = 20000,
-                      seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
+                      pooling: str = "mean", seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
     """Train and evaluate; returns the model, vocabulary and held-out accuracy."""
     log = (lambda text: print(text, file=stream)) if stream else (lambda text: None)
     splits, source = sentence_splits(data, max_pairs, seed, log)
     train, test = labelled(splits.train), labelled(splits.test)
     vocab = Vocab.build((tokenize(text, "en") for text, _ in train), min_freq=2 if data else 1)
-    model_config = ClassifierConfig(vocab=len(vocab), n_classes=2, **{"max_len": 32, **config})
+    model_config = ClassifierConfig(vocab=len(vocab), n_classes=2, pooling=pooling, **{"max_len": 32, **config})
     model = EncoderClassifier(model_config, seed=seed)
     train_ids, train_labels = encode(train, vocab, model_config.max_len)
     test_ids, test_labels = encode(test, vocab, model_config.max_len)
@@ -71,7 +68,8 @@ def train_language_id(data: str | None = None, steps: int = 300, batch: int = 64
         return backend.asarray(ids), backend.asarray(train_labels[rows])
 
     start = time.perf_counter()
-    losses = fit(model, next_batch, steps, lr=1e-3, betas=(0.9, 0.999), log=log)
+    losses = fit(model, next_batch, steps, ignore_index=None, lr=1e-3, betas=(0.9, 0.999),
+                 progress=stream is not None)
     result = {"model": model, "vocab": vocab, "source": source, "train_sentences": len(train),
               "test_sentences": len(test), "test_accuracy": accuracy(model, test_ids, test_labels),
               "seconds": time.perf_counter() - start, "parameters": model.num_params(), "losses": losses}
@@ -82,5 +80,6 @@ def train_language_id(data: str | None = None, steps: int = 300, batch: int = 64
 
 def predict(model: EncoderClassifier, vocab: Vocab, sentences: list[str]) -> list[str]:
     ids, _ = encode([(s, 0) for s in sentences], vocab, model.config.max_len)
-    model.eval()
-    return [LANGUAGES[i] for i in backend.to_numpy(model.forward(backend.asarray(ids)).argmax(-1))]
+    with model.evaluating():
+        logits = model.forward(backend.asarray(ids))
+    return [LANGUAGES[i] for i in backend.to_numpy(logits.argmax(-1))]

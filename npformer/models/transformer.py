@@ -12,9 +12,13 @@ target keys that are not ``<pad>`` and not in the future.
 
 ``backward(dlogits)`` runs the same path in reverse and adds every parameter's
 gradient into ``grads()``; the source side receives the gradient of
-``memory`` gathered from every decoder layer.
+``memory`` gathered from every decoder layer. The loss is not part of the
+model: ``ops.cross_entropy_forward(logits, tgt_out_ids, ignore_index=PAD_ID,
+label_smoothing=config.label_smoothing)`` gives it, and its backward gives
+``dlogits`` (``npformer.training.train_step`` does both).
 
-Token ids 0, 1, 2, 3 are ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>`` in every vocabulary.
+Token ids 0, 1, 2, 3 are ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>`` in every
+vocabulary (``npformer.tokens``).
 """
 
 from __future__ import annotations
@@ -25,19 +29,11 @@ from typing import Any
 
 import numpy
 
-from .. import backend, ops
+from .. import ops
 from ..backend import get_default_dtype, xp
-from .decoder import Decoder, DecoderCache
-from . import init
-from .dropout import Dropout
-from .embedding import Embedding
-from .encoder import Encoder
-from .linear import Linear
-from .loss import CrossEntropyLoss
-from .module import Module
-
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
-SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
+from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module, init
+from ..tokens import PAD_ID, SPECIAL_TOKENS
+from .checks import check_choice, check_config, check_probability, check_token_ids
 
 
 @dataclass
@@ -65,31 +61,15 @@ class TransformerConfig:
     label_smoothing: float = 0.0
 
     def __post_init__(self) -> None:
-        init.check_positive_ints("TransformerConfig", self, 
-            ("src_vocab", "tgt_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
+        owner = "TransformerConfig"
+        check_config(owner, self, ("src_vocab", "tgt_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
         for name in ("src_vocab", "tgt_vocab"):
             if getattr(self, name) < len(SPECIAL_TOKENS):
-                raise ValueError(
-                    f"TransformerConfig: {name} must be >= {len(SPECIAL_TOKENS)} "
-                    f"(the special tokens {SPECIAL_TOKENS}), got {getattr(self, name)}"
-                )
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"TransformerConfig: d_model must be divisible by n_heads, "
-                f"got d_model={self.d_model}, n_heads={self.n_heads}"
-            )
-        if self.norm not in ("post", "pre"):
-            raise ValueError(f"TransformerConfig: norm must be 'post' or 'pre', got {self.norm!r}")
-        if self.activation not in ("relu", "gelu"):
-            raise ValueError(
-                f"TransformerConfig: activation must be 'relu' or 'gelu', got {self.activation!r}"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"TransformerConfig: dropout must be in [0, 1), got {self.dropout!r}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(
-                f"TransformerConfig: label_smoothing must be in [0, 1), got {self.label_smoothing!r}"
-            )
+                raise ValueError(f"{owner}: {name} must be >= {len(SPECIAL_TOKENS)} "
+                                 f"(the special tokens {SPECIAL_TOKENS}), got {getattr(self, name)}")
+        check_choice(owner, "norm", self.norm, ("post", "pre"))
+        check_choice(owner, "activation", self.activation, ("relu", "gelu"))
+        check_probability(owner, "label_smoothing", self.label_smoothing)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -116,24 +96,8 @@ class Transformer(Module):
                                tied_to=self.tgt_embed if c.tie_embeddings else None)
         self.src_dropout = Dropout(c.dropout, self.dropout_rng)
         self.tgt_dropout = Dropout(c.dropout, self.dropout_rng)
-        self.criterion = CrossEntropyLoss(ignore_index=PAD_ID, label_smoothing=c.label_smoothing)
         self.positions = ops.positional_encoding(c.max_len, c.d_model, dtype=self.dtype)
         self.embed_scale = math.sqrt(c.d_model)
-
-    # -- checks ---------------------------------------------------------------------------
-
-    def _check_ids(self, name: str, ids: Any, vocab: int) -> None:
-        op = "Transformer"
-        if not isinstance(ids, xp.ndarray):
-            raise TypeError(f"{op}: {name} must be a {backend.get_backend()} integer array (B, T), "
-                            f"got {type(ids).__name__}")
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"{op}: {name} must have an integer dtype (token ids), got {ids.dtype}")
-        if ids.ndim != 2 or ids.shape[1] < 1:
-            raise ValueError(f"{op}: {name} must have shape (B, T) with T >= 1, got {tuple(ids.shape)}")
-        if ids.shape[1] > self.config.max_len:
-            raise ValueError(f"{op}: {name} must have length T <= max_len = {self.config.max_len}, "
-                             f"got {ids.shape[1]}")
 
     # -- embeddings -------------------------------------------------------------------------
 
@@ -150,14 +114,14 @@ class Transformer(Module):
 
     def encode(self, src_ids: Any) -> tuple[Any, Any]:
         """``src_ids (B, Ts)`` -> ``memory (B, Ts, D)`` and the source mask ``(B, 1, 1, Ts)``."""
-        self._check_ids("src_ids", src_ids, self.config.src_vocab)
+        check_token_ids("Transformer", "src_ids", src_ids, self.config.max_len)
         src_mask = ops.padding_mask(src_ids, PAD_ID)
         x = self._embed(src_ids, self.src_embed, self.src_dropout)
         return self.encoder.forward(x, src_mask), src_mask
 
     def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
         """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``."""
-        self._check_ids("tgt_in_ids", tgt_in_ids, self.config.tgt_vocab)
+        check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
         if tgt_in_ids.shape[0] != memory.shape[0]:
             raise ValueError(f"Transformer: tgt_in_ids must have batch size {memory.shape[0]} "
                              f"(from the source), got {tgt_in_ids.shape[0]}")
@@ -179,13 +143,6 @@ class Transformer(Module):
         d_memory = self.encoder.backward(d_memory)
         self._embed_backward(d_memory, self.src_embed, self.src_dropout)
 
-    def loss(self, logits: Any, tgt_out_ids: Any) -> Any:
-        """Mean cross-entropy over non-pad targets (with the config's label smoothing).
-
-        ``self.criterion.backward()`` then gives ``dlogits`` for ``backward``.
-        """
-        return self.criterion.forward(logits, tgt_out_ids)
-
     # -- incremental decoding ---------------------------------------------------------------
 
     def start_decoding(self, src_ids: Any, max_len: int | None = None) -> DecoderCache:
@@ -202,7 +159,7 @@ class Transformer(Module):
         batch = memory.shape[0]
         memory_keys, memory_values, self_keys, self_values = [], [], [], []
         for layer in self.decoder.layers:
-            keys, values = layer.cross_attn.project_memory(memory)
+            keys, values = layer.cross_attn.project_keys_values(memory)
             memory_keys.append(keys)
             memory_values.append(values)
             buffer_shape = (batch, self.config.n_heads, max_len, self.config.d_model // self.config.n_heads)
@@ -233,7 +190,7 @@ class Transformer(Module):
         }
 
     def summary(self, batch: int = 1, src_len: int = 32, tgt_len: int = 32) -> str:
-        """Per-module output shapes, parameter counts and FLOP estimates (``npformer.nn.summary``)."""
+        """Per-module output shapes, parameter counts and FLOP estimates (``npformer.models.summary``)."""
         from .summary import summarize
 
         return summarize(self, batch, src_len, tgt_len)

@@ -18,14 +18,12 @@ from typing import IO, Any
 
 import numpy
 
-from . import backend
-from .data import Vocab, sentence_splits, tokenize
-from .fit import fit
-from .lm import _encode, _trim
-from .nn import PAD_ID, SPECIAL_TOKENS, LanguageModel, LanguageModelConfig
-
-MASK_TOKEN = "[MASK]"
-MASK_ID = len(SPECIAL_TOKENS)  # 4: right after <pad> <bos> <eos> <unk>
+from .. import backend
+from ..data import Vocab, sentence_splits, tokenize
+from ..models import LanguageModel, LanguageModelConfig
+from ..tokens import BOS_ID, EOS_ID, MASK_ID, MASK_TOKEN, PAD_ID
+from ..training import fit
+from .language_model import encode_sentences, trim_padding
 
 
 def mask_tokens(ids: numpy.ndarray, rng: numpy.random.Generator, vocab_size: int,
@@ -45,16 +43,15 @@ def mask_tokens(ids: numpy.ndarray, rng: numpy.random.Generator, vocab_size: int
 
 def masked_accuracy(model: LanguageModel, ids: numpy.ndarray, rng: numpy.random.Generator,
                     batch: int = 256) -> float:
-    model.eval()
     correct = total = 0
-    for start in range(0, len(ids), batch):
-        chunk = _trim(ids[start:start + batch])
-        inputs, targets = mask_tokens(chunk, rng, model.config.vocab)
-        predictions = backend.to_numpy(model.forward(backend.asarray(inputs)).argmax(-1))
-        asked = targets != PAD_ID
-        correct += int((predictions[asked] == targets[asked]).sum())
-        total += int(asked.sum())
-    model.train()
+    with model.evaluating():
+        for start in range(0, len(ids), batch):
+            chunk = trim_padding(ids[start:start + batch])
+            inputs, targets = mask_tokens(chunk, rng, model.config.vocab)
+            predictions = backend.to_numpy(model.forward(backend.asarray(inputs)).argmax(-1))
+            asked = targets != PAD_ID
+            correct += int((predictions[asked] == targets[asked]).sum())
+            total += int(asked.sum())
     return correct / max(total, 1)
 
 
@@ -68,19 +65,19 @@ def train_french_mlm(data: str | None = None, steps: int = 400, batch: int = 64,
     vocab = Vocab(words[:MASK_ID] + [MASK_TOKEN] + words[MASK_ID:])
     model = LanguageModel(LanguageModelConfig(vocab=len(vocab), causal=False, **{"max_len": 32, **config}),
                           seed=seed)
-    train_ids = _encode(train, vocab, model.config.max_len)
-    valid_ids = _encode(valid, vocab, model.config.max_len)
+    train_ids = encode_sentences(train, vocab, model.config.max_len)
+    valid_ids = encode_sentences(valid, vocab, model.config.max_len)
     rng = numpy.random.default_rng(seed)
 
     def next_batch(step: int) -> tuple | None:
-        inputs, targets = mask_tokens(_trim(train_ids[rng.integers(0, len(train_ids), size=batch)]),
+        inputs, targets = mask_tokens(trim_padding(train_ids[rng.integers(0, len(train_ids), size=batch)]),
                                       rng, len(vocab))
         if not (targets != PAD_ID).any():
             return None  # nothing selected in this batch: no loss to learn from
         return backend.asarray(inputs), backend.asarray(targets)
 
     start = time.perf_counter()
-    losses = fit(model, next_batch, steps, log=log)
+    losses = fit(model, next_batch, steps, ignore_index=PAD_ID, progress=stream is not None)
     accuracy = masked_accuracy(model, valid_ids, numpy.random.default_rng(seed + 1))
     result = {"model": model, "vocab": vocab, "source": source, "losses": losses,
               "valid_masked_accuracy": accuracy, "valid_sentences": len(valid),
@@ -97,10 +94,9 @@ def fill_mask(model: LanguageModel, vocab: Vocab, sentence: str, top: int = 3) -
         if index:
             tokens.append(MASK_TOKEN)
         tokens += tokenize(piece, "fr")
-    ids = numpy.array([[1] + vocab.encode(tokens) + [2]])
-    model.eval()
-    logits = backend.to_numpy(model.forward(backend.asarray(ids)))[0]
-    model.train()
+    ids = numpy.array([[BOS_ID] + vocab.encode(tokens) + [EOS_ID]])
+    with model.evaluating():
+        logits = backend.to_numpy(model.forward(backend.asarray(ids)))[0]
     answers = []
     for position in numpy.flatnonzero(ids[0] == MASK_ID):
         order = numpy.argsort(-logits[position])

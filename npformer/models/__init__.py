@@ -1,0 +1,20 @@
+"""Whole networks, each a few lines of composition of the blocks in ``npformer.nn``.
+
+* ``Transformer`` (+ ``TransformerConfig``): the encoder-decoder of "Attention Is All You
+  Need", with KV-cached incremental decoding (``start_decoding`` / ``decode_step``);
+* ``EncoderClassifier``: the encoder, pooled, then a linear head;
+* ``LanguageModel``: the encoder layer under a causal mask (GPT-style), or without it
+  (``causal=False``: a BERT-style masked language model);
+* ``VisionTransformer``: images as sequences of patches;
+* ``summary``: per-module output shapes, parameter counts and FLOPs.
+"""
+
+from .classifier import ClassifierConfig, EncoderClassifier
+from .language_model import LanguageModel, LanguageModelConfig
+from .summary import summarize, summary_rows
+from .transformer import Transformer, TransformerConfig
+from .vit import ViTConfig, VisionTransformer
+
+__all__ = ["Transformer", "TransformerConfig", "EncoderClassifier", "ClassifierConfig",
+           "LanguageModel", "LanguageModelConfig", "VisionTransformer", "ViTConfig",
+           "summarize", "summary_rows"]

@@ -1,0 +1,55 @@
+"""One sentence's attention, labelled: what ``npformer attention`` draws.
+
+``attention_of(run, sentence)`` translates the sentence, feeds the source and
+the translation back through the model (teacher forcing), and returns every
+attention map with the tokens that label its rows and columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy
+
+from ... import backend
+from ...data import tokenize
+from ...tokens import BOS_TOKEN, BOS_ID, EOS_TOKEN
+from ...training import Run
+from .translator import Translator
+
+KINDS = {"enc": "encoder", "dec": "decoder_self", "cross": "decoder_cross"}
+TITLES = {"enc": "Encoder self-attention", "dec": "Decoder self-attention (causal)",
+          "cross": "Decoder cross-attention: output token (row) -> source (column)"}
+
+
+@dataclass
+class SentenceAttention:
+    """``maps[kind]``: one ``(H, Tq, Tk)`` host array per layer; ``labels[kind]``: (row tokens,
+    column tokens). Kinds: "enc", "dec", "cross"."""
+
+    sentence: str
+    translation: str
+    maps: dict[str, list[numpy.ndarray]]
+    labels: dict[str, tuple[list[str], list[str]]]
+
+
+def attention_of(run: Run, sentence: str, beam_size: int = 4) -> SentenceAttention:
+    """Translate ``sentence`` with a trained run and gather its attention maps."""
+    model, max_len = run.model, run.model.config.max_len
+    [translation] = Translator(model, run.src_vocab, run.tgt_vocab).translate([sentence], beam_size=beam_size)
+    src_tokens = tokenize(sentence, "en")[:max_len]
+    tgt_tokens = tokenize(translation, "fr")[: max_len - 1]
+    src = numpy.array([run.src_vocab.encode(src_tokens)])
+    tgt_in = numpy.array([[BOS_ID] + run.tgt_vocab.encode(tgt_tokens)])
+    with model.evaluating():
+        model.forward(backend.asarray(src), backend.asarray(tgt_in))
+    maps = {kind: [backend.to_numpy(layer[0]) for layer in model.attention_maps()[name]]
+            for kind, name in KINDS.items()}
+    labels = {
+        # rows, columns: encoder queries and keys are source tokens; decoder position t reads
+        # input token t (<bos> first) and produces output token t (<eos> last).
+        "enc": (src_tokens, src_tokens),
+        "dec": ([BOS_TOKEN] + tgt_tokens, [BOS_TOKEN] + tgt_tokens),
+        "cross": (tgt_tokens + [EOS_TOKEN], src_tokens),
+    }
+    return SentenceAttention(sentence, translation, maps, labels)

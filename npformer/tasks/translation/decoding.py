@@ -1,0 +1,103 @@
+"""Greedy and beam-search decoding on the KV-cached decoder.
+
+Both searches are batched: every source sentence of the batch (and, for beam
+search, every beam) advances one token per step through
+``Transformer.decode_step``, which reuses the keys and values of earlier
+positions. A sequence stops at ``<eos>``; the search stops when every
+sequence has, or at ``max_len`` tokens.
+
+Beam search keeps the ``beam_size`` best partial translations by total log
+probability, and picks the final one with the length penalty of GNMT (Wu et
+al., 2016), so that longer translations are not punished merely for having
+more terms::
+
+    score = log P(y | x) / lp(y),   lp(y) = ((5 + |y|) / 6) ^ alpha     (alpha = 0.6)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import backend, ops
+from ...backend import xp
+from ...models import Transformer
+from ...tokens import BOS_ID, EOS_ID, PAD_ID
+
+
+def _strip(rows: Any) -> list[list[int]]:
+    """Id rows -> lists that stop before the first ``<eos>`` and hold no ``<pad>``."""
+    out = []
+    for row in backend.to_numpy(rows).tolist():
+        ids = []
+        for token in row:
+            if token == EOS_ID:
+                break
+            if token != PAD_ID:
+                ids.append(token)
+        out.append(ids)
+    return out
+
+
+def greedy_decode(model: Transformer, src_ids: Any, max_len: int) -> list[list[int]]:
+    """The most probable next token at each step. Returns one id list per source (no <eos>).
+
+    The model runs in eval mode and is put back in the mode it had.
+    """
+    batch = src_ids.shape[0]
+    tokens = xp.full(batch, BOS_ID, dtype=xp.int64)
+    finished = xp.zeros(batch, dtype=bool)
+    outputs = []
+    with model.evaluating():
+        cache = model.start_decoding(src_ids, max_len=max_len)
+        for _ in range(max_len):
+            tokens = model.decode_step(cache, tokens).argmax(axis=-1)
+            tokens = xp.where(finished, PAD_ID, tokens)
+            outputs.append(tokens)
+            finished |= tokens == EOS_ID
+            if bool(finished.all()):
+                break
+    return _strip(xp.stack(outputs, axis=1))
+
+
+def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
+                length_penalty: float = 0.6) -> list[list[int]]:
+    """Beam search with the GNMT length penalty. Returns one id list per source (no <eos>).
+
+    The model runs in eval mode and is put back in the mode it had.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_search: beam_size must be >= 1, got {beam_size}")
+    with model.evaluating():
+        batch, beams = src_ids.shape[0], beam_size
+        cache = model.start_decoding(src_ids, max_len=max_len)
+        cache = cache.select(xp.repeat(xp.arange(batch), beams))  # row b * beams + k: beam k of b
+        scores = xp.full((batch, beams), -xp.inf, dtype=xp.float64)
+        scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
+        tokens = xp.full(batch * beams, BOS_ID, dtype=xp.int64)
+        finished = xp.zeros(batch * beams, dtype=bool)
+        lengths = xp.zeros(batch * beams, dtype=xp.int64)
+        history = xp.zeros((batch * beams, 0), dtype=xp.int64)
+        for _ in range(max_len):
+            log_probs = ops.log_softmax(model.decode_step(cache, tokens).astype(xp.float64))
+            vocab = log_probs.shape[-1]
+            # A finished beam can only continue with <pad>, at no cost: its score stays.
+            log_probs[finished] = -xp.inf
+            log_probs[finished, PAD_ID] = 0.0
+            candidates = (scores.reshape(-1, 1) + log_probs).reshape(batch, beams * vocab)
+            best = xp.argpartition(-candidates, beams - 1, axis=-1)[:, :beams]  # the top k, unordered
+            scores = xp.take_along_axis(candidates, best, axis=-1)
+            ranked = xp.argsort(-scores, axis=-1, kind="stable")
+            best = xp.take_along_axis(best, ranked, axis=-1)
+            scores = xp.take_along_axis(scores, ranked, axis=-1)
+            rows = (xp.arange(batch)[:, None] * beams + best // vocab).reshape(-1)
+            tokens = (best % vocab).reshape(-1)
+            history = xp.concatenate([history[rows], tokens[:, None]], axis=1)
+            was_finished = finished[rows]
+            lengths = lengths[rows] + ~was_finished
+            finished = was_finished | (tokens == EOS_ID)
+            cache = cache.select(rows)
+            if bool(finished.all()):
+                break
+    penalty = ((5.0 + lengths.reshape(batch, beams)) / 6.0) ** length_penalty
+    chosen = (scores / penalty).argmax(axis=-1)
+    return _strip(history[xp.arange(batch) * beams + chosen])

@@ -1,0 +1,47 @@
+"""Evaluating a translator: validation during training, and the test BLEU at the end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...data import make_batches
+from ...metrics import bleu
+from ...training import evaluate_loss
+from .translator import Translator
+
+
+def corpus_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: int = 1) -> tuple[float, list[str]]:
+    """BLEU of the translations of the English sides against the French sides, and the translations."""
+    hypotheses = translator.translate([english for english, _ in pairs], beam_size=beam_size)
+    return bleu(hypotheses, [french for _, french in pairs]), hypotheses
+
+
+def validate(translator: Translator, examples: list, pairs: list[tuple[str, str]], token_budget: int,
+             sentences: int) -> tuple[dict, list[str]]:
+    """Validation loss and token accuracy on every example, greedy BLEU on the first ``sentences``
+    pairs; returns the record for ``metrics.jsonl`` and lines to print (three sample translations)."""
+    loss, accuracy = evaluate_loss(translator.model, make_batches(examples, token_budget))
+    sample = pairs[:sentences]
+    score, hypotheses = corpus_bleu(translator, sample)
+    record = {"kind": "eval", "valid_loss": loss, "valid_accuracy": accuracy, "valid_bleu": score,
+              "bleu_sentences": len(sample)}
+    lines = [f"valid loss {loss:.3f}, token accuracy {accuracy:.1%}, BLEU {score:.1f} on {len(sample)} sentences"]
+    lines += [f"  {english}  ->  {hypothesis}   (reference: {french})"
+              for (english, french), hypothesis in list(zip(sample, hypotheses))[:3]]
+    return record, lines
+
+
+def test_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: int) -> dict:
+    """Greedy and beam BLEU on ``pairs``, as a ``metrics.jsonl`` record."""
+    greedy, _ = corpus_bleu(translator, pairs, 1)
+    beam, _ = corpus_bleu(translator, pairs, beam_size)
+    return {"kind": "test", "sentences": len(pairs), "bleu_greedy": greedy, "bleu_beam": beam,
+            "beam_size": beam_size}
+
+
+test_bleu.__test__ = False  # not a pytest test, despite the name
+
+
+def metrics_line(record: dict[str, Any]) -> str:
+    return f"test BLEU on {record['sentences']} sentences: greedy {record['bleu_greedy']:.1f}, " \
+           f"beam {record['beam_size']} {record['bleu_beam']:.1f}"

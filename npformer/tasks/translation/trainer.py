@@ -1,0 +1,233 @@
+"""Training a translator: ``npformer train``.
+
+``train(options)`` runs these parts, each in its own place:
+
+1. **A new run** (``start_run``): load the data (the embedded toy corpus, or a
+   Tatoeba TSV file split by English sentence), build the vocabularies from
+   the training split, and write them, the splits and ``config.json`` into the
+   run folder (``training.RunFolder``).
+2. **The loop** (``Trainer.run``): epochs of shuffled, length-bucketed batches
+   of ``token_budget`` tokens; each step is ``training.train_step`` (Adam with
+   betas 0.9/0.98 and eps 1e-9, as in the paper, the paper's warm-up schedule
+   scaled to peak at ``lr``, gradient clipping and label smoothing), with a
+   progress bar.
+3. **Evaluation** every ``eval_every`` steps (``evaluation.validate``):
+   validation loss, token accuracy, greedy BLEU on a sample, three sample
+   translations, a line in ``metrics.jsonl`` and the curves in ``curves.png``.
+4. **Checkpoints** (``training.checkpoint``) after each evaluation and at the
+   end, atomic; then the test BLEU, greedy and beam.
+
+Safety: Ctrl-C finishes the current step, saves and exits (a second Ctrl-C
+stops at once); a non-finite loss stops the run, naming the step, and keeps
+the last good checkpoint; ``resume=True`` continues from the checkpoint and
+reproduces the uninterrupted run's losses exactly (same batches, same dropout
+masks, same optimizer state).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict
+from typing import IO, Any
+
+import numpy
+from tqdm.auto import tqdm
+
+from ... import backend, optim
+from ...data import (ATTRIBUTION, Splits, Vocab, encode_pairs, load_pairs, make_batches, split_by_source,
+                     tokenize, toy_corpus)
+from ...models import Transformer, TransformerConfig
+from ...tokens import PAD_ID
+from ...training import (RunError, RunFolder, generator_state, graceful_interrupts, load_checkpoint,
+                         save_checkpoint, set_generator_state, train_step)
+from ...viz import close, training_curves
+from .evaluation import metrics_line, test_bleu, validate
+from .options import TrainOptions
+from .translator import Translator
+
+
+def load_splits(options: TrainOptions, log: Any = print) -> tuple[Splits, dict]:
+    """The splits and a description of where they came from."""
+    if options.data is None:
+        splits = toy_corpus(n_train=options.max_pairs or 12000, seed=options.seed)
+        info = {"source": "embedded toy corpus (npformer.data.toy_corpus)", **splits.counts()}
+    else:
+        pairs, report = load_pairs(options.data, options.max_words, options.max_pairs, options.lowercase)
+        log(report.summary())
+        if not pairs:
+            raise RunError(f"no usable sentence pairs in {options.data}")
+        splits = split_by_source(pairs, seed=options.seed)
+        info = {"source": os.path.abspath(options.data), "attribution": ATTRIBUTION,
+                "max_words": options.max_words, "max_pairs": options.max_pairs,
+                "lowercase": options.lowercase, "malformed_lines": sum(map(len, report.problems.values())),
+                **splits.counts()}
+    log("data: " + ", ".join(f"{k} {v:,}" for k, v in splits.counts().items()) + " pairs")
+    return splits, info
+
+
+def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> None:
+    """Write a new run's configuration, vocabularies and splits (never over an existing run)."""
+    if folder.has_run():
+        raise RunError(f"{folder.folder} already holds a run: pass --resume to continue it, "
+                       f"or --name for a new one")
+    try:
+        model_options = options.model_options()
+    except ValueError as error:
+        raise RunError(str(error)) from None
+    splits, data_info = load_splits(options, log)
+    src_vocab = Vocab.build((tokenize(e, "en") for e, _ in splits.train), options.min_freq, options.max_vocab)
+    tgt_vocab = Vocab.build((tokenize(f, "fr") for _, f in splits.train), options.min_freq, options.max_vocab)
+    model = TransformerConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **model_options)
+    config = {"model": model.to_dict(), "train": asdict(options), "data": data_info,
+              "vocab": {"src": len(src_vocab), "tgt": len(tgt_vocab)}}
+    folder.create(config, src_vocab, tgt_vocab, splits)
+
+
+class Trainer:
+    """One training run; see the module docstring."""
+
+    def __init__(self, options: TrainOptions, stream: IO[str] | None = None) -> None:
+        self.options = options
+        self.stream = stream or sys.stderr
+        self.run_folder = RunFolder(os.path.join(options.runs_dir, options.run_name()))
+        self.folder = self.run_folder.folder
+
+    def log(self, text: str) -> None:
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _load_state(self) -> None:
+        """Model, optimizer, schedule and data of the run folder (new or resumed)."""
+        run, options = self.run_folder, self.options
+        self.model_config = TransformerConfig(**run.config()["model"])
+        src_vocab, tgt_vocab = run.vocabularies()
+        max_len = self.model_config.max_len
+        self.train_examples = encode_pairs(run.split("train"), src_vocab, tgt_vocab, max_len)
+        self.valid_pairs = run.split("valid")
+        self.valid_examples = encode_pairs(self.valid_pairs, src_vocab, tgt_vocab, max_len)
+        self.test_pairs = run.split("test")
+        self.model = Transformer(self.model_config, seed=options.seed)
+        self.optimizer = optim.Adam(self.model, lr=0.0, betas=(0.9, 0.98), eps=1e-9)
+        d_model = self.model_config.d_model
+        factor = options.lr * math.sqrt(d_model * options.warmup)  # peak = lr
+        self.schedule = optim.NoamSchedule(d_model, options.warmup, factor=factor)
+        self.data_rng = numpy.random.default_rng(options.seed)
+        self.translator = Translator(self.model, src_vocab, tgt_vocab)
+
+    def save(self, position: dict) -> None:
+        """A checkpoint of the model, the optimizer and ``position`` (where the loop stands)."""
+        meta = {**position, "dropout_rng_state": generator_state(self.model.dropout_rng)}
+        save_checkpoint(self.run_folder.checkpoint, self.model, self.optimizer, meta)
+
+    def _record(self, record: dict) -> None:
+        with open(self.run_folder.path("metrics.jsonl"), "a", encoding="utf-8") as metrics:
+            metrics.write(json.dumps(record) + "\n")
+
+    def _plot(self) -> None:
+        with open(self.run_folder.path("metrics.jsonl"), encoding="utf-8") as file:
+            records = [json.loads(line) for line in file if line.strip()]
+        close(training_curves(records, self.run_folder.path("curves.png"), title=os.path.basename(self.folder)))
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Train; returns the exit status (0 done, 1 non-finite loss, 130 interrupted)."""
+        options = self.options
+        if options.resume:
+            if not os.path.isfile(self.run_folder.checkpoint):
+                raise RunError(f"nothing to resume in {self.folder} (no {os.path.basename(self.run_folder.checkpoint)})")
+        else:
+            start_run(options, self.run_folder, self.log)
+        self._load_state()
+        position = {"step": 0, "epoch": 0, "batch_index": 0, "elapsed_seconds": 0.0,
+                    "epoch_rng_state": generator_state(self.data_rng)}
+        if options.resume:
+            meta = load_checkpoint(self.run_folder.checkpoint, self.model, self.optimizer)
+            position = {key: meta[key] for key in position}
+            set_generator_state(self.model.dropout_rng, meta["dropout_rng_state"])
+            self.log(f"resuming {self.folder} at step {position['step']}")
+        c = self.model_config
+        self.log(f"run folder: {self.folder}; model: {self.model.num_params():,} parameters "
+                 f"({options.preset}: d_model {c.d_model}, {c.n_layers}+{c.n_layers} layers); "
+                 f"vocab {self.model_config.src_vocab:,}/{self.model_config.tgt_vocab:,}")
+        with graceful_interrupts() as stop:
+            status = self._loop(position, stop)
+        if status != 0:
+            return status
+        self._plot()
+        test = self.test_pairs[: options.test_sentences] if options.test_sentences else self.test_pairs
+        record = {**test_bleu(self.translator, test, options.beam_size), "step": position["step"]}
+        self._record(record)
+        self.log(f"{metrics_line(record)}; run folder {self.folder}")
+        return 0
+
+    def _loop(self, position: dict, stop: Any) -> int:
+        """Epochs of batches until the budget is spent or Ctrl-C; ``position`` is updated in place."""
+        options = self.options
+        minutes = options.budget_minutes()
+        started, elapsed_before, tokens_seen = time.perf_counter(), position["elapsed_seconds"], 0
+
+        def out_of_budget() -> bool:
+            return ((options.max_steps is not None and position["step"] >= options.max_steps)
+                    or (minutes is not None and time.perf_counter() - started >= 60 * minutes))
+
+        interactive = hasattr(self.stream, "isatty") and self.stream.isatty()
+        bar = tqdm(total=options.max_steps, initial=position["step"], file=self.stream, unit="step",
+                   dynamic_ncols=True, mininterval=0.1 if interactive else 30.0)
+        self.model.train()
+        while not out_of_budget() and not stop.requested:
+            # The batches of an epoch are a function of the generator's state at its start,
+            # so a resumed run rebuilds them exactly and skips the ones already done.
+            set_generator_state(self.data_rng, position["epoch_rng_state"])
+            batches = make_batches(self.train_examples, options.token_budget, self.data_rng)
+            while position["batch_index"] < len(batches) and not out_of_budget() and not stop.requested:
+                batch = batches[position["batch_index"]]
+                self.optimizer.lr = self.schedule(position["step"] + 1)
+                result = train_step(self.model, (backend.asarray(batch.src), backend.asarray(batch.tgt_in)),
+                                    backend.asarray(batch.tgt_out), self.optimizer, ignore_index=PAD_ID,
+                                    label_smoothing=self.model_config.label_smoothing, max_norm=options.clip)
+                if not math.isfinite(result.loss):
+                    bar.close()
+                    self.log(f"stopping: the loss is {result.loss} at step {position['step'] + 1}; the last "
+                             f"good checkpoint ({self.run_folder.checkpoint}) is kept")
+                    return 1
+                position["step"] += 1
+                position["batch_index"] += 1
+                step = position["step"]
+                tokens_seen += batch.n_tokens
+                rate = tokens_seen / max(time.perf_counter() - started, 1e-9)
+                bar.update(1)
+                bar.set_postfix_str(f"loss {result.loss:.3f} | {rate:,.0f} tok/s | lr {self.optimizer.lr:.1e}",
+                                    refresh=False)
+                if step % options.log_every == 0:
+                    self._record({"kind": "train", "step": step, "loss": result.loss, "lr": self.optimizer.lr,
+                                  "grad_norm": result.grad_norm, "tokens_per_second": rate,
+                                  "epoch": position["epoch"]})
+                if step % options.eval_every == 0:
+                    record, lines = validate(self.translator, self.valid_examples, self.valid_pairs,
+                                             options.token_budget, options.eval_sentences)
+                    self._record({**record, "step": step})
+                    bar.write(f"step {step}: " + "\n".join(lines), file=self.stream)
+                    position["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
+                    self.save(position)
+                    self._plot()
+            if position["batch_index"] >= len(batches):
+                position.update(epoch=position["epoch"] + 1, batch_index=0,
+                                epoch_rng_state=generator_state(self.data_rng))
+        bar.close()
+        position["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
+        self.save(position)
+        if stop.requested:
+            self.log(f"interrupted at step {position['step']}; checkpoint saved in {self.folder}; continue "
+                     f"with: npformer train --name {os.path.basename(self.folder)} --resume")
+            return 130
+        return 0
+
+
+def train(options: TrainOptions, stream: IO[str] | None = None) -> int:
+    """Run ``npformer train``; returns the exit status."""
+    return Trainer(options, stream).run()

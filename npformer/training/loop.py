@@ -1,0 +1,43 @@
+"""The training loop of the small models (classifier, language models, vision).
+
+``fit`` runs ``steps`` calls of ``train_step`` with AdamW, linear warm-up and
+cosine decay, and gradient clipping. ``next_batch(step)`` supplies
+``(inputs, targets)``, with ``inputs`` one array or a tuple of the arguments
+of ``model.forward``, as arrays of the active backend; or None to skip the
+step. It returns the loss of every step taken. A bar shows the progress
+(``tqdm.auto``: a widget in Jupyter, a line in a terminal). The translator's
+trainer (``npformer.tasks.translation``) adds evaluation, checkpoints and
+resumption around the same ``train_step``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tqdm.auto import tqdm
+
+from .. import optim
+from ..tokens import PAD_ID
+from .step import train_step
+
+
+def fit(model: Any, next_batch: Callable[[int], Any], steps: int, *, ignore_index: int | None = PAD_ID,
+        lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.98), weight_decay: float = 0.01,
+        clip: float = 1.0, progress: bool = False) -> list[float]:
+    """Train ``model`` for ``steps`` steps; returns the losses. ``ignore_index``: as in ``train_step``."""
+    optimizer = optim.AdamW(model, lr=lr, betas=betas, weight_decay=weight_decay)
+    schedule = optim.WarmupCosineSchedule(lr, warmup_steps=max(steps // 10, 1), total_steps=steps + 1)
+    losses: list[float] = []
+    with tqdm(total=steps, disable=not progress, unit="step", leave=False) as bar:
+        for step in range(1, steps + 1):
+            bar.update(1)
+            batch = next_batch(step)
+            if batch is None:
+                continue
+            inputs, targets = batch
+            optimizer.lr = schedule(step)
+            result = train_step(model, inputs if isinstance(inputs, tuple) else (inputs,), targets,
+                                optimizer, ignore_index=ignore_index, max_norm=clip)
+            losses.append(result.loss)
+            bar.set_postfix(loss=f"{result.loss:.4f}", refresh=False)
+    return losses

@@ -1,0 +1,121 @@
+"""The run folder: everything a translation run writes, and loading it back.
+
+``runs/<name>/`` holds::
+
+    config.json                  the model configuration, the training options, where the data came from
+    src_vocab.json tgt_vocab.json the vocabularies, built from the training split
+    train.tsv valid.tsv test.tsv  the splits (english<TAB>french), so a resumed run reads the same data
+    checkpoint.npz (+ .json)     parameters, optimizer state, step and generator states (``checkpoint``)
+    metrics.jsonl curves.png     what training logged, and its plot
+
+``RunFolder.create`` writes the first three kinds once, when a run starts;
+``load_run`` gives back a trained model and its vocabularies, which is all
+that ``translate``, ``evaluate`` and ``attention`` need. Problems a user can
+fix (no folder, a missing or damaged file) raise ``RunError`` with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..data import Splits, Vocab, load_pairs
+from ..models import Transformer, TransformerConfig
+from .checkpoint import load_checkpoint
+
+CHECKPOINT = "checkpoint.npz"
+
+
+class RunError(RuntimeError):
+    """A problem with a run folder or its data that the user can fix; reported in one line."""
+
+
+def write_tsv(path: str, pairs: list[tuple[str, str]]) -> None:
+    with open(path, "w", encoding="utf-8") as file:
+        for english, french in pairs:
+            file.write(f"{english}\t{french}\n")
+
+
+def read_tsv(path: str) -> list[tuple[str, str]]:
+    pairs, _ = load_pairs(path, max_words=None)
+    return pairs
+
+
+class RunFolder:
+    """Paths and files of one run folder."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.folder, name)
+
+    @property
+    def checkpoint(self) -> str:
+        return self.path(CHECKPOINT)
+
+    def has_run(self) -> bool:
+        return os.path.exists(self.path("config.json"))
+
+    def create(self, config: dict, src_vocab: Vocab, tgt_vocab: Vocab, splits: Splits) -> None:
+        """Write the configuration, the vocabularies and the splits of a new run."""
+        os.makedirs(self.folder, exist_ok=True)
+        for name, pairs in (("train.tsv", splits.train), ("valid.tsv", splits.valid), ("test.tsv", splits.test)):
+            write_tsv(self.path(name), pairs)
+        src_vocab.save(self.path("src_vocab.json"))
+        tgt_vocab.save(self.path("tgt_vocab.json"))
+        with open(self.path("config.json"), "w", encoding="utf-8") as file:
+            json.dump(config, file, indent=1, ensure_ascii=False)
+
+    def config(self) -> dict:
+        with open(self.path("config.json"), encoding="utf-8") as file:
+            return json.load(file)
+
+    def vocabularies(self) -> tuple[Vocab, Vocab]:
+        return Vocab.load(self.path("src_vocab.json")), Vocab.load(self.path("tgt_vocab.json"))
+
+    def split(self, name: str) -> list[tuple[str, str]]:
+        """``"train"``, ``"valid"`` or ``"test"``: the sentence pairs written when the run started."""
+        return read_tsv(self.path(f"{name}.tsv"))
+
+
+@dataclass
+class Run:
+    """A trained run, loaded: the model (in eval mode) and its vocabularies."""
+
+    folder: str
+    config: dict
+    model: Transformer
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+
+
+def load_run(folder: str) -> Run:
+    """Load a run folder written by ``npformer train``; raises ``RunError`` with one clear line."""
+    if not os.path.isdir(folder):
+        raise RunError(f"no run folder at {folder}")
+    run = RunFolder(folder)
+    needed = ["config.json", "src_vocab.json", "tgt_vocab.json", CHECKPOINT]
+    missing = [name for name in needed if not os.path.isfile(run.path(name))]
+    if missing:
+        raise RunError(f"{folder} is not a complete npformer run (missing {', '.join(missing)})")
+    try:
+        config = run.config()
+        model_config = TransformerConfig(**config["model"])
+        model = Transformer(model_config, seed=0)
+        load_checkpoint(run.checkpoint, model)
+        src_vocab, tgt_vocab = run.vocabularies()
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as error:
+        raise RunError(f"{folder} does not fit this version of npformer: {error}") from None
+    if len(src_vocab) != model_config.src_vocab or len(tgt_vocab) != model_config.tgt_vocab:
+        raise RunError(f"{folder}: the vocabularies do not match the model's sizes")
+    return Run(folder, config, model.eval(), src_vocab, tgt_vocab)
+
+
+def describe(model: Any) -> str:
+    """One line about a model's size, for logs."""
+    c = model.config
+    return (f"{model.num_params():,} parameters (d_model {c.d_model}, {c.n_layers}+{c.n_layers} layers, "
+            f"{c.n_heads} heads)")

@@ -1,0 +1,64 @@
+"""One training step, written once, in the textbook order.
+
+Every model in npformer maps inputs to logits and has a hand-written
+``backward(dlogits)``; the loss is an op, not part of the model. A step is::
+
+    logits = model.forward(*inputs)                                  # (..., V)
+    loss, cache = ops.cross_entropy_forward(logits, targets, ignore_index, label_smoothing)
+    model.zero_grad()
+    model.backward(ops.cross_entropy_backward(1.0, cache))           # fills model.grads()
+    grad_norm = clip_grad_norm(model, max_norm)                      # optional
+    optimizer.step()
+
+The translator's trainer, the small models' loop (``fit``), ``npformer bench``
+and the lessons all call ``train_step``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .. import ops
+from ..optim import clip_grad_norm
+from ..tokens import PAD_ID
+
+
+@dataclass
+class StepResult:
+    """What one step reports: the loss before the update and the gradient norm before clipping
+    (NaN when the step did not clip)."""
+
+    loss: float
+    grad_norm: float
+
+
+def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
+               ignore_index: int | None = PAD_ID, label_smoothing: float = 0.0,
+               max_norm: float | None = None) -> StepResult:
+    """Forward, loss, backward, clipping and one optimizer update.
+
+    Args:
+        model: any npformer model: ``forward(*inputs) -> logits``, ``backward(dlogits)``.
+        inputs: the arguments of ``model.forward``, e.g. ``(src_ids, tgt_in_ids)``.
+        targets: integer class ids, ``logits.shape[:-1]``.
+        optimizer: updates ``model.params()`` from ``model.grads()``; its ``lr`` is used as set.
+        ignore_index: the target id that adds nothing to the loss (``<pad>``); None keeps all.
+        label_smoothing: the weight ``eps`` spread over all classes.
+        max_norm: clip the global gradient norm to this; None does not clip.
+
+    A non-finite loss skips the update (nothing is changed) and is returned as it is,
+    so that the caller can stop and keep its last good checkpoint.
+    """
+    logits = model.forward(*inputs)
+    loss, cache = ops.cross_entropy_forward(logits, targets, ignore_index=ignore_index,
+                                            label_smoothing=label_smoothing)
+    loss = float(loss)
+    if not math.isfinite(loss):
+        return StepResult(loss, math.nan)
+    model.zero_grad()
+    model.backward(ops.cross_entropy_backward(1.0, cache))
+    grad_norm = clip_grad_norm(model, max_norm) if max_norm is not None else math.nan
+    optimizer.step()
+    return StepResult(loss, grad_norm)

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import xp
+from ..tokens import PAD_ID
 from ._validate import check_float, check_ids_in_range, check_integer, check_min_ndim
 
 
@@ -50,7 +51,7 @@ def _check_inputs(logits: Any, targets: Any, label_smoothing: float) -> None:
 
 
 def cross_entropy_forward(
-    logits: Any, targets: Any, ignore_index: int | None = 0, label_smoothing: float = 0.0
+    logits: Any, targets: Any, ignore_index: int | None = PAD_ID, label_smoothing: float = 0.0
 ) -> tuple[Any, dict]:
     """Mean softmax cross-entropy over the targets that are not ``ignore_index``.
 
@@ -104,10 +105,15 @@ def cross_entropy_forward(
     return loss, cache
 
 
-def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
+def cross_entropy_backward(dloss: Any, cache: dict, out: Any = None) -> Any:
     """``dlogits = dloss * (softmax(logits) - q) / n_kept``, 0 at ignored positions.
 
     The cache is read, never written: calling it twice gives the same gradient.
+    ``out``, optional: an array of ``exp``'s shape and dtype to write the gradient
+    into instead of a new one. A caller that is done with the cache may pass the
+    cache's own ``cache["exps"]`` buffer (``training.train_step`` does), which
+    saves allocating an array of the logits' size on every step; the cache is
+    then spent.
     """
     exps, target_ids, kept = cache["exps"], cache["target_ids"], cache["kept"]
     eps = cache["label_smoothing"]
@@ -116,7 +122,7 @@ def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
 
     # Per-position weight: dloss / n_kept where kept, else 0.
     weight = (kept * (xp.asarray(dloss, dtype=dtype) / max(cache["n_kept"], 1))).astype(dtype)
-    dlogits = exps * (weight / cache["normalizer"])[:, None]  # p = exp(s) / sum: one pass for both
+    dlogits = xp.multiply(exps, (weight / cache["normalizer"])[:, None], out=out)  # p = exp(s) / sum: one pass
     if eps > 0:
         dlogits -= (eps / vocab_size * weight)[:, None]
     dlogits[xp.arange(dlogits.shape[0]), target_ids] -= (1.0 - eps) * weight

@@ -19,12 +19,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy
-
 from .. import ops
-from ..backend import get_default_dtype
-from ..nn import Dropout, Embedding, Encoder, LearnedPositions, Linear, Module, init
+from ..nn import Dropout, Embedding, Encoder, LearnedPositions, Linear, Module
 from ..tokens import PAD_ID
+from .base import start_model
 from .checks import check_choice, check_config, check_token_ids
 
 _POOLING = {
@@ -65,9 +63,7 @@ class EncoderClassifier(Module):
 
     def __init__(self, config: ClassifierConfig, seed: int = 0, dtype: Any = None) -> None:
         super().__init__()
-        self.config = config
-        self.dtype = numpy.dtype(dtype or get_default_dtype())
-        rng, self.dropout_rng = init.seeded_generators(seed)
+        rng = start_model(self, config, seed, dtype)
         c = config
         self.tok_embed = Embedding(c.vocab, c.d_model, rng=rng, dtype=self.dtype)
         self.pos_embed = LearnedPositions(c.max_len, c.d_model, rng=rng, dtype=self.dtype)

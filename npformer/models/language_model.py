@@ -25,9 +25,10 @@ from typing import Any
 import numpy
 
 from .. import backend, ops
-from ..backend import get_default_dtype, xp
-from ..nn import Dropout, Embedding, Encoder, LearnedPositions, Linear, Module, init
+from ..backend import xp
+from ..nn import Dropout, Embedding, Encoder, LearnedPositions, Linear, Module
 from ..tokens import PAD_ID
+from .base import start_model
 from .checks import check_config, check_token_ids
 
 
@@ -54,9 +55,7 @@ class LanguageModel(Module):
 
     def __init__(self, config: LanguageModelConfig, seed: int = 0, dtype: Any = None) -> None:
         super().__init__()
-        self.config = config
-        self.dtype = numpy.dtype(dtype or get_default_dtype())
-        rng, self.dropout_rng = init.seeded_generators(seed)
+        rng = start_model(self, config, seed, dtype)
         c = config
         self.tok_embed = Embedding(c.vocab, c.d_model, rng=rng, dtype=self.dtype)
         self.pos_embed = LearnedPositions(c.max_len, c.d_model, rng=rng, dtype=self.dtype)

@@ -27,12 +27,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy
-
 from .. import ops
-from ..backend import get_default_dtype, xp
-from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module, init
+from ..backend import xp
+from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module
 from ..tokens import PAD_ID, SPECIAL_TOKENS
+from .base import start_model
 from .checks import check_choice, check_config, check_probability, check_token_ids
 
 
@@ -80,9 +79,7 @@ class Transformer(Module):
 
     def __init__(self, config: TransformerConfig, seed: int = 0, dtype: Any = None) -> None:
         super().__init__()
-        self.config = config
-        self.dtype = numpy.dtype(dtype or get_default_dtype())
-        rng, self.dropout_rng = init.seeded_generators(seed)
+        rng = start_model(self, config, seed, dtype)
 
         c = config
         layer_options = dict(n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout,

@@ -18,11 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy
-
 from .. import ops
-from ..backend import get_default_dtype, xp
+from ..backend import xp
 from ..nn import Dropout, Encoder, Linear, Module, init
+from .base import start_model
 from .checks import check_config
 
 
@@ -55,9 +54,7 @@ class VisionTransformer(Module):
 
     def __init__(self, config: ViTConfig, seed: int = 0, dtype: Any = None) -> None:
         super().__init__()
-        self.config = config
-        self.dtype = numpy.dtype(dtype or get_default_dtype())
-        rng, self.dropout_rng = init.seeded_generators(seed)
+        rng = start_model(self, config, seed, dtype)
         c = config
         self.add_param("cls_token", init.normal(rng, (1, 1, c.d_model), 0.02, self.dtype))
         self.add_param("pos", init.normal(rng, (c.n_patches + 1, c.d_model), 0.02, self.dtype))

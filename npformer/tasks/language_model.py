@@ -44,12 +44,18 @@ def perplexity(model: LanguageModel, ids: numpy.ndarray, batch: int = 256) -> fl
     return math.exp(total / max(count, 1))
 
 
+def french_sentences(data: str | None, max_pairs: int, seed: int, log: Any) -> tuple[list[str], list[str], str]:
+    """The French sides of the training and validation pairs (the test split when there is no
+    validation split), and where they came from."""
+    splits, source = sentence_splits(data, max_pairs, seed, log)
+    valid = splits.valid or splits.test
+    return [french for _, french in splits.train], [french for _, french in valid], source
+
+
 def train_french_lm(data: str | None = None, steps: int = 400, batch: int = 64, max_pairs: int = 30000,
                     seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
     log = (lambda text: print(text, file=stream)) if stream else (lambda text: None)
-    splits, source = sentence_splits(data, max_pairs, seed, log)
-    train = [french for _, french in splits.train]
-    valid = [french for _, french in splits.valid] or [french for _, french in splits.test]
+    train, valid, source = french_sentences(data, max_pairs, seed, log)
     vocab = Vocab.build((tokenize(s, "fr") for s in train), min_freq=2 if data else 1)
     model = LanguageModel(LanguageModelConfig(vocab=len(vocab), **{"max_len": 32, **config}), seed=seed)
     train_ids = encode_sentences(train, vocab, model.config.max_len)

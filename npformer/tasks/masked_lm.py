@@ -19,11 +19,11 @@ from typing import IO, Any
 import numpy
 
 from .. import backend
-from ..data import Vocab, sentence_splits, tokenize
+from ..data import Vocab, tokenize
 from ..models import LanguageModel, LanguageModelConfig
 from ..tokens import BOS_ID, EOS_ID, MASK_ID, MASK_TOKEN, PAD_ID
 from ..training import fit
-from .language_model import encode_sentences, trim_padding
+from .language_model import encode_sentences, french_sentences, trim_padding
 
 
 def mask_tokens(ids: numpy.ndarray, rng: numpy.random.Generator, vocab_size: int,
@@ -58,9 +58,7 @@ def masked_accuracy(model: LanguageModel, ids: numpy.ndarray, rng: numpy.random.
 def train_french_mlm(data: str | None = None, steps: int = 400, batch: int = 64, max_pairs: int = 30000,
                      seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
     log = (lambda text: print(text, file=stream)) if stream else (lambda text: None)
-    splits, source = sentence_splits(data, max_pairs, seed, log)
-    train = [french for _, french in splits.train]
-    valid = [french for _, french in splits.valid] or [french for _, french in splits.test]
+    train, valid, source = french_sentences(data, max_pairs, seed, log)
     words = Vocab.build((tokenize(s, "fr") for s in train), min_freq=2 if data else 1).tokens
     vocab = Vocab(words[:MASK_ID] + [MASK_TOKEN] + words[MASK_ID:])
     model = LanguageModel(LanguageModelConfig(vocab=len(vocab), causal=False, **{"max_len": 32, **config}),

@@ -1,0 +1,192 @@
+"""Every op of ``npformer.ops``, with inputs that exercise it, and the checks over them.
+
+``OP_CASES`` maps an op's name to its case builder ``builder(rng, **sizes) ->
+(forward, backward, inputs)``: the op's forward (extra arguments such as a mask
+or a fixed dropout generator bound in a closure), its reference backward, and
+host inputs drawn from ``rng``. Sizes are keyword arguments so that tests can
+draw them (hypothesis) and the command can use the defaults. ``check_op`` runs
+``check_gradients`` on one case; ``check_all_ops`` on every one (the command
+``npformer gradcheck`` prints that table and exits 1 on a failure).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable
+
+import numpy
+
+from .. import backend, ops
+from .engine import check_gradients
+from .report import DEFAULT_TOL, GradcheckReport
+
+
+def _away_from_zero(values: numpy.ndarray, margin: float = 0.05) -> numpy.ndarray:
+    """Push values at least ``margin`` from 0, so no finite difference straddles ReLU's kink."""
+    return values + numpy.where(values >= 0, margin, -margin)
+
+
+def padded_ids(rng: numpy.random.Generator, batch: int, length: int, vocab: int,
+               fully_padded_row: bool) -> numpy.ndarray:
+    """Token ids in ``[1, vocab)`` followed by padding (0); the last row all padding if asked."""
+    lengths = rng.integers(1, length + 1, size=batch)
+    ids = rng.integers(1, vocab, size=(batch, length))
+    ids[numpy.arange(length)[None, :] >= lengths[:, None]] = 0
+    if fully_padded_row:
+        ids[-1] = 0
+    return ids
+
+
+def linear_case(rng, batch=2, length=3, d_in=4, d_out=5):
+    inputs = {
+        "x": rng.standard_normal((batch, length, d_in)),
+        "W": rng.standard_normal((d_in, d_out)),
+        "b": rng.standard_normal(d_out),
+    }
+    return ops.linear_forward, ops.linear_backward, inputs
+
+
+def relu_case(rng, batch=2, length=3, width=5):
+    inputs = {"x": _away_from_zero(rng.standard_normal((batch, length, width)))}
+    return ops.relu_forward, ops.relu_backward, inputs
+
+
+def gelu_case(rng, batch=2, length=3, width=5, approximate="none"):
+    def forward(x):
+        return ops.gelu_forward(x, approximate=approximate)
+
+    inputs = {"x": 2.0 * rng.standard_normal((batch, length, width))}
+    return forward, ops.gelu_backward, inputs
+
+
+def softmax_case(rng, batch=2, length=3, width=5, axis=-1):
+    def forward(x):
+        return ops.softmax_forward(x, axis=axis)
+
+    inputs = {"x": 2.0 * rng.standard_normal((batch, length, width))}
+    return forward, ops.softmax_backward, inputs
+
+
+def layernorm_case(rng, batch=2, length=3, d_model=6, eps=1e-5):
+    def forward(x, gamma, beta):
+        return ops.layernorm_forward(x, gamma, beta, eps=eps)
+
+    inputs = {
+        "x": 1.0 + 2.0 * rng.standard_normal((batch, length, d_model)),
+        "gamma": 1.0 + 0.5 * rng.standard_normal(d_model),
+        "beta": rng.standard_normal(d_model),
+    }
+    return forward, ops.layernorm_backward, inputs
+
+
+def embedding_case(rng, batch=2, length=4, vocab=7, d_model=5):
+    inputs = {
+        "ids": rng.integers(0, vocab, size=(batch, length)),
+        "W": rng.standard_normal((vocab, d_model)),
+    }
+    return ops.embedding_forward, ops.embedding_backward, inputs
+
+
+def attention_case(rng, batch=2, heads=2, q_len=4, k_len=4, head_dim=3, causal=True,
+                   fully_padded_row=True):
+    """Self-attention shapes with key padding (and the look-ahead mask when ``q_len == k_len``)."""
+    key_ids = padded_ids(rng, batch, k_len, vocab=9, fully_padded_row=fully_padded_row)
+    mask = ops.padding_mask(backend.asarray(key_ids))
+    if causal and q_len == k_len:
+        mask = mask & ops.causal_mask(q_len)
+
+    def forward(q, k, v):
+        return ops.attention_forward(q, k, v, mask)
+
+    inputs = {
+        "q": rng.standard_normal((batch, heads, q_len, head_dim)),
+        "k": rng.standard_normal((batch, heads, k_len, head_dim)),
+        "v": rng.standard_normal((batch, heads, k_len, head_dim)),
+    }
+    return forward, ops.attention_backward, inputs
+
+
+def dropout_case(rng, batch=2, length=3, width=5, p=0.3, training=True, mask_seed=7):
+    def forward(x):
+        # A fresh generator with the same seed per call: every call drops the same elements.
+        return ops.dropout_forward(x, p, backend.default_rng(mask_seed), training)
+
+    inputs = {"x": rng.standard_normal((batch, length, width))}
+    return forward, ops.dropout_backward, inputs
+
+
+def cross_entropy_case(rng, batch=2, length=3, vocab=6, label_smoothing=0.1,
+                       fully_padded_row=True):
+    targets = padded_ids(rng, batch, length, vocab, fully_padded_row=fully_padded_row)
+
+    def forward(logits):
+        return ops.cross_entropy_forward(
+            logits, backend.asarray(targets), ignore_index=0, label_smoothing=label_smoothing
+        )
+
+    inputs = {"logits": 2.0 * rng.standard_normal((batch, length, vocab))}
+    return forward, ops.cross_entropy_backward, inputs
+
+
+def pooling_case(rng, batch=3, length=5, width=4, kind="mean", fully_padded_row=True):
+    mask = backend.asarray(padded_ids(rng, batch, length, 9, fully_padded_row) != 0)
+    forward_op, backward_op = {
+        "mean": (ops.masked_mean_pool_forward, ops.masked_mean_pool_backward),
+        "max": (ops.masked_max_pool_forward, ops.masked_max_pool_backward),
+    }[kind]
+
+    def forward(x):
+        return forward_op(x, mask)
+
+    # distinct values, far apart: no two candidates for a maximum within a finite-difference step
+    values = rng.permutation(batch * length * width).reshape(batch, length, width) * 0.1
+    return forward, backward_op, {"x": values + 0.01 * rng.standard_normal(values.shape)}
+
+
+def patches_case(rng, batch=2, channels=1, size=4, patch=2):
+    def forward(images):
+        return ops.patches_forward(images, patch)
+
+    return forward, ops.patches_backward, {"images": rng.standard_normal((batch, channels, size, size))}
+
+
+OP_CASES: dict[str, Callable] = {
+    "linear": linear_case,
+    "relu": relu_case,
+    "gelu": gelu_case,
+    "gelu_tanh": partial(gelu_case, approximate="tanh"),
+    "softmax": softmax_case,
+    "layernorm": layernorm_case,
+    "embedding": embedding_case,
+    "attention": attention_case,
+    "cross_attention": partial(attention_case, q_len=3, k_len=5, causal=False),
+    "dropout": dropout_case,
+    "cross_entropy": cross_entropy_case,
+    "masked_mean_pool": pooling_case,
+    "masked_max_pool": partial(pooling_case, kind="max"),
+    "patches": patches_case,
+}
+
+
+def op_case(name: str, seed: int, sizes: dict[str, Any], caller: str) -> tuple[Callable, Callable, dict[str, Any]]:
+    """The case of ``OP_CASES[name]`` drawn with ``seed``, its inputs on the active backend."""
+    if name not in OP_CASES:
+        raise ValueError(f"{caller}: name must be one of {sorted(OP_CASES)}, got {name!r}")
+    forward, backward, inputs = OP_CASES[name](numpy.random.default_rng(seed), **sizes)
+    inputs = {k: backend.asarray(v) if isinstance(v, numpy.ndarray) else v for k, v in inputs.items()}
+    return forward, backward, inputs
+
+
+def check_op(name: str, seed: int = 0, tol: float = DEFAULT_TOL, **sizes: Any) -> GradcheckReport:
+    """Check one op of ``OP_CASES`` by name; ``sizes`` override its default shapes."""
+    forward, backward, inputs = op_case(name, seed, sizes, caller="check_op")
+    return check_gradients(forward, backward, inputs, name=name, seed=seed, tol=tol)
+
+
+def check_all_ops(seed: int = 0, names: list[str] | None = None,
+                  tol: float = DEFAULT_TOL) -> GradcheckReport:
+    """Check every op (or those named) and gather one report."""
+    report = GradcheckReport(tol=tol)
+    for name in names or list(OP_CASES):
+        report.extend(check_op(name, seed=seed, tol=tol))
+    return report

@@ -1,0 +1,177 @@
+"""Check whole blocks and models: their input gradients and every parameter gradient.
+
+``check_module`` runs a module's ``forward`` and hand-written ``backward`` and
+compares the input gradients and ``module.grads()`` with finite differences,
+replaying active dropout exactly. ``check_loss`` checks a model through the
+cross-entropy of its logits; ``check_model`` does it for a tiny float64
+Transformer (``TINY_MODEL``, built by ``model_case``), as the command
+``npformer gradcheck --model`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy
+
+from .. import backend, nn, ops
+from ..backend import xp
+from ..models import Transformer, TransformerConfig
+from ..tokens import BOS_ID, EOS_ID, PAD_ID
+from .cases import padded_ids
+from .engine import DEFAULT_EPS, as_float64_inputs, as_tuple, floating_names, numerical_gradient, upstream_gradient
+from .report import DEFAULT_TOL, GradcheckReport, _judge
+
+
+def _dropout_generators(module: nn.Module) -> list:
+    """The generators of the dropout layers that are active (training, p > 0)."""
+    generators = {}
+    for _, sub in module.named_modules():
+        if isinstance(sub, nn.Dropout) and sub.training and sub.p > 0:
+            if not hasattr(getattr(sub.rng, "bit_generator", None), "state"):
+                raise TypeError(
+                    "check_module: active dropout needs a generator whose state can be restored "
+                    "(numpy.random.Generator); call module.eval() or use dropout=0"
+                )
+            generators[id(sub.rng)] = sub.rng
+    return list(generators.values())
+
+
+def _replaying_dropout(module: nn.Module, forward: Callable, args: list) -> Callable[[], Any]:
+    """``forward(*args)`` as a function of nothing that drops the same units on every call.
+
+    Each active dropout generator's state is saved now and restored before every call.
+    """
+    generators = _dropout_generators(module)
+    snapshot = [generator.bit_generator.state for generator in generators]
+
+    def output() -> Any:
+        for generator, state in zip(generators, snapshot):
+            generator.bit_generator.state = state
+        return forward(*args)
+
+    return output
+
+
+def check_module(
+    module: nn.Module,
+    inputs: dict[str, Any],
+    *,
+    forward: Callable | None = None,
+    backward: Callable | None = None,
+    name: str | None = None,
+    seed: int = 0,
+    eps: float = DEFAULT_EPS,
+    tol: float = DEFAULT_TOL,
+    max_entries: int | None = None,
+) -> GradcheckReport:
+    """Check a module's input gradients and every parameter gradient against finite differences.
+
+    Args:
+        module: built in float64 (``dtype=numpy.float64``).
+        inputs: argument name -> value for ``forward``. Floating arrays are copied to
+            float64 and their gradients checked; other values pass through.
+        forward: ``forward(*inputs.values()) -> out``; default ``module.forward``.
+        backward: ``backward(dout) -> input gradients`` (one per floating input: a
+            tuple, one array, or None when there are none); default ``module.backward``.
+            It must add the parameter gradients into ``module.grads()``.
+        name: the module's name in the report.
+        seed: seeds the upstream gradient and the choice of entries.
+        eps, tol: as in ``check_gradients``.
+        max_entries: check at most this many (random) entries of each tensor; None = all.
+
+    Active dropout is allowed: each generator's state is restored before every
+    forward call, so every call drops the same units.
+    """
+    name = name or type(module).__name__
+    for key, value in module.params().items():
+        if value.dtype != numpy.float64:
+            raise TypeError(
+                f"check_module: parameters must be float64 (build the module with "
+                f"dtype=numpy.float64), got {key} of dtype {value.dtype}"
+            )
+    inputs = as_float64_inputs(inputs)
+    backward = backward or module.backward
+    output = _replaying_dropout(module, forward or module.forward, list(inputs.values()))
+
+    rng = numpy.random.default_rng(seed)
+    dout = upstream_gradient(rng, output())
+    module.zero_grad()
+    input_grads = backward(xp.array(dout, copy=True))
+    input_grads = () if input_grads is None else as_tuple(input_grads)
+    param_grads = {key: xp.array(grad, copy=True) for key, grad in module.grads().items()}
+
+    input_names = floating_names(inputs)
+    if len(input_grads) != len(input_names):
+        raise ValueError(
+            f"check_module: backward returned {len(input_grads)} input gradient(s), "
+            f"expected {len(input_names)} for {input_names}"
+        )
+    tensors = [(key, inputs[key], grad) for key, grad in zip(input_names, input_grads)]
+    tensors += [(key, value, param_grads[key]) for key, value in module.params().items()]
+    pairs = []
+    for key, value, analytic in tensors:
+        entries = None
+        if max_entries is not None and value.size > max_entries:
+            entries = numpy.sort(rng.choice(value.size, size=max_entries, replace=False))
+        numeric = numerical_gradient(output, value, dout, eps, entries)
+        note = "" if entries is None else f"{len(entries)} of {value.size} entries"
+        pairs.append((key, tuple(value.shape), analytic, numeric, note))
+    return _judge(name, pairs, tol)
+
+
+TINY_MODEL = dict(src_vocab=11, tgt_vocab=13, d_model=8, n_heads=2, d_ff=12, n_layers=2,
+                  max_len=16, dropout=0.1, label_smoothing=0.1)
+
+
+def model_case(seed: int = 0, batch: int = 2, src_len: int = 5, tgt_len: int = 4, **config: Any):
+    """A tiny float64 Transformer in training mode, with padded source and target batches.
+
+    Returns ``(model, src_ids, tgt_in_ids, tgt_out_ids)``; ``config`` overrides ``TINY_MODEL``.
+    The last target sequence is one token shorter (padded), so padding is exercised.
+    """
+    options = {**TINY_MODEL, **config}
+    model = Transformer(TransformerConfig(**options), seed=seed, dtype=numpy.float64)
+    rng = numpy.random.default_rng(seed)
+    src = padded_ids(rng, batch, src_len, options["src_vocab"], fully_padded_row=False)
+    tgt = rng.integers(4, options["tgt_vocab"], size=(batch, tgt_len + 1))
+    tgt[:, 0] = BOS_ID
+    tgt[-1, -1] = PAD_ID
+    tgt[-1, -2] = EOS_ID
+    return model, backend.asarray(src), backend.asarray(tgt[:, :-1]), backend.asarray(tgt[:, 1:])
+
+
+def check_loss(model: nn.Module, inputs: dict[str, Any], targets: Any, *, ignore_index: int | None = PAD_ID,
+               label_smoothing: float = 0.0, name: str | None = None, seed: int = 0, tol: float = DEFAULT_TOL,
+               max_entries: int | None = None) -> GradcheckReport:
+    """Check every parameter of ``model`` (and its floating inputs) through the loss of its logits.
+
+    The scalar checked is ``ops.cross_entropy_forward(model.forward(*inputs.values()), targets,
+    ignore_index, label_smoothing)``; its backward is ``model.backward(ops.cross_entropy_backward(...))``,
+    which returns the gradients of the floating inputs (if any).
+    """
+    last = {}
+
+    def loss(*args: Any) -> Any:
+        value, last["cache"] = ops.cross_entropy_forward(model.forward(*args), targets, ignore_index=ignore_index,
+                                                         label_smoothing=label_smoothing)
+        return value
+
+    def backward(dloss: Any) -> Any:
+        return model.backward(ops.cross_entropy_backward(dloss, last["cache"]))
+
+    return check_module(model, inputs, forward=loss, backward=backward, name=name or type(model).__name__,
+                        seed=seed, tol=tol, max_entries=max_entries)
+
+
+def check_model(seed: int = 0, max_entries: int | None = None, tol: float = DEFAULT_TOL,
+                **config: Any) -> GradcheckReport:
+    """Finite-difference check of every parameter of a tiny Transformer through its loss.
+
+    ``config`` overrides ``TINY_MODEL`` (e.g. ``norm="pre"``, ``tie_embeddings=True``,
+    ``activation="gelu"``, ``dropout=0.0``).
+    """
+    model, src, tgt_in, tgt_out = model_case(seed, **config)
+    return check_loss(model, {"src_ids": src, "tgt_in_ids": tgt_in}, tgt_out,
+                      label_smoothing=model.config.label_smoothing, name="transformer", seed=seed, tol=tol,
+                      max_entries=max_entries)

@@ -132,7 +132,7 @@ def test_special_token_ids_are_written_only_in_tokens():
             continue
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             code = line.split("#")[0]
-            if re.search(r"\b(\w*ids|tokens?|targets?|src|tgt\w*)(\[[^\]]*\])?\s*(==|!=)\s*[0-3]\b", code) \
+            if re.search(r"\b(\w*ids|tokens?|targets?|src|tgt\w*)(\[[^\]]*\]|\([^)]*\))?\s*(==|!=|=)\s*[0-3]\b", code) \
                     or re.search(r"\b[A-Z]+_ID\s*=\s*[0-9]", code):
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert offenders == []

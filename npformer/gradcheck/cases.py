@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy
 
 from .. import backend, ops
+from ..tokens import PAD_ID
 from .engine import check_gradients
 from .report import DEFAULT_TOL, GradcheckReport
 
@@ -28,12 +29,12 @@ def _away_from_zero(values: numpy.ndarray, margin: float = 0.05) -> numpy.ndarra
 
 def padded_ids(rng: numpy.random.Generator, batch: int, length: int, vocab: int,
                fully_padded_row: bool) -> numpy.ndarray:
-    """Token ids in ``[1, vocab)`` followed by padding (0); the last row all padding if asked."""
+    """Token ids in ``[1, vocab)`` followed by ``<pad>``; the last row all padding if asked."""
     lengths = rng.integers(1, length + 1, size=batch)
-    ids = rng.integers(1, vocab, size=(batch, length))
-    ids[numpy.arange(length)[None, :] >= lengths[:, None]] = 0
+    ids = rng.integers(PAD_ID + 1, vocab, size=(batch, length))
+    ids[numpy.arange(length)[None, :] >= lengths[:, None]] = PAD_ID
     if fully_padded_row:
-        ids[-1] = 0
+        ids[-1] = PAD_ID
     return ids
 
 
@@ -121,7 +122,7 @@ def cross_entropy_case(rng, batch=2, length=3, vocab=6, label_smoothing=0.1,
 
     def forward(logits):
         return ops.cross_entropy_forward(
-            logits, backend.asarray(targets), ignore_index=0, label_smoothing=label_smoothing
+            logits, backend.asarray(targets), ignore_index=PAD_ID, label_smoothing=label_smoothing
         )
 
     inputs = {"logits": 2.0 * rng.standard_normal((batch, length, vocab))}
@@ -129,7 +130,7 @@ def cross_entropy_case(rng, batch=2, length=3, vocab=6, label_smoothing=0.1,
 
 
 def pooling_case(rng, batch=3, length=5, width=4, kind="mean", fully_padded_row=True):
-    mask = backend.asarray(padded_ids(rng, batch, length, 9, fully_padded_row) != 0)
+    mask = backend.asarray(padded_ids(rng, batch, length, 9, fully_padded_row) != PAD_ID)
     forward_op, backward_op = {
         "mean": (ops.masked_mean_pool_forward, ops.masked_mean_pool_backward),
         "max": (ops.masked_max_pool_forward, ops.masked_max_pool_backward),

@@ -19,7 +19,7 @@ from npformer import ops, viz
 
 table = ops.positional_encoding(64, 128, dtype=np.float64)
 print(table.shape, "PE[0] even columns:", table[0, :6:2], "odd:", table[0, 1:6:2])
-viz.positional_encoding_figure(64, 128, path=viz.figures_dir() / "05_positional_encoding.png")
+figure = viz.positional_encoding_figure(64, 128, path=viz.figures_dir() / "05_positional_encoding.png")
 
 # %% [markdown]
 # ## Why sinusoids

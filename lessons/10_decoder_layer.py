@@ -50,9 +50,9 @@ out_changed = layer.forward(changed, memory, ops.causal_mask(6), None)
 print("positions 0-2 unchanged:", np.array_equal(out[:, :3], out_changed[:, :3]),
       "| positions 3-5 changed:", not np.allclose(out[:, 3:], out_changed[:, 3:]))
 layer.forward(x, memory, ops.causal_mask(6), None)
-viz.attention_heatmaps([layer.self_attn.attn_weights[0]], [f"t{i}" for i in range(6)],
-                       [f"t{i}" for i in range(6)], title="Causal self-attention: nothing above the diagonal",
-                       path=viz.figures_dir() / "10_causal_self_attention.png")
+figure = viz.attention_heatmaps([layer.self_attn.attn_weights[0]], [f"t{i}" for i in range(6)],
+                                [f"t{i}" for i in range(6)], title="Causal self-attention: nothing above the diagonal",
+                                path=viz.figures_dir() / "10_causal_self_attention.png")
 
 # %% [markdown]
 # ## Exercises

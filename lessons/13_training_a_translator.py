@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 
 from npformer import viz
 from npformer.data import toy_corpus
-from npformer.tasks.translation import TrainOptions, train
+from npformer.tasks.translation import TrainOptions, Translator, train
 from npformer.training import load_run
 
 splits = toy_corpus()
@@ -33,9 +33,11 @@ print("a test sentence (new combination):", splits.test[0])
 # %% [markdown]
 # ## The training step
 #
-# One step is: forward pass, loss (cross-entropy with label smoothing 0.1), `zero_grad`, backward
-# pass, gradient clipping, learning rate from the warm-up schedule, and Adam. The trainer adds
-# batching, evaluation, checkpoints and a progress bar (`npformer/train.py`).
+# One step is: learning rate from the warm-up schedule, forward pass, loss (cross-entropy with
+# label smoothing 0.1), `zero_grad`, backward pass, gradient clipping, and Adam. The last six are
+# `npformer.training.train_step`, one function shared by every model in npformer. The trainer
+# (`npformer.tasks.translation.train`, which is also what `npformer train` runs) adds batching,
+# evaluation, checkpoints and a progress bar.
 
 # %%
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
@@ -67,9 +69,13 @@ print(f"test BLEU on new combinations: greedy {test['bleu_greedy']:.1f}, beam {t
 # %% [markdown]
 # The label-smoothed loss cannot go to zero: with `eps = 0.1` its floor is the entropy of the
 # smoothed target. The validation loss (without smoothing) keeps falling.
+#
+# `load_run` reads the run folder back (the model and its two vocabularies), and a `Translator`
+# turns them into strings in, strings out: tokenise, encode, greedy search, detokenise.
 
 # %%
-translator = load_run(folder).translator()
+run = load_run(folder)
+translator = Translator(run.model, run.src_vocab, run.tgt_vocab)
 for sentence in ["the white cat eats the apple.", "she does not see a small bird.", "where are the green houses?"]:
     print(f"{sentence:35s} -> {translator.translate([sentence])[0]}")
 

@@ -15,8 +15,9 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import backend, models, nn, tokens, viz
+from npformer import backend, models, viz
 from npformer.tasks.translation import beam_search, greedy_decode
+from npformer.tokens import BOS_ID
 
 # %% [markdown]
 # ## The KV cache
@@ -29,7 +30,7 @@ from npformer.tasks.translation import beam_search, greedy_decode
 
 # %%
 model = models.Transformer(models.TransformerConfig(1000, 1000, d_model=128, n_heads=4, d_ff=512, n_layers=2,
-                                            dropout=0.0), seed=0).eval()
+                                                    dropout=0.0), seed=0).eval()
 rng = np.random.default_rng(0)
 src = backend.asarray(rng.integers(4, 1000, size=(32, 20)))
 LENGTH = 24
@@ -38,7 +39,7 @@ LENGTH = 24
 def decode_without_cache(model, src, length):
     """Greedy decoding that re-runs the full decoder on the whole prefix at every step."""
     memory, src_mask = model.encode(src)
-    prefix = np.full((src.shape[0], 1), tokens.BOS_ID)
+    prefix = np.full((src.shape[0], 1), BOS_ID)
     for _ in range(length):
         logits = model.decode(backend.asarray(prefix), memory, src_mask)
         prefix = np.concatenate([prefix, backend.to_numpy(logits[:, -1].argmax(-1))[:, None]], axis=1)
@@ -47,11 +48,11 @@ def decode_without_cache(model, src, length):
 
 def decode_with_cache(model, src, length):
     cache = model.start_decoding(src, max_len=length)
-    tokens = backend.xp.full(src.shape[0], tokens.BOS_ID)
+    current = backend.xp.full(src.shape[0], BOS_ID)
     out = []
     for _ in range(length):
-        tokens = model.decode_step(cache, tokens).argmax(-1)
-        out.append(tokens)
+        current = model.decode_step(cache, current).argmax(-1)
+        out.append(current)
     return backend.to_numpy(backend.xp.stack(out, axis=1))
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from npformer import backend, viz
 from npformer.data import tokenize
 from npformer.tokens import BOS_ID
-from npformer.tasks.translation import TrainOptions, train
+from npformer.tasks.translation import TrainOptions, Translator, train
 from npformer.training import load_run
 
 folder = os.path.join("runs", "lesson-13")
@@ -26,7 +26,7 @@ run = load_run(folder)
 
 # %%
 sentence = "the black cat eats the apple."
-[translation] = run.translator().translate([sentence])
+[translation] = Translator(run.model, run.src_vocab, run.tgt_vocab).translate([sentence])
 print(sentence, "->", translation)
 src_tokens, tgt_tokens = tokenize(sentence, "en"), tokenize(translation, "fr")
 src = np.array([run.src_vocab.encode(src_tokens)])
@@ -40,8 +40,8 @@ cross = [backend.to_numpy(layer[0]) for layer in run.model.attention_maps()["dec
 
 # %%
 rows = tgt_tokens + ["<eos>"]
-viz.attention_heatmaps(cross, rows, src_tokens, title=f"Cross-attention: {sentence} -> {translation}",
-                       path=viz.figures_dir() / "15_cross_attention.png")
+figure = viz.attention_heatmaps(cross, rows, src_tokens, title=f"Cross-attention: {sentence} -> {translation}",
+                                path=viz.figures_dir() / "15_cross_attention.png")
 
 # %% [markdown]
 # Which heads show the swap, with the row that writes `chat` pointing at "cat" and the row that

@@ -18,7 +18,9 @@ import time
 
 import numpy as np
 
-from npformer import backend, models, nn, optim
+from npformer import backend, models, ops, optim
+from npformer.tokens import PAD_ID
+from npformer.training import train_step
 
 try:
     backend.set_backend("cupy")
@@ -29,35 +31,43 @@ print("active backend:", backend.get_backend())
 
 # %% [markdown]
 # ## The same training step, on whichever backend is active
+#
+# One training step is five lines: the forward pass to the logits, the cross-entropy loss
+# (lesson 3) on the shifted targets, `zero_grad`, the backward pass from the loss's gradient, and
+# the optimizer's update (lesson 12). Nothing in it names NumPy or CuPy:
 
 # %%
 xp = backend.xp
 model = models.Transformer(models.TransformerConfig(4000, 4000, d_model=256, n_heads=8, d_ff=1024, n_layers=2,
-                                            dropout=0.1), seed=0)
+                                                    dropout=0.1), seed=0)
 optimizer = optim.Adam(model, lr=1e-3)
 rng = np.random.default_rng(0)
 src = backend.asarray(rng.integers(4, 4000, size=(64, 24)))
 tgt = backend.asarray(rng.integers(4, 4000, size=(64, 25)))
+tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
 
+logits = model.forward(src, tgt_in)
+loss, cache = ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID)
+model.zero_grad()
+model.backward(ops.cross_entropy_backward(1.0, cache))
+optimizer.step()
+print(f"first step: loss {float(loss):.3f}")
 
-def training_step():
-    logits = model.forward(src, tgt[:, :-1])
-    loss = model.loss(logits, tgt[:, 1:])
-    model.zero_grad()
-    model.backward(model.criterion.backward())
-    optimizer.step()
-    return float(loss)
+# %% [markdown]
+# `npformer.training.train_step(model, inputs, targets, optimizer)` is these five lines, written
+# once for every model and trainer in npformer (with optional label smoothing and gradient
+# clipping), and it returns the loss and the gradient norm. The timed loop calls it (the step above
+# was the warm-up: the first call of anything on a GPU also compiles its kernels):
 
-
-training_step()
+# %%
 start = time.perf_counter()
 for _ in range(3):
-    loss = training_step()
+    result = train_step(model, (src, tgt_in), tgt_out, optimizer)
 if backend.is_cupy():
     xp.cuda.Stream.null.synchronize()  # GPU work is asynchronous: wait before reading the clock
 seconds = (time.perf_counter() - start) / 3
 print(f"{backend.get_backend()}: {seconds * 1000:.0f} ms per training step, "
-      f"{64 * 49 / seconds:,.0f} tokens/s, loss {loss:.3f}")
+      f"{64 * 49 / seconds:,.0f} tokens/s, loss {result.loss:.3f}")
 
 # %%
 import matplotlib.pyplot as plt  # noqa: E402

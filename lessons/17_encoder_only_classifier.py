@@ -20,21 +20,23 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import gradcheck, models, nn, viz
+from npformer import gradcheck, models, viz
 from npformer.tasks.language_id import predict, train_language_id
 
 print(gradcheck.check_op("masked_mean_pool"))
 print(gradcheck.check_op("masked_max_pool"))
 
 # %% [markdown]
-# The whole classifier, every parameter, against finite differences (a fully padded sentence included):
+# The whole classifier, every parameter, against finite differences through its loss (a fully padded
+# sentence included). `gradcheck.check_loss` checks `ops.cross_entropy_forward(model.forward(ids), labels)`
+# with its backward `model.backward(ops.cross_entropy_backward(1.0, cache))`. Every label is a real class
+# here, class 0 included, so no target is ignored (`ignore_index=None`):
 
 # %%
 config = models.ClassifierConfig(12, 3, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8, dropout=0.1)
 tiny = models.EncoderClassifier(config, seed=1, dtype=np.float64)
 ids, labels = np.array([[5, 6, 7, 0], [8, 9, 4, 5], [0, 0, 0, 0]]), np.array([0, 2, 1])
-report = gradcheck.check_module(tiny, {}, forward=lambda: tiny.loss(tiny.forward(ids), labels),
-                                backward=lambda d: tiny.backward(tiny.criterion.backward(d)), name="classifier")
+report = gradcheck.check_loss(tiny, {"ids": ids}, labels, ignore_index=None, name="classifier")
 print(report.table().splitlines()[-1])
 assert report.passed
 

@@ -9,8 +9,8 @@
 #   stay as they are (so the model cannot assume that only `[MASK]` positions matter);
 # * the loss covers the selected positions only: the target is `<pad>`, ignored, everywhere else.
 #
-# In npformer the model is `models.LanguageModel(causal=False)`: the same blocks as lesson 18, with
-# one mask fewer.
+# In npformer the model is `models.LanguageModel` built with `LanguageModelConfig(..., causal=False)`:
+# the same blocks as lesson 18, with one mask fewer.
 
 # %%
 import os
@@ -18,7 +18,7 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import backend, models, viz
+from npformer import backend, viz
 from npformer.tasks.masked_lm import fill_mask, mask_tokens, train_french_mlm
 
 rng = np.random.default_rng(0)

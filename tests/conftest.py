@@ -1,11 +1,18 @@
 """Shared test settings.
 
+Matplotlib draws with the file-only Agg backend (``npformer.viz`` leaves the
+choice to its caller).
+
 Hypothesis runs a bounded, derandomised profile by default so that the suite
 is reproducible and stays well under three minutes on two cores (about 10 s). Set
 ``NPFORMER_HYPOTHESIS=thorough`` for many more, freshly random examples.
 """
 
 import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures go to files only; npformer.viz never chooses a backend itself
 
 import numpy as np
 import pytest

@@ -75,6 +75,9 @@ def test_unknown_target_words_are_copied_from_the_source():
     for beam in (1, 3):
         [output] = translator.translate(["w1 Zorglub w3"], beam_size=beam, max_len=3)
         assert output.split() and set(output.split()) <= {"w1", "Zorglub", "w3"}
+        # A translation as long as the model allows (max_len = 16 positions) is re-read too.
+        [output] = translator.translate(["w1 Zorglub w3"], beam_size=beam)
+        assert len(output.split()) == CONFIG["max_len"] and set(output.split()) <= {"w1", "Zorglub", "w3"}
 
 
 # --- checkpoints ---------------------------------------------------------------------------

@@ -157,24 +157,30 @@ def test_check_module_requires_float64(rng):
                                {"x": np.zeros((1, 2))})
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "textbook"])
 @pytest.mark.parametrize("n_heads", [1, 2, 4])
-def test_fused_self_attention_equals_the_general_path(n_heads, rng):
-    """forward_self (one Q/K/V product) against forward(x, x): same output, same gradients."""
-    attention = nn.MultiHeadAttention(8, n_heads, rng=rng, dtype=np.float64)
+def test_self_attention_equals_cross_attention_of_x_over_itself(n_heads, fused, rng):
+    """SelfAttention.forward(x) against MultiHeadAttention.forward(x, x) with the same weights:
+    same output; dx is d_query + d_memory; same parameter gradients."""
+    attention = nn.SelfAttention(8, n_heads, rng=rng, dtype=np.float64, fused=fused)
     for linear in (attention.q, attention.k, attention.v, attention.o):
         linear.b[...] = rng.standard_normal(8)
+    general = nn.MultiHeadAttention(8, n_heads, rng=np.random.default_rng(0), dtype=np.float64,
+                                    fused=False)
+    general.load_state_dict(attention.state_dict())
     x, dout = f64(rng, 2, 5, 8), f64(rng, 2, 5, 8)
     mask = _key_padding(rng, 2, 5, fully_padded_row=True)
-    fused_out = attention.forward_self(x, mask)
+    self_out = attention.forward(x, mask)
     attention.zero_grad()
-    fused_dx = attention.backward(dout)
-    fused_grads = {k: v.copy() for k, v in attention.grads().items()}
-    general_out = attention.forward(x, x, mask)
-    attention.zero_grad()
-    d_query, d_memory = attention.backward(dout)
-    np.testing.assert_allclose(fused_out, general_out, rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(fused_dx, d_query + d_memory, rtol=1e-12, atol=1e-13)
-    for key, value in attention.grads().items():
-        np.testing.assert_allclose(fused_grads[key], value, rtol=1e-12, atol=1e-13, err_msg=key)
-    report = gradcheck.check_module(attention, {"x": x}, forward=lambda x: attention.forward_self(x, mask))
+    self_dx = attention.backward(dout)
+    general_out = general.forward(x, x, mask)
+    general.zero_grad()
+    d_query, d_memory = general.backward(dout)
+    np.testing.assert_allclose(self_out, general_out, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(self_dx, d_query + d_memory, rtol=1e-12, atol=1e-13)
+    self_grads = attention.grads()
+    assert self_grads.keys() == general.grads().keys()
+    for key, value in general.grads().items():
+        np.testing.assert_allclose(self_grads[key], value, rtol=1e-12, atol=1e-13, err_msg=key)
+    report = gradcheck.check_module(attention, {"x": x}, forward=lambda x: attention.forward(x, mask))
     assert_passes(report)

@@ -80,12 +80,14 @@ def test_cross_attention_keys_are_computed_once_per_source(rng, monkeypatch):
     cache = model.start_decoding(src, max_len=8)
     calls = []
     for layer in model.decoder.layers:
-        original = layer.cross_attn.project_memory
-        monkeypatch.setattr(layer.cross_attn, "project_memory",
+        original = layer.cross_attn.project_keys_values
+        monkeypatch.setattr(layer.cross_attn, "project_keys_values",
                             lambda memory, original=original: calls.append(1) or original(memory))
     for t in range(4):
         model.decode_step(cache, backend.asarray(np.full(2, 5 + t)))
     assert calls == []  # steps reuse the cached keys and values of the source
+    model.start_decoding(src, max_len=8)  # the patch sees calls: once per layer per source
+    assert len(calls) == len(model.decoder.layers)
 
 
 def test_cache_select_reorders_rows_and_a_full_cache_is_an_error(rng):
@@ -242,8 +244,8 @@ def test_a_float32_training_step_keeps_every_array_float32(rng, options):
 
 @pytest.mark.parametrize("overrides, fragment", [
     (dict(d_model=10, n_heads=4), "d_model must be divisible by n_heads"),
-    (dict(norm="middle"), "norm must be 'post' or 'pre'"),
-    (dict(activation="tanh"), "activation must be 'relu' or 'gelu'"),
+    (dict(norm="middle"), "norm must be one of 'post', 'pre', got 'middle'"),
+    (dict(activation="tanh"), "activation must be one of 'relu', 'gelu', got 'tanh'"),
     (dict(dropout=1.0), "dropout must be in [0, 1)"),
     (dict(src_vocab=3), "src_vocab must be >= 4"),
     (dict(n_layers=0), "n_layers must be a positive int"),
@@ -261,7 +263,7 @@ def test_bad_token_batches_are_rejected(rng):
         model.forward(src.astype(float), src)
     with pytest.raises(ValueError, match="tgt_in_ids must have batch size 2"):
         model.forward(src, random_ids(rng, 3, 4, 19))
-    with pytest.raises(ValueError, match="max_len = 32, got 40"):
+    with pytest.raises(ValueError, match=r"max_len = 32, got shape \(2, 40\)"):
         model.forward(random_ids(rng, 2, 40, 17), src)
     with pytest.raises(ValueError, match=r"ids must lie in \[0, 17\)"):
         model.forward(backend.asarray(np.array([[5, 17]])), backend.asarray(np.array([[1, 5]])))

@@ -1,5 +1,6 @@
 """Figures: each function returns a Figure and writes a PNG when given a path."""
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import gradcheck, viz
@@ -19,5 +20,9 @@ def test_every_figure_is_written(tmp_path):
     }
     for name, draw in figures.items():
         figure = draw(str(tmp_path / name))
-        assert figure.axes, name
-        assert (tmp_path / name).stat().st_size > 5_000, name
+        try:
+            assert figure.axes, name
+            assert (tmp_path / name).stat().st_size > 5_000, name
+        finally:
+            viz.close(figure)
+        assert not plt.fignum_exists(figure.number), name

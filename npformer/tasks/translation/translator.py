@@ -58,7 +58,9 @@ class Translator:
 
     def _replace_unknown(self, src: Any, hypotheses: list[list[int]], words: list[list[str]],
                          source_tokens: list[list[str]], rows: list[int]) -> None:
-        tgt_in = pad_batch([([PAD_ID], [BOS_ID] + hypotheses[r] + [EOS_ID]) for r in rows]).tgt_in
+        # Decoder input position p predicts output token p, so <bos> + all but the last token
+        # suffice (and fit max_len even when the search used every position).
+        tgt_in = pad_batch([([PAD_ID], [BOS_ID] + hypotheses[r]) for r in rows]).tgt_in
         with self.model.evaluating():
             self.model.forward(src[backend.asarray(numpy.array(rows))], backend.asarray(tgt_in))
         cross = backend.to_numpy(self.model.attention_maps()["decoder_cross"][-1]).mean(axis=1)

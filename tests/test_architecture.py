@@ -1,0 +1,415 @@
+"""The architecture's promises (DESIGN.md, "Layers and folders"), each checked directly.
+
+1. The textbook attention (one ``Linear`` call per projection) and the fast one (fused Q/K/V
+   products) compute the same outputs and the same gradients.
+2. Every op's backward is pure: calling it twice on one cache gives the same answer and leaves
+   the cache as it was.
+3. ``Module.evaluating()`` and everything that runs a model in eval mode (decoding, translation,
+   evaluation, generation) put every module back in the mode it had.
+4. Blocks pass gradients through return values, never through side channels: the decoder
+   layer returns ``(dx, d_memory)``, cross-attention always returns a pair and self-attention
+   always returns one array.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+
+from npformer import backend, gradcheck, models, nn, ops
+from npformer.data import Batch, Vocab
+from npformer.tasks.translation import Translator, beam_search, greedy_decode
+from npformer.tokens import PAD_ID, SPECIAL_TOKENS, UNK_ID
+from npformer.training import evaluate_loss
+
+TOLERANCE = 1e-12  # max |fused - textbook| / max |textbook|, per array
+
+
+def host(array):
+    return np.array(backend.to_numpy(array), copy=True)
+
+
+def relative_difference(a, b):
+    a, b = host(a), host(b)
+    assert a.shape == b.shape and a.dtype == b.dtype
+    scale = np.abs(b).max(initial=0.0)
+    difference = np.abs(a - b).max(initial=0.0)
+    return difference if scale == 0 else difference / scale
+
+
+def assert_close(a, b, what):
+    error = relative_difference(a, b)
+    assert error < TOLERANCE, f"{what}: relative difference {error:.3e}"
+
+
+def assert_same_gradients(first, second):
+    """Every tensor within TOLERANCE, relative to its own largest entry. A key bias is the
+    exception: its true gradient is 0 (it adds the same ``q . b`` to every score of a row,
+    which the softmax ignores), so both forms hold round-off only, and that round-off must
+    stay below TOLERANCE times the largest gradient of the same attention block."""
+    assert first.keys() == second.keys()
+    for key in second:
+        if key.endswith("k.b"):
+            block = key[: -len("k.b")]
+            scale = max(np.abs(second[k]).max() for k in second if k.startswith(block))
+            worst = max(np.abs(first[key]).max(), np.abs(second[key]).max())
+            assert worst < TOLERANCE * scale, f"{key}: {worst:.3e} against {scale:.3e}"
+        else:
+            assert_close(first[key], second[key], key)
+
+
+def f64(rng, *shape):
+    return backend.asarray(rng.standard_normal(shape))
+
+
+def padded_ids(rng, rows, vocab):
+    """Id rows of the given lengths, right-padded with <pad>; ids avoid the special tokens."""
+    longest = max(rows)
+    ids = np.full((len(rows), longest), PAD_ID, dtype=np.int64)
+    for row, length in enumerate(rows):
+        ids[row, :length] = rng.integers(len(SPECIAL_TOKENS), vocab, size=length)
+    return ids
+
+
+def attention_blocks(model):
+    return [m for _, m in model.named_modules() if isinstance(m, nn.MultiHeadAttention)]
+
+
+def forbid_fused_products(monkeypatch):
+    """In the textbook form the fused product must never run (else the comparison is vacuous)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the textbook form called the fused projection")
+    monkeypatch.setattr(nn.MultiHeadAttention, "_fused_project", refuse)
+
+
+# --- 1. textbook and fused attention agree ------------------------------------------------
+
+SMALL = dict(src_vocab=13, tgt_vocab=11, d_model=12, n_heads=3, d_ff=20, n_layers=2, max_len=16,
+             dropout=0.0)
+
+
+@pytest.mark.parametrize("norm, tie", [("post", False), ("pre", True)])
+def test_transformer_textbook_and_fused_attention_agree(norm, tie, monkeypatch):
+    config = models.TransformerConfig(**SMALL, norm=norm, tie_embeddings=tie)
+    rng = np.random.default_rng(5)
+    src = backend.asarray(padded_ids(rng, [6, 3, 1], config.src_vocab))  # a padded batch
+    tgt = padded_ids(rng, [5, 2, 4], config.tgt_vocab)
+    tgt_in, tgt_out = backend.asarray(tgt[:, :-1]), backend.asarray(tgt[:, 1:])
+
+    def run(fused):
+        model = models.Transformer(config, seed=3, dtype=np.float64)
+        for block in attention_blocks(model):  # biases that are not zero, so that db matters
+            for linear in (block.q, block.k, block.v, block.o):
+                linear.b[...] = backend.asarray(np.random.default_rng(7).standard_normal(linear.b.shape))
+        nn.use_fused_attention(model, fused)
+        assert all(block.fused is fused for block in attention_blocks(model))
+        assert len(attention_blocks(model)) == 3 * config.n_layers
+        logits = model.forward(src, tgt_in)
+        loss, cache = ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID, label_smoothing=0.1)
+        model.zero_grad()
+        model.backward(ops.cross_entropy_backward(1.0, cache))
+        return logits, loss, {key: host(value) for key, value in model.grads().items()}
+
+    fused_logits, fused_loss, fused_grads = run(True)
+    with monkeypatch.context() as patch:
+        forbid_fused_products(patch)
+        textbook_logits, textbook_loss, textbook_grads = run(False)
+    assert_close(fused_logits, textbook_logits, "logits")
+    assert_close(fused_loss, textbook_loss, "loss")
+    assert_same_gradients(fused_grads, textbook_grads)
+    assert all(np.abs(textbook_grads[f"decoder.layers.0.{name}.b"]).max() > 0
+               for name in ("self_attn.q", "self_attn.v", "cross_attn.q", "cross_attn.v"))
+
+
+def _attention_pair(cls, fused, rng):
+    block = cls(8, 2, rng=np.random.default_rng(11), dtype=np.float64, fused=fused)
+    for linear in (block.q, block.k, block.v, block.o):
+        linear.b[...] = backend.asarray(rng.standard_normal(8))
+    return block
+
+
+def _key_padding(lengths, length):
+    ids = np.zeros((len(lengths), length), dtype=np.int64)
+    for row, n in enumerate(lengths):
+        ids[row, :n] = 5
+    return ops.padding_mask(backend.asarray(ids))
+
+
+def _run_block(block, inputs, mask, dout):
+    out = block.forward(*inputs, mask)
+    block.zero_grad()
+    d_inputs = block.backward(dout)
+    d_inputs = d_inputs if isinstance(d_inputs, tuple) else (d_inputs,)
+    return host(out), [host(d) for d in d_inputs], {k: host(v) for k, v in block.grads().items()}
+
+
+@pytest.mark.parametrize("cls", [nn.SelfAttention, nn.MultiHeadAttention])
+def test_single_attention_blocks_textbook_and_fused_agree(cls, monkeypatch):
+    rng = np.random.default_rng(2)
+    batch, q_len, k_len = 3, 4, 4 if cls is nn.SelfAttention else 6
+    inputs = ((f64(rng, batch, q_len, 8),) if cls is nn.SelfAttention
+              else (f64(rng, batch, q_len, 8), f64(rng, batch, k_len, 8)))
+    mask = _key_padding([k_len, 2, 1], k_len)
+    dout = f64(rng, batch, q_len, 8)
+    biases = np.random.default_rng(4)
+    fused = _run_block(_attention_pair(cls, True, biases), inputs, mask, dout)
+    biases = np.random.default_rng(4)
+    with monkeypatch.context() as patch:
+        forbid_fused_products(patch)
+        textbook = _run_block(_attention_pair(cls, False, biases), inputs, mask, dout)
+    assert_close(fused[0], textbook[0], "output")
+    assert len(fused[1]) == len(textbook[1]) == len(inputs)
+    for index, (a, b) in enumerate(zip(fused[1], textbook[1])):
+        assert_close(a, b, f"input gradient {index}")
+    assert fused[2].keys() == textbook[2].keys() == {f"{n}.{p}" for n in "qkvo" for p in "Wb"}
+    assert_same_gradients(fused[2], textbook[2])
+
+
+def test_one_model_toggled_between_forms_agrees_with_itself():
+    config = models.TransformerConfig(**SMALL)
+    model = models.Transformer(config, seed=1, dtype=np.float64)
+    rng = np.random.default_rng(0)
+    src = backend.asarray(padded_ids(rng, [4, 2], config.src_vocab))
+    tgt = backend.asarray(padded_ids(rng, [3, 5], config.tgt_vocab))
+    dlogits = f64(rng, 2, tgt.shape[1], config.tgt_vocab)
+    results = {}
+    for fused in (False, True, False):
+        nn.use_fused_attention(model, fused)
+        logits = host(model.forward(src, tgt))
+        model.zero_grad()
+        model.backward(dlogits)
+        results.setdefault(fused, []).append((logits, {k: host(v) for k, v in model.grads().items()}))
+    (textbook, grads), (again, again_grads) = results[False]
+    fused, fused_grads = results[True][0]
+    np.testing.assert_array_equal(textbook, again)  # switching back restores the textbook form
+    assert_close(fused, textbook, "logits")
+    for key in grads:
+        np.testing.assert_array_equal(grads[key], again_grads[key])
+    assert_same_gradients(fused_grads, grads)
+
+
+# --- 2. every op's backward is pure -------------------------------------------------------
+
+def _float64_backend(value):
+    if isinstance(value, np.ndarray):
+        return backend.asarray(value.astype(np.float64) if value.dtype.kind == "f" else value)
+    return value
+
+
+def assert_same(before, after, where):
+    """``after`` holds exactly what ``before`` (a deep copy) held: same keys, arrays, values."""
+    assert type(before) is type(after), where
+    if isinstance(before, dict):
+        assert before.keys() == after.keys(), where
+        for key in before:
+            assert_same(before[key], after[key], f"{where}[{key!r}]")
+    elif isinstance(before, (tuple, list)):
+        assert len(before) == len(after), where
+        for index, (a, b) in enumerate(zip(before, after)):
+            assert_same(a, b, f"{where}[{index}]")
+    elif hasattr(before, "shape") and hasattr(before, "dtype"):
+        assert before.dtype == after.dtype and before.shape == after.shape, where
+        assert np.array_equal(host(before), host(after)), where
+    else:
+        assert before == after, where
+
+
+@pytest.mark.parametrize("name", list(gradcheck.OP_CASES))
+def test_every_op_backward_is_pure(name):
+    forward, backward, inputs = gradcheck.OP_CASES[name](np.random.default_rng(0))
+    inputs = {key: _float64_backend(value) for key, value in inputs.items()}
+    inputs_before = copy.deepcopy(inputs)
+    out, cache = forward(*inputs.values())
+    cache_before = copy.deepcopy(cache)
+    dout = backend.asarray(np.random.default_rng(1).standard_normal(tuple(out.shape)))
+    dout_before = host(dout)
+
+    first = backward(dout, cache)
+    first_host = [host(g) for g in (first if isinstance(first, tuple) else (first,))]  # copied now
+    second = backward(dout, cache)
+    second_host = [host(g) for g in (second if isinstance(second, tuple) else (second,))]
+
+    assert isinstance(first, tuple) == isinstance(second, tuple), name
+    assert len(first_host) == len(second_host), name
+    for index, (a, b) in enumerate(zip(first_host, second_host)):
+        assert a.dtype == np.float64, f"{name}: gradient {index} is {a.dtype}"
+        assert np.array_equal(a, b), f"{name}: gradient {index} differs on the second call"
+    assert np.abs(first_host[0]).max() > 0, name  # the comparison is not between zeros
+    assert_same(cache_before, cache, f"{name} cache")
+    assert_same(inputs_before, inputs, f"{name} inputs")
+    assert np.array_equal(dout_before, host(dout)), f"{name}: backward changed dout"
+
+
+# --- 3. evaluating() restores every module's mode ----------------------------------------
+
+def modes(model):
+    return {name: module.training for name, module in model.named_modules()}
+
+
+def tiny_transformer():
+    config = models.TransformerConfig(src_vocab=12, tgt_vocab=10, d_model=8, n_heads=2, d_ff=16,
+                                      n_layers=1, max_len=12, dropout=0.3)
+    return models.Transformer(config, seed=0)
+
+
+def set_mode(model, start):
+    """"train", "eval", or "mixed": train mode with one sub-module (and its children) in eval mode
+    and one dropout of an eval sub-tree back in train mode."""
+    if start == "eval":
+        return model.eval()
+    model.train()
+    if start == "mixed":
+        model.encoder.eval()
+        model.encoder.layers[0].drop1.train()
+    return model
+
+
+STARTS = ["train", "eval", "mixed"]
+
+
+@pytest.mark.parametrize("start", STARTS)
+def test_evaluating_restores_each_modules_mode_also_after_an_error(start):
+    model = set_mode(tiny_transformer(), start)
+    before = modes(model)
+    assert len(set(before.values())) == (2 if start == "mixed" else 1)
+    with model.evaluating() as inside:
+        assert inside is model
+        assert not any(modes(model).values())
+    assert modes(model) == before
+    with pytest.raises(RuntimeError, match="boom"):
+        with model.evaluating():
+            assert not any(modes(model).values())
+            raise RuntimeError("boom")
+    assert modes(model) == before
+    with model.encoder.evaluating():  # a sub-module's block touches only its own sub-tree
+        assert not any(modes(model.encoder).values())
+        assert {k: v for k, v in modes(model).items() if not k.startswith("encoder")} == \
+               {k: v for k, v in before.items() if not k.startswith("encoder")}
+    assert modes(model) == before
+
+
+def record_modes_while_running(model, monkeypatch, method_names):
+    """Wrap ``model.<method>`` so that each call records whether any module was in train mode."""
+    seen = []
+    for method_name in method_names:
+        original = getattr(model, method_name)
+
+        def wrapped(*args, _original=original, **kwargs):
+            seen.append(any(modes(model).values()))
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(model, method_name, wrapped)
+    return seen
+
+
+def vocab(size):
+    return Vocab(list(SPECIAL_TOKENS) + [f"w{i}" for i in range(size - len(SPECIAL_TOKENS))])
+
+
+def translate_with_unknown_words(model, beam_size):
+    """The output projection favours <unk>, so the <unk>-replacement pass runs as well."""
+    model.out_proj.b[UNK_ID] = 50.0
+    return Translator(model, vocab(12), vocab(10)).translate(["w1 w2 w3", "w4 w9"], beam_size=beam_size)
+
+
+DECODERS = {
+    "greedy_decode": lambda m, src: greedy_decode(m, src, max_len=5),
+    "beam_search": lambda m, src: beam_search(m, src, beam_size=3, max_len=5),
+    "translate_greedy": lambda m, src: translate_with_unknown_words(m, 1),
+    "translate_beam": lambda m, src: translate_with_unknown_words(m, 2),
+    "evaluate_loss": lambda m, src: evaluate_loss(m, [Batch(
+        src=backend.to_numpy(src), tgt_in=np.array([[1, 5, 6], [1, 7, 0]]),
+        tgt_out=np.array([[5, 6, 2], [7, 2, 0]]))]),
+}
+
+
+@pytest.mark.parametrize("start", STARTS)
+@pytest.mark.parametrize("use", list(DECODERS))
+def test_decoding_and_evaluation_leave_the_mode_as_it_was(use, start, monkeypatch):
+    model = set_mode(tiny_transformer(), start)
+    before = modes(model)
+    seen = record_modes_while_running(model, monkeypatch, ["forward", "decode_step"])
+    src = backend.asarray(np.array([[4, 5, 6], [7, 8, 0]]))
+    DECODERS[use](model, src)
+    assert seen and not any(seen), f"{use} ran a module in train mode"
+    assert modes(model) == before
+
+
+@pytest.mark.parametrize("start", STARTS)
+def test_language_model_generation_leaves_the_mode_as_it_was(start, monkeypatch):
+    model = models.LanguageModel(models.LanguageModelConfig(vocab=10, d_model=8, n_heads=2, d_ff=16,
+                                                            n_layers=2, max_len=12, dropout=0.3), seed=0)
+    if start == "eval":
+        model.eval()
+    elif start == "mixed":
+        model.blocks.layers[1].eval()
+    before = modes(model)
+    seen = record_modes_while_running(model, monkeypatch, ["_embed"])
+    tokens = model.generate([1, 5], max_new_tokens=4, rng=np.random.default_rng(0))
+    assert len(tokens) == 4
+    assert seen and not any(seen), "generate ran a module in train mode"
+    assert modes(model) == before
+
+
+# --- 4. gradients flow through return values ----------------------------------------------
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "textbook"])
+def test_attention_backward_always_returns_the_same_kind_of_thing(fused):
+    rng = np.random.default_rng(0)
+    cross = nn.MultiHeadAttention(6, 2, rng=rng, dtype=np.float64, fused=fused)
+    self_attention = nn.SelfAttention(6, 2, rng=rng, dtype=np.float64, fused=fused)
+    for q_len, k_len in ((3, 5), (4, 4), (1, 1)):
+        query, memory = f64(rng, 2, q_len, 6), f64(rng, 2, k_len, 6)
+        cross.forward(query, memory, _key_padding([k_len, 1], k_len))
+        result = cross.backward(f64(rng, 2, q_len, 6))
+        assert isinstance(result, tuple) and len(result) == 2
+        assert result[0].shape == query.shape and result[1].shape == memory.shape
+        self_attention.forward(query, _key_padding([q_len, 1], q_len))
+        dx = self_attention.backward(f64(rng, 2, q_len, 6))
+        assert not isinstance(dx, tuple) and dx.shape == query.shape and dx.dtype == np.float64
+
+
+def side_channels(model):
+    return [f"{name}.{attribute}" for name, module in model.named_modules()
+            for attribute in vars(module) if "d_memory" in attribute]
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "textbook"])
+@pytest.mark.parametrize("pre_norm", [False, True], ids=["post", "pre"])
+def test_decoder_layer_returns_dx_and_d_memory_as_values(pre_norm, fused):
+    rng = np.random.default_rng(3)
+    layer = nn.DecoderLayer(6, n_heads=2, d_ff=10, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
+                            activation="gelu", rng=rng, dtype=np.float64)
+    nn.use_fused_attention(layer, fused)
+    x, memory, dout = f64(rng, 2, 3, 6), f64(rng, 2, 5, 6), f64(rng, 2, 3, 6)
+    self_mask, memory_mask = ops.causal_mask(3), _key_padding([5, 2], 5)
+
+    def loss(x, memory):
+        return float((layer.forward(x, memory, self_mask, memory_mask) * dout).sum())
+
+    layer.forward(x, memory, self_mask, memory_mask)
+    layer.zero_grad()
+    result = layer.backward(dout)
+    assert isinstance(result, tuple) and len(result) == 2
+    dx, d_memory = result
+    assert dx.shape == x.shape and d_memory.shape == memory.shape
+    assert not hasattr(layer, "_d_memory") and side_channels(layer) == []
+    # The returned values are the gradients: one directional finite difference for each.
+    for value, grad, name in ((x, dx, "x"), (memory, d_memory, "memory")):
+        direction = f64(np.random.default_rng(9), *value.shape)
+        h = 1e-5
+        plus = loss(value + h * direction, memory) if name == "x" else loss(x, memory + h * direction)
+        minus = loss(value - h * direction, memory) if name == "x" else loss(x, memory - h * direction)
+        numeric = (plus - minus) / (2 * h)
+        analytic = float((grad * direction).sum())
+        assert abs(numeric - analytic) <= 1e-7 * max(1.0, abs(analytic)), (name, numeric, analytic)
+    assert np.abs(host(d_memory)[1, 2:]).max() == 0  # padded memory positions get no gradient
+
+    # The same through a whole model: no module keeps a gradient for another to pick up.
+    model = models.Transformer(models.TransformerConfig(**SMALL), seed=0, dtype=np.float64)
+    nn.use_fused_attention(model, fused)
+    src = backend.asarray(padded_ids(rng, [4, 2], 13))
+    tgt = backend.asarray(padded_ids(rng, [3, 3], 11))
+    logits = model.forward(src, tgt)
+    model.backward(f64(rng, *logits.shape))
+    assert side_channels(model) == []

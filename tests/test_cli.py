@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 
-from npformer import cli, gradcheck
+from npformer import cli, gradcheck, ops
 
 
 def test_gradcheck_command_prints_every_op_passing(capsys):
@@ -26,7 +26,7 @@ def test_gradcheck_command_can_pick_ops_and_list_them(capsys):
 def test_gradcheck_command_exits_1_when_a_backward_is_wrong(monkeypatch, capsys):
     def broken_case(rng):
         forward, _, inputs = gradcheck.linear_case(rng)
-        return forward, lambda dy, cache: tuple(2 * g for g in gradcheck.ops.linear_backward(dy, cache)), inputs
+        return forward, lambda dy, cache: tuple(2 * g for g in ops.linear_backward(dy, cache)), inputs
 
     monkeypatch.setitem(gradcheck.OP_CASES, "linear", broken_case)
     assert cli.main(["gradcheck", "--op", "linear"]) == 1

@@ -20,7 +20,6 @@ Example::
     print(report)            # one row per tensor: shape, worst relative error, pass/fail
 """
 
-from .. import ops  # noqa: F401  (reached as gradcheck.ops by tests/test_cli.py)
 from .cases import (OP_CASES, attention_case, check_all_ops, check_op, cross_entropy_case, dropout_case,
                     embedding_case, gelu_case, layernorm_case, linear_case, patches_case, pooling_case, relu_case,
                     softmax_case)

@@ -80,6 +80,11 @@ class RunFolder:
         """``"train"``, ``"valid"`` or ``"test"``: the sentence pairs written when the run started."""
         return read_tsv(self.path(f"{name}.tsv"))
 
+    def read(self) -> tuple[dict, Vocab, Vocab, Splits]:
+        """What ``create`` wrote: the configuration, both vocabularies and the splits."""
+        return (self.config(), *self.vocabularies(),
+                Splits(self.split("train"), self.split("valid"), self.split("test")))
+
 
 @dataclass
 class Run:

@@ -69,8 +69,9 @@ def load_splits(options: TrainOptions, log: Any = print) -> tuple[Splits, dict]:
     return splits, info
 
 
-def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> None:
-    """Write a new run's configuration, vocabularies and splits (never over an existing run)."""
+def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tuple[dict, Vocab, Vocab, Splits]:
+    """Write a new run's configuration, vocabularies and splits (never over an existing run),
+    and return them, as ``RunFolder.read`` would."""
     if folder.has_run():
         raise RunError(f"{folder.folder} already holds a run: pass --resume to continue it, "
                        f"or --name for a new one")
@@ -85,6 +86,7 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> Non
     config = {"model": model.to_dict(), "train": asdict(options), "data": data_info,
               "vocab": {"src": len(src_vocab), "tgt": len(tgt_vocab)}}
     folder.create(config, src_vocab, tgt_vocab, splits)
+    return config, src_vocab, tgt_vocab, splits
 
 
 class Trainer:
@@ -100,16 +102,15 @@ class Trainer:
         self.stream.write(text + "\n")
         self.stream.flush()
 
-    def _load_state(self) -> None:
-        """Model, optimizer, schedule and data of the run folder (new or resumed)."""
-        run, options = self.run_folder, self.options
-        self.model_config = TransformerConfig(**run.config()["model"])
-        src_vocab, tgt_vocab = run.vocabularies()
+    def _build(self, config: dict, src_vocab: Vocab, tgt_vocab: Vocab, splits: Splits) -> None:
+        """Model, optimizer, schedule and encoded data of a run (new, or read back to resume)."""
+        options = self.options
+        self.model_config = TransformerConfig(**config["model"])
         max_len = self.model_config.max_len
-        self.train_examples = encode_pairs(run.split("train"), src_vocab, tgt_vocab, max_len)
-        self.valid_pairs = run.split("valid")
+        self.train_examples = encode_pairs(splits.train, src_vocab, tgt_vocab, max_len)
+        self.valid_pairs = splits.valid
         self.valid_examples = encode_pairs(self.valid_pairs, src_vocab, tgt_vocab, max_len)
-        self.test_pairs = run.split("test")
+        self.test_pairs = splits.test
         self.model = Transformer(self.model_config, seed=options.seed)
         self.optimizer = optim.Adam(self.model, lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         d_model = self.model_config.d_model
@@ -140,9 +141,9 @@ class Trainer:
         if options.resume:
             if not os.path.isfile(self.run_folder.checkpoint):
                 raise RunError(f"nothing to resume in {self.folder} (no {os.path.basename(self.run_folder.checkpoint)})")
+            self._build(*self.run_folder.read())
         else:
-            start_run(options, self.run_folder, self.log)
-        self._load_state()
+            self._build(*start_run(options, self.run_folder, self.log))
         position = {"step": 0, "epoch": 0, "batch_index": 0, "elapsed_seconds": 0.0,
                     "epoch_rng_state": generator_state(self.data_rng)}
         if options.resume:

@@ -5,20 +5,57 @@ Subcommands: ``train``, ``translate``, ``evaluate``, ``attention`` (the translat
 
 Each option's type and default are read from the signature of the function or
 options dataclass that receives it (``add_arguments``), so a default is
-written once, in the library; this file holds only the help texts. User
-errors (a missing run folder, empty input, a bad data file) are one line on
-stderr and exit status 2, never a traceback.
+written once, in the library; this file holds only the help texts.
+
+Bad input never ends in a traceback:
+
+* every number is checked as it is parsed, by the rule of ``training.options``
+  (positive; ``seed >= 0``; ``dropout`` and ``label_smoothing`` in [0, 1)), and
+  every combination and output path before any work starts;
+* a user error (a value out of range, a missing or damaged run folder, empty
+  input, a path that cannot be written) is one line on stderr, exit status 2;
+* an unexpected exception is one line with a request to report it, exit status 1;
+  ``npformer --debug ...`` (or ``NPFORMER_DEBUG=1``) shows the full traceback;
+* Ctrl-C outside training stops with exit status 130 and one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import sys
 import typing
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from . import backend
+from .training.options import check_option
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line: ``npformer train: argument --lr: must be > 0, got -1``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _number(name: str, kind: type) -> Callable[[str], Any]:
+    """An argparse type: ``text`` as ``kind`` (int or float), within the range of the option ``name``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        try:
+            check_option(name, value)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix(f"{name} ")) from None
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
 
 # -- options from signatures ------------------------------------------------------------------
 
@@ -33,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser, target: Callable, helps: dict
                   flags: dict[str, str] | None = None, choices: dict[str, tuple] | None = None) -> None:
     """One ``--option`` per name in ``helps``; its type and default come from ``target``'s signature.
 
-    ``target`` is a function or a dataclass. A ``bool`` whose default is False becomes a switch.
+    ``target`` is a function or a dataclass. A ``bool`` whose default is False becomes a switch;
+    a number is checked against the range of its name (``training.options``) as it is parsed.
     """
     flags, choices = flags or {}, choices or {}
     signature = inspect.signature(target)
@@ -46,7 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser, target: Callable, helps: dict
             parser.add_argument(flag, dest=name, action="store_true", default=default, help=help_text)
             continue
         shown = "" if default is None else " (default: %(default)s)"
-        parser.add_argument(flag, dest=name, type=kind, default=default, choices=choices.get(name),
+        parsed = _number(name, kind) if kind in (int, float) else kind
+        parser.add_argument(flag, dest=name, type=parsed, default=default, choices=choices.get(name),
                             help=help_text + shown)
 
 
@@ -95,12 +134,28 @@ TRAIN_HELP = {
 }
 
 
+TRAIN_FLAGS = {"n_layers": "--layers", "n_heads": "--heads", "beam_size": "--beam"}
+
+
+def _with_flags(message: str, flags: dict[str, str]) -> str:
+    """A message of ``TrainOptions.check``, which names fields (``n_heads``), with the flags (``--heads``)."""
+    import re
+
+    return re.sub(r"\b(" + "|".join(TRAIN_HELP) + r")\b",
+                  lambda match: flags.get(match.group(1), "--" + match.group(1).replace("_", "-")), message)
+
+
 def _run_train(args: argparse.Namespace) -> int:
     from .tasks.translation import TrainOptions, train
     from .training import RunError
 
+    options = TrainOptions(**_values(args, TRAIN_HELP))
     try:
-        return train(TrainOptions(**_values(args, TRAIN_HELP)))
+        options.check()  # the combinations; each number was checked as it was parsed
+    except ValueError as error:
+        return _fail("train", _with_flags(str(error), TRAIN_FLAGS))
+    try:
+        return train(options)
     except (RunError, FileNotFoundError) as error:
         return _fail("train", str(error))
 
@@ -147,12 +202,12 @@ def _run_translate(args: argparse.Namespace) -> int:
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    import os
-
     from .data import ATTRIBUTION, load_pairs
     from .tasks.translation import Translator, test_bleu
     from .training import RunFolder
 
+    if args.data and not os.path.isfile(args.data):
+        return _fail("evaluate", f"no data file at {args.data}")
     run = _load_run("evaluate", args.run)
     if isinstance(run, int):
         return run
@@ -177,26 +232,31 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _run_attention(args: argparse.Namespace) -> int:
-    import os
-
     from . import viz
     from .tasks.translation import attention_of
     from .tasks.translation.attention import TITLES
+    from .training import OutputPathError, check_file_can_be_written
 
     if not args.sentence.strip():
         return _fail("attention", "the sentence is empty")
+    kinds = list(TITLES) if args.kind == "all" else [args.kind]
+    paths = {}
+    for kind in kinds:
+        if args.out and len(kinds) == 1:
+            paths[kind] = args.out
+        else:
+            stem, extension = os.path.splitext(args.out or "attention.png")
+            paths[kind] = f"{stem}-{kind}{extension or '.png'}"
+        try:
+            check_file_can_be_written(paths[kind])
+        except OutputPathError as error:
+            return _fail("attention", str(error))
     run = _load_run("attention", args.run)
     if isinstance(run, int):
         return run
     found = attention_of(run, args.sentence, beam_size=args.beam)
     print(f"{found.sentence}  ->  {found.translation}")
-    kinds = list(TITLES) if args.kind == "all" else [args.kind]
-    for kind in kinds:
-        if args.out and len(kinds) == 1:
-            path = args.out
-        else:
-            stem, extension = os.path.splitext(args.out or "attention.png")
-            path = f"{stem}-{kind}{extension or '.png'}"
+    for kind, path in paths.items():
         rows, columns = found.labels[kind]
         figure = viz.attention_heatmaps(found.maps[kind], rows, columns, path=path,
                                         title=f"{TITLES[kind]}\n{found.sentence} -> {found.translation}")
@@ -244,10 +304,6 @@ LM_SAMPLE_HELP = {
 def _run_lm(args: argparse.Namespace) -> int:
     from .tasks.language_model import sample, train_french_lm
 
-    if args.top_k is not None and args.top_k < 1:
-        return _fail("lm", f"--top-k must be >= 1, got {args.top_k}")
-    if not args.temperature > 0:
-        return _fail("lm", f"--temperature must be > 0, got {args.temperature}")
     try:
         result = train_french_lm(**_values(args, LM_TRAIN_HELP), stream=sys.stderr)
     except FileNotFoundError as error:
@@ -269,9 +325,13 @@ def _run_bench(args: argparse.Namespace) -> int:
 
     from . import bench
 
-    unknown = [name for name in args.presets if name not in bench.PRESETS]
-    if unknown:
-        return _fail("bench", f"unknown preset {', '.join(unknown)}; choose from {', '.join(bench.PRESETS)}")
+    from .training import OutputPathError, check_file_can_be_written
+
+    if args.json:
+        try:
+            check_file_can_be_written(args.json)
+        except OutputPathError as error:
+            return _fail("bench", str(error))
     results = bench.run(args.presets, with_torch=False if args.no_torch else None, **_values(args, BENCH_HELP))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as file:
@@ -323,10 +383,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .tasks.language_model import sample, train_french_lm
     from .tasks.translation import PRESETS, TrainOptions
 
-    parser = argparse.ArgumentParser(prog="npformer",
+    parser = _Parser(prog="npformer",
                                      description="A Transformer in pure NumPy with every backward pass written by hand.")
     parser.add_argument("--backend", choices=("numpy", "cupy"), default=None,
                         help="array library (default: $NPFORMER_BACKEND, else numpy)")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an unexpected error (also NPFORMER_DEBUG=1)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     train = commands.add_parser(
@@ -344,7 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Translate English sentences given as arguments, or one per line on stdin.")
     translate.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
     translate.add_argument("--run", required=True, help="a run folder written by npformer train")
-    translate.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default: %(default)s)")
+    translate.add_argument("--beam", type=_number("beam", int), default=4,
+                           help="beam size; 1 = greedy (default: %(default)s)")
     translate.set_defaults(handler=_run_translate)
 
     attention = commands.add_parser(
@@ -356,7 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
     attention.add_argument("--kind", choices=("cross", "enc", "dec", "all"), default="cross",
                            help="cross-attention, encoder or decoder self-attention, or all three")
     attention.add_argument("--out", help="PNG path (default: attention-<kind>.png)")
-    attention.add_argument("--beam", type=int, default=4, help="beam size for the translation")
+    attention.add_argument("--beam", type=_number("beam", int), default=4,
+                           help="beam size for the translation (default: %(default)s)")
     attention.set_defaults(handler=_run_attention)
 
     evaluate = commands.add_parser(
@@ -364,8 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Corpus BLEU (sacreBLEU-compatible) of a run on its test split or on --data.")
     evaluate.add_argument("--run", required=True, help="a run folder written by npformer train")
     evaluate.add_argument("--data", help="english<TAB>french file instead of the run's test split")
-    evaluate.add_argument("--beam", type=int, default=4, help="beam size (default: %(default)s)")
-    evaluate.add_argument("--max-sentences", type=int, help="evaluate on the first N pairs only")
+    evaluate.add_argument("--beam", type=_number("beam", int), default=4, help="beam size (default: %(default)s)")
+    evaluate.add_argument("--max-sentences", type=_number("max_sentences", int),
+                          help="evaluate on the first N pairs only")
     evaluate.set_defaults(handler=_run_evaluate)
 
     bench_parser = commands.add_parser(
@@ -406,7 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="check every parameter of a tiny float64 Transformer through its loss (about 10 s)")
     add_arguments(check, TransformerConfig, {k: v for k, v in GRADCHECK_MODEL_HELP.items() if k != "dropout"},
                   choices={"norm": ("post", "pre"), "activation": ("relu", "gelu")})
-    check.add_argument("--dropout", type=float, default=gradcheck.TINY_MODEL["dropout"],
+    check.add_argument("--dropout", type=_number("dropout", float), default=gradcheck.TINY_MODEL["dropout"],
                        help=GRADCHECK_MODEL_HELP["dropout"] + " (default: %(default)s)")
     add_arguments(check, gradcheck.check_all_ops, {"seed": "seed for inputs and upstream gradients",
                                                    "tol": "pass threshold on the worst relative error"})
@@ -416,7 +481,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help, or a parse error already reported in one line
+        return int(stop.code or 0)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
@@ -426,7 +494,17 @@ def main(argv: list[str] | None = None) -> int:
         except backend.BackendUnavailableError as error:
             print(f"npformer: {error}", file=sys.stderr)
             return 2
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print(f"npformer {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001  (the last line of defence: one line, not a traceback)
+        if args.debug or os.environ.get("NPFORMER_DEBUG"):
+            raise
+        print(f"npformer {args.command}: unexpected error ({type(error).__name__}: {error}); this is a bug "
+              f"in npformer: please report it, with the traceback that --debug shows", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -47,7 +47,8 @@ def training_curves(records: list[dict], path: str | None = None, title: str = "
                        color="tab:green")
     loss_axis.set(title="Cross-entropy loss", xlabel="step", ylabel="nats per token")
     loss_axis.set_yscale("log")
-    loss_axis.legend()
+    if train or evals:
+        loss_axis.legend()
     bleu_axis.set(title="Validation BLEU (greedy)", xlabel="step", ylabel="BLEU", ylim=(0, 100))
     lr_axis.set(title="Learning rate", xlabel="step")
     lr_axis.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))

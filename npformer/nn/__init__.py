@@ -11,10 +11,10 @@ from .encoder import Encoder, EncoderLayer
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
 from .linear import Linear
-from .module import Module, ModuleList
+from .module import BackwardBeforeForwardError, Module, ModuleList
 
 __all__ = [
-    "Module", "ModuleList", "Linear", "Embedding", "LearnedPositions", "LayerNorm", "Dropout",
+    "Module", "ModuleList", "BackwardBeforeForwardError", "Linear", "Embedding", "LearnedPositions", "LayerNorm", "Dropout",
     "FeedForward", "MultiHeadAttention", "SelfAttention", "check_heads", "use_fused_attention",
     "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",
 ]

@@ -17,6 +17,10 @@ Conventions, as in PyTorch:
 
 Attributes whose name starts with ``_`` are never children: a module can hold
 a reference to another (a tied weight) without owning it twice.
+
+Calling ``backward`` before ``forward`` raises ``BackwardBeforeForwardError``,
+which says so in words: the caches that ``backward`` reads (attributes named
+``_..._cache``) exist only after a forward pass.
 """
 
 from __future__ import annotations
@@ -30,8 +34,20 @@ from .. import backend
 from ..backend import xp
 
 
+class BackwardBeforeForwardError(AttributeError):
+    """``backward`` (or anything else that reads a forward pass's cache) ran before ``forward``."""
+
+
 class Module:
     """Base class of every layer and model."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: a missing cache means no forward pass has run.
+        if name.startswith("_") and name.endswith("cache"):
+            raise BackwardBeforeForwardError(
+                f"{type(self).__name__}.backward ran before its forward: backward reads what a forward "
+                f"pass keeps, so call the model's forward first, then backward")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __init__(self) -> None:
         self.training = True

@@ -11,13 +11,16 @@ What each task does with them (the translator's trainer with BLEU evaluation,
 language identification, ...) lives one layer up, in ``npformer.tasks``.
 """
 
-from .checkpoint import generator_state, load_checkpoint, save_checkpoint, set_generator_state
+from .checkpoint import CheckpointError, generator_state, load_checkpoint, save_checkpoint, set_generator_state
 from .evaluation import evaluate_loss
 from .interrupt import graceful_interrupts
 from .loop import fit
+from .options import check_option, option_bound
+from .paths import OutputPathError, check_file_can_be_written, check_folder_can_be_created
 from .run_folder import CHECKPOINT, Run, RunError, RunFolder, load_run, read_tsv, write_tsv
 from .step import StepResult, train_step
 
 __all__ = ["train_step", "StepResult", "fit", "RunFolder", "Run", "RunError", "load_run", "read_tsv",
-           "write_tsv", "CHECKPOINT", "save_checkpoint", "load_checkpoint", "generator_state",
-           "set_generator_state", "evaluate_loss", "graceful_interrupts"]
+           "write_tsv", "CHECKPOINT", "CheckpointError", "save_checkpoint", "load_checkpoint", "generator_state",
+           "set_generator_state", "evaluate_loss", "graceful_interrupts", "check_option", "option_bound",
+           "OutputPathError", "check_file_can_be_written", "check_folder_can_be_created"]

@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
+import zlib
 from typing import Any
 
 import numpy
@@ -62,28 +64,61 @@ def save_checkpoint(path: str, model: Any, optimizer: Any = None, meta: dict | N
     _atomic_write(os.path.splitext(path)[0] + ".json", lambda file: file.write(text.encode("utf-8")))
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be used; the message names the file and what is wrong."""
+
+
+def _read_arrays(path: str) -> dict[str, numpy.ndarray]:
+    """Every entry of the archive, read without unpickling; ``CheckpointError`` names what is wrong."""
+    if not zipfile.is_zipfile(path):  # also true of a zip cut short: its directory is at the end
+        raise CheckpointError(f"{path} is not a complete .npz archive (a zip file): it is truncated, "
+                              f"damaged or not a checkpoint")
+    try:
+        archive = numpy.load(path, allow_pickle=False)
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+        raise CheckpointError(f"{path} cannot be opened as an .npz archive ({type(error).__name__}: {error})") from None
+    arrays = {}
+    with archive:
+        for name in archive.files:
+            try:
+                arrays[name] = archive[name]
+            except ValueError as error:
+                if "allow_pickle" in str(error):
+                    raise CheckpointError(f"{path}: entry {name!r} holds Python objects (an object array); "
+                                          f"npformer never unpickles, so it cannot be loaded") from None
+                raise CheckpointError(f"{path}: entry {name!r} is damaged ({error})") from None
+            except (zipfile.BadZipFile, EOFError, OSError, zlib.error) as error:
+                raise CheckpointError(f"{path}: entry {name!r} cannot be read; the file is truncated or "
+                                      f"damaged ({type(error).__name__}: {error})") from None
+    return arrays
+
+
 def load_checkpoint(path: str, model: Any, optimizer: Any = None) -> dict:
     """Load ``path`` into ``model`` (and ``optimizer``); return the metadata.
 
-    Raises ``FileNotFoundError``, or ``ValueError`` for a file that is not an
-    npformer checkpoint; ``load_state_dict`` names any key, shape or dtype that
-    does not fit the model.
+    Raises ``FileNotFoundError``, or ``CheckpointError`` (a ``ValueError``) naming the file and
+    what is wrong: not a zip archive, a truncated entry, an object array, no metadata, or a key,
+    shape or dtype that does not fit the model. Nothing in the model changes unless every
+    parameter fits.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"load_checkpoint: no checkpoint at {path}")
-    try:
-        with numpy.load(path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-    except (OSError, ValueError) as error:
-        raise ValueError(f"load_checkpoint: {path} is not a readable .npz checkpoint ({error})") from None
+    arrays = _read_arrays(path)
     if "meta" not in arrays:
-        raise ValueError(f"load_checkpoint: {path} has no 'meta' entry; not an npformer checkpoint")
-    meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
-    model.load_state_dict({name[len("param/"):]: value for name, value in arrays.items()
-                           if name.startswith("param/")})
+        raise CheckpointError(f"{path} has no 'meta' entry, so it is not an npformer checkpoint")
+    try:
+        meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"{path}: its 'meta' entry is not JSON ({error})") from None
+    try:
+        model.load_state_dict({name[len("param/"):]: value for name, value in arrays.items()
+                               if name.startswith("param/")})
+    except (KeyError, ValueError, TypeError) as error:
+        reason = error.args[0] if error.args else str(error)
+        raise CheckpointError(f"{path} does not fit the model: {reason}") from None
     if optimizer is not None:
         if "optimizer" not in meta:
-            raise ValueError(f"load_checkpoint: {path} holds no optimizer state")
+            raise CheckpointError(f"{path} holds no optimizer state")
         state: dict[str, dict] = {}
         for name, value in arrays.items():
             if name.startswith("optim/"):

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..data import Splits, Vocab, load_pairs
 from ..models import Transformer, TransformerConfig
-from .checkpoint import load_checkpoint
+from .checkpoint import CheckpointError, load_checkpoint
 
 CHECKPOINT = "checkpoint.npz"
 
@@ -69,12 +69,31 @@ class RunFolder:
         with open(self.path("config.json"), "w", encoding="utf-8") as file:
             json.dump(config, file, indent=1, ensure_ascii=False)
 
+    def _json(self, name: str) -> Any:
+        """The JSON document ``name``; ``RunError`` names the file when it is not JSON."""
+        path = self.path(name)
+        try:
+            with open(path, encoding="utf-8") as file:
+                return json.load(file)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise RunError(f"{path} is damaged: not valid JSON ({error})") from None
+
     def config(self) -> dict:
-        with open(self.path("config.json"), encoding="utf-8") as file:
-            return json.load(file)
+        config = self._json("config.json")
+        if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+            raise RunError(f"{self.path('config.json')} is damaged: it has no 'model' section")
+        return config
 
     def vocabularies(self) -> tuple[Vocab, Vocab]:
-        return Vocab.load(self.path("src_vocab.json")), Vocab.load(self.path("tgt_vocab.json"))
+        vocabularies = []
+        for name in ("src_vocab.json", "tgt_vocab.json"):
+            document = self._json(name)
+            try:
+                vocabularies.append(Vocab(document["tokens"]))
+            except (KeyError, TypeError, ValueError) as error:
+                reason = error.args[0] if isinstance(error, ValueError) else "it has no list of 'tokens'"
+                raise RunError(f"{self.path(name)} is damaged: {reason}") from None
+        return vocabularies[0], vocabularies[1]
 
     def split(self, name: str) -> list[tuple[str, str]]:
         """``"train"``, ``"valid"`` or ``"test"``: the sentence pairs written when the run started."""
@@ -106,16 +125,21 @@ def load_run(folder: str) -> Run:
     missing = [name for name in needed if not os.path.isfile(run.path(name))]
     if missing:
         raise RunError(f"{folder} is not a complete npformer run (missing {', '.join(missing)})")
+    config = run.config()
     try:
-        config = run.config()
         model_config = TransformerConfig(**config["model"])
-        model = Transformer(model_config, seed=0)
-        load_checkpoint(run.checkpoint, model)
-        src_vocab, tgt_vocab = run.vocabularies()
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as error:
-        raise RunError(f"{folder} does not fit this version of npformer: {error}") from None
+    except (TypeError, ValueError) as error:
+        raise RunError(f"{run.path('config.json')}: its model settings do not fit this version of "
+                       f"npformer ({error})") from None
+    src_vocab, tgt_vocab = run.vocabularies()
     if len(src_vocab) != model_config.src_vocab or len(tgt_vocab) != model_config.tgt_vocab:
-        raise RunError(f"{folder}: the vocabularies do not match the model's sizes")
+        raise RunError(f"{folder}: the vocabularies ({len(src_vocab)}, {len(tgt_vocab)} tokens) do not match "
+                       f"the model's sizes ({model_config.src_vocab}, {model_config.tgt_vocab})")
+    model = Transformer(model_config, seed=0)
+    try:
+        load_checkpoint(run.checkpoint, model)
+    except CheckpointError as error:
+        raise RunError(str(error)) from None
     return Run(folder, config, model.eval(), src_vocab, tgt_vocab)
 
 

@@ -7,7 +7,11 @@ its flags from this dataclass.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import typing
+from dataclasses import dataclass, fields
+
+from ...models import TransformerConfig
+from ...training import check_option
 
 PRESETS = {
     "tiny": dict(d_model=64, n_heads=4, d_ff=256, n_layers=2),
@@ -69,6 +73,29 @@ class TrainOptions:
         if self.minutes is None and self.max_steps is None:
             return 2.0 if self.data is None else 30.0
         return self.minutes
+
+    def check(self) -> None:
+        """Every value and every combination, before any work starts; ``ValueError`` names the option.
+
+        Numbers follow ``training.options`` (positive; ``seed >= 0``; ``dropout`` and
+        ``label_smoothing`` in [0, 1)). Then: the preset exists, the model's sizes fit together
+        (heads divide ``d_model``), and a batch of ``token_budget`` tokens can hold the longest
+        example the model takes (``max_len`` tokens).
+        """
+        hints = typing.get_type_hints(type(self))
+        for option in fields(self):
+            value = getattr(self, option.name)
+            kind = typing.get_args(hints[option.name]) or (hints[option.name],)
+            if (int in kind or float in kind) and bool not in kind:
+                check_option(option.name, value)
+        model = self.model_options()
+        try:
+            TransformerConfig(src_vocab=len(PRESETS) + 4, tgt_vocab=len(PRESETS) + 4, **model)
+        except ValueError as error:
+            raise ValueError(str(error).removeprefix("TransformerConfig: ")) from None
+        if self.token_budget < model["max_len"]:
+            raise ValueError(f"token_budget must be at least max_len = {model['max_len']} (the longest example "
+                             f"a batch must hold), got {self.token_budget}")
 
     def model_options(self) -> dict:
         """The preset with the overrides applied, for ``TransformerConfig``."""

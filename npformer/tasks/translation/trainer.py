@@ -42,8 +42,8 @@ from ...data import (ATTRIBUTION, Splits, Vocab, encode_pairs, load_pairs, make_
                      tokenize, toy_corpus)
 from ...models import Transformer, TransformerConfig
 from ...tokens import PAD_ID
-from ...training import (RunError, RunFolder, generator_state, graceful_interrupts, load_checkpoint,
-                         save_checkpoint, set_generator_state, train_step)
+from ...training import (CheckpointError, RunError, RunFolder, check_folder_can_be_created, generator_state,
+                         graceful_interrupts, load_checkpoint, save_checkpoint, set_generator_state, train_step)
 from ...viz import close, training_curves
 from .evaluation import metrics_line, test_bleu, validate
 from .options import TrainOptions
@@ -75,10 +75,7 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tup
     if folder.has_run():
         raise RunError(f"{folder.folder} already holds a run: pass --resume to continue it, "
                        f"or --name for a new one")
-    try:
-        model_options = options.model_options()
-    except ValueError as error:
-        raise RunError(str(error)) from None
+    model_options = options.model_options()
     splits, data_info = load_splits(options, log)
     src_vocab = Vocab.build((tokenize(e, "en") for e, _ in splits.train), options.min_freq, options.max_vocab)
     tgt_vocab = Vocab.build((tokenize(f, "fr") for _, f in splits.train), options.min_freq, options.max_vocab)
@@ -129,8 +126,11 @@ class Trainer:
             metrics.write(json.dumps(record) + "\n")
 
     def _plot(self) -> None:
-        with open(self.run_folder.path("metrics.jsonl"), encoding="utf-8") as file:
-            records = [json.loads(line) for line in file if line.strip()]
+        path = self.run_folder.path("metrics.jsonl")
+        records = []
+        if os.path.exists(path):  # a run shorter than log_every steps has logged nothing yet
+            with open(path, encoding="utf-8") as file:
+                records = [json.loads(line) for line in file if line.strip()]
         close(training_curves(records, self.run_folder.path("curves.png"), title=os.path.basename(self.folder)))
 
     # -- the loop -----------------------------------------------------------------------------
@@ -138,6 +138,11 @@ class Trainer:
     def run(self) -> int:
         """Train; returns the exit status (0 done, 1 non-finite loss, 130 interrupted)."""
         options = self.options
+        try:  # every option, and where the run will write, before any work
+            options.check()
+            check_folder_can_be_created(self.folder)
+        except ValueError as error:
+            raise RunError(str(error)) from None
         if options.resume:
             if not os.path.isfile(self.run_folder.checkpoint):
                 raise RunError(f"nothing to resume in {self.folder} (no {os.path.basename(self.run_folder.checkpoint)})")
@@ -147,9 +152,15 @@ class Trainer:
         position = {"step": 0, "epoch": 0, "batch_index": 0, "elapsed_seconds": 0.0,
                     "epoch_rng_state": generator_state(self.data_rng)}
         if options.resume:
-            meta = load_checkpoint(self.run_folder.checkpoint, self.model, self.optimizer)
-            position = {key: meta[key] for key in position}
-            set_generator_state(self.model.dropout_rng, meta["dropout_rng_state"])
+            try:
+                meta = load_checkpoint(self.run_folder.checkpoint, self.model, self.optimizer)
+                position = {key: meta[key] for key in position}
+                set_generator_state(self.model.dropout_rng, meta["dropout_rng_state"])
+            except CheckpointError as error:
+                raise RunError(f"cannot resume: {error}") from None
+            except KeyError as error:
+                raise RunError(f"cannot resume: {self.run_folder.checkpoint} was not written by npformer train "
+                               f"(its metadata has no {error.args[0]!r})") from None
             self.log(f"resuming {self.folder} at step {position['step']}")
         c = self.model_config
         self.log(f"run folder: {self.folder}; model: {self.model.num_params():,} parameters "

@@ -67,4 +67,4 @@ def test_french_lm_learns_on_the_embedded_corpus():
 
 def test_lm_command_rejects_bad_top_k(capsys):
     assert cli.main(["lm", "--top-k", "0"]) == 2
-    assert "--top-k must be >= 1" in capsys.readouterr().err
+    assert "argument --top-k: must be > 0, got 0" in capsys.readouterr().err

@@ -75,7 +75,7 @@ print(f"test BLEU on new combinations: greedy {test['bleu_greedy']:.1f}, beam {t
 
 # %%
 run = load_run(folder)
-translator = Translator(run.model, run.src_vocab, run.tgt_vocab)
+translator = Translator.from_run(run)
 for sentence in ["the white cat eats the apple.", "she does not see a small bird.", "where are the green houses?"]:
     print(f"{sentence:35s} -> {translator.translate([sentence])[0]}")
 

@@ -26,7 +26,7 @@ run = load_run(folder)
 
 # %%
 sentence = "the black cat eats the apple."
-[translation] = Translator(run.model, run.src_vocab, run.tgt_vocab).translate([sentence])
+[translation] = Translator.from_run(run).translate([sentence])
 print(sentence, "->", translation)
 src_tokens, tgt_tokens = tokenize(sentence, "en"), tokenize(translation, "fr")
 src = np.array([run.src_vocab.encode(src_tokens)])

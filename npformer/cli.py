@@ -28,7 +28,7 @@ import sys
 import typing
 from typing import Any, Callable, NoReturn
 
-from . import backend
+from . import __version__, backend
 from .training.options import check_option
 
 
@@ -106,8 +106,10 @@ TRAIN_HELP = {
     "runs_dir": "where run folders go",
     "resume": "continue the run from its checkpoint",
     "preset": "model size",
-    "minutes": "time budget (default: 2 on the embedded corpus, 30 with --data, when --max-steps is not given)",
-    "max_steps": "stop after this many optimizer steps",
+    "minutes": "stop after this much wall-clock time (the result then depends on the machine; default: "
+               "30 with --data when --max-steps is not given)",
+    "max_steps": "stop after this many optimizer steps (default: {steps} on the embedded corpus, about 2 minutes "
+                 "on two cores, when --minutes is not given)",
     "max_words": "with --data: longest side in words",
     "max_pairs": "use at most this many pairs",
     "lowercase": "with --data: lower-case both sides",
@@ -160,6 +162,20 @@ def _run_train(args: argparse.Namespace) -> int:
         return _fail("train", str(error))
 
 
+def _resolve_run(command: str, folder: str | None) -> str | int:
+    """``--run``, or the most recent run in ``runs/`` (said on stderr); else a one-line error's status."""
+    from .training import latest_run
+
+    if folder is not None:
+        return folder
+    folder = latest_run("runs")
+    if folder is None:
+        return _fail(command, "no --run given and no trained run in runs/: train one with npformer train, "
+                              "or name one with --run")
+    print(f"npformer {command}: using {folder} (the most recent run; --run picks another)", file=sys.stderr)
+    return folder
+
+
 def _load_run(command: str, folder: str) -> Any:
     """The loaded run, or the exit status of a one-line error."""
     from .training import RunError, load_run
@@ -191,11 +207,19 @@ def _run_translate(args: argparse.Namespace) -> int:
     sentences = _read_sentences(args.sentences)
     if isinstance(sentences, str):
         return _fail("translate", sentences)
-    run = _load_run("translate", args.run)
+    folder = _resolve_run("translate", args.run)
+    if isinstance(folder, int):
+        return folder
+    run = _load_run("translate", folder)
     if isinstance(run, int):
         return run
     non_empty = [s for s in sentences if s.strip()]
-    translations = iter(Translator(run.model, run.src_vocab, run.tgt_vocab).translate(non_empty, beam_size=args.beam))
+    translator = Translator.from_run(run)
+    unknown = translator.unknown_words(non_empty)
+    if unknown:
+        print(f"npformer translate: words the model never saw (copied from the source or guessed): "
+              f"{', '.join(unknown)}", file=sys.stderr)
+    translations = iter(translator.translate(non_empty, beam_size=args.beam, progress=len(non_empty) > 64))
     for sentence in sentences:
         print(next(translations) if sentence.strip() else "")
     return 0
@@ -208,7 +232,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
     if args.data and not os.path.isfile(args.data):
         return _fail("evaluate", f"no data file at {args.data}")
-    run = _load_run("evaluate", args.run)
+    folder = _resolve_run("evaluate", args.run)
+    if isinstance(folder, int):
+        return folder
+    run = _load_run("evaluate", folder)
     if isinstance(run, int):
         return run
     try:
@@ -216,16 +243,20 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             pairs, report = load_pairs(args.data, max_words=None)
             print(report.summary(), file=sys.stderr)
         else:
-            pairs = RunFolder(args.run).split("test")
+            pairs = RunFolder(folder).split("test")
     except FileNotFoundError as error:
         return _fail("evaluate", str(error))
     pairs = pairs[: args.max_sentences] if args.max_sentences else pairs
     if not pairs:
         return _fail("evaluate", "no sentence pairs to evaluate on")
-    record = test_bleu(Translator(run.model, run.src_vocab, run.tgt_vocab), pairs, args.beam)
-    print(f"{len(pairs):,} sentence pairs from {args.data or os.path.join(args.run, 'test.tsv')}")
+    record = test_bleu(Translator.from_run(run), pairs, args.beam, progress=True, worst=args.worst)
+    print(f"{len(pairs):,} sentence pairs from {args.data or os.path.join(folder, 'test.tsv')}")
     print(f"BLEU greedy      {record['bleu_greedy']:5.1f}")
     print(f"BLEU beam {args.beam:<2}     {record['bleu_beam']:5.1f}")
+    if record["worst"]:
+        print(f"the {len(record['worst'])} worst translations (beam {args.beam}, by sentence BLEU):")
+        for english, french, hypothesis, score in record["worst"]:
+            print(f"  {score:5.1f}  {english}\n         got:      {hypothesis}\n         expected: {french}")
     if "attribution" in run.config.get("data", {}) or args.data:
         print(f"data: {ATTRIBUTION}")
     return 0
@@ -239,19 +270,22 @@ def _run_attention(args: argparse.Namespace) -> int:
 
     if not args.sentence.strip():
         return _fail("attention", "the sentence is empty")
+    run_folder = _resolve_run("attention", args.run)
+    if isinstance(run_folder, int):
+        return run_folder
     kinds = list(TITLES) if args.kind == "all" else [args.kind]
     paths = {}
     for kind in kinds:
         if args.out and len(kinds) == 1:
             paths[kind] = args.out
-        else:
-            stem, extension = os.path.splitext(args.out or "attention.png")
+        else:  # beside the run, unless --out says where
+            stem, extension = os.path.splitext(args.out or os.path.join(run_folder, "attention.png"))
             paths[kind] = f"{stem}-{kind}{extension or '.png'}"
         try:
             check_file_can_be_written(paths[kind])
         except OutputPathError as error:
             return _fail("attention", str(error))
-    run = _load_run("attention", args.run)
+    run = _load_run("attention", run_folder)
     if isinstance(run, int):
         return run
     found = attention_of(run, args.sentence, beam_size=args.beam)
@@ -382,11 +416,13 @@ def build_parser() -> argparse.ArgumentParser:
     from .tasks.language_id import train_language_id
     from .tasks.language_model import sample, train_french_lm
     from .tasks.translation import PRESETS, TrainOptions
+    from .tasks.translation.options import DEFAULT_STEPS
 
     parser = _Parser(prog="npformer",
                                      description="A Transformer in pure NumPy with every backward pass written by hand.")
     parser.add_argument("--backend", choices=("numpy", "cupy"), default=None,
                         help="array library (default: $NPFORMER_BACKEND, else numpy)")
+    parser.add_argument("--version", action="version", version=f"npformer {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an unexpected error (also NPFORMER_DEBUG=1)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -396,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a Transformer translator into runs/NAME: the embedded toy corpus by default "
                     "(about 2 minutes), or a Tatoeba TSV file with --data. Ctrl-C saves a checkpoint; "
                     "--resume continues.")
-    add_arguments(train, TrainOptions, TRAIN_HELP,
+    add_arguments(train, TrainOptions, {**TRAIN_HELP, "max_steps": TRAIN_HELP["max_steps"].format(steps=DEFAULT_STEPS)},
                   flags={"n_layers": "--layers", "n_heads": "--heads", "beam_size": "--beam"},
                   choices={"preset": tuple(PRESETS), "norm": ("post", "pre"), "activation": ("relu", "gelu")})
     train.set_defaults(handler=_run_train)
@@ -405,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
         "translate", help="translate sentences with a trained run",
         description="Translate English sentences given as arguments, or one per line on stdin.")
     translate.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
-    translate.add_argument("--run", required=True, help="a run folder written by npformer train")
+    translate.add_argument("--run", help="a run folder written by npformer train (default: the most recent in runs/)")
     translate.add_argument("--beam", type=_number("beam", int), default=4,
                            help="beam size; 1 = greedy (default: %(default)s)")
     translate.set_defaults(handler=_run_translate)
@@ -415,10 +451,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Translate SENTENCE with a trained run and draw its attention weights as heatmaps: "
                     "one subplot per layer and head, with token labels.")
     attention.add_argument("sentence", help="the English sentence")
-    attention.add_argument("--run", required=True, help="a run folder written by npformer train")
+    attention.add_argument("--run", help="a run folder written by npformer train (default: the most recent in runs/)")
     attention.add_argument("--kind", choices=("cross", "enc", "dec", "all"), default="cross",
                            help="cross-attention, encoder or decoder self-attention, or all three")
-    attention.add_argument("--out", help="PNG path (default: attention-<kind>.png)")
+    attention.add_argument("--out", help="PNG path (default: attention-<kind>.png in the run folder)")
     attention.add_argument("--beam", type=_number("beam", int), default=4,
                            help="beam size for the translation (default: %(default)s)")
     attention.set_defaults(handler=_run_attention)
@@ -426,11 +462,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser(
         "evaluate", help="test BLEU of a trained run, greedy and beam",
         description="Corpus BLEU (sacreBLEU-compatible) of a run on its test split or on --data.")
-    evaluate.add_argument("--run", required=True, help="a run folder written by npformer train")
+    evaluate.add_argument("--run", help="a run folder written by npformer train (default: the most recent in runs/)")
     evaluate.add_argument("--data", help="english<TAB>french file instead of the run's test split")
     evaluate.add_argument("--beam", type=_number("beam", int), default=4, help="beam size (default: %(default)s)")
     evaluate.add_argument("--max-sentences", type=_number("max_sentences", int),
                           help="evaluate on the first N pairs only")
+    evaluate.add_argument("--worst", type=_number("worst", int), default=5,
+                          help="show this many of the worst translations (default: %(default)s)")
     evaluate.set_defaults(handler=_run_evaluate)
 
     bench_parser = commands.add_parser(
@@ -468,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--op", action="append", metavar="NAME", help="check only this op (repeatable; see --list)")
     check.add_argument("--list", action="store_true", help="list the ops that can be checked")
     check.add_argument("--model", action="store_true",
-                       help="check every parameter of a tiny float64 Transformer through its loss (about 10 s)")
+                       help="check every parameter of a tiny float64 Transformer through its loss (seconds)")
     add_arguments(check, TransformerConfig, {k: v for k, v in GRADCHECK_MODEL_HELP.items() if k != "dropout"},
                   choices={"norm": ("post", "pre"), "activation": ("relu", "gelu")})
     check.add_argument("--dropout", type=_number("dropout", float), default=gradcheck.TINY_MODEL["dropout"],

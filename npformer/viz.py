@@ -161,13 +161,21 @@ def gradcheck_chart(report: Any, path: str | None = None, title: str = "") -> An
 
 
 def figures_dir() -> Any:
-    """Where the lessons write figures, as a ``pathlib.Path``: ``$NPFORMER_FIGURES``, else the
-    repository's ``figures/`` (found from the repository root or from ``lessons/``)."""
+    """Where the lessons write figures, as a ``pathlib.Path``.
+
+    ``$NPFORMER_FIGURES`` when set; else, in quick mode (``NPFORMER_QUICK=1``, short runs whose
+    figures are not the course's), ``npformer-quick-figures`` in the system's temporary folder, so
+    that quick runs never overwrite the committed figures; else the repository's ``figures/``
+    (found from the repository root or from ``lessons/``).
+    """
     import os
+    import tempfile
     from pathlib import Path
 
     if os.environ.get("NPFORMER_FIGURES"):
         folder = Path(os.environ["NPFORMER_FIGURES"])
+    elif os.environ.get("NPFORMER_QUICK") == "1":
+        folder = Path(tempfile.gettempdir()) / "npformer-quick-figures"
     elif (Path.cwd().parent / "figures").is_dir() and Path.cwd().name == "lessons":
         folder = Path.cwd().parent / "figures"
     else:

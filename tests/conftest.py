@@ -9,6 +9,7 @@ is reproducible and stays well under three minutes on two cores (about 10 s). Se
 """
 
 import os
+import sys
 
 import matplotlib
 
@@ -50,3 +51,32 @@ def numpy_backend_and_float32():
     yield
     backend.set_backend(name)
     backend.set_default_dtype(np.float32)
+
+
+# -- the suite never changes the repository ----------------------------------------------------------
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _git_status():
+    """``git status --porcelain`` of the repository (untracked files included), or None without git."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=_ROOT,
+                              capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def pytest_sessionstart(session):
+    session.config.npformer_git_status = _git_status()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when a test left a tracked file changed or an untracked file behind."""
+    before, after = getattr(session.config, "npformer_git_status", None), _git_status()
+    if before is not None and after is not None and after != before:
+        changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
+        print(f"\nthe tests changed the repository (git status --porcelain): {changed}", file=sys.stderr)
+        session.exitstatus = 1

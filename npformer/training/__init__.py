@@ -17,10 +17,10 @@ from .interrupt import graceful_interrupts
 from .loop import fit
 from .options import check_option, option_bound
 from .paths import OutputPathError, check_file_can_be_written, check_folder_can_be_created
-from .run_folder import CHECKPOINT, Run, RunError, RunFolder, load_run, read_tsv, write_tsv
+from .run_folder import CHECKPOINT, Run, RunError, RunFolder, latest_run, load_run, read_tsv, write_tsv
 from .step import StepResult, train_step
 
-__all__ = ["train_step", "StepResult", "fit", "RunFolder", "Run", "RunError", "load_run", "read_tsv",
+__all__ = ["train_step", "StepResult", "fit", "RunFolder", "Run", "RunError", "load_run", "latest_run", "read_tsv",
            "write_tsv", "CHECKPOINT", "CheckpointError", "save_checkpoint", "load_checkpoint", "generator_state",
            "set_generator_state", "evaluate_loss", "graceful_interrupts", "check_option", "option_bound",
            "OutputPathError", "check_file_can_be_written", "check_folder_can_be_created"]

@@ -37,6 +37,10 @@ def _atomic_write(path: str, write: Any) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
     try:
+        # mkstemp makes the file private (0600); give it the mode any other new file gets (umask)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         with os.fdopen(handle, "wb") as file:
             write(file)
             file.flush()

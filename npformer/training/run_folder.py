@@ -143,6 +143,15 @@ def load_run(folder: str) -> Run:
     return Run(folder, config, model.eval(), src_vocab, tgt_vocab)
 
 
+def latest_run(runs_dir: str = "runs") -> str | None:
+    """The run folder in ``runs_dir`` whose checkpoint was written last, or None when there is none."""
+    if not os.path.isdir(runs_dir):
+        return None
+    candidates = [os.path.join(runs_dir, name) for name in os.listdir(runs_dir)]
+    candidates = [folder for folder in candidates if os.path.isfile(os.path.join(folder, CHECKPOINT))]
+    return max(candidates, key=lambda folder: os.path.getmtime(os.path.join(folder, CHECKPOINT)), default=None)
+
+
 def describe(model: Any) -> str:
     """One line about a model's size, for logs."""
     c = model.config

@@ -36,10 +36,11 @@ class SentenceAttention:
 def attention_of(run: Run, sentence: str, beam_size: int = 4) -> SentenceAttention:
     """Translate ``sentence`` with a trained run and gather its attention maps."""
     model, max_len = run.model, run.model.config.max_len
-    [translation] = Translator(model, run.src_vocab, run.tgt_vocab).translate([sentence], beam_size=beam_size)
-    src_tokens = tokenize(sentence, "en")[:max_len]
+    translator = Translator.from_run(run)
+    [translation] = translator.translate([sentence], beam_size=beam_size)
+    src_tokens, read_tokens = translator.source_tokens(sentence)  # as typed (labels), as read (ids)
     tgt_tokens = tokenize(translation, "fr")[: max_len - 1]
-    src = numpy.array([run.src_vocab.encode(src_tokens)])
+    src = numpy.array([run.src_vocab.encode(read_tokens)])
     tgt_in = numpy.array([[BOS_ID] + run.tgt_vocab.encode(tgt_tokens)])
     with model.evaluating():
         model.forward(backend.asarray(src), backend.asarray(tgt_in))

@@ -31,12 +31,20 @@ def validate(translator: Translator, examples: list, pairs: list[tuple[str, str]
     return record, lines
 
 
-def test_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: int) -> dict:
-    """Greedy and beam BLEU on ``pairs``, as a ``metrics.jsonl`` record."""
-    greedy, _ = corpus_bleu(translator, pairs, 1)
-    beam, _ = corpus_bleu(translator, pairs, beam_size)
-    return {"kind": "test", "sentences": len(pairs), "bleu_greedy": greedy, "bleu_beam": beam,
-            "beam_size": beam_size}
+def test_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: int, progress: bool = False,
+              worst: int = 0) -> dict:
+    """Greedy and beam BLEU on ``pairs``, as a ``metrics.jsonl`` record; with ``worst``, also the
+    ``worst`` beam translations by sentence BLEU, as (english, reference, translation, score)."""
+    sources, references = [english for english, _ in pairs], [french for _, french in pairs]
+    greedy = bleu(translator.translate(sources, beam_size=1, progress=progress), references)
+    beam_translations = translator.translate(sources, beam_size=beam_size, progress=progress)
+    record = {"kind": "test", "sentences": len(pairs), "bleu_greedy": greedy,
+              "bleu_beam": bleu(beam_translations, references), "beam_size": beam_size}
+    if worst:
+        scored = [(english, french, hypothesis, bleu([hypothesis], [french]))
+                  for (english, french), hypothesis in zip(pairs, beam_translations)]
+        record["worst"] = sorted(scored, key=lambda row: row[3])[:worst]
+    return record
 
 
 test_bleu.__test__ = False  # not a pytest test, despite the name

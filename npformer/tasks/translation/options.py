@@ -18,6 +18,7 @@ PRESETS = {
     "small": dict(d_model=128, n_heads=4, d_ff=512, n_layers=2),
     "base": dict(d_model=256, n_heads=8, d_ff=1024, n_layers=3),
 }
+DEFAULT_STEPS = 900  # the default run on the embedded corpus: steps, not minutes, so every machine agrees
 MODEL_OVERRIDES = ("d_model", "n_layers", "n_heads", "d_ff", "norm", "activation", "tie_embeddings")
 
 
@@ -52,8 +53,8 @@ class TrainOptions:
     lr: float = 2e-3  # the peak of the warm-up schedule
     warmup: int = 300
     clip: float = 1.0
-    minutes: float | None = None  # None (and no max_steps): 2 on the toy corpus, 30 with data
-    max_steps: int | None = None
+    minutes: float | None = None  # a wall-clock budget; it makes the result depend on the machine
+    max_steps: int | None = None  # None (and no minutes): DEFAULT_STEPS on the toy corpus, 30 minutes with data
     # reporting
     eval_every: int = 250
     eval_sentences: int = 200
@@ -68,11 +69,13 @@ class TrainOptions:
         data = "toy" if self.data is None else os.path.splitext(os.path.basename(self.data))[0]
         return f"{data}-{self.preset}"
 
-    def budget_minutes(self) -> float | None:
-        """The time budget: ``minutes``, or the default when no budget at all is given."""
+    def budget(self) -> tuple[int | None, float | None]:
+        """``(max_steps, minutes)``: as given, or, when neither is, ``DEFAULT_STEPS`` on the toy
+        corpus (the same model on every machine, about two minutes on two cores) and 30 minutes
+        with ``data``."""
         if self.minutes is None and self.max_steps is None:
-            return 2.0 if self.data is None else 30.0
-        return self.minutes
+            return (DEFAULT_STEPS, None) if self.data is None else (None, 30.0)
+        return self.max_steps, self.minutes
 
     def check(self) -> None:
         """Every value and every combination, before any work starts; ``ValueError`` names the option.

@@ -80,7 +80,11 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tup
     src_vocab = Vocab.build((tokenize(e, "en") for e, _ in splits.train), options.min_freq, options.max_vocab)
     tgt_vocab = Vocab.build((tokenize(f, "fr") for _, f in splits.train), options.min_freq, options.max_vocab)
     model = TransformerConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **model_options)
-    config = {"model": model.to_dict(), "train": asdict(options), "data": data_info,
+    # How the training text was written, so that input as people type it is read the same way:
+    # the embedded corpus is lower-case and every sentence ends with a mark.
+    style = {"lowercase": options.data is None or options.lowercase,
+             "final_mark": "." if options.data is None else None}
+    config = {"model": model.to_dict(), "train": asdict(options), "data": data_info, "input": style,
               "vocab": {"src": len(src_vocab), "tgt": len(tgt_vocab)}}
     folder.create(config, src_vocab, tgt_vocab, splits)
     return config, src_vocab, tgt_vocab, splits
@@ -114,7 +118,9 @@ class Trainer:
         factor = options.lr * math.sqrt(d_model * options.warmup)  # peak = lr
         self.schedule = optim.NoamSchedule(d_model, options.warmup, factor=factor)
         self.data_rng = numpy.random.default_rng(options.seed)
-        self.translator = Translator(self.model, src_vocab, tgt_vocab)
+        style = config.get("input", {})
+        self.translator = Translator(self.model, src_vocab, tgt_vocab, lowercase=style.get("lowercase", False),
+                                     final_mark=style.get("final_mark"))
 
     def save(self, position: dict) -> None:
         """A checkpoint of the model, the optimizer and ``position`` (where the loop stands)."""
@@ -180,15 +186,15 @@ class Trainer:
     def _loop(self, position: dict, stop: Any) -> int:
         """Epochs of batches until the budget is spent or Ctrl-C; ``position`` is updated in place."""
         options = self.options
-        minutes = options.budget_minutes()
+        max_steps, minutes = options.budget()
         started, elapsed_before, tokens_seen = time.perf_counter(), position["elapsed_seconds"], 0
 
         def out_of_budget() -> bool:
-            return ((options.max_steps is not None and position["step"] >= options.max_steps)
+            return ((max_steps is not None and position["step"] >= max_steps)
                     or (minutes is not None and time.perf_counter() - started >= 60 * minutes))
 
         interactive = hasattr(self.stream, "isatty") and self.stream.isatty()
-        bar = tqdm(total=options.max_steps, initial=position["step"], file=self.stream, unit="step",
+        bar = tqdm(total=max_steps, initial=position["step"], file=self.stream, unit="step",
                    dynamic_ncols=True, mininterval=0.1 if interactive else 30.0)
         self.model.train()
         while not out_of_budget() and not stop.requested:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy
+from tqdm.auto import tqdm
 
 from ... import backend
 from ...data import Vocab, detokenize, pad_batch, tokenize
@@ -13,27 +14,67 @@ from ...tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from .decoding import beam_search, greedy_decode
 
 
+SENTENCE_ENDS = (".", "!", "?", "...", "…")
+
+
 class Translator:
     """Sentences in, sentences out: tokenise, encode, search, decode, detokenise.
 
-    A target ``<unk>`` is replaced by the source word that the last
+    **Input as people type it.** A model knows its training text's style: the
+    embedded corpus is lower-case and every sentence ends with a full stop or a
+    question mark. With ``lowercase=True`` the source is lower-cased before it is
+    encoded, and with ``final_mark="."`` a sentence without a final ``. ! ?``
+    gets one, so "I like the dog" is read as "i like the dog.".
+    ``Translator.from_run(run)`` takes both from the run's ``config.json``.
+
+    A target ``<unk>`` is replaced by the source word (as typed) that the last
     cross-attention layer (averaged over heads) attends to most when the
     translation is fed back through the model, so names and other unknown
-    words pass through instead of printing ``<unk>``.
+    words pass through instead of printing ``<unk>``; ``unknown_words`` lists them.
     """
 
     def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab,
-                 src_lang: str = "en", tgt_lang: str = "fr") -> None:
+                 src_lang: str = "en", tgt_lang: str = "fr", lowercase: bool = False,
+                 final_mark: str | None = None) -> None:
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.lowercase, self.final_mark = lowercase, final_mark
+
+    @classmethod
+    def from_run(cls, run: Any) -> "Translator":
+        """The translator of a loaded run (``training.load_run``), with its input style."""
+        style = run.config.get("input", {})
+        return cls(run.model, run.src_vocab, run.tgt_vocab, lowercase=style.get("lowercase", False),
+                   final_mark=style.get("final_mark"))
+
+    def source_tokens(self, sentence: str) -> tuple[list[str], list[str]]:
+        """``(as typed, as the model reads them)``: the tokens of ``sentence``, and the same tokens
+        lower-cased and ended with ``final_mark`` when the run's style asks for it."""
+        typed = tokenize(sentence, self.src_lang) or ["."]
+        read = [token.lower() for token in typed] if self.lowercase else list(typed)
+        if self.final_mark and typed[-1] not in SENTENCE_ENDS:
+            typed, read = typed + [self.final_mark], read + [self.final_mark]
+        limit = self.model.config.max_len
+        return typed[:limit], read[:limit]
+
+    def unknown_words(self, sentences: Sequence[str]) -> list[str]:
+        """The source words (as typed, each once, in order) that the vocabulary does not hold."""
+        unknown: dict[str, None] = {}
+        for sentence in sentences:
+            typed, read = self.source_tokens(sentence)
+            unknown.update((word, None) for word, token in zip(typed, read) if token not in self.src_vocab.index)
+        return list(unknown)
 
     def translate(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = 0.6,
-                  batch_size: int = 64, max_len: int | None = None) -> list[str]:
-        """Translations of ``sentences``, in order; ``beam_size=1`` is greedy search."""
+                  batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[str]:
+        """Translations of ``sentences``, in order; ``beam_size=1`` is greedy search.
+        ``progress``: a bar over the sentences (``tqdm.auto``: a widget in Jupyter)."""
         if isinstance(sentences, str):
             raise TypeError("Translator.translate: sentences must be a list of strings, got a str")
         results: list[str] = []
-        for start in range(0, len(sentences), batch_size):
+        starts = range(0, len(sentences), batch_size)
+        for start in tqdm(starts, disable=not progress, unit="batch", leave=False,
+                          desc=f"translating ({'greedy' if beam_size == 1 else f'beam {beam_size}'})"):
             chunk = list(sentences[start:start + batch_size])
             results += self._translate_batch(chunk, beam_size, length_penalty, max_len)
         return results
@@ -41,8 +82,9 @@ class Translator:
     def _translate_batch(self, sentences: list[str], beam_size: int, length_penalty: float,
                          max_len: int | None) -> list[str]:
         limit = self.model.config.max_len
-        source_tokens = [tokenize(s, self.src_lang)[:limit] or ["."] for s in sentences]
-        encoded = [(self.src_vocab.encode(tokens), [BOS_ID, EOS_ID]) for tokens in source_tokens]
+        typed_and_read = [self.source_tokens(sentence) for sentence in sentences]
+        source_tokens = [typed for typed, _ in typed_and_read]
+        encoded = [(self.src_vocab.encode(read), [BOS_ID, EOS_ID]) for _, read in typed_and_read]
         src = backend.asarray(pad_batch(encoded).src)
         longest = max(len(tokens) for tokens in source_tokens)
         max_len = min(max_len or 2 * longest + 10, limit)

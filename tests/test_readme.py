@@ -61,3 +61,8 @@ def test_readme_presets_match_the_code(name):
 
     preset = PRESETS[name]
     assert f"`{name}` (d_model {preset['d_model']}" in README or f"`{name}` ({preset['d_model']}" in README
+
+
+def test_readme_counts_the_tensors_of_the_model_check():
+    model = gradcheck.model_case()[0]
+    assert f"float64 Transformer ({len(model.params())} tensors)" in README

@@ -54,7 +54,8 @@ data = fra if os.path.isfile(fra) and not QUICK else None
 result = train_language_id(data, steps=60 if QUICK else 400, max_pairs=2000 if QUICK else 30000)
 print(f"{result['source']}: held-out accuracy {result['test_accuracy']:.2%} on {result['test_sentences']:,} "
       f"sentences, {result['parameters']:,} parameters, {result['seconds']:.0f} s")
-print(predict(result["model"], result["vocab"], ["Where is the station?", "Où est la gare ?", "Tom est là."]))
+print(predict(result["model"], result["vocab"], ["Where is the station?", "Où est la gare ?", "Tom est là."],
+              lowercase=result["lowercase"]))
 
 # %%
 figure, axis = plt.subplots(figsize=(7, 3.8), constrained_layout=True)

@@ -317,7 +317,8 @@ def _run_language_id(args: argparse.Namespace) -> int:
         return _fail("language-id", str(error))
     print(f"held-out accuracy: {result['test_accuracy']:.2%} on {result['test_sentences']:,} sentences "
           f"({result['source']})")
-    for sentence, language in zip(args.sentences, predict(result["model"], result["vocab"], args.sentences)):
+    for sentence, language in zip(args.sentences, predict(result["model"], result["vocab"], args.sentences,
+                                                              lowercase=result["lowercase"])):
         print(f"{language:8s} {sentence}")
     return 0
 

@@ -70,7 +70,8 @@ def train_language_id(data: str | None = None, steps: int = 300, batch: int = 64
     start = time.perf_counter()
     losses = fit(model, next_batch, steps, ignore_index=None, lr=1e-3, betas=(0.9, 0.999),
                  progress=stream is not None)
-    result = {"model": model, "vocab": vocab, "source": source, "train_sentences": len(train),
+    result = {"model": model, "vocab": vocab, "source": source, "lowercase": data is None,
+              "train_sentences": len(train),
               "test_sentences": len(test), "test_accuracy": accuracy(model, test_ids, test_labels),
               "seconds": time.perf_counter() - start, "parameters": model.num_params(), "losses": losses}
     log(f"{source}: {result['test_accuracy']:.2%} held-out accuracy on {len(test):,} sentences "
@@ -78,8 +79,10 @@ def train_language_id(data: str | None = None, steps: int = 300, batch: int = 64
     return result
 
 
-def predict(model: EncoderClassifier, vocab: Vocab, sentences: list[str]) -> list[str]:
-    ids, _ = encode([(s, 0) for s in sentences], vocab, model.config.max_len)
+def predict(model: EncoderClassifier, vocab: Vocab, sentences: list[str], lowercase: bool = False) -> list[str]:
+    """"English" or "French" for each sentence. ``lowercase``: read input as the training text was
+    written (the embedded corpus is lower-case: ``train_language_id`` says so in its ``"lowercase"``)."""
+    ids, _ = encode([(s.lower() if lowercase else s, 0) for s in sentences], vocab, model.config.max_len)
     with model.evaluating():
         logits = model.forward(backend.asarray(ids))
     return [LANGUAGES[i] for i in backend.to_numpy(logits.argmax(-1))]

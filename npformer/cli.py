@@ -273,6 +273,8 @@ def _run_attention(args: argparse.Namespace) -> int:
     run_folder = _resolve_run("attention", args.run)
     if isinstance(run_folder, int):
         return run_folder
+    if not os.path.isdir(run_folder):
+        return _fail("attention", f"no run folder at {run_folder}")
     kinds = list(TITLES) if args.kind == "all" else [args.kind]
     paths = {}
     for kind in kinds:

@@ -108,8 +108,8 @@ def test_output_paths_that_cannot_be_written_are_named_before_any_work(tmp_path,
     assert "does not exist" in _one_line_error(capsys, "bench")
     assert cli.main(["bench", "--json", str(tmp_path)]) == 2
     assert "is a folder" in _one_line_error(capsys, "bench")
-    # the output path is checked before the run is loaded (here: a run that does not exist)
-    assert cli.main(["attention", "the cat", "--run", "nowhere", "--out", str(tmp_path / "no" / "a.png")]) == 2
+    # the output path is checked before the run is loaded (here: a folder that holds no run)
+    assert cli.main(["attention", "the cat", "--run", str(tmp_path), "--out", str(tmp_path / "no" / "a.png")]) == 2
     assert "the folder" in _one_line_error(capsys, "attention")
     assert cli.main(["evaluate", "--run", "nowhere", "--data", str(tmp_path / "none.tsv")]) == 2
     assert "no data file" in _one_line_error(capsys, "evaluate")

@@ -1,0 +1,399 @@
+"""Mutation check: does the test suite catch deliberate bugs?
+
+Usage::
+
+    python benchmarks/mutations.py [--only NAME ...] [--markdown] [--list]
+
+Each mutant names a file under ``npformer/``, an exact ``old`` source snippet
+(which must occur exactly once, so this script fails loudly when the code
+changes) and its ``new`` replacement, plus the tests to run against it (a
+targeted subset, so the whole check takes minutes, not hours).
+
+The repository is copied once into a temporary folder (without ``.git``,
+``runs/`` and caches). The unmutated copy must first pass the union of the
+test subsets; then each mutant is applied there in turn, its tests run with
+``python -m pytest -x -q -p no:cacheprovider`` (``PYTHONPATH`` and the working
+folder set to the copy, so that the copy's ``npformer`` is imported), and the
+file is restored. A mutant is *caught* when pytest exits non-zero; the first
+``FAILED``/``ERROR`` test id is recorded. The working tree is never modified.
+
+Exit status: 0 when every mutant is caught, 1 when one survives, 2 when the
+unmutated copy fails its tests or a snippet no longer matches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRUTH = "tests/test_decoding_truth.py"  # decoding tests being written; used when present
+MUTANT_TIMEOUT_S = 900
+
+
+@dataclass
+class Mutant:
+    name: str
+    path: str  # relative to the repository root
+    breaks: str  # what the bug breaks, in words
+    old: str
+    new: str
+    tests: tuple[str, ...]  # test files or node ids; TRUTH is dropped when absent
+
+
+MUTANTS = [
+    Mutant(
+        "beam-is-greedy", "npformer/tasks/translation/translator.py",
+        "Translator runs greedy search when a beam is asked for",
+        "hypotheses = beam_search(self.model, src, beam_size, max_len, length_penalty)",
+        "hypotheses = greedy_decode(self.model, src, max_len)",
+        (TRUTH, "tests/test_decode_checkpoint.py",
+         "tests/test_train.py::test_evaluate_reports_greedy_and_beam_bleu"),
+    ),
+    Mutant(
+        "no-length-penalty", "npformer/tasks/translation/decoding.py",
+        "beam search picks its final hypothesis without the GNMT length penalty",
+        "penalty = ((5.0 + lengths.reshape(batch, beams)) / 6.0) ** length_penalty",
+        "penalty = ((5.0 + lengths.reshape(batch, beams)) / 6.0) ** 0.0",
+        (TRUTH, "tests/test_decode_checkpoint.py"),
+    ),
+    Mutant(
+        "unk-copies-wrong-word", "npformer/tasks/translation/translator.py",
+        "<unk> replaced by the least-attended source word (argmin, not argmax)",
+        "aligned = int(cross[i, position, : len(source_tokens[row])].argmax())",
+        "aligned = int(cross[i, position, : len(source_tokens[row])].argmin())",
+        (TRUTH, "tests/test_decode_checkpoint.py"),
+    ),
+    Mutant(
+        "unk-copies-next-word", "npformer/tasks/translation/translator.py",
+        "<unk> replaced by the source word after the aligned one",
+        "words[row][position] = source_tokens[row][aligned]",
+        "words[row][position] = source_tokens[row][min(aligned + 1, len(source_tokens[row]) - 1)]",
+        (TRUTH, "tests/test_decode_checkpoint.py"),
+    ),
+    Mutant(
+        "temperature-ignored", "npformer/models/language_model.py",
+        "LanguageModel.generate samples at temperature 1 whatever it is given",
+        "logits /= temperature",
+        "logits /= 1.0",
+        (TRUTH, "tests/test_language_model.py::test_cached_greedy_generation_equals_the_full_forward_pass",
+         "tests/test_language_model.py::test_sampling_is_seeded_and_respects_top_k",
+         "tests/test_language_model.py::test_bad_generation_arguments"),
+    ),
+    Mutant(
+        "clip-does-nothing", "npformer/optim.py",
+        "clip_grad_norm returns the norm but never scales the gradients",
+        "    if scale < 1.0:\n        for grad in grads:",
+        "    if False:\n        for grad in grads:",
+        ("tests/test_optim.py",),
+    ),
+    Mutant(
+        "resume-dropout-rng-not-restored", "npformer/tasks/translation/trainer.py",
+        "a resumed run keeps a fresh dropout generator instead of the saved one",
+        'set_generator_state(self.model.dropout_rng, meta["dropout_rng_state"])',
+        'meta["dropout_rng_state"]',
+        ("tests/test_train.py::test_resuming_reproduces_the_uninterrupted_losses_exactly",),
+    ),
+    Mutant(
+        "resume-epoch-rng-not-restored", "npformer/tasks/translation/trainer.py",
+        "each epoch's batches come from the generator as it is, not from the saved epoch state",
+        'set_generator_state(self.data_rng, position["epoch_rng_state"])',
+        'position["epoch_rng_state"]',
+        ("tests/test_train.py::test_resuming_reproduces_the_uninterrupted_losses_exactly",),
+    ),
+    Mutant(
+        "save-in-place", "npformer/training/checkpoint.py",
+        "checkpoints are written in place: a crash mid-save destroys the previous one",
+        "        with os.fdopen(handle, \"wb\") as file:\n"
+        "            write(file)\n"
+        "            file.flush()\n"
+        "            os.fsync(file.fileno())\n"
+        "        os.replace(temporary, path)\n",
+        "        os.close(handle)\n"
+        "        os.remove(temporary)\n"
+        "        with open(path, \"wb\") as file:\n"
+        "            write(file)\n"
+        "            file.flush()\n"
+        "            os.fsync(file.fileno())\n",
+        ("tests/test_decode_checkpoint.py",),
+    ),
+    Mutant(
+        "padding-mask-inverted", "npformer/ops/masks.py",
+        "padding_mask is True on <pad> and False on real tokens",
+        "return (ids != pad_id)[:, None, None, :]",
+        "return (ids == pad_id)[:, None, None, :]",
+        ("tests/test_ops_properties.py", "tests/test_architecture.py"),
+    ),
+    Mutant(
+        "padding-mask-ignored", "npformer/ops/masks.py",
+        "padding_mask lets every query attend to <pad> keys",
+        "return (ids != pad_id)[:, None, None, :]",
+        "return (ids == ids)[:, None, None, :]",
+        ("tests/test_ops_properties.py", "tests/test_architecture.py"),
+    ),
+    Mutant(
+        "causal-mask-ignored", "npformer/ops/masks.py",
+        "causal_mask lets a position see the tokens after it",
+        "return xp.tril(xp.ones((T, T), dtype=bool))",
+        "return xp.ones((T, T), dtype=bool)",
+        ("tests/test_ops_properties.py", "tests/test_architecture.py",
+         "tests/test_language_model.py::test_the_model_is_causal"),
+    ),
+    Mutant(
+        "french-elision-broken", "npformer/data/tokenizer.py",
+        "French l'homme stays one token instead of l' + homme",
+        'text = _ELISION.sub(r"\\1 ", text)',
+        "text = text",
+        ("tests/test_data.py",),
+    ),
+    Mutant(
+        "bleu-no-brevity-penalty", "npformer/metrics.py",
+        "BLEU does not punish hypotheses shorter than the references",
+        "brevity = 1.0 if hyp_length >= ref_length else math.exp(1.0 - ref_length / hyp_length)",
+        "brevity = 1.0",
+        ("tests/test_metrics.py",),
+    ),
+    Mutant(
+        "adam-no-bias-correction", "npformer/optim.py",
+        "Adam's first and second moments are not bias-corrected",
+        "        bias_correction1 = 1.0 - beta1**self.step_count\n"
+        "        bias_correction2 = 1.0 - beta2**self.step_count\n",
+        "        bias_correction1 = 1.0\n"
+        "        bias_correction2 = 1.0\n",
+        ("tests/test_optim.py",),
+    ),
+    Mutant(
+        "adam-no-second-bias-correction", "npformer/optim.py",
+        "Adam's second moment is not bias-corrected (the first still is)",
+        "        bias_correction2 = 1.0 - beta2**self.step_count\n",
+        "        bias_correction2 = 1.0\n",
+        ("tests/test_optim.py",),
+    ),
+    Mutant(
+        "kv-cache-skips-own-key", "npformer/nn/attention.py",
+        "cached self-attention attends to positions 0..p-1, not 0..p (own key missing after step 0)",
+        "        end = position + 1\n",
+        "        end = max(position, 1)\n",
+        ("tests/test_decode_checkpoint.py",
+         "tests/test_language_model.py::test_cached_greedy_generation_equals_the_full_forward_pass"),
+    ),
+    Mutant(
+        "decode-step-wrong-position", "npformer/models/transformer.py",
+        "Transformer.decode_step embeds the new token with the previous position's encoding",
+        "x = self._embed(ids, self.tgt_embed, self.tgt_dropout, start=position)",
+        "x = self._embed(ids, self.tgt_embed, self.tgt_dropout, start=max(position - 1, 0))",
+        ("tests/test_decode_checkpoint.py",),
+    ),
+    Mutant(
+        "vocab-min-freq-off-by-one", "npformer/data/vocab.py",
+        "Vocab.build drops tokens seen exactly min_freq times",
+        "c >= min_freq and t not in SPECIAL_TOKENS",
+        "c > min_freq and t not in SPECIAL_TOKENS",
+        ("tests/test_data.py",),
+    ),
+    Mutant(
+        "batches-exceed-budget", "npformer/data/batching.py",
+        "make_batches packs one example more than the token budget allows",
+        "if current and (len(current) + 1) * max(longest, length) > token_budget:",
+        "if current and len(current) * max(longest, length) > token_budget:",
+        ("tests/test_data.py",),
+    ),
+    Mutant(
+        "batches-drop-last", "npformer/data/batching.py",
+        "make_batches drops the last (longest) batch",
+        "    batches.append(pad_batch([examples[i] for i in current]))\n    if rng is not None:",
+        "    if rng is not None:",
+        ("tests/test_data.py",),
+    ),
+    Mutant(
+        "label-smoothing-forward-weight", "npformer/ops/cross_entropy.py",
+        "smoothed loss keeps weight 1 (not 1 - eps) on the target term",
+        "per_position = (1.0 - label_smoothing) * (log_norm - target_shifted)",
+        "per_position = 1.0 * (log_norm - target_shifted)",
+        ("tests/test_ops_properties.py", "tests/test_gradients.py"),
+    ),
+    Mutant(
+        "label-smoothing-backward-weight", "npformer/ops/cross_entropy.py",
+        "smoothed loss gradient spreads eps / (V - 1) instead of eps / V",
+        "dlogits -= (eps / vocab_size * weight)[:, None]",
+        "dlogits -= (eps / (vocab_size - 1) * weight)[:, None]",
+        ("tests/test_ops_properties.py", "tests/test_gradients.py"),
+    ),
+    Mutant(
+        "input-style-not-lowercased", "npformer/tasks/translation/translator.py",
+        "Translator.source_tokens ignores the run's lowercase input style",
+        "read = [token.lower() for token in typed] if self.lowercase else list(typed)",
+        "read = list(typed)",
+        ("tests/test_first_hour.py::test_input_as_people_type_it_is_read_like_the_training_text",),
+    ),
+]
+
+
+def _ignore(folder: str, names: list[str]) -> set[str]:
+    skipped = {".git", "runs", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache",
+               "build", "dist", ".venv", "venv"}
+    return {n for n in names if n in skipped or n.endswith(".egg-info")}
+
+
+def _tests_for(mutant: Mutant, root: str) -> list[str]:
+    return [t for t in mutant.tests if os.path.exists(os.path.join(root, t.split("::")[0]))]
+
+
+def _union(test_lists: list[list[str]]) -> list[str]:
+    files = {t for tests in test_lists for t in tests if "::" not in t}
+    union: list[str] = []
+    for tests in test_lists:
+        for t in tests:
+            if t not in union and (t in files or t.split("::")[0] not in files):
+                union.append(t)
+    return union
+
+
+def _environment(copy: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = copy
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a patched file must never be shadowed by a stale .pyc
+    env.pop("NPFORMER_HYPOTHESIS", None)
+    return env
+
+
+def _pytest(copy: str, tests: list[str], timeout: float) -> tuple[int | None, str, float]:
+    """(exit status or None on timeout, combined output, seconds)."""
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, cwd=copy, env=_environment(copy), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as error:
+        output = (error.stdout or b"").decode() if isinstance(error.stdout, bytes) else (error.stdout or "")
+        return None, output, time.perf_counter() - started
+    return done.returncode, done.stdout + done.stderr, time.perf_counter() - started
+
+
+def _first_failure(output: str) -> str:
+    for line in output.splitlines():
+        match = re.match(r"(FAILED|ERROR) (.+?)(?: - .*)?$", line)  # ids may hold spaces: "[L'homme est]"
+        if match:
+            return match.group(2).strip()
+    lines = [line for line in output.splitlines() if line.strip()]
+    return f"(pytest failed: {lines[-1][:80] if lines else 'no output'})"
+
+
+def _check_snippet(mutant: Mutant, text: str) -> None:
+    count = text.count(mutant.old)
+    if count != 1:
+        raise SystemExit(f"mutations: {mutant.name}: the `old` snippet occurs {count} times in {mutant.path} "
+                         f"(must be exactly once); update the mutant to the current code:\n{mutant.old}")
+
+
+def _table(rows: list[dict], markdown: bool) -> str:
+    header = ["mutant", "file", "what it breaks", "caught by"]
+    body = [[r["name"], r["path"].removeprefix("npformer/"), r["breaks"], r["verdict"]] for r in rows]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        for row in body:
+            cells = [row[0], f"`{row[1]}`", row[2], row[3] if row[3] == "NOT CAUGHT" else f"`{row[3]}`"]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        return "\n".join(lines)
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
+    widths[2] = min(widths[2], 60)
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in body:
+        breaks = row[2] if len(row[2]) <= widths[2] else row[2][: widths[2] - 3] + "..."
+        lines.append("  ".join(c.ljust(w) for c, w in zip([row[0], row[1], breaks, row[3]], widths)).rstrip())
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutants")
+    parser.add_argument("--markdown", action="store_true", help="also print a markdown table for RESULTS.md")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--timeout", type=float, default=MUTANT_TIMEOUT_S, help="seconds per pytest run")
+    args = parser.parse_args(argv)
+
+    names = [m.name for m in MUTANTS]
+    assert len(set(names)) == len(names), "mutant names must be distinct"
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:34} {m.path}: {m.breaks}")
+        return 0
+    selected = MUTANTS
+    if args.only:
+        unknown = sorted(set(args.only) - set(names))
+        if unknown:
+            parser.error(f"unknown mutant(s) {unknown}; known: {', '.join(names)}")
+        selected = [m for m in MUTANTS if m.name in args.only]
+
+    for m in selected:  # fail loudly before anything runs
+        with open(os.path.join(ROOT, m.path), encoding="utf-8") as file:
+            _check_snippet(m, file.read())
+
+    with tempfile.TemporaryDirectory(prefix="npformer-mutations-") as temporary:
+        copy = os.path.join(temporary, "repo")
+        shutil.copytree(ROOT, copy, ignore=_ignore, symlinks=True)
+        if not os.path.exists(os.path.join(copy, TRUTH)):
+            print(f"note: {TRUTH} is absent; the mutants that list it run without it", flush=True)
+
+        sanity = subprocess.run([sys.executable, "-c", "import npformer; print(npformer.__file__)"], cwd=copy,
+                                env=_environment(copy), capture_output=True, text=True)
+        imported = sanity.stdout.strip()
+        print(f"sanity: the copy imports npformer from {imported}", flush=True)
+        if sanity.returncode != 0 or not os.path.realpath(imported).startswith(os.path.realpath(copy) + os.sep):
+            print(f"mutations: the copy does not import its own npformer ({imported or sanity.stderr.strip()})")
+            return 2
+
+        union = _union([_tests_for(m, copy) for m in selected])
+        print(f"baseline: unmutated copy, {len(union)} test targets ...", flush=True)
+        status, output, seconds = _pytest(copy, union, args.timeout * 2)
+        if status != 0:
+            print(output[-4000:])
+            print(f"mutations: the UNMUTATED copy fails its tests (status {status}, first failure "
+                  f"{_first_failure(output)}); fix that first")
+            return 2
+        print(f"baseline: passes ({seconds:.0f} s)", flush=True)
+
+        rows = []
+        for m in selected:
+            target = os.path.join(copy, m.path)
+            with open(target, encoding="utf-8") as file:
+                original = file.read()
+            _check_snippet(m, original)
+            tests = _tests_for(m, copy)
+            try:
+                with open(target, "w", encoding="utf-8") as file:
+                    file.write(original.replace(m.old, m.new))
+                status, output, seconds = _pytest(copy, tests, args.timeout)
+            finally:
+                with open(target, "w", encoding="utf-8") as file:
+                    file.write(original)
+            if status is None:
+                verdict = f"(timeout after {seconds:.0f} s)"
+            elif status == 0:
+                verdict = "NOT CAUGHT"
+            else:
+                verdict = _first_failure(output)
+            rows.append({"name": m.name, "path": m.path, "breaks": m.breaks, "verdict": verdict})
+            print(f"  {m.name}: {verdict} ({seconds:.0f} s)", flush=True)
+
+    print()
+    print(_table(rows, markdown=False))
+    survivors = [r["name"] for r in rows if r["verdict"] == "NOT CAUGHT"]
+    print(f"\n{len(rows) - len(survivors)} of {len(rows)} mutants caught"
+          + (f"; surviving: {', '.join(survivors)}" if survivors else ""))
+    if args.markdown:
+        print()
+        print(_table(rows, markdown=True))
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -189,7 +189,7 @@ MUTANTS = [
         "Transformer.decode_step embeds the new token with the previous position's encoding",
         "x = self._embed(ids, self.tgt_embed, self.tgt_dropout, start=position)",
         "x = self._embed(ids, self.tgt_embed, self.tgt_dropout, start=max(position - 1, 0))",
-        ("tests/test_decode_checkpoint.py",),
+        ("tests/test_decode_checkpoint.py", "tests/test_nn_model.py::test_cached_decoding_gives_the_logits_of_the_full_pass"),
     ),
     Mutant(
         "vocab-min-freq-off-by-one", "npformer/data/vocab.py",

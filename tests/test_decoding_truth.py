@@ -188,6 +188,21 @@ def test_beam_search_finds_the_best_translation_that_greedy_misses(beam_size):
         assert beam_score > score_of(trap_log_probs, key, greedy[row], 3, 0.6) + 0.1
 
 
+def test_translator_uses_beam_search_when_asked_for_a_beam():
+    """Through the string-to-string Translator: beam 2 finds "bee" where greedy says "ay"."""
+
+    class TrapModel(StubDecoder):
+        class config:
+            max_len = 8
+
+    words = [f"w{i}" for i in range(len(SPECIAL_TOKENS), 21)]  # source word w10 has id 10, w20 id 20
+    src_vocab = Vocab(list(SPECIAL_TOKENS) + words)
+    tgt_vocab = Vocab(list(SPECIAL_TOKENS) + ["ay", "bee", "sea"])  # A, B, C
+    translator = Translator(TrapModel(trap_log_probs), src_vocab, tgt_vocab)
+    assert translator.translate(["w10", "w20"], beam_size=1, max_len=3) == ["ay", "sea"]
+    assert translator.translate(["w10", "w20"], beam_size=2, max_len=3) == ["bee", "ay sea"]
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
 def test_a_beam_as_wide_as_the_search_space_is_exhaustive_search(seed, alpha):

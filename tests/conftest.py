@@ -80,3 +80,47 @@ def pytest_sessionfinish(session, exitstatus):
         changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
         print(f"\nthe tests changed the repository (git status --porcelain): {changed}", file=sys.stderr)
         session.exitstatus = 1
+
+
+# -- the shared data folder and the optional cross-checks ----------------------------------------------
+
+
+def shared_folder():
+    """The shared data folder: ``$NPFORMER_SHARED`` when set, else ``shared`` beside the repository
+    root, else ``shared`` beside the current directory's parent (a worktree one level down)."""
+    import pathlib
+
+    if os.environ.get("NPFORMER_SHARED"):
+        return pathlib.Path(os.environ["NPFORMER_SHARED"]).expanduser().resolve()
+    candidates = [pathlib.Path(_ROOT).parent / "shared", pathlib.Path.cwd().resolve().parent.parent / "shared"]
+    return next((folder for folder in candidates if folder.is_dir()), candidates[0])
+
+
+def shared_file(*parts):
+    """A file of the shared data folder. Absent, the test skips, or fails when
+    ``NPFORMER_REQUIRE_SHARED=1`` (CI sets it where the folder exists, so a wrong path cannot
+    silently skip the tests on real data)."""
+    path = shared_folder().joinpath(*parts)
+    if not path.is_file():
+        message = f"{path} is absent (the shared data folder; set NPFORMER_SHARED)"
+        if os.environ.get("NPFORMER_REQUIRE_SHARED") == "1":
+            pytest.fail(message + " and NPFORMER_REQUIRE_SHARED=1", pytrace=False)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture
+def shared_fra_eng():
+    """The path of the Tatoeba French-English file ``data/fra-eng/fra.txt`` in the shared folder."""
+    return shared_file("data", "fra-eng", "fra.txt")
+
+
+def import_crosscheck(module, reason):
+    """``pytest.importorskip``, except that with ``NPFORMER_REQUIRE_CROSSCHECKS=1`` (CI) a missing
+    module fails the test instead of skipping it."""
+    if os.environ.get("NPFORMER_REQUIRE_CROSSCHECKS") == "1":
+        try:
+            return __import__(module)
+        except ImportError as error:
+            pytest.fail(f"{reason} and NPFORMER_REQUIRE_CROSSCHECKS=1 ({error})", pytrace=False)
+    return pytest.importorskip(module, reason=reason)

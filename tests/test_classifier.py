@@ -1,7 +1,6 @@
 """The encoder-only classifier: masked pooling, learned positions, gradients, learning."""
 
 import io
-import pathlib
 
 import numpy as np
 import pytest
@@ -9,7 +8,6 @@ import pytest
 from npformer import cli, gradcheck, models, nn
 from npformer.tasks.language_id import predict, train_language_id
 
-SHARED_FRA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "fra-eng" / "fra.txt"
 
 
 @pytest.mark.parametrize("pooling, norm", [("mean", "pre"), ("max", "post")])
@@ -39,11 +37,10 @@ def test_language_id_learns_on_the_embedded_corpus():
         "English", "French"]
 
 
-@pytest.mark.skipif(not SHARED_FRA.is_file(), reason=f"{SHARED_FRA} is absent (the shared data folder)")
-def test_language_id_on_real_tatoeba_sentences():
+def test_language_id_on_real_tatoeba_sentences(shared_fra_eng):
     # The file is sorted by length: its first pairs are one-word sentences ("Go.", "Tom!"), many
     # of them ambiguous between the two languages.
-    result = train_language_id(str(SHARED_FRA), steps=300, max_pairs=20000)
+    result = train_language_id(str(shared_fra_eng), steps=300, max_pairs=20000)
     assert result["test_accuracy"] >= 0.97
 
 

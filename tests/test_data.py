@@ -1,7 +1,5 @@
 """Tokenizer, vocabulary, the embedded corpus, the Tatoeba loader and batching."""
 
-import pathlib
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -11,7 +9,6 @@ from npformer import nn, ops, tokens
 from npformer.data import (Vocab, detokenize, encode_pairs, load_pairs, make_batches, normalize,
                            split_by_source, tokenize, toy_corpus)
 
-SHARED_FRA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "fra-eng" / "fra.txt"
 
 
 # --- tokenizer -----------------------------------------------------------------------------
@@ -155,9 +152,8 @@ def test_split_by_source_keeps_every_translation_of_a_sentence_together():
     assert len(splits.train) + len(splits.valid) + len(splits.test) == 600
 
 
-@pytest.mark.skipif(not SHARED_FRA.is_file(), reason=f"{SHARED_FRA} is absent (the shared data folder)")
-def test_loader_on_the_real_fra_eng_file():
-    pairs, report = load_pairs(str(SHARED_FRA), max_words=8)
+def test_loader_on_the_real_fra_eng_file(shared_fra_eng):
+    pairs, report = load_pairs(str(shared_fra_eng), max_words=8)
     assert report.lines == 167_130
     assert len(pairs) == 127_422 and not report.problems  # SOURCES.md: 127,422 pairs of <= 8 words
     splits = split_by_source(pairs)

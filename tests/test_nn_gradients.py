@@ -120,18 +120,29 @@ def test_whole_transformer_variants(config):
 
 
 def test_tied_gradient_is_the_sum_of_both_uses():
-    model, src, tgt_in, tgt_out = gradcheck.model_case(seed=3, tie_embeddings=True, dropout=0.0)
-    model.zero_grad()
-    _, cache = ops.cross_entropy_forward(model.forward(src, tgt_in), tgt_out)
-    model.backward(ops.cross_entropy_backward(1.0, cache))
-    total = model.grads()["tgt_embed.W"].copy()
-    # The output projection's share alone: backward through out_proj only.
-    model.zero_grad()
-    model.out_proj.backward(ops.cross_entropy_backward(1.0, cache))
-    projection_share = model.grads()["tgt_embed.W"].copy()
-    assert np.abs(projection_share).sum() > 0
-    assert np.abs(total - projection_share).sum() > 0  # the embedding lookup adds its own share
-    assert model.tgt_embed.W.T is not None and "out_proj.W" not in model.params()
+    """The tied table's gradient equals the output projection's share plus the embedding lookup's
+    share, each taken from an untied twin holding the same numbers (out_proj.W = tgt_embed.W.T)."""
+    tied, src, tgt_in, tgt_out = gradcheck.model_case(seed=3, tie_embeddings=True, dropout=0.0)
+    untied = gradcheck.model_case(seed=3, tie_embeddings=False, dropout=0.0)[0]
+    tied_params, untied_params = tied.params(), untied.params()
+    assert "out_proj.W" not in tied_params and set(untied_params) == set(tied_params) | {"out_proj.W"}
+    for name, value in tied_params.items():
+        untied_params[name][...] = value
+    untied_params["out_proj.W"][...] = tied_params["tgt_embed.W"].T
+
+    def gradients(model):
+        model.zero_grad()
+        _, cache = ops.cross_entropy_forward(model.forward(src, tgt_in), tgt_out)
+        model.backward(ops.cross_entropy_backward(1.0, cache))
+        return {name: grad.copy() for name, grad in model.grads().items()}
+
+    total, separate = gradients(tied), gradients(untied)
+    lookup_share, projection_share = separate["tgt_embed.W"], separate["out_proj.W"].T
+    assert np.abs(lookup_share).sum() > 0 and np.abs(projection_share).sum() > 0
+    np.testing.assert_allclose(total["tgt_embed.W"], lookup_share + projection_share, rtol=1e-10, atol=1e-12)
+    for name in tied_params:  # every other gradient is the untied twin's
+        if name != "tgt_embed.W":
+            np.testing.assert_allclose(total[name], separate[name], rtol=1e-10, atol=1e-12, err_msg=name)
 
 
 def test_zero_gradient_rows_pass_only_when_both_sides_are_zero(rng):

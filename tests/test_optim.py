@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import import_crosscheck
 from npformer import nn, optim
 
 
@@ -144,7 +145,7 @@ def test_clip_grad_norm_scales_to_max_norm_and_returns_the_norm():
 
 
 def test_optimizers_match_pytorch_when_it_is_installed():
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed (optional cross-check)")
+    torch = import_crosscheck("torch","PyTorch is not installed (optional cross-check)")
     grads = gradient_sequence(np.random.default_rng(4), steps=5)
     cases = [(optim.Adam, torch.optim.Adam, dict(lr=0.01, weight_decay=0.05)),
              (optim.AdamW, torch.optim.AdamW, dict(lr=0.01, weight_decay=0.05)),

@@ -239,6 +239,8 @@ class Trainer:
         bar.close()
         position["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
         self.save(position)
+        if not stop.requested and minutes is not None and (max_steps is None or position["step"] < max_steps):
+            self.log(f"stopping: the time budget of {minutes:g} minutes is spent, at step {position['step']}")
         if stop.requested:
             self.log(f"interrupted at step {position['step']}; checkpoint saved in {self.folder}; continue "
                      f"with: npformer train --name {os.path.basename(self.folder)} --resume")

@@ -33,8 +33,10 @@ print(inspect.getsource(ops.linear_backward))
 
 # %%
 x, W, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5)), rng.standard_normal(5)
-print(gradcheck.check_gradients(ops.linear_forward, ops.linear_backward, {"x": x, "W": W, "b": b},
-                                name="linear"))
+report = gradcheck.check_gradients(ops.linear_forward, ops.linear_backward, {"x": x, "W": W, "b": b},
+                                   name="linear")
+print(report)
+assert report.passed, "linear_backward must pass the finite-difference check"
 
 # %% [markdown]
 # ## ReLU
@@ -48,7 +50,11 @@ print(gradcheck.check_gradients(ops.linear_forward, ops.linear_backward, {"x": x
 # %%
 x = rng.standard_normal((3, 5))
 x += np.where(x >= 0, 0.05, -0.05)  # keep away from the kink at 0
-print(gradcheck.check_gradients(ops.relu_forward, ops.relu_backward, {"x": x}, name="relu"))
+report = gradcheck.check_gradients(ops.relu_forward, ops.relu_backward, {"x": x}, name="relu")
+print(report)
+assert report.passed, "relu_backward must pass the finite-difference check away from the kink"
+_, relu_cache = ops.relu_forward(x)
+assert all(value.dtype == bool for value in relu_cache.values()), "ReLU's cache keeps only a boolean mask"
 
 # %% [markdown]
 # GELU, `x Φ(x)`, is a smooth cousin used by BERT and GPT. Both and their derivatives:
@@ -60,7 +66,13 @@ for name, forward, backward in (("ReLU", ops.relu_forward, ops.relu_backward),
                                 ("GELU", ops.gelu_forward, ops.gelu_backward)):
     y, cache = forward(grid)
     left.plot(grid, y, label=name)
-    right.plot(grid, backward(np.ones_like(grid), cache), label=name)
+    derivative = backward(np.ones_like(grid), cache)
+    right.plot(grid, derivative, label=name)
+    if name == "ReLU":  # the prose: 1 where x > 0, 0 where x < 0, and 0 at exactly x = 0
+        assert np.all(derivative[grid > 0] == 1) and np.all(derivative[grid <= 0] == 0), \
+            "ReLU's derivative must be 1 for x > 0 and 0 for x <= 0"
+    else:  # GELU is smooth: no jump anywhere on the grid
+        assert np.abs(np.diff(derivative)).max() < 0.05, "GELU's derivative must be smooth"
 left.set(title="activation", xlabel="x")
 right.set(title="derivative (the backward pass with dout = 1)", xlabel="x")
 for axis in (left, right):

@@ -43,7 +43,9 @@ def layernorm_backward_compact(dy, cache):
     return dx, dgamma, dbeta
 
 
-print(gradcheck.check_exercise("layernorm", layernorm_backward_compact))
+report = gradcheck.check_exercise("layernorm", layernorm_backward_compact)
+print(report)
+assert report.passed, "the compact layer-norm backward pass must pass the finite-difference check"
 
 # %% [markdown]
 # **The classic mistake** is to forget that `var` depends on `x`, which drops the last term:
@@ -72,7 +74,9 @@ axes[0].set(title="inputs: each row its own mean and scale", xlabel="value")
 axes[1].hist(y.ravel(), bins=100, color="tab:blue")
 axes[1].set(title="after layer norm: every row mean 0, variance 1", xlabel="value")
 figure.savefig(viz.figures_dir() / "04_layernorm.png", dpi=110)
-print("row means ~0:", np.abs(y.mean(-1)).max() < 1e-9, " row variances ~1:", np.abs(y.var(-1) - 1).max() < 1e-4)
+print(f"largest |row mean| {np.abs(y.mean(-1)).max():.1e}, largest |row variance - 1| {np.abs(y.var(-1) - 1).max():.1e}")
+assert np.abs(y.mean(-1)).max() < 1e-9, "after layer norm every row must have mean 0"
+assert np.abs(y.var(-1) - 1).max() < 1e-4, "after layer norm every row must have variance 1 (up to eps)"
 
 # %% [markdown]
 # ## Exercises

@@ -19,6 +19,10 @@ from npformer import ops, viz
 
 table = ops.positional_encoding(64, 128, dtype=np.float64)
 print(table.shape, "PE[0] even columns:", table[0, :6:2], "odd:", table[0, 1:6:2])
+positions, pairs = np.arange(64)[:, None], np.arange(0, 128, 2)[None, :]
+angles = positions / 10000 ** (pairs / 128)
+assert np.abs(table[:, 0::2] - np.sin(angles)).max() < 1e-12, "even columns must be sin(p / 10000^(2i/d))"
+assert np.abs(table[:, 1::2] - np.cos(angles)).max() < 1e-12, "odd columns must be cos(p / 10000^(2i/d))"
 figure = viz.positional_encoding_figure(64, 128, path=viz.figures_dir() / "05_positional_encoding.png")
 
 # %% [markdown]
@@ -37,6 +41,17 @@ axis.set(title="PE[p] · PE[q]: a function of |p - q| only", xlabel="position q"
 figure.colorbar(image, ax=axis)
 figure.savefig(viz.figures_dir() / "05_position_similarity.png", dpi=110)
 print("PE[10]·PE[13] =", round(float(table[10] @ table[13]), 6), " PE[40]·PE[43] =", round(float(table[40] @ table[43]), 6))
+for k in range(-63, 64):  # every diagonal of the similarity matrix is constant
+    diagonal = np.diagonal(similarity, offset=k)
+    assert np.ptp(diagonal) < 1e-9, f"PE[p]·PE[p+{k}] must not depend on p"
+assert np.allclose(similarity, similarity.T), "PE[p]·PE[q] depends on |p - q| only"
+for position, k in ((3, 5), (20, 7)):  # the rotation property: PE[p + k] is PE[p] rotated by the angle w k
+    w = 1 / 10000 ** (np.arange(0, 128, 2) / 128)
+    sin_p, cos_p = table[position, 0::2], table[position, 1::2]
+    assert np.allclose(table[position + k, 0::2], sin_p * np.cos(w * k) + cos_p * np.sin(w * k)), \
+        "PE[p + k] must be a rotation of PE[p]"
+    assert np.allclose(table[position + k, 1::2], cos_p * np.cos(w * k) - sin_p * np.sin(w * k)), \
+        "PE[p + k] must be a rotation of PE[p]"
 
 # %% [markdown]
 # ## Learned positions

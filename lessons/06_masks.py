@@ -18,6 +18,9 @@ causal = ops.causal_mask(6)  # (T, T): query i sees keys j <= i
 combined = padding & causal  # (B, 1, T, T)
 print("padding", padding.shape, "causal", causal.shape, "combined", combined.shape)
 print(combined[0, 0].astype(int))
+assert padding.shape == (2, 1, 1, 6) and causal.shape == (6, 6) and combined.shape == (2, 1, 6, 6)
+assert np.array_equal(padding[:, 0, 0], ids != 0), "padding mask: True on real tokens, False on <pad>"
+assert np.array_equal(causal, np.tril(np.ones((6, 6), bool))), "causal mask: query i sees keys j <= i"
 
 # %% [markdown]
 # The shapes are chosen to broadcast against the attention scores `(B, H, Tq, Tk)`:
@@ -34,8 +37,16 @@ viz.masks_figure(["<bos>", "le", "chat", "noir", "<pad>", "<pad>"],
 q = k = v = np.random.default_rng(0).standard_normal((2, 1, 6, 4))
 out, cache = ops.attention_forward(q, k, v, combined)
 print("weights of sentence 0, query 'noir':", cache["weights"][0, 0, 3].round(3))
-print("all-padding sentence gives zeros:",
-      np.all(ops.attention_forward(q, k, v, ops.padding_mask(np.zeros((2, 6), int)))[0] == 0))
+weights = cache["weights"]
+assert np.all(weights[~np.broadcast_to(combined, weights.shape)] == 0), "masked keys must get exactly zero weight"
+assert np.allclose(weights.sum(-1), 1), "each query's weights over the allowed keys must sum to 1"
+all_padding = ops.padding_mask(np.zeros((2, 6), int))
+out_padding, cache_padding = ops.attention_forward(q, k, v, all_padding)
+gradients = ops.attention_backward(np.ones_like(out_padding), cache_padding)
+print("all-padding sentence gives zeros:", np.all(out_padding == 0))
+assert np.all(cache_padding["weights"] == 0) and np.all(out_padding == 0), \
+    "an all-padding row must give zero weights and zero output, not NaN"
+assert all(np.all(gradient == 0) for gradient in gradients), "an all-padding row must give zero gradient"
 
 # %% [markdown]
 # Which masks does each attention in the Transformer use?

@@ -22,8 +22,10 @@ rng = np.random.default_rng(0)
 # %%
 for head_dim in (4, 64, 512):
     q, k = rng.standard_normal((1000, head_dim)), rng.standard_normal((1000, head_dim))
-    print(f"Dh={head_dim:4d}: std of q·k = {np.std((q * k).sum(1)):6.2f}, "
-          f"after / sqrt(Dh) = {np.std((q * k).sum(1) / np.sqrt(head_dim)):.2f}")
+    raw_std, scaled_std = np.std((q * k).sum(1)), np.std((q * k).sum(1) / np.sqrt(head_dim))
+    print(f"Dh={head_dim:4d}: std of q·k = {raw_std:6.2f}, after / sqrt(Dh) = {scaled_std:.2f}")
+    assert abs(raw_std / np.sqrt(head_dim) - 1) < 0.15, "q·k must have a standard deviation near sqrt(Dh)"
+    assert abs(scaled_std - 1) < 0.15, "after the scale, the scores must have a standard deviation near 1"
 
 # %% [markdown]
 # ## Backward pass
@@ -38,8 +40,16 @@ for head_dim in (4, 64, 512):
 # is one batched `matmul` over all sentences and heads at once.
 
 # %%
-print(gradcheck.check_op("attention", batch=2, heads=3, q_len=4, k_len=4, head_dim=5))
-print(gradcheck.check_op("cross_attention"))
+for report in (gradcheck.check_op("attention", batch=2, heads=3, q_len=4, k_len=4, head_dim=5),
+               gradcheck.check_op("cross_attention")):
+    print(report)
+    assert report.passed, "attention_backward must pass the finite-difference check"
+
+q, k, v = rng.standard_normal((3, 1, 2, 4, 5))
+key_mask = np.array([True, True, False, True])  # key 2 is masked for every query
+out, cache = ops.attention_forward(q, k, v, key_mask)
+dq, dk, dv = ops.attention_backward(rng.standard_normal(out.shape), cache)
+assert np.all(dk[..., 2, :] == 0) and np.all(dv[..., 2, :] == 0), "no gradient may flow to a masked key"
 
 # %% [markdown]
 # ## A heatmap
@@ -56,6 +66,8 @@ out, cache = ops.attention_forward(queries[None, None], keys[None, None], values
 viz.attention_heatmaps([cache["weights"][0]], ["q:cat", "q:black", "q:the", "q:.", "q:sat"], words,
                        title="Each query finds its key", path=viz.figures_dir() / "07_attention.png")
 print(cache["weights"][0, 0].round(2))
+assert np.allclose(cache["weights"][0, 0].sum(-1), 1), "the weights of each query must sum to 1"
+assert list(cache["weights"][0, 0].argmax(-1)) == [2, 1, 0, 4, 3], "each query must find the key it looks for"
 
 # %% [markdown]
 # ## Exercises

@@ -66,6 +66,8 @@ for name, decode in (("without cache", decode_without_cache), ("with KV cache", 
 assert np.array_equal(decode_without_cache(model, src, 6), decode_with_cache(model, src, 6))
 speedup = timings["without cache"] / timings["with KV cache"]
 print(f"speed-up: {speedup:.1f}x (same tokens)")
+# Timings depend on the machine's load, so only the direction is asserted: the cache must win.
+assert timings["with KV cache"] < timings["without cache"], "the cached decoder must be faster"
 
 # %%
 figure, axis = plt.subplots(figsize=(6, 3), constrained_layout=True)

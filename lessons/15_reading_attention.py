@@ -19,8 +19,9 @@ from npformer.training import load_run
 folder = os.path.join("runs", "lesson-13")
 if not os.path.isfile(os.path.join(folder, "checkpoint.npz")):  # lesson 13 not run yet: train here
     quick = os.environ.get("NPFORMER_QUICK") == "1"
-    train(TrainOptions(name="lesson-15", runs_dir="runs", max_steps=40 if quick else 600,
-                       eval_every=10_000, test_sentences=20))
+    status = train(TrainOptions(name="lesson-15", runs_dir="runs", max_steps=40 if quick else 600,
+                                eval_every=10_000, test_sentences=20))
+    assert status == 0, "training must succeed"
     folder = os.path.join("runs", "lesson-15")
 run = load_run(folder)
 
@@ -33,6 +34,9 @@ src = np.array([run.src_vocab.encode(src_tokens)])
 tgt_in = np.array([[BOS_ID] + run.tgt_vocab.encode(tgt_tokens)])
 run.model.forward(backend.asarray(src), backend.asarray(tgt_in))
 cross = [backend.to_numpy(layer[0]) for layer in run.model.attention_maps()["decoder_cross"]]
+for layer in cross:  # (heads, target positions, source tokens): one distribution over the source per row
+    assert layer.shape[1:] == (tgt_in.shape[1], len(src_tokens))
+    assert np.allclose(layer.sum(-1), 1), "each row of cross-attention must be a distribution over the source"
 
 # %% [markdown]
 # Decoder position `t` reads token `t` of its input (`<bos>` first) and **produces** output token
@@ -40,6 +44,7 @@ cross = [backend.to_numpy(layer[0]) for layer in run.model.attention_maps()["dec
 
 # %%
 rows = tgt_tokens + ["<eos>"]
+assert len(rows) == tgt_in.shape[1], "one row per decoder position: the tokens written, then <eos>"
 figure = viz.attention_heatmaps(cross, rows, src_tokens, title=f"Cross-attention: {sentence} -> {translation}",
                                 path=viz.figures_dir() / "15_cross_attention.png")
 

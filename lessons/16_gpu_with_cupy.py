@@ -52,12 +52,15 @@ model.zero_grad()
 model.backward(ops.cross_entropy_backward(1.0, cache))
 optimizer.step()
 print(f"first step: loss {float(loss):.3f}")
+assert np.isfinite(float(loss))
 
 # %% [markdown]
 # `npformer.training.train_step(model, inputs, targets, optimizer)` is these five lines, written
 # once for every model and trainer in npformer (with optional label smoothing and gradient
-# clipping), and it returns the loss and the gradient norm. The timed loop calls it (the step above
-# was the warm-up: the first call of anything on a GPU also compiles its kernels):
+# clipping), and it returns the loss and, when it clips, the gradient norm. Like the cell above, it
+# never names NumPy or CuPy. The timed loop calls it (the step above was the warm-up: the first call
+# of anything on a GPU also compiles its kernels). All four steps train on the same batch, so the
+# loss must fall:
 
 # %%
 start = time.perf_counter()
@@ -68,6 +71,12 @@ if backend.is_cupy():
 seconds = (time.perf_counter() - start) / 3
 print(f"{backend.get_backend()}: {seconds * 1000:.0f} ms per training step, "
       f"{64 * 49 / seconds:,.0f} tokens/s, loss {result.loss:.3f}")
+import inspect  # noqa: E402
+
+source = inspect.getsource(train_step).lower()
+assert "numpy" not in source and "cupy" not in source, "train_step must not name NumPy or CuPy"
+assert np.isfinite(result.loss) and result.loss < float(loss), "four steps on one batch must lower its loss"
+assert seconds > 0
 
 # %%
 import matplotlib.pyplot as plt  # noqa: E402

@@ -56,6 +56,7 @@ print(f"{result['source']}: held-out accuracy {result['test_accuracy']:.2%} on {
       f"sentences, {result['parameters']:,} parameters, {result['seconds']:.0f} s")
 print(predict(result["model"], result["vocab"], ["Where is the station?", "Où est la gare ?", "Tom est là."],
               lowercase=result["lowercase"]))
+assert result["test_accuracy"] > 0.75, "two balanced classes: accuracy must be well above chance (50%)"
 
 # %%
 figure, axis = plt.subplots(figsize=(7, 3.8), constrained_layout=True)

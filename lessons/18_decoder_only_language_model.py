@@ -51,9 +51,13 @@ for temperature, top_k in ((0.5, 5), (1.0, 10), (1.5, None)):
 
 # %% [markdown]
 # Perplexity is `exp(mean cross-entropy per word)`: the model is, on average, as unsure as a uniform
-# choice among that many words. A uniform guess over the vocabulary would score over 100 here.
+# choice among that many words. A uniform guess over the vocabulary would score over 100 here
+# (its perplexity is the vocabulary's size), and the trained model must do much better (asserted).
 
 # %%
+assert len(result["vocab"]) > 100, "a uniform guess over the vocabulary would score over 100"
+assert result["valid_perplexity"] < len(result["vocab"]) / 2, "the model must beat a uniform guess by far"
+
 figure, axis = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
 axis.plot(np.exp(result["losses"]), alpha=0.6)
 axis.set(xlabel="step", ylabel="training perplexity per batch", yscale="log",

@@ -22,7 +22,12 @@ from npformer.tasks.images import SHAPES, train_vit
 image = np.arange(16.0).reshape(1, 1, 4, 4)
 patches, cache = ops.patches_forward(image, 2)
 print("image:\n", image[0, 0], "\npatches (one per row):\n", patches[0])
-print(gradcheck.check_op("patches"))
+assert patches.shape == (1, 4, 4), "(1, 1, 4, 4) in 2 x 2 patches: 4 patches of 1 * 2^2 values"
+assert np.array_equal(np.sort(patches.ravel()), image.ravel()), "every pixel must land in exactly one patch"
+assert np.array_equal(ops.patches_backward(patches, cache), image), "the backward pass must be the inverse rearrangement"
+report = gradcheck.check_op("patches")
+print(report)
+assert report.passed, "patches_backward must pass the finite-difference check"
 
 # %% [markdown]
 # ## Training on generated shapes
@@ -36,8 +41,13 @@ QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 result = train_vit(steps=120 if QUICK else 400)
 print(f"test accuracy {result['test_accuracy']:.1%} on 1,000 images "
       f"({result['parameters']:,} parameters, {result['seconds']:.0f} s)")
+assert len(result["test_labels"]) == 1000
+assert result["test_accuracy"] > 0.5, "the ViT must classify the shapes far better than chance (25%)"
 
 # %% [markdown]
+# Guessing would be right on 25% of the images (four shapes); the cell checks that the trained model
+# is far above that, in the quick run as in the full one.
+#
 # ## Where does the class token look?
 #
 # The last layer's attention from the class token to the 16 patches, averaged over heads:
@@ -57,6 +67,9 @@ for column, label in enumerate(range(4)):
         axis.set_yticks([])
 figure.colorbar(shown, ax=axes[1, :], shrink=0.8, label="attention weight")
 figure.savefig(viz.figures_dir() / "20_vit_attention.png", dpi=110)
+assert attention.shape == (1000, 4, 4), "one weight per 2 x 2 patch of each 8 x 8 test image"
+assert np.all(attention >= 0) and np.all(attention.sum((1, 2)) <= 1 + 1e-6), \
+    "attention weights are a share of the class token's attention (the rest goes to itself)"
 
 # %% [markdown]
 # ## Exercises

@@ -10,25 +10,15 @@ vocabulary (64 x 16, V = 13,507), with label smoothing 0.1 and a quarter of the 
 """
 
 import argparse
-import time
 
 import numpy as np
 
 from npformer import ops
+from timing import best_of  # benchmarks/timing.py
 
 
 def in_place_backward(dloss, cache):
     return ops.cross_entropy_backward(dloss, cache, out=cache["exps"])
-
-
-def best_of(function, repeats):
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main():

@@ -8,21 +8,11 @@ many repeats), V = 8000, D = 256, float32.
 """
 
 import argparse
-import time
 
 import numpy as np
 
 from npformer import ops
-
-
-def best_of(function, repeats):
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from timing import best_of  # benchmarks/timing.py
 
 
 def main():

@@ -176,10 +176,14 @@ def _resolve_run(command: str, folder: str | None) -> str | int:
     return folder
 
 
-def _load_run(command: str, folder: str) -> Any:
-    """The loaded run, or the exit status of a one-line error."""
+def _load_run(command: str, folder: str | None) -> Any:
+    """The loaded run (``folder``, or the most recent one when None), or the exit status of a
+    one-line error."""
     from .training import RunError, load_run
 
+    folder = _resolve_run(command, folder)
+    if isinstance(folder, int):
+        return folder
     try:
         return load_run(folder)
     except RunError as error:
@@ -207,10 +211,7 @@ def _run_translate(args: argparse.Namespace) -> int:
     sentences = _read_sentences(args.sentences)
     if isinstance(sentences, str):
         return _fail("translate", sentences)
-    folder = _resolve_run("translate", args.run)
-    if isinstance(folder, int):
-        return folder
-    run = _load_run("translate", folder)
+    run = _load_run("translate", args.run)
     if isinstance(run, int):
         return run
     non_empty = [s for s in sentences if s.strip()]
@@ -232,10 +233,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
     if args.data and not os.path.isfile(args.data):
         return _fail("evaluate", f"no data file at {args.data}")
-    folder = _resolve_run("evaluate", args.run)
-    if isinstance(folder, int):
-        return folder
-    run = _load_run("evaluate", folder)
+    run = _load_run("evaluate", args.run)
     if isinstance(run, int):
         return run
     try:
@@ -243,14 +241,14 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             pairs, report = load_pairs(args.data, max_words=None)
             print(report.summary(), file=sys.stderr)
         else:
-            pairs = RunFolder(folder).split("test")
+            pairs = RunFolder(run.folder).split("test")
     except FileNotFoundError as error:
         return _fail("evaluate", str(error))
     pairs = pairs[: args.max_sentences] if args.max_sentences else pairs
     if not pairs:
         return _fail("evaluate", "no sentence pairs to evaluate on")
     record = test_bleu(Translator.from_run(run), pairs, args.beam, progress=True, worst=args.worst)
-    print(f"{len(pairs):,} sentence pairs from {args.data or os.path.join(folder, 'test.tsv')}")
+    print(f"{len(pairs):,} sentence pairs from {args.data or os.path.join(run.folder, 'test.tsv')}")
     print(f"BLEU greedy      {record['bleu_greedy']:5.1f}")
     print(f"BLEU beam {args.beam:<2}     {record['bleu_beam']:5.1f}")
     if record["worst"]:

@@ -150,10 +150,3 @@ def latest_run(runs_dir: str = "runs") -> str | None:
     candidates = [os.path.join(runs_dir, name) for name in os.listdir(runs_dir)]
     candidates = [folder for folder in candidates if os.path.isfile(os.path.join(folder, CHECKPOINT))]
     return max(candidates, key=lambda folder: os.path.getmtime(os.path.join(folder, CHECKPOINT)), default=None)
-
-
-def describe(model: Any) -> str:
-    """One line about a model's size, for logs."""
-    c = model.config
-    return (f"{model.num_params():,} parameters (d_model {c.d_model}, {c.n_layers}+{c.n_layers} layers, "
-            f"{c.n_heads} heads)")

@@ -10,9 +10,10 @@ from ...training import evaluate_loss
 from .translator import Translator
 
 
-def corpus_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: int = 1) -> tuple[float, list[str]]:
+def corpus_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: int = 1,
+                progress: bool = False) -> tuple[float, list[str]]:
     """BLEU of the translations of the English sides against the French sides, and the translations."""
-    hypotheses = translator.translate([english for english, _ in pairs], beam_size=beam_size)
+    hypotheses = translator.translate([english for english, _ in pairs], beam_size=beam_size, progress=progress)
     return bleu(hypotheses, [french for _, french in pairs]), hypotheses
 
 
@@ -35,11 +36,10 @@ def test_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: i
               worst: int = 0) -> dict:
     """Greedy and beam BLEU on ``pairs``, as a ``metrics.jsonl`` record; with ``worst``, also the
     ``worst`` beam translations by sentence BLEU, as (english, reference, translation, score)."""
-    sources, references = [english for english, _ in pairs], [french for _, french in pairs]
-    greedy = bleu(translator.translate(sources, beam_size=1, progress=progress), references)
-    beam_translations = translator.translate(sources, beam_size=beam_size, progress=progress)
-    record = {"kind": "test", "sentences": len(pairs), "bleu_greedy": greedy,
-              "bleu_beam": bleu(beam_translations, references), "beam_size": beam_size}
+    greedy, _ = corpus_bleu(translator, pairs, 1, progress)
+    beam, beam_translations = corpus_bleu(translator, pairs, beam_size, progress)
+    record = {"kind": "test", "sentences": len(pairs), "bleu_greedy": greedy, "bleu_beam": beam,
+              "beam_size": beam_size}
     if worst:
         scored = [(english, french, hypothesis, bleu([hypothesis], [french]))
                   for (english, french), hypothesis in zip(pairs, beam_translations)]

@@ -11,6 +11,7 @@ import typing
 from dataclasses import dataclass, fields
 
 from ...models import TransformerConfig
+from ...tokens import SPECIAL_TOKENS
 from ...training import check_option
 
 PRESETS = {
@@ -93,7 +94,8 @@ class TrainOptions:
                 check_option(option.name, value)
         model = self.model_options()
         try:
-            TransformerConfig(src_vocab=len(PRESETS) + 4, tgt_vocab=len(PRESETS) + 4, **model)
+            # the vocabularies are not built yet: the smallest legal size stands in for them
+            TransformerConfig(src_vocab=len(SPECIAL_TOKENS), tgt_vocab=len(SPECIAL_TOKENS), **model)
         except ValueError as error:
             raise ValueError(str(error).removeprefix("TransformerConfig: ")) from None
         if self.token_budget < model["max_len"]:

@@ -118,9 +118,7 @@ class Trainer:
         factor = options.lr * math.sqrt(d_model * options.warmup)  # peak = lr
         self.schedule = optim.NoamSchedule(d_model, options.warmup, factor=factor)
         self.data_rng = numpy.random.default_rng(options.seed)
-        style = config.get("input", {})
-        self.translator = Translator(self.model, src_vocab, tgt_vocab, lowercase=style.get("lowercase", False),
-                                     final_mark=style.get("final_mark"))
+        self.translator = Translator.for_config(self.model, src_vocab, tgt_vocab, config)
 
     def save(self, position: dict) -> None:
         """A checkpoint of the model, the optimizer and ``position`` (where the loop stands)."""

@@ -41,11 +41,16 @@ class Translator:
         self.lowercase, self.final_mark = lowercase, final_mark
 
     @classmethod
+    def for_config(cls, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, config: dict) -> "Translator":
+        """A translator with the input style a run's ``config.json`` records (none in older runs)."""
+        style = config.get("input", {})
+        return cls(model, src_vocab, tgt_vocab, lowercase=style.get("lowercase", False),
+                   final_mark=style.get("final_mark"))
+
+    @classmethod
     def from_run(cls, run: Any) -> "Translator":
         """The translator of a loaded run (``training.load_run``), with its input style."""
-        style = run.config.get("input", {})
-        return cls(run.model, run.src_vocab, run.tgt_vocab, lowercase=style.get("lowercase", False),
-                   final_mark=style.get("final_mark"))
+        return cls.for_config(run.model, run.src_vocab, run.tgt_vocab, run.config)
 
     def source_tokens(self, sentence: str) -> tuple[list[str], list[str]]:
         """``(as typed, as the model reads them)``: the tokens of ``sentence``, and the same tokens

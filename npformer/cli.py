@@ -408,6 +408,30 @@ def _run_gradcheck(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+def _run_course(args: argparse.Namespace) -> int:
+    from . import course
+
+    command = f"course {args.action}"
+    if args.action != "exercises" and not args.out:
+        return _fail(command, f"needs an output folder: npformer course {args.action} OUT")
+    try:
+        if args.action == "exercises":
+            print(course.exercise_table(args.lessons))
+        elif args.action == "student":
+            if args.notebooks:
+                files = course.lesson_notebooks(args.lessons, args.out, execute=False, student=True)
+            else:
+                files = course.student_edition(args.lessons, args.out)
+            print(f"wrote the student edition of {len(files)} lessons to {args.out}")
+        else:
+            files = course.lesson_notebooks(args.lessons, args.out, execute=not args.no_execute,
+                                            student=args.student, quick=args.quick)
+            print(f"wrote {len(files)} {'executed ' if not args.no_execute else ''}notebooks to {args.out}")
+    except (FileNotFoundError, ValueError, ImportError, course.notebooks.NotebookError) as error:
+        return _fail(command, str(error))
+    return 0
+
+
 # -- the parser -------------------------------------------------------------------------------
 
 
@@ -515,6 +539,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(check, gradcheck.check_all_ops, {"seed": "seed for inputs and upstream gradients",
                                                    "tol": "pass threshold on the worst relative error"})
     check.set_defaults(handler=_run_gradcheck)
+
+    course_parser = commands.add_parser(
+        "course", help="the course: the student edition, the lessons as notebooks, the exercise table",
+        description="student OUT: the lessons with every solution replaced by a stub that raises "
+                    "NotImplementedError. notebooks OUT: the lessons as executed Jupyter notebooks (needs "
+                    "the course extra). exercises: the table of graded exercises and open questions.")
+    course_parser.add_argument("action", choices=("student", "notebooks", "exercises"))
+    course_parser.add_argument("out", nargs="?", help="output folder (student, notebooks)")
+    course_parser.add_argument("--lessons", default="lessons",
+                               help="the lessons folder of the repository (default: %(default)s)")
+    course_parser.add_argument("--notebooks", action="store_true",
+                               help="student: write .ipynb notebooks (not executed) instead of .py scripts")
+    course_parser.add_argument("--student", action="store_true", help="notebooks: of the student edition")
+    course_parser.add_argument("--no-execute", action="store_true", help="notebooks: convert without running")
+    course_parser.add_argument("--quick", action="store_true",
+                               help="notebooks: short trainings (NPFORMER_QUICK=1), as the tests run them")
+    course_parser.set_defaults(handler=_run_course)
     return parser
 
 

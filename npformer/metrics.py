@@ -46,6 +46,32 @@ def _ngrams(tokens: list[str], max_order: int) -> Counter:
                    for i in range(len(tokens) - n + 1))
 
 
+def _clipped_counts(hypothesis: list[str], references: list[list[str]], max_order: int):
+    """``(ngram, count, clipped count)`` for every n-gram of ``hypothesis`` up to ``max_order``.
+
+    The clipped count is at most the n-gram's count in the reference that has most of it.
+    """
+    max_ref_counts: Counter = Counter()
+    for reference in references:
+        max_ref_counts |= _ngrams(reference, max_order)
+    for ngram, count in _ngrams(hypothesis, max_order).items():
+        yield ngram, count, min(count, max_ref_counts[ngram])
+
+
+def modified_precision(hypothesis: list[str], references: list[list[str]], n: int) -> tuple[int, int]:
+    """BLEU's modified n-gram precision of one tokenised sentence, as ``(matches, total)``.
+
+    ``total`` counts the n-grams of ``hypothesis``; ``matches`` counts each of them at
+    most as often as it occurs in the reference that has most of it (clipping), so
+    "the the the the" against "the cat is on the mat" matches 2 of 4 unigrams.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"modified_precision: n must be an int >= 1, got {n!r}")
+    counted = [(count, clipped) for ngram, count, clipped in _clipped_counts(hypothesis, references, n)
+               if len(ngram) == n]
+    return sum(clipped for _, clipped in counted), sum(count for count, _ in counted)
+
+
 def bleu(hypotheses: Sequence[str], references: Sequence, max_order: int = 4) -> float:
     """Corpus BLEU in [0, 100].
 
@@ -75,13 +101,9 @@ def bleu(hypotheses: Sequence[str], references: Sequence, max_order: int = 4) ->
         hyp_length += len(hyp_tokens)
         # The closest reference length; on a tie, the shorter one.
         ref_length += min((abs(len(r) - len(hyp_tokens)), len(r)) for r in ref_tokens)[1]
-        max_ref_counts: Counter = Counter()
-        for r in ref_tokens:
-            max_ref_counts |= _ngrams(r, max_order)
-        for ngram, count in _ngrams(hyp_tokens, max_order).items():
-            n = len(ngram) - 1
-            totals[n] += count
-            matches[n] += min(count, max_ref_counts[ngram])
+        for ngram, count, clipped in _clipped_counts(hyp_tokens, ref_tokens, max_order):
+            totals[len(ngram) - 1] += count
+            matches[len(ngram) - 1] += clipped
 
     if hyp_length == 0:
         return 0.0

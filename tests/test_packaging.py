@@ -47,7 +47,7 @@ LAYERS = {
     "models": 3, "optim": 3,
     "training": 4, "gradcheck": 4, "metrics": 4, "viz": 4,
     "tasks": 5,
-    "bench": 6,
+    "bench": 6, "course": 6,
     "cli": 7,
     "__main__": 8,
 }

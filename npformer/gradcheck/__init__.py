@@ -10,7 +10,10 @@ One concern per file; each imports only the files above it:
                   builder per op); check_op, check_all_ops (the command ``npformer gradcheck``)
     modules.py    check_module (dropout masks replayed), check_loss, check_model: blocks and
                   models, every parameter; model_case and TINY_MODEL (``--model``)
-    exercises.py  check_exercise: a student's backward against the reference and finite differences
+    hints.py      diagnose: what a wrong gradient most likely got wrong (a factor, a sign, a
+                  transpose, a missing sum, a leak into masked positions)
+
+The course's exercise grader (``npformer.course.check``) builds on these.
 
 Example::
 
@@ -24,13 +27,12 @@ from .cases import (OP_CASES, attention_case, check_all_ops, check_op, cross_ent
                     embedding_case, gelu_case, layernorm_case, linear_case, patches_case, pooling_case, relu_case,
                     softmax_case)
 from .engine import DEFAULT_EPS, check_gradients, numerical_gradient
-from .exercises import check_exercise
 from .modules import TINY_MODEL, check_loss, check_model, check_module, model_case
 from .report import DEFAULT_TOL, RESOLUTION, GradcheckReport, TensorCheck, relative_error
 
 __all__ = [
     "check_gradients", "check_module", "check_loss", "check_model", "model_case", "TINY_MODEL",
-    "OP_CASES", "check_op", "check_all_ops", "check_exercise", "numerical_gradient", "relative_error",
+    "OP_CASES", "check_op", "check_all_ops", "numerical_gradient", "relative_error",
     "GradcheckReport", "TensorCheck", "DEFAULT_TOL", "DEFAULT_EPS", "RESOLUTION",
     "linear_case", "relu_case", "gelu_case", "softmax_case", "layernorm_case", "embedding_case",
     "attention_case", "dropout_case", "cross_entropy_case", "pooling_case", "patches_case",

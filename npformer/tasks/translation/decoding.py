@@ -59,6 +59,16 @@ def greedy_decode(model: Transformer, src_ids: Any, max_len: int) -> list[list[i
     return _strip(xp.stack(outputs, axis=1))
 
 
+def length_penalty_factor(length: Any, alpha: float) -> Any:
+    """GNMT's length penalty (Wu et al., 2016, eq. 14): ``((5 + length) / 6) ** alpha``.
+
+    Beam search ranks finished hypotheses by ``log P / length_penalty_factor``: with
+    ``alpha = 0`` the raw log-probability, which favours short outputs (every token
+    adds a negative term); larger ``alpha`` favours longer ones.
+    """
+    return ((5.0 + length) / 6.0) ** alpha
+
+
 def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
                 length_penalty: float = 0.6) -> list[list[int]]:
     """Beam search with the GNMT length penalty. Returns one id list per source (no <eos>).
@@ -98,6 +108,5 @@ def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
             cache = cache.select(rows)
             if bool(finished.all()):
                 break
-    penalty = ((5.0 + lengths.reshape(batch, beams)) / 6.0) ** length_penalty
-    chosen = (scores / penalty).argmax(axis=-1)
+    chosen = (scores / length_penalty_factor(lengths.reshape(batch, beams), length_penalty)).argmax(axis=-1)
     return _strip(history[xp.arange(batch) * beams + chosen])

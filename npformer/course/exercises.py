@@ -1,0 +1,588 @@
+"""The course's graded exercises: what a student writes, the reference it is checked against,
+and the inputs it is checked on.
+
+Every exercise has the natural signature of what the lesson derives: a forward
+takes the op's inputs, a backward takes the op's inputs and then the upstream
+gradient ``dout`` and returns one gradient per differentiable input. Nothing in a
+signature is one of npformer's internal caches. The references call
+``npformer.ops`` (or ``optim``, ``metrics``, the decoder), which are themselves
+checked against finite differences and against PyTorch.
+
+Each exercise is checked on several cases that exercise its edges: length 1, one
+head, padded rows, a fully masked attention row, repeated token ids. A case draws
+its inputs from a seeded generator, so a report can be reproduced.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy
+
+from .. import metrics, models, ops, optim
+from ..gradcheck.engine import numerical_gradient
+from ..tasks.translation.decoding import length_penalty_factor
+from ..tokens import PAD_ID
+
+Inputs = dict  # argument name -> value, in the order the student's function takes them
+
+
+@dataclass(frozen=True)
+class Case:
+    """One set of inputs, named by what it exercises (``"B=2, T=1: length 1"``)."""
+
+    label: str
+    inputs: Inputs
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """What a student writes and how it is checked.
+
+    ``reference`` has the student's signature. ``outputs`` names what it returns.
+    For a backward pass, ``forward`` (the op's inputs, without ``dout``) gives the
+    output whose gradient it is, and ``wrt`` names the input each returned gradient
+    belongs to: the grader also checks those against finite differences of ``forward``.
+    ``exact`` outputs (masks, counts) must be equal, not close. ``hints`` are extra
+    checks ``hint(got, expected, inputs, output_name) -> str`` for mistakes that only
+    this exercise can recognise (repeated ids, a bias correction at the wrong step).
+    ``call`` applies a function to a case's inputs (default: ``fn(*inputs.values())``);
+    a scalar rule such as a learning-rate schedule is called once per point.
+    """
+
+    name: str
+    signature: str
+    lesson: str
+    reference: Callable
+    cases: Callable[[numpy.random.Generator], list[Case]]
+    outputs: tuple[str, ...]
+    forward: Callable | None = None
+    wrt: tuple[str, ...] = ()
+    exact: bool = False
+    hints: tuple[Callable, ...] = ()
+    call: Callable | None = None
+
+
+def _normal(rng: numpy.random.Generator, *shape: int) -> numpy.ndarray:
+    return rng.standard_normal(shape)
+
+
+def _with_dout(rng: numpy.random.Generator, inputs: Inputs, forward: Callable) -> Inputs:
+    """``inputs`` plus a random upstream gradient shaped like ``forward``'s output."""
+    out = numpy.asarray(forward(*inputs.values()))
+    return {**inputs, "dout": rng.standard_normal(out.shape)}
+
+
+def _backward_cases(rng: numpy.random.Generator, forward: Callable,
+                    shapes: list[tuple[str, Callable[[numpy.random.Generator], Inputs]]]) -> list[Case]:
+    return [Case(label, _with_dout(rng, make(rng), forward)) for label, make in shapes]
+
+
+# -- finite differences --------------------------------------------------------------------------
+
+def _central_difference(f, x, h):
+    """The reference: a fourth-order difference (far more accurate than the student's h^2 one)."""
+    x = numpy.array(x, dtype=numpy.float64)
+    return numerical_gradient(lambda: numpy.asarray(f(x)), x, numpy.asarray(1.0))
+
+
+def _scalar_functions(rng):
+    def cubic(x):
+        return numpy.sum(x**3) / 3
+
+    def log_sum_exp(x):
+        return numpy.log(numpy.sum(numpy.exp(x)))
+
+    def wavy(x):
+        return numpy.sum(numpy.sin(x) * x)
+
+    return [Case("f(x) = sum(x^3) / 3, x (3, 4)", {"f": cubic, "x": rng.standard_normal((3, 4)), "h": 1e-5}),
+            Case("f(x) = log(sum(exp(x))), x (5,)", {"f": log_sum_exp, "x": rng.standard_normal(5), "h": 1e-5}),
+            Case("f(x) = sum(sin(x) x), x (1,)", {"f": wavy, "x": numpy.array([0.3]), "h": 1e-5})]
+
+
+# -- elementwise ops, the linear layer, softmax, layer norm ---------------------------------------
+
+def _linear(x, W, b):
+    return ops.linear_forward(x, W, b)[0]
+
+
+def _linear_backward(x, W, b, dout):
+    return ops.linear_backward(dout, ops.linear_forward(x, W, b)[1])
+
+
+def _linear_cases(rng):
+    def make(batch, length, d_in, d_out):
+        return lambda r: {"x": _normal(r, batch, length, d_in), "W": _normal(r, d_in, d_out),
+                          "b": _normal(r, d_out)}
+    return _backward_cases(rng, _linear, [("B=2, T=3, 4 -> 5", make(2, 3, 4, 5)),
+                                          ("B=1, T=1, 3 -> 3: one token, square W", make(1, 1, 3, 3)),
+                                          ("B=3, T=2, 6 -> 1", make(3, 2, 6, 1))])
+
+
+def _elementwise_cases(forward):
+    def cases(rng):
+        return _backward_cases(rng, forward, [
+            ("(2, 3, 4)", lambda r: {"x": 2 * _normal(r, 2, 3, 4)}),
+            ("(1, 1, 1): one entry", lambda r: {"x": numpy.array([[[0.7]]])}),
+            ("(5, 7) with large |x|", lambda r: {"x": 6 * _normal(r, 5, 7)}),
+        ])
+    return cases
+
+
+def _relu(x):
+    return ops.relu_forward(x)[0]
+
+
+def _relu_backward(x, dout):
+    return ops.relu_backward(dout, ops.relu_forward(x)[1])
+
+
+def _gelu(x):
+    return ops.gelu_forward(x)[0]
+
+
+def _gelu_backward(x, dout):
+    return ops.gelu_backward(dout, ops.gelu_forward(x)[1])
+
+
+def _softmax(x):
+    return ops.softmax_forward(x)[0]
+
+
+def _softmax_backward(x, dout):
+    return ops.softmax_backward(dout, ops.softmax_forward(x)[1])
+
+
+def _softmax_cases(rng):
+    big = numpy.array([[1000.0, 1001.0, 999.0], [-1000.0, -1002.0, -1001.0]])
+    return [Case("(2, 3, 4)", {"x": 2 * _normal(rng, 2, 3, 4)}), Case("(1, 1): one entry", {"x": numpy.array([[0.3]])}),
+            Case("scores near +-1000: needs the max subtracted", {"x": big})]
+
+
+def _layernorm(x, gamma, beta):
+    return ops.layernorm_forward(x, gamma, beta)[0]
+
+
+def _layernorm_backward(x, gamma, beta, dout):
+    return ops.layernorm_backward(dout, ops.layernorm_forward(x, gamma, beta)[1])
+
+
+def _layernorm_cases(rng):
+    def make(*shape):
+        return lambda r: {"x": 3 + 2 * _normal(r, *shape), "gamma": 1 + 0.5 * _normal(r, shape[-1]),
+                          "beta": _normal(r, shape[-1])}
+    return _backward_cases(rng, _layernorm, [("B=2, T=3, D=5", make(2, 3, 5)),
+                                             ("B=1, T=1, D=4: one token", make(1, 1, 4)),
+                                             ("(6, 3): D=3", make(6, 3))])
+
+
+# -- the loss ---------------------------------------------------------------------------------------
+
+def _cross_entropy(logits, targets, label_smoothing=0.0):
+    return ops.cross_entropy_forward(logits, targets, PAD_ID, label_smoothing)[0]
+
+
+def _cross_entropy_backward(logits, targets, dloss):
+    return ops.cross_entropy_backward(dloss, ops.cross_entropy_forward(logits, targets, PAD_ID)[1])
+
+
+def _smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss):
+    cache = ops.cross_entropy_forward(logits, targets, PAD_ID, label_smoothing)[1]
+    return ops.cross_entropy_backward(dloss, cache)
+
+
+def _loss_cases(smoothing):
+    def cases(rng):
+        def make(batch, length, vocab, padded):
+            def inputs(r):
+                targets = r.integers(1, vocab, size=(batch, length))
+                if padded:
+                    targets[-1, 1:] = PAD_ID  # a padded tail
+                    targets[0, :] = PAD_ID  # a row of padding only
+                made = {"logits": 2 * _normal(r, batch, length, vocab), "targets": targets}
+                if smoothing:
+                    made["label_smoothing"] = 0.1
+                return made
+            return inputs
+        shapes = [("B=3, T=4, V=6, padded rows (<pad> = 0 is ignored)", make(3, 4, 6, True)),
+                  ("B=1, T=1, V=5: one target", make(1, 1, 5, False)),
+                  ("B=2, T=3, V=3, no padding", make(2, 3, 3, False))]
+        return [Case(label, {**make_inputs(rng), "dloss": float(1 + rng.random())})
+                for label, make_inputs in shapes]
+    return cases
+
+
+# -- embedding, dropout, masks, positions ------------------------------------------------------------
+
+def _embedding(ids, W):
+    return ops.embedding_forward(ids, W)[0]
+
+
+def _embedding_backward(ids, W, dout):
+    return ops.embedding_backward(dout, ops.embedding_forward(ids, W)[1])
+
+
+def _embedding_cases(rng):
+    return _backward_cases(rng, _embedding, [
+        ("ids with repeats, B=2, T=4, V=6", lambda r: {"ids": numpy.array([[1, 3, 3, 0], [3, 5, 1, 1]]),
+                                                     "W": _normal(r, 6, 3)}),
+        ("B=1, T=1", lambda r: {"ids": numpy.array([[2]]), "W": _normal(r, 4, 5)}),
+        ("one id repeated 5 times", lambda r: {"ids": numpy.full((1, 5), 4), "W": _normal(r, 5, 2)}),
+    ])
+
+
+def _repeated_id_hint(got, expected, inputs, output):
+    ids = numpy.asarray(inputs["ids"]).reshape(-1)
+    counts = numpy.bincount(ids, minlength=expected.shape[0])
+    if got.shape != expected.shape:
+        return ""
+    wrong = numpy.any(numpy.abs(got - expected) > 1e-6 * numpy.abs(expected).max(), axis=-1)
+    if wrong.any() and numpy.all(counts[wrong] > 1):
+        return ("wrong only in the rows of ids that occur more than once: a repeated id must add its "
+                "gradients up (numpy.add.at), not overwrite them (dW[ids] = dout keeps only the last)")
+    return ""
+
+
+def _dropout(x, keep, p):
+    return x * keep / (1.0 - p)
+
+
+def _dropout_backward(x, keep, p, dout):
+    return dout * keep / (1.0 - p)
+
+
+def _dropout_cases(rng):
+    def make(shape, p):
+        return lambda r: {"x": _normal(r, *shape), "keep": r.random(shape) >= p, "p": p}
+    return _backward_cases(rng, _dropout, [("(2, 3, 4), p = 0.25", make((2, 3, 4), 0.25)),
+                                           ("(1, 1, 3), p = 0.5", make((1, 1, 3), 0.5)),
+                                           ("(4, 5), p = 0.1", make((4, 5), 0.1))])
+
+
+def _padding_mask(ids):
+    return ops.padding_mask(ids, PAD_ID)
+
+
+def _mask_cases(rng):
+    return [Case("B=2, T=4, a padded tail", {"ids": numpy.array([[5, 6, 7, 0], [4, 0, 0, 0]])}),
+            Case("B=1, T=1", {"ids": numpy.array([[3]])}),
+            Case("B=3, T=3, no padding", {"ids": rng.integers(1, 9, size=(3, 3))})]
+
+
+def _inverted_mask_hint(got, expected, inputs, output):
+    if got.shape == expected.shape and numpy.array_equal(got.astype(bool), ~expected.astype(bool)):
+        return "inverted: True must mean 'may attend' (a real token, a key at or before the query)"
+    return ""
+
+
+def _causal_mask(length):
+    return ops.causal_mask(length)
+
+
+def _decoder_mask(tgt_ids):
+    return ops.padding_mask(tgt_ids, PAD_ID) & ops.causal_mask(tgt_ids.shape[1])
+
+
+def _positional_encoding(max_len, d_model):
+    return ops.positional_encoding(max_len, d_model, dtype=numpy.float64)
+
+
+# -- attention ----------------------------------------------------------------------------------------
+
+def _attention(q, k, v, mask):
+    return ops.attention_forward(q, k, v, mask)[0]
+
+
+def _attention_backward(q, k, v, mask, dout):
+    return ops.attention_backward(dout, ops.attention_forward(q, k, v, mask)[1])
+
+
+def _attention_inputs(r, batch, heads, t_query, t_key, head_dim, mask):
+    return {"q": _normal(r, batch, heads, t_query, head_dim), "k": _normal(r, batch, heads, t_key, head_dim),
+            "v": _normal(r, batch, heads, t_key, head_dim), "mask": mask}
+
+
+def _attention_shapes():
+    padded = numpy.array([True, True, False])[None, None, None, :]
+    fully_masked = numpy.ones((1, 1, 3, 4), dtype=bool)
+    fully_masked[0, 0, 1] = False  # query 1 may attend to nothing
+    return [
+        ("B=2, H=2, Tq=3, Tk=3, causal mask", lambda r: _attention_inputs(r, 2, 2, 3, 3, 4, ops.causal_mask(3))),
+        ("B=1, H=1, Tq=1, Tk=3, padded key (mask (1, 1, 1, 3))",
+         lambda r: _attention_inputs(r, 1, 1, 1, 3, 2, padded)),
+        ("B=1, H=1, Tq=3, Tk=4, query 1 fully masked", lambda r: _attention_inputs(r, 1, 1, 3, 4, 3, fully_masked)),
+        ("B=2, H=3, Tq=2, Tk=5, no mask", lambda r: _attention_inputs(r, 2, 3, 2, 5, 2, None)),
+    ]
+
+
+def _attention_cases(rng):
+    return [Case(label, make(rng)) for label, make in _attention_shapes()]
+
+
+def _attention_backward_cases(rng):
+    return _backward_cases(rng, _attention, _attention_shapes())
+
+
+def _split_heads(x, n_heads):
+    batch, length, d_model = x.shape
+    return x.reshape(batch, length, n_heads, d_model // n_heads).transpose(0, 2, 1, 3)
+
+
+def _merge_heads(x):
+    batch, heads, length, head_dim = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
+
+
+def _split_cases(rng):
+    return [Case("B=2, T=3, D=8, 2 heads", {"x": _normal(rng, 2, 3, 8), "n_heads": 2}),
+            Case("B=1, T=1, D=4, 1 head", {"x": _normal(rng, 1, 1, 4), "n_heads": 1}),
+            Case("B=1, T=2, D=6, 3 heads", {"x": _normal(rng, 1, 2, 6), "n_heads": 3})]
+
+
+def _merge_cases(rng):
+    return [Case(case.label, {"x": _split_heads(case.inputs["x"], case.inputs["n_heads"])})
+            for case in _split_cases(rng)]
+
+
+def _multi_head_attention_pieces(query, memory, Wq, Wk, Wv, Wo, n_heads, mask):
+    caches, heads = [], []
+    for x, W in ((query, Wq), (memory, Wk), (memory, Wv)):
+        projected, cache = ops.linear_forward(x, W)
+        caches.append(cache)
+        heads.append(_split_heads(projected, n_heads))
+    attended, attention_cache = ops.attention_forward(*heads, mask)
+    out, out_cache = ops.linear_forward(_merge_heads(attended), Wo)
+    return out, (caches, attention_cache, out_cache)
+
+
+def _multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask):
+    return _multi_head_attention_pieces(query, memory, Wq, Wk, Wv, Wo, n_heads, mask)[0]
+
+
+def _multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
+    _, (caches, attention_cache, out_cache) = _multi_head_attention_pieces(
+        query, memory, Wq, Wk, Wv, Wo, n_heads, mask)
+    d_merged, dWo, _ = ops.linear_backward(dout, out_cache)
+    d_heads = ops.attention_backward(_split_heads(d_merged, n_heads), attention_cache)
+    (dquery, dWq, _), (dkeys, dWk, _), (dvalues, dWv, _) = (
+        ops.linear_backward(_merge_heads(d_head), cache) for d_head, cache in zip(d_heads, caches))
+    return dquery, dkeys + dvalues, dWq, dWk, dWv, dWo
+
+
+def _multi_head_attention_inputs(r, batch, t_query, t_memory, d_model, n_heads, mask):
+    return {"query": _normal(r, batch, t_query, d_model), "memory": _normal(r, batch, t_memory, d_model),
+            "Wq": _normal(r, d_model, d_model) / math.sqrt(d_model),
+            "Wk": _normal(r, d_model, d_model) / math.sqrt(d_model),
+            "Wv": _normal(r, d_model, d_model) / math.sqrt(d_model),
+            "Wo": _normal(r, d_model, d_model) / math.sqrt(d_model), "n_heads": n_heads, "mask": mask}
+
+
+def _multi_head_attention_shapes():
+    padded_memory = numpy.array([[True, True, True], [True, False, False]])[:, None, None, :]
+    return [
+        ("B=2, Tq=2, Tm=3, D=4, 2 heads, padded memory",
+         lambda r: _multi_head_attention_inputs(r, 2, 2, 3, 4, 2, padded_memory)),
+        ("B=1, Tq=1, Tm=1, D=3, 1 head", lambda r: _multi_head_attention_inputs(r, 1, 1, 1, 3, 1, None)),
+        ("B=1, Tq=3, Tm=3, D=6, 3 heads, causal",
+         lambda r: _multi_head_attention_inputs(r, 1, 3, 3, 6, 3, ops.causal_mask(3))),
+    ]
+
+
+def _multi_head_attention_cases(rng):
+    return [Case(label, make(rng)) for label, make in _multi_head_attention_shapes()]
+
+
+def _multi_head_attention_backward_cases(rng):
+    return _backward_cases(rng, _multi_head_attention, _multi_head_attention_shapes())
+
+
+def _transformer_parameters(src_vocab, tgt_vocab, d_model, d_ff, n_layers):
+    config = models.TransformerConfig(src_vocab, tgt_vocab, d_model=d_model, n_heads=1, d_ff=d_ff,
+                                      n_layers=n_layers, max_len=8)
+    return models.Transformer(config, seed=0).num_params()
+
+
+def _transformer_parameter_cases(rng):
+    def sizes(src_vocab, tgt_vocab, d_model, d_ff, n_layers):
+        return {"src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "d_model": d_model, "d_ff": d_ff,
+                "n_layers": n_layers}
+    return [Case("vocabularies 100 and 120, D=16, F=32, N=2", sizes(100, 120, 16, 32, 2)),
+            Case("D=4, F=4, N=1, the smallest vocabularies", sizes(4, 4, 4, 4, 1)),
+            Case("vocabularies 5000 and 6000, D=128, F=512, N=3", sizes(5000, 6000, 128, 512, 3))]
+
+
+def _attention_entropy(weights):
+    logs = numpy.log(numpy.where(weights > 0, weights, 1.0))  # 0 log 0 = 0
+    return -numpy.sum(weights * logs, axis=-1)
+
+
+def _entropy_cases(rng):
+    uniform = numpy.full((1, 1, 2, 4), 0.25)
+    one_hot = numpy.zeros((1, 1, 2, 3))
+    one_hot[..., 1] = 1.0
+    one_hot[0, 0, 1] = 0.0  # a fully masked query: all-zero weights, entropy 0
+    return [Case("softmax rows, (2, 3, 4, 5)", {"weights": ops.softmax_forward(2 * _normal(rng, 2, 3, 4, 5))[0]}),
+            Case("uniform over 4 keys: log 4", {"weights": uniform}),
+            Case("one-hot and a fully masked (all-zero) row", {"weights": one_hot})]
+
+
+# -- the optimiser and its schedule --------------------------------------------------------------------
+
+def _adam_step(param, grad, m, v, step, lr, beta1, beta2, eps):
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad * grad
+    m_hat = m / (1 - beta1**step)
+    v_hat = v / (1 - beta2**step)
+    return param - lr * m_hat / (numpy.sqrt(v_hat) + eps), m, v
+
+
+def _adam_cases(rng):
+    def make(step, shape):
+        return {"param": _normal(rng, *shape), "grad": _normal(rng, *shape), "m": 0.1 * _normal(rng, *shape),
+                "v": 0.1 * rng.random(shape), "step": step, "lr": 1e-2, "beta1": 0.9, "beta2": 0.98,
+                "eps": 1e-9}
+    first = make(1, (3, 4))
+    first["m"], first["v"] = numpy.zeros((3, 4)), numpy.zeros((3, 4))
+    return [Case("step 1, m = v = 0, (3, 4)", first), Case("step 7, (5,)", make(7, (5,))),
+            Case("step 1000, (2, 2)", make(1000, (2, 2)))]
+
+
+def _adam_step_hint(got, expected, inputs, output):
+    if output != "param":
+        return ""
+    for shifted, words in ((inputs["step"] - 1, "step - 1"), (inputs["step"] + 1, "step + 1")):
+        if shifted >= 1:
+            wrong = _adam_step(*{**inputs, "step": shifted}.values())[0]
+            if numpy.allclose(got, wrong, rtol=1e-9, atol=1e-12):
+                return f"the bias correction uses {words}: use the step being taken (1 on the first step)"
+    uncorrected = inputs["param"] - inputs["lr"] * (
+        (inputs["beta1"] * inputs["m"] + (1 - inputs["beta1"]) * inputs["grad"])
+        / (numpy.sqrt(inputs["beta2"] * inputs["v"] + (1 - inputs["beta2"]) * inputs["grad"] ** 2) + inputs["eps"]))
+    if numpy.allclose(got, uncorrected, rtol=1e-9, atol=1e-12):
+        return "no bias correction: divide m by 1 - beta1^step and v by 1 - beta2^step"
+    return ""
+
+
+def _noam_lr(step, d_model, warmup_steps):
+    return optim.NoamSchedule(d_model, warmup_steps)(step)
+
+
+def _pointwise(name: str):
+    """Call a scalar rule once per point of ``inputs[name]`` (the others fixed); stack the results."""
+    def call(fn, inputs):
+        points = inputs[name]
+        rest = {key: value for key, value in inputs.items() if key != name}
+        return (numpy.array([float(fn(**{name: point}, **rest)) for point in points]),)
+    return call
+
+
+def _noam_cases(rng):
+    return [Case("d_model=512, warm-up 4000, steps 1 .. 20000",
+                 {"step": [1, 2, 100, 3999, 4000, 4001, 10000, 20000], "d_model": 512, "warmup_steps": 4000}),
+            Case("d_model=64, warm-up 1: no warm-up", {"step": [1, 2, 3, 50], "d_model": 64, "warmup_steps": 1})]
+
+
+# -- decoding and its score ---------------------------------------------------------------------------
+
+def _modified_precision(hypothesis, references, n):
+    return metrics.modified_precision(hypothesis, references, n)
+
+
+def _precision_cases(rng):
+    the_cat = "the cat is on the mat".split()
+    return [
+        Case("the the the the, n=1 (clipping)", {"hypothesis": "the the the the".split(),
+                                                 "references": [the_cat, "there is a cat on the mat".split()],
+                                                 "n": 1}),
+        Case("bigrams, two references", {"hypothesis": "the cat the cat on the mat".split(),
+                                         "references": [the_cat, "there is a cat on the mat".split()], "n": 2}),
+        Case("hypothesis shorter than n", {"hypothesis": ["le"], "references": [["le", "chat"]], "n": 2}),
+    ]
+
+
+def _unclipped_hint(got, expected, inputs, output):
+    hypothesis, n = inputs["hypothesis"], inputs["n"]
+    if output != "matches":
+        return ""
+    grams = [tuple(hypothesis[i:i + n]) for i in range(len(hypothesis) - n + 1)]
+    in_any = {tuple(r[i:i + n]) for r in inputs["references"] for i in range(len(r) - n + 1)}
+    if int(got) == sum(gram in in_any for gram in grams) != int(expected):
+        return ("not clipped: an n-gram counts at most as often as in the reference that has most of it "
+                "('the the the the' must not match 'the' four times)")
+    return ""
+
+
+def _length_penalty_cases(rng):
+    return [Case("alpha = 0.6, lengths 1 .. 30", {"length": [1, 2, 5, 10, 30], "alpha": 0.6}),
+            Case("alpha = 0: no penalty", {"length": [1, 7], "alpha": 0.0}),
+            Case("alpha = 1", {"length": [1, 3, 12], "alpha": 1.0})]
+
+
+EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
+    Exercise("central_difference", "central_difference(f, x, h) -> the gradient of the scalar f at x", "01",
+             _central_difference, _scalar_functions, ("gradient",)),
+    Exercise("linear_backward", "linear_backward(x, W, b, dout) -> (dx, dW, db)", "02", _linear_backward,
+             _linear_cases, ("dx", "dW", "db"), _linear, ("x", "W", "b")),
+    Exercise("relu_backward", "relu_backward(x, dout) -> dx", "02", _relu_backward,
+             _elementwise_cases(_relu), ("dx",), _relu, ("x",)),
+    Exercise("gelu_backward", "gelu_backward(x, dout) -> dx", "02", _gelu_backward,
+             _elementwise_cases(_gelu), ("dx",), _gelu, ("x",)),
+    Exercise("softmax", "softmax(x) -> probabilities over the last axis", "03", _softmax,
+             _softmax_cases, ("probabilities",)),
+    Exercise("softmax_backward", "softmax_backward(x, dout) -> dx", "03", _softmax_backward,
+             _elementwise_cases(_softmax), ("dx",), _softmax, ("x",)),
+    Exercise("cross_entropy_backward", "cross_entropy_backward(logits, targets, dloss) -> dlogits", "03",
+             _cross_entropy_backward, _loss_cases(False), ("dlogits",), _cross_entropy, ("logits",)),
+    Exercise("smoothed_cross_entropy_backward",
+             "smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss) -> dlogits", "03",
+             _smoothed_cross_entropy_backward, _loss_cases(True), ("dlogits",), _cross_entropy, ("logits",)),
+    Exercise("layernorm_backward", "layernorm_backward(x, gamma, beta, dout) -> (dx, dgamma, dbeta)", "04",
+             _layernorm_backward, _layernorm_cases, ("dx", "dgamma", "dbeta"), _layernorm, ("x", "gamma", "beta")),
+    Exercise("positional_encoding", "positional_encoding(max_len, d_model) -> (max_len, d_model) table", "05",
+             _positional_encoding, lambda rng: [Case("max_len=10, d_model=8", {"max_len": 10, "d_model": 8}),
+                                                Case("max_len=1, d_model=2", {"max_len": 1, "d_model": 2}),
+                                                Case("max_len=50, d_model=6", {"max_len": 50, "d_model": 6})],
+             ("table",)),
+    Exercise("padding_mask", "padding_mask(ids) -> boolean (B, 1, 1, T), True where ids != <pad> (0)", "06",
+             _padding_mask, _mask_cases, ("mask",), exact=True, hints=(_inverted_mask_hint,)),
+    Exercise("causal_mask", "causal_mask(length) -> boolean (T, T), True where key <= query", "06",
+             _causal_mask, lambda rng: [Case(f"T={t}", {"length": t}) for t in (1, 2, 5)], ("mask",),
+             exact=True, hints=(_inverted_mask_hint,)),
+    Exercise("decoder_mask", "decoder_mask(tgt_ids) -> boolean (B, 1, T, T): padding and causal", "10",
+             _decoder_mask, lambda rng: [Case(case.label, {"tgt_ids": case.inputs["ids"]}) for case in _mask_cases(rng)],
+             ("mask",), exact=True, hints=(_inverted_mask_hint,)),
+    Exercise("embedding_backward", "embedding_backward(ids, W, dout) -> dW", "05", _embedding_backward,
+             _embedding_cases, ("dW",), _embedding, ("W",), hints=(_repeated_id_hint,)),
+    Exercise("dropout_backward", "dropout_backward(x, keep, p, dout) -> dx", "09", _dropout_backward,
+             _dropout_cases, ("dx",), _dropout, ("x",)),
+    Exercise("attention", "attention(q, k, v, mask) -> out", "07", _attention, _attention_cases, ("out",)),
+    Exercise("attention_backward", "attention_backward(q, k, v, mask, dout) -> (dq, dk, dv)", "07",
+             _attention_backward, _attention_backward_cases, ("dq", "dk", "dv"), _attention, ("q", "k", "v")),
+    Exercise("split_heads", "split_heads(x, n_heads) -> (B, H, T, D / H)", "08", _split_heads, _split_cases,
+             ("heads",)),
+    Exercise("merge_heads", "merge_heads(x) -> (B, T, H * Dh)", "08", _merge_heads, _merge_cases, ("merged",)),
+    Exercise("multi_head_attention",
+             "multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask) -> out", "08",
+             _multi_head_attention, _multi_head_attention_cases, ("out",)),
+    Exercise("multi_head_attention_backward",
+             "multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout) "
+             "-> (dquery, dmemory, dWq, dWk, dWv, dWo)", "08", _multi_head_attention_backward,
+             _multi_head_attention_backward_cases, ("dquery", "dmemory", "dWq", "dWk", "dWv", "dWo"),
+             _multi_head_attention, ("query", "memory", "Wq", "Wk", "Wv", "Wo")),
+    Exercise("transformer_parameters",
+             "transformer_parameters(src_vocab, tgt_vocab, d_model, d_ff, n_layers) -> int (post-norm, untied)",
+             "11", _transformer_parameters, _transformer_parameter_cases, ("count",), exact=True),
+    Exercise("adam_step", "adam_step(param, grad, m, v, step, lr, beta1, beta2, eps) -> (param, m, v)", "12",
+             _adam_step, _adam_cases, ("param", "m", "v"), hints=(_adam_step_hint,)),
+    Exercise("noam_lr", "noam_lr(step, d_model, warmup_steps) -> learning rate", "12", _noam_lr, _noam_cases,
+             ("lr",), call=_pointwise("step")),
+    Exercise("modified_precision", "modified_precision(hypothesis, references, n) -> (matches, total)", "13",
+             _modified_precision, _precision_cases, ("matches", "total"), exact=True, hints=(_unclipped_hint,)),
+    Exercise("attention_entropy", "attention_entropy(weights) -> entropy of each row, in nats", "15",
+             _attention_entropy, _entropy_cases, ("entropy",)),
+    Exercise("length_penalty", "length_penalty(length, alpha) -> ((5 + length) / 6) ** alpha", "14",
+             length_penalty_factor, _length_penalty_cases, ("penalty",), call=_pointwise("length")),
+]}

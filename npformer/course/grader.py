@@ -1,0 +1,209 @@
+"""The autograder: a student's function, called with public inputs, against the reference.
+
+``check("layernorm_backward", my_layernorm_backward)`` calls the student's function
+on every case of the exercise (``exercises.EXERCISES``) and compares each returned
+tensor with the reference's, and, for a backward pass, with the fourth-order finite
+differences of the reference forward (``gradcheck.numerical_gradient``). A tensor
+passes when its worst relative error ``|a - b| / (|a| + |b|)`` is below ``1e-6``
+(the rule of ``gradcheck.report``); masks and counts must be equal. A failing tensor
+gets a hint (``gradcheck.hints.diagnose`` and the exercise's own hints): off by a
+constant factor, transposed, wrong sign, a missing sum over a broadcast axis,
+gradient leaking into masked positions, repeated ids overwriting each other.
+
+A stub that raises ``NotImplementedError`` is "not implemented yet"; any other
+exception is reported as a failure with its message. ``check`` never raises for
+the student's mistakes, so a lesson runs to the end whatever the student wrote,
+unless ``NPFORMER_GRADER=strict`` asks it to raise on a failure (the tests run the
+published lessons that way).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy
+
+from ..gradcheck.engine import numerical_gradient
+from ..gradcheck.hints import diagnose
+from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
+from .exercises import EXERCISES, Case, Exercise
+
+PASSED, FAILED, NOT_IMPLEMENTED = "passed", "FAILED", "not implemented yet"
+
+
+class ExerciseFailed(AssertionError):
+    """Raised by ``check`` under ``NPFORMER_GRADER=strict`` when an exercise fails."""
+
+
+@dataclass
+class Row:
+    """One returned tensor of one case: against the reference and (gradients) finite differences."""
+
+    case: str
+    tensor: str
+    shape: tuple
+    reference: TensorCheck
+    finite_differences: TensorCheck | None = None
+    hint: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.reference.passed and (self.finite_differences is None or self.finite_differences.passed)
+
+
+@dataclass(repr=False)
+class ExerciseReport:
+    """The outcome of one exercise: ``status`` is "passed", "FAILED" or "not implemented yet"."""
+
+    exercise: Exercise
+    status: str
+    rows: list[Row] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+    @property
+    def verdict(self) -> str:
+        """One line: ``exercise layernorm_backward: passed (9 tensors in 3 cases)``."""
+        name = self.exercise.name
+        if self.status == NOT_IMPLEMENTED:
+            return f"exercise {name}: {NOT_IMPLEMENTED}"
+        cases = len({row.case for row in self.rows})
+        if self.status == PASSED:
+            return f"exercise {name}: {PASSED} ({len(self.rows)} tensors in {cases} cases)"
+        wrong = sorted({row.tensor for row in self.rows if not row.passed})
+        detail = f"{', '.join(wrong)} wrong" if wrong else self.message
+        return f"exercise {name}: {FAILED} ({detail})"
+
+    def table(self) -> str:
+        lines = [self.exercise.signature]
+        if self.status == NOT_IMPLEMENTED:
+            lines.append("  not implemented yet: write the function body, then run this cell again")
+            return "\n".join(lines + [self.verdict])
+        if self.message:
+            lines.append(f"  {self.message}")
+        if self.rows:
+            header = ("case", "tensor", "shape", "against the reference", "against finite differences")
+            cells = [header] + [(row.case, row.tensor, str(row.shape), _cell(row.reference),
+                                 _cell(row.finite_differences)) for row in self.rows]
+            widths = [max(len(cell[i]) for cell in cells) for i in range(len(header))]
+            for cell in cells:
+                lines.append("  " + "  ".join(text.ljust(width) for text, width in zip(cell, widths)).rstrip())
+            shown = set()
+            for row in self.rows:  # one hint per tensor and kind of mistake, from its first case
+                if row.hint and (row.tensor, row.hint) not in shown:
+                    shown.add((row.tensor, row.hint))
+                    lines.append(f"  hint for {row.tensor} ({row.case}): {row.hint}")
+        return "\n".join(lines + [self.verdict])
+
+    def __str__(self) -> str:
+        return self.table()
+
+    __repr__ = __str__  # a notebook cell ending in check(...) shows the table
+
+
+def _cell(check: TensorCheck | None) -> str:
+    if check is None:
+        return "-"
+    if not numpy.isfinite(check.max_rel_error):
+        return f"FAIL ({check.note})" if check.note else "FAIL"
+    where = f" at {check.worst_index}" if not check.passed and check.worst_index else ""
+    return f"{'pass' if check.passed else 'FAIL'} {check.max_rel_error:.1e}{where}"
+
+
+def _as_outputs(values: Any, count: int) -> tuple:
+    values = tuple(values) if isinstance(values, (tuple, list)) and count > 1 else (values,)
+    return values
+
+
+def _call(exercise: Exercise, fn: Callable, inputs: dict) -> tuple:
+    arguments = copy.deepcopy(inputs)  # the student's function may write into its inputs
+    if exercise.call is not None:
+        return exercise.call(fn, arguments)
+    return _as_outputs(fn(*arguments.values()), len(exercise.outputs))
+
+
+def _finite_differences(exercise: Exercise, case: Case) -> dict[str, numpy.ndarray]:
+    """The gradient of ``sum(forward(inputs) * dout)`` for each ``wrt`` input."""
+    forward_inputs = {key: value for key, value in case.inputs.items() if key not in ("dout", "dloss")}
+    dout = case.inputs.get("dout", case.inputs.get("dloss"))
+    arrays = {key: numpy.array(value, dtype=numpy.float64) if key in exercise.wrt else value
+              for key, value in forward_inputs.items()}
+    return {key: numerical_gradient(lambda: numpy.asarray(exercise.forward(*arrays.values())), arrays[key],
+                                    numpy.asarray(dout)) for key in exercise.wrt}
+
+
+def _compare(exercise: Exercise, case: Case, name: str, got: Any, expected: Any,
+             numeric: numpy.ndarray | None) -> Row:
+    expected = numpy.asarray(expected)
+    shape = tuple(expected.shape)
+    try:
+        got = numpy.asarray(got, dtype=bool if exercise.exact and expected.dtype == bool else numpy.float64)
+    except (TypeError, ValueError):
+        failed = TensorCheck.failed("", name, shape, f"not an array of numbers: {type(got).__name__}")
+        return Row(case.label, name, shape, failed)
+    if got.shape != shape:
+        row = Row(case.label, name, shape, TensorCheck.failed("", name, shape, f"shape {got.shape}"))
+    elif exercise.exact:
+        equal = got == expected
+        worst = None if equal.all() else tuple(int(i) for i in numpy.argwhere(~equal)[0])
+        row = Row(case.label, name, shape, TensorCheck("", name, shape, 0.0 if worst is None else 1.0,
+                                                       worst is None, worst))
+    else:
+        row = Row(case.label, name, shape, _judge("", [(name, shape, got, expected, "")], DEFAULT_TOL).results[0])
+        if numeric is not None:
+            row.finite_differences = _judge("", [(name, shape, got, numeric, "")], DEFAULT_TOL).results[0]
+    if not row.passed:
+        hints = [hint(got, expected, case.inputs, name) for hint in exercise.hints]
+        row.hint = next((text for text in hints if text), "") or diagnose(got, expected)
+    return row
+
+
+def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = None) -> ExerciseReport:
+    """Grade ``student_fn`` for the exercise ``name`` (see ``exercises.EXERCISES``).
+
+    Returns an ``ExerciseReport``: print it for the table, one row per returned
+    tensor per case, and its verdict line; ``report.passed`` is True when every
+    tensor of every case agrees. ``strict``: raise ``ExerciseFailed`` on a failure;
+    None (the default) follows ``NPFORMER_GRADER=strict``. A lesson that shows a
+    mistake on purpose passes ``strict=False``.
+    """
+    if name not in EXERCISES:
+        raise KeyError(f"check: unknown exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
+    exercise = EXERCISES[name]
+    report = ExerciseReport(exercise, PASSED)
+    for case in exercise.cases(numpy.random.default_rng(seed)):
+        expected = _call(exercise, exercise.reference, case.inputs)
+        try:
+            got = _call(exercise, student_fn, case.inputs)
+        except NotImplementedError:
+            report.status = NOT_IMPLEMENTED
+            break
+        except Exception as error:  # the student's bug, reported rather than raised
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            report.status = FAILED
+            report.message = (f"case {case.label}: raised {type(error).__name__}: {error} "
+                              f"(line {where.lineno}: {where.line})")
+            break
+        if len(got) != len(exercise.outputs):
+            report.status = FAILED
+            report.message = (f"case {case.label}: returned {len(got)} value(s), expected "
+                              f"{len(exercise.outputs)}: {', '.join(exercise.outputs)}")
+            break
+        numeric = _finite_differences(exercise, case) if exercise.forward is not None else {}
+        for output, got_tensor, expected_tensor, wrt in zip(
+                exercise.outputs, got, expected, exercise.wrt or (None,) * len(exercise.outputs)):
+            report.rows.append(_compare(exercise, case, output, got_tensor, expected_tensor, numeric.get(wrt)))
+    if report.status == PASSED and not all(row.passed for row in report.rows):
+        report.status = FAILED
+    if strict is None:
+        strict = os.environ.get("NPFORMER_GRADER") == "strict"
+    if report.status == FAILED and strict:
+        raise ExerciseFailed(str(report))
+    return report

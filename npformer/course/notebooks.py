@@ -1,0 +1,89 @@
+"""The lessons as Jupyter notebooks, executed (outputs and figures inline) or not.
+
+A lesson is a percent-format script (``# %%`` cells); jupytext reads it as a
+notebook, nbclient runs it in a fresh kernel whose working folder is the output
+folder, so lesson 15 finds the run that lesson 13 wrote. Needs the ``course``
+extra: ``pip install "npformer[course]"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from tqdm.auto import tqdm
+
+from .edition import lesson_files, student_source
+
+
+class NotebookError(RuntimeError):
+    """A lesson's cell raised while it ran as a notebook; the message names the lesson and the cell."""
+
+
+def _course_tools() -> tuple[Any, Any, Any]:
+    try:
+        import jupytext
+        import nbclient
+        import nbformat
+    except ImportError as error:
+        raise ImportError(f"the notebooks need the course extra ({error.name} is missing): "
+                          "pip install \"npformer[course]\"") from None
+    return jupytext, nbclient, nbformat
+
+
+@contextlib.contextmanager
+def _environment(changes: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the kernels started inside the block, then restore them."""
+    saved = {key: os.environ.get(key) for key in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: bool = True,
+                     student: bool = False, quick: bool = False, timeout: int = 900,
+                     only: list[str] | None = None) -> list[Path]:
+    """Write every lesson of ``lessons_dir`` as ``out_dir/NN_topic.ipynb``; return the files.
+
+    Args:
+        execute: run each notebook (in ``out_dir``), so that outputs and figures are inline.
+        student: the student edition (solutions replaced by stubs).
+        quick: ``NPFORMER_QUICK=1`` for the kernels (short trainings, figures to a temporary folder).
+        timeout: seconds one cell may run.
+        only: lesson numbers (``["04", "13"]``) to convert; None for all.
+
+    Raises ``NotebookError`` naming the lesson and the cell when a cell raises; the
+    notebook is still written, with the error in its outputs.
+    """
+    jupytext, nbclient, nbformat = _course_tools()
+    files = [path for path in lesson_files(lessons_dir) if only is None or path.name[:2] in only]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    changes = {"NPFORMER_QUICK": "1"} if quick else {}
+    with _environment(changes):
+        for path in tqdm(files, desc="notebooks", unit="lesson", disable=not execute):
+            text = path.read_text(encoding="utf-8")
+            notebook = jupytext.reads(student_source(text, path.name) if student else text, fmt="py:percent")
+            notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+            target = out / f"{path.stem}.ipynb"
+            try:
+                if execute:
+                    client = nbclient.NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                                                     resources={"metadata": {"path": str(out)}})
+                    client.execute()
+            except nbclient.exceptions.CellExecutionError as error:
+                summary = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+                raise NotebookError(f"{path.name}: a cell raised while running as a notebook: {summary}") from error
+            finally:
+                nbformat.write(notebook, target)
+            written.append(target)
+    return written

@@ -225,3 +225,28 @@ def test_the_lessons_grade_every_exercise_and_every_math_lesson_has_one():
 def test_the_exercise_table_in_the_lessons_readme_is_current():
     readme = (LESSONS / "README.md").read_text(encoding="utf-8")
     assert exercise_table(LESSONS) in readme, "run: npformer course exercises > the table in lessons/README.md"
+
+
+def test_the_course_command_writes_the_student_edition_and_the_table(tmp_path, capsys):
+    from npformer.cli import main
+
+    assert main(["course", "student", str(tmp_path / "student"), "--lessons", str(LESSONS)]) == 0
+    written = sorted(path.name for path in (tmp_path / "student").iterdir())
+    assert written == sorted(path.name for path in LESSONS.glob("[0-9][0-9]_*.py"))
+    assert all(BEGIN not in (tmp_path / "student" / name).read_text() for name in written)
+    assert main(["course", "exercises", "--lessons", str(LESSONS)]) == 0
+    assert exercise_table(LESSONS) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["course", "student"], "needs an output folder"),
+    (["course", "student", "out", "--lessons", "nowhere"], "no lessons (NN_topic.py files) in 'nowhere'"),
+])
+def test_the_course_command_fails_in_one_line(argv, words, tmp_path, monkeypatch, capsys):
+    from npformer.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert words in error and len(error.splitlines()) == 1, error
+    assert not (tmp_path / "out").exists()

@@ -14,7 +14,7 @@ def test_ci_runs_exactly_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     command = re.search(r'^TEST_COMMAND="([^"]+)"', ci, re.MULTILINE).group(1)
     readme = (ROOT / "README.md").read_text()
-    assert f'pip install ".[test]" && {command}\n' in readme
+    assert f'pip install ".[test,course]" && {command}\n' in readme
 
 
 def test_runtime_dependencies_are_numpy_matplotlib_and_tqdm_only():

@@ -4,7 +4,8 @@ The error of one tensor is its worst entry::
 
     rel_error = max_i |a_i - n_i| / max(|a_i| + |n_i|, 1e-12)
 
-with ``a`` the analytic gradient and ``n`` the numeric one. An entry passes
+with ``a`` the analytic gradient and ``n`` the numeric one. A failing tensor's note
+says what the mistake most likely is when its pattern is recognisable (``hints.py``). An entry passes
 below ``tol = 1e-6``, or when ``|a_i - n_i|`` is at most ``1e-9`` of the
 largest gradient entry of the check, below which float64 finite differences
 cannot resolve anything. Only entries far smaller than the rest need that: an
@@ -21,6 +22,7 @@ from typing import Any
 import numpy
 
 from .. import backend
+from .hints import diagnose
 
 DEFAULT_TOL = 1e-6
 RESOLUTION = 1e-9  # |a - n| below RESOLUTION * (largest gradient entry) is beyond finite differences
@@ -149,5 +151,7 @@ def _judge(op: str, pairs: list[tuple[str, tuple, Any, Any, str]], tol: float) -
         unresolved = int(numpy.sum((within_resolution & ~within_tol)[checked]))
         if unresolved:
             note = ", ".join(filter(None, [note, f"{unresolved} entries within resolution {resolution:.0e}"]))
+        if not passed:
+            note = "; ".join(filter(None, [note, diagnose(analytic, numpy.where(checked, numeric, analytic))]))
         report.results.append(TensorCheck(op, tensor, shape, error, passed, worst, note))
     return report

@@ -1,35 +1,72 @@
 # %% [markdown]
 # # Lesson 2 — The linear layer and ReLU
 #
-# The workhorse of every network: `y = x @ W + b`, with `x (..., Din)`, `W (Din, Dout)`,
-# `b (Dout,)`. Then a non-linearity, here ReLU, `max(x, 0)`.
+# The workhorse of every network is the affine map $y = x W + b$, with `x` of shape `(..., Din)`,
+# `W` of shape `(Din, Dout)` and `b` of shape `(Dout,)`. Then a non-linearity, here ReLU,
+# $\operatorname{relu}(x) = \max(x, 0)$, and its smooth cousin GELU.
 
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import gradcheck, ops, viz
+from npformer.course import check
 
 rng = np.random.default_rng(0)
 
 # %% [markdown]
 # ## Deriving the backward pass
 #
-# Flatten the leading axes so that `X` is `(N, Din)` and `Y = X W + b` is `(N, Dout)`. For one
-# entry, `Y[n, j] = sum_i X[n, i] W[i, j] + b[j]`. With the upstream gradient `dY`:
+# Flatten the leading axes, so that $X$ is $N \times D_\text{in}$ (`(N, Din)`) and $Y = X W + b$
+# is $N \times D_\text{out}$, with $N$ the number of rows (every sentence and position). One
+# entry is
 #
-# * `dL/dX[n, i] = sum_j dY[n, j] W[i, j]`, that is **`dX = dY @ W.T`**;
-# * `dL/dW[i, j] = sum_n X[n, i] dY[n, j]`, that is **`dW = X.T @ dY`**, a sum over every row
-#   (every sentence and position);
-# * `dL/db[j] = sum_n dY[n, j]`, that is **`db = dY.sum(0)`**.
+# $$Y_{nj} = \sum_i X_{ni} W_{ij} + b_j .$$
 #
-# A shape check confirms each: `(N, Dout) @ (Dout, Din)` is `(N, Din)` and so on. Each is a single
-# matrix product, with no loop over the batch. Here is the code in `npformer/ops/linear.py`:
+# With the upstream gradient $dY = \partial L / \partial Y$, the chain rule sums over every entry of
+# $Y$ that an input touches:
+#
+# * $X_{ni}$ appears in row $n$ of $Y$, once per column $j$:
+#   $$\frac{\partial L}{\partial X_{ni}} = \sum_j dY_{nj} W_{ij}, \qquad\text{that is}\qquad dX = dY\, W^\top;$$
+# * $W_{ij}$ appears in column $j$ of every row $n$:
+#   $$\frac{\partial L}{\partial W_{ij}} = \sum_n X_{ni}\, dY_{nj}, \qquad\text{that is}\qquad dW = X^\top dY,$$
+#   a sum over every row;
+# * $b_j$ appears in column $j$ of every row:
+#   $$\frac{\partial L}{\partial b_j} = \sum_n dY_{nj}.$$
+#
+# A shape check confirms each: $dY\,W^\top$ is $(N \times D_\text{out})(D_\text{out} \times D_\text{in})
+# = N \times D_\text{in}$, the shape of $X$, and $X^\top dY$ is $D_\text{in} \times D_\text{out}$, the
+# shape of $W$. Each is a single matrix product, with no loop over the batch.
+#
+# ### Your turn
+#
+# Write `linear_backward(x, W, b, dout)` for `x` of shape `(..., Din)` (any number of leading
+# axes) and `dout` of shape `(..., Dout)`. Reshape `x` and `dout` to 2-D arrays of rows
+# (`reshape(-1, Din)`), apply the three formulas, and return `(dx, dW, db)` with the shapes of `x`,
+# `W` and `b`. (`b` does not enter any of the gradients; it is an argument because the forward
+# pass takes it.) The grader checks a batch, a single token with a square `W`, and $D_\text{out} = 1$.
 
 # %%
-import inspect  # noqa: E402
+def linear_backward(x, W, b, dout):
+    """Gradients of y = x @ W + b with respect to x, W and b."""
+    ### BEGIN SOLUTION
+    d_in, d_out = W.shape
+    x_rows = x.reshape(-1, d_in)
+    dout_rows = dout.reshape(-1, d_out)
+    dx = (dout_rows @ W.T).reshape(x.shape)
+    dW = x_rows.T @ dout_rows
+    db = dout_rows.sum(axis=0)
+    return dx, dW, db
+    ### END SOLUTION
 
-print(inspect.getsource(ops.linear_backward))
+
+# %%
+print(check("linear_backward", linear_backward))
+
+# %% [markdown]
+# npformer's `ops.linear_backward` (in `npformer/ops/linear.py`) computes the same three products
+# from the cache that `ops.linear_forward` keeps, and passes the finite-difference check of
+# lesson 1:
 
 # %%
 x, W, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5)), rng.standard_normal(5)
@@ -41,11 +78,37 @@ assert report.passed, "linear_backward must pass the finite-difference check"
 # %% [markdown]
 # ## ReLU
 #
-# `relu(x) = max(x, 0)` has derivative 1 where `x > 0` and 0 where `x < 0` (at exactly 0 we take 0,
-# as PyTorch does). So `dx = dout * (x > 0)`: the gradient flows through the units that were
-# on. npformer's cache keeps only the boolean mask.
+# $\operatorname{relu}(x) = \max(x, 0)$, entry by entry, has derivative $1$ where $x > 0$ and $0$
+# where $x < 0$ (at exactly $x = 0$ we take $0$, as PyTorch does). Each output entry depends on
+# its own input entry only, so the Jacobian is diagonal and the backward pass is a product,
+# entry by entry:
 #
-# The finite-difference check must avoid the kink: an input within `h` of 0 would straddle it.
+# $$dx = \texttt{dout} \odot [x > 0],$$
+#
+# with $[x > 0]$ equal to $1$ where the condition holds and $0$ elsewhere: the gradient flows
+# through the units that were on.
+#
+# ### Your turn
+#
+# Write `relu_backward(x, dout)`: return `dx`, the shape of `x` (any shape).
+
+# %%
+def relu_backward(x, dout):
+    """Gradient of max(x, 0) with respect to x."""
+    ### BEGIN SOLUTION
+    return dout * (x > 0)
+    ### END SOLUTION
+
+
+# %%
+print(check("relu_backward", relu_backward))
+
+# %% [markdown]
+# npformer's `ops.relu_backward` does the same, from a cache that keeps only the boolean mask
+# $[x > 0]$ (one byte per entry, instead of the eight of a float64 `x`).
+#
+# Its finite-difference check must avoid the kink: an input within $2h$ of $0$ would straddle it,
+# and the difference quotient there is neither $0$ nor $1$.
 
 # %%
 x = rng.standard_normal((3, 5))
@@ -57,7 +120,53 @@ _, relu_cache = ops.relu_forward(x)
 assert all(value.dtype == bool for value in relu_cache.values()), "ReLU's cache keeps only a boolean mask"
 
 # %% [markdown]
-# GELU, `x Φ(x)`, is a smooth cousin used by BERT and GPT. Both and their derivatives:
+# ## GELU
+#
+# GELU, used by BERT and GPT, weights $x$ by the probability that a standard normal variable is
+# below it:
+#
+# $$\operatorname{gelu}(x) = x\,\Phi(x), \qquad \Phi(x) = \frac{1}{2}\left(1 + \operatorname{erf}\frac{x}{\sqrt 2}\right),$$
+#
+# with $\Phi$ the standard normal distribution function and
+# $\operatorname{erf}(z) = \frac{2}{\sqrt\pi}\int_0^z e^{-t^2}\,dt$. The derivative of $\Phi$ is the
+# normal density,
+#
+# $$\Phi'(x) = \varphi(x) = \frac{e^{-x^2/2}}{\sqrt{2\pi}},$$
+#
+# so by the product rule
+#
+# $$\operatorname{gelu}'(x) = \Phi(x) + x\,\varphi(x), \qquad dx = \texttt{dout} \odot \operatorname{gelu}'(x).$$
+#
+# ### Your turn
+#
+# Write `gelu_backward(x, dout)` for the exact GELU above (not the $\tanh$ approximation): return
+# `dx`, the shape of `x`. NumPy has no $\operatorname{erf}$: use `ops.erf` (`npformer.ops.erf`,
+# already imported as part of `ops`), which works entry by entry on arrays. The grader includes
+# inputs as large as $|x| \approx 13$.
+
+# %%
+def gelu_backward(x, dout):
+    """Gradient of the exact GELU, x * Phi(x), with respect to x."""
+    ### BEGIN SOLUTION
+    cdf = 0.5 * (1.0 + ops.erf(x / np.sqrt(2.0)))
+    density = np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+    return dout * (cdf + x * density)
+    ### END SOLUTION
+
+
+# %%
+print(check("gelu_backward", gelu_backward))
+
+# %% [markdown]
+# npformer's `ops.gelu_backward` passes the finite-difference check too:
+
+# %%
+report = gradcheck.check_op("gelu")
+print(report)
+assert report.passed, "gelu_backward must pass the finite-difference check"
+
+# %% [markdown]
+# ReLU and GELU, and their derivatives (the backward pass with $\texttt{dout} = 1$):
 
 # %%
 grid = np.linspace(-4, 4, 401)
@@ -81,9 +190,26 @@ for axis in (left, right):
 figure.savefig(viz.figures_dir() / "02_relu_gelu.png", dpi=110)
 
 # %% [markdown]
+# ReLU's derivative jumps from $0$ to $1$ at $x = 0$; GELU's changes smoothly, dips below $0$ for
+# negative $x$ (where $x\,\varphi(x) < 0$ outweighs $\Phi(x)$), and rises slightly above $1$ for
+# positive $x$ before settling at $1$.
+
+# %%
+gelu_slope = ops.gelu_backward(np.ones_like(grid), ops.gelu_forward(grid)[1])
+print(f"GELU's derivative on [-4, 4]: smallest {gelu_slope.min():.3f} at x = {grid[gelu_slope.argmin()]:.2f}, "
+      f"largest {gelu_slope.max():.3f} at x = {grid[gelu_slope.argmax()]:.2f}")
+assert gelu_slope.min() < 0 < grid[gelu_slope.argmax()] and gelu_slope.max() > 1, \
+    "GELU's derivative must dip below 0 and rise above 1"
+
+# %% [markdown]
 # ## Exercises
 #
-# 1. Write your own `linear_backward` and check it with
-#    `gradcheck.check_exercise("linear", my_linear_backward)`.
-# 2. Why does `dW` sum over the batch, while `dX` has one row per example?
-# 3. A "leaky" ReLU is `max(x, 0.01 x)`. Write its forward and backward pass and check them.
+# 1. For `x` of shape `(B, T, Din)`, write `dW` as one `np.einsum` call, with no reshape. Put it in
+#    a copy of your `linear_backward` and grade the copy with `check`, as above.
+# 2. Why does $dW$ sum over the batch, while $dX$ has one row per example?
+# 3. A "leaky" ReLU is $\max(x, 0.01\,x)$. Write its forward and backward pass and check them with
+#    `gradcheck.check_gradients`.
+# 4. For very negative $x$, $\frac{1}{2}\bigl(1 + \operatorname{erf}(x/\sqrt 2)\bigr)$ is $1$ minus
+#    almost $1$. Compute $\Phi(-10)$ that way and as $\frac{1}{2}\operatorname{erfc}(-x/\sqrt 2)$ with
+#    `ops.erfc`: how many correct digits does each keep? Why does a `gelu_backward` written with
+#    `erf` still pass the grader, whose cases reach $|x| \approx 13$? (The pass rule is in lesson 1.)

@@ -10,30 +10,98 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import gradcheck, ops, viz
+from npformer.course import check
 
 rng = np.random.default_rng(0)
 
 # %% [markdown]
-# ## Softmax and its backward pass
+# ## Softmax, computed stably
 #
-# `p_i = exp(z_i) / sum_k exp(z_k)`. Its Jacobian is `dp_i/dz_j = p_i (δ_ij - p_j)`, so for an
-# upstream gradient `g`:
+# For a row of scores $z_1, \dots, z_V$ (the last axis of an array),
 #
-# `dz_j = sum_i g_i p_i (δ_ij - p_j) = p_j (g_j - sum_i g_i p_i)`
+# $$p_i = \frac{e^{z_i}}{\sum_k e^{z_k}} .$$
 #
-# That is one subtraction and one multiplication per entry, with no `V x V` Jacobian.
-#
-# **Stability.** `exp(1000)` overflows. Since softmax ignores a constant shift, we subtract the
-# row maximum first: every exponent is then `<= 0`.
+# **Stability.** Written as it stands, this overflows: $e^{1000}$ is larger than any float64.
 
 # %%
 z = np.array([1000.0, 999.0, 0.0])
 with np.errstate(over="ignore", invalid="ignore"):
     naive = np.exp(z) / np.exp(z).sum()
-stable, _ = ops.softmax_forward(z)
-print("naive:", naive, " stable:", stable)
+print("naive:", naive)
 assert not np.all(np.isfinite(naive)), "the naive softmax of [1000, 999, 0] must overflow"
+
+# %% [markdown]
+# Softmax ignores a constant shift of the whole row: for any number $m$,
+#
+# $$\frac{e^{z_i - m}}{\sum_k e^{z_k - m}} = \frac{e^{-m}\, e^{z_i}}{e^{-m} \sum_k e^{z_k}} = p_i .$$
+#
+# With $m = \max_k z_k$, every exponent $z_i - m$ is at most $0$, so no $e^{z_i - m}$ overflows,
+# and the largest of them is $e^0 = 1$, so the sum is at least $1$: never a division by $0$.
+#
+# ### Your turn
+#
+# Write `softmax(x)`: the softmax of `x` (any shape) over its last axis, an array the shape of
+# `x` whose rows sum to 1. Subtract each row's maximum first (`keepdims=True` keeps the axis for
+# broadcasting). The grader includes rows with scores near $+1000$ and near $-1000$.
+
+# %%
+def softmax(x):
+    """Probabilities over the last axis of x, computed without overflow."""
+    ### BEGIN SOLUTION
+    exps = np.exp(x - x.max(axis=-1, keepdims=True))
+    return exps / exps.sum(axis=-1, keepdims=True)
+    ### END SOLUTION
+
+
+# %%
+print(check("softmax", softmax))
+
+# %% [markdown]
+# npformer's `ops.softmax_forward` subtracts the maximum too, and stays finite where the naive
+# formula overflowed:
+
+# %%
+stable, _ = ops.softmax_forward(z)
+print("stable:", stable)
 assert np.all(np.isfinite(stable)) and abs(stable.sum() - 1) < 1e-12, "the stable softmax must be finite and sum to 1"
+
+# %% [markdown]
+# ## The backward pass of softmax
+#
+# Every $p_i$ depends on every $z_j$. Differentiating the quotient, with $\delta_{ij} = 1$ when
+# $i = j$ and $0$ otherwise:
+#
+# $$\frac{\partial p_i}{\partial z_j} = \frac{\delta_{ij}\, e^{z_i}}{\sum_k e^{z_k}}
+# - \frac{e^{z_i}\, e^{z_j}}{\bigl(\sum_k e^{z_k}\bigr)^2} = p_i\,(\delta_{ij} - p_j).$$
+#
+# For an upstream gradient $g = \partial L / \partial p$ (`dout`), the chain rule sums over $i$:
+#
+# $$dz_j = \sum_i g_i\, p_i\,(\delta_{ij} - p_j) = p_j \Bigl(g_j - \sum_i g_i\, p_i\Bigr).$$
+#
+# That is one subtraction and one multiplication per entry, with no $V \times V$ Jacobian.
+#
+# ### Your turn
+#
+# Write `softmax_backward(x, dout)`: recompute $p$ from `x` (stably), then return `dx`, the shape
+# of `x`, from the formula above, row by row over the last axis.
+
+# %%
+def softmax_backward(x, dout):
+    """Gradient of softmax(x) (over the last axis) with respect to x."""
+    ### BEGIN SOLUTION
+    p = np.exp(x - x.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    return p * (dout - (dout * p).sum(axis=-1, keepdims=True))
+    ### END SOLUTION
+
+
+# %%
+print(check("softmax_backward", softmax_backward))
+
+# %% [markdown]
+# npformer's `ops.softmax_backward` passes the finite-difference check of lesson 1:
+
+# %%
 report = gradcheck.check_gradients(ops.softmax_forward, ops.softmax_backward,
                                    {"z": rng.standard_normal((3, 6))}, name="softmax")
 print(report)
@@ -42,21 +110,104 @@ assert report.passed, "softmax_backward must pass the finite-difference check"
 # %% [markdown]
 # ## Cross-entropy on logits, fused
 #
-# For the correct class `t`, the loss is `-log p_t = -(z_t - m) + log(sum_k exp(z_k - m))`
-# with `m = max z`. The sum is at least 1 (the maximum contributes `exp(0)`), so the log is
-# never `log(0)`. Computing `log p` from the logits directly (log-softmax) rather than
-# `log(softmax(z))` is what keeps logits of `1e4` finite.
+# For the correct class $t$, with $m = \max_k z_k$, the loss of one position is
 #
-# The gradient is beautifully simple: **`dz = p - onehot(t)`**, averaged over the positions
-# that count. Padding positions (target `<pad>` = 0) are ignored: they add nothing to the
-# loss and get zero gradient.
+# $$\ell = -\log p_t = -(z_t - m) + \log \sum_k e^{z_k - m} .$$
 #
+# The sum is at least $1$ (the maximum contributes $e^0$), so the log is never $\log 0$. Computing
+# $\log p$ from the logits directly (a log-softmax), rather than $\log(\operatorname{softmax}(z))$,
+# is what keeps logits of $10^4$ finite: there, $\operatorname{softmax}(z)$ rounds most
+# probabilities to $0$.
+#
+# The gradient is beautifully simple. The shift $m$ changes nothing, so differentiate
+# $\ell = -z_t + \log \sum_k e^{z_k}$:
+#
+# $$\frac{\partial \ell}{\partial z_j} = -[j = t] + \frac{e^{z_j}}{\sum_k e^{z_k}} = p_j - [j = t],
+# \qquad\text{that is}\qquad dz = p - \operatorname{onehot}(t).$$
+#
+# A batch has logits of shape `(B, T, V)` and targets of shape `(B, T)`. Padding positions
+# (target `<pad>` = 0) are ignored: they add nothing to the loss and get zero gradient. The loss
+# is the mean over the $N$ positions that count,
+#
+# $$L = \frac{1}{N} \sum_{n:\ t_n \neq 0} \ell_n,
+# \qquad\text{so}\qquad
+# \frac{\partial L}{\partial z_n} = \frac{\texttt{dloss}}{N}\,\bigl(p_n - \operatorname{onehot}(t_n)\bigr)$$
+#
+# at a position $n$ that counts, and $0$ at a padding position, with $\texttt{dloss}$ the upstream
+# gradient of the scalar loss ($1$ when $L$ is the final loss).
+#
+# ### Your turn
+#
+# Write `cross_entropy_backward(logits, targets, dloss)`: `logits` of shape `(..., V)`, `targets`
+# of shape `(...)` (integers, `0` for `<pad>`), `dloss` a number. Return `dlogits`, the shape of
+# `logits`, from the formula above: $p$ by a stable softmax, $\operatorname{onehot}(t)$ by
+# `np.eye(V)[targets]`, a factor `targets != 0` that zeroes the padding positions, and $N$ their
+# count (when no position counts, the loss is 0 and so is its gradient: divide by
+# $\max(N, 1)$). The grader includes a row of padding only and a single target.
+
+# %%
+def cross_entropy_backward(logits, targets, dloss):
+    """Gradient of the mean cross-entropy over the non-<pad> targets, with respect to the logits."""
+    ### BEGIN SOLUTION
+    vocab_size = logits.shape[-1]
+    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    counts = (targets != 0)[..., None]
+    n_counted = max(int(counts.sum()), 1)
+    return dloss * (p - np.eye(vocab_size)[targets]) * counts / n_counted
+    ### END SOLUTION
+
+
+# %%
+print(check("cross_entropy_backward", cross_entropy_backward))
+
+# %% [markdown]
 # ## Label smoothing
 #
-# The paper trains with label smoothing `eps = 0.1`: the target distribution is
-# `q = (1 - eps) onehot(t) + eps / V` instead of a one-hot vector. The loss is `-sum_j q_j log p_j`
-# and the gradient becomes **`dz = p - q`**. The model is discouraged from ever becoming
-# certain, which improves BLEU even though it raises the training loss.
+# The paper trains with label smoothing $\varepsilon = 0.1$: the target distribution is
+#
+# $$q = (1 - \varepsilon)\,\operatorname{onehot}(t) + \frac{\varepsilon}{V}$$
+#
+# instead of a one-hot vector ($\varepsilon / V$ goes to every class, the target included, as in
+# PyTorch). The loss of one position is $\ell = -\sum_j q_j \log p_j$. Since
+# $\log p_j = z_j - \log \sum_k e^{z_k}$ and $\sum_j q_j = 1$,
+#
+# $$\ell = -\sum_j q_j z_j + \log \sum_k e^{z_k},
+# \qquad\text{so}\qquad
+# \frac{\partial \ell}{\partial z_j} = p_j - q_j, \qquad dz = p - q .$$
+#
+# With $\varepsilon = 0$ this is the gradient above. The model is discouraged from ever becoming
+# certain: the paper reports that this hurts perplexity but improves accuracy and BLEU.
+#
+# ### Your turn
+#
+# Write `smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss)`, with
+# `label_smoothing` the $\varepsilon$ above: the same as `cross_entropy_backward`, with $q$ in place
+# of $\operatorname{onehot}(t)$. Return `dlogits`, the shape of `logits`; padding positions still get
+# $0$, and the mean is still over the $N$ positions that count.
+
+# %%
+def smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss):
+    """Gradient of the label-smoothed mean cross-entropy over the non-<pad> targets."""
+    ### BEGIN SOLUTION
+    vocab_size = logits.shape[-1]
+    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    q = (1 - label_smoothing) * np.eye(vocab_size)[targets] + label_smoothing / vocab_size
+    counts = (targets != 0)[..., None]
+    n_counted = max(int(counts.sum()), 1)
+    return dloss * (p - q) * counts / n_counted
+    ### END SOLUTION
+
+
+# %%
+print(check("smoothed_cross_entropy_backward", smoothed_cross_entropy_backward))
+
+# %% [markdown]
+# npformer's `ops.cross_entropy_forward` and `ops.cross_entropy_backward` fuse all of this
+# (`ignore_index=0` names `<pad>`, `label_smoothing` is $\varepsilon$). Below, their loss with and
+# without smoothing, and checks of each claim above: zero gradient at padding, $p - q$ averaged over
+# the positions that count, padding adding nothing to the loss, finite losses for logits of $10^4$.
 
 # %%
 logits = 2 * rng.standard_normal((2, 4, 7))
@@ -78,15 +229,21 @@ for eps in (0.0, 0.1):
 assert smoothed_losses[0.1] > smoothed_losses[0.0], "label smoothing raises the loss here"
 padded_away = ops.cross_entropy_forward(np.where(targets[..., None] == 0, 1e4, logits), targets, ignore_index=0)[0]
 assert abs(float(padded_away) - smoothed_losses[0.0]) < 1e-12, "padding positions must add nothing to the loss"
-huge = ops.cross_entropy_forward(1e4 * rng.standard_normal((1, 3, 7)), np.array([[1, 2, 3]]), ignore_index=None)[0]
+huge_logits, huge_targets = 1e4 * rng.standard_normal((1, 3, 7)), np.array([[1, 2, 3]])
+huge = ops.cross_entropy_forward(huge_logits, huge_targets, ignore_index=None)[0]
+probabilities = ops.softmax_forward(huge_logits)[0]
+with np.errstate(divide="ignore"):
+    unfused = -np.log(np.take_along_axis(probabilities, huge_targets[..., None], axis=-1)).mean()
+print(f"logits of about 1e4: fused loss {float(huge):.1f}, -log(softmax(z)) gives {unfused}")
 assert np.isfinite(float(huge)), "the fused loss must stay finite for logits of 1e4"
+assert not np.isfinite(unfused), "log(softmax(z)) must reach log(0) for logits of 1e4"
 report = gradcheck.check_op("cross_entropy")
 print(report)
 assert report.passed, "cross_entropy_backward must pass the finite-difference check"
 
 # %% [markdown]
-# What smoothing does to the loss as the model grows confident: the correct logit is
-# `margin` above the other `V - 1 = 9`.
+# What smoothing does to the loss as the model grows confident: the correct logit is a
+# *margin* above the other $V - 1 = 9$, which are all $0$.
 
 # %%
 margins = np.linspace(-2, 12, 200)
@@ -114,10 +271,15 @@ for eps in (0.1, 0.3):
 
 # %% [markdown]
 # With smoothing the loss has a minimum at a finite margin. Without it, the loss only
-# approaches 0 as the margin goes to infinity.
+# approaches $0$ as the margin goes to infinity.
 #
 # ## Exercises
 #
-# 1. Show that `sum_j dz_j = 0` for every position. Why must it be?
-# 2. Find the margin that minimises the smoothed loss for `V = 10`, `eps = 0.1`, analytically.
-# 3. Check your own `cross_entropy_backward` with `gradcheck.check_exercise("cross_entropy", ...)`.
+# 1. Show that $\sum_j dz_j = 0$ at every position. Why must it be?
+# 2. Find, as a formula in $\varepsilon$ and $V$, the margin that minimises the smoothed loss of the
+#    figure (the correct logit is the margin, the other $V - 1$ logits are $0$). Check it against the
+#    minima printed above for $V = 10$. Find the smallest loss as a formula too: the entropy of
+#    which distribution is it?
+# 3. The loss divides by $N$, the number of targets that are not `<pad>`, not by the number of
+#    positions $B \cdot T$. What would dividing by $B \cdot T$ do to the gradient of a batch of short
+#    sentences padded to a long one, compared with a batch of long sentences?

@@ -3,20 +3,60 @@
 #
 # Attention treats its input as a *set*: permute the tokens and the outputs permute with them.
 # Word order must therefore be added to the input. The paper adds a fixed table
-# (section 3.5):
+# (section 3.5). For position $p$ and column pair $i$ ($0 \le 2i < d_{\text{model}}$):
 #
-# `PE[p, 2i] = sin(p / 10000^(2i/d))`,  `PE[p, 2i+1] = cos(p / 10000^(2i/d))`
+# $$PE_{p,\,2i} = \sin\left(p\,\omega_i\right), \qquad PE_{p,\,2i+1} = \cos\left(p\,\omega_i\right),
+# \qquad \omega_i = \frac{1}{10000^{2i/d_{\text{model}}}}$$
 #
-# Sines go in the even columns and cosines in the odd ones, each pair sharing one frequency.
-# (A well-known tutorial puts the cosine in only one column; `tests/test_ops_properties.py`
-# checks every column against the formula.)
+# Sines go in the even columns and cosines in the odd ones, each pair sharing one frequency
+# $\omega_i$; the wavelengths $2\pi/\omega_i$ grow geometrically from $2\pi$ to almost
+# $10000 \cdot 2\pi$. (A well-known tutorial puts the cosine in only one column;
+# `tests/test_ops_properties.py` checks every column against the formula.)
 
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import ops, viz
+from npformer import gradcheck, nn, ops, viz
+from npformer.course import check
 
+rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ### Your turn
+#
+# Write `positional_encoding(max_len, d_model)`, returning the float64 table of shape
+# `(max_len, d_model)`. Build the positions $p = 0, 1, \dots$, `max_len - 1` as a column
+# `(max_len, 1)` and the even column indices $2i = 0, 2, 4, \dots$ as a row; their product with
+# the frequencies $\omega_i = 10000^{-2i/d_{\text{model}}}$ gives the angles $p\,\omega_i$,
+# one column per pair. Write $\sin$ of the angles into the columns `0::2` and $\cos$ into the
+# columns `1::2`. Note that the exponent uses the *even* column index $2i$ of the pair, and that
+# the sine and the cosine of a pair share it. The grader tries $d_{\text{model}} = 8$, a single
+# position with $d_{\text{model}} = 2$, and 50 positions with $d_{\text{model}} = 6$.
+
+# %%
+def positional_encoding(max_len, d_model):
+    """The (max_len, d_model) sinusoid table: even columns sin(p w_i), odd columns cos(p w_i)."""
+    ### BEGIN SOLUTION
+    positions = np.arange(max_len, dtype=np.float64)[:, None]  # (max_len, 1)
+    pair_index = np.arange(0, d_model, 2, dtype=np.float64)  # the "2i" of each pair
+    angles = positions / 10000.0 ** (pair_index / d_model)  # (max_len, ceil(d_model / 2))
+    table = np.zeros((max_len, d_model))
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    return table
+    ### END SOLUTION
+
+
+# %%
+print(check("positional_encoding", positional_encoding))
+
+# %% [markdown]
+# npformer's `ops.positional_encoding` computes the same table (in float64, then cast to the
+# dtype asked for). Below, 64 positions of a 128-wide model, checked column by column against
+# the formula, and drawn:
+
+# %%
 table = ops.positional_encoding(64, 128, dtype=np.float64)
 print(table.shape, "PE[0] even columns:", table[0, :6:2], "odd:", table[0, 1:6:2])
 positions, pairs = np.arange(64)[:, None], np.arange(0, 128, 2)[None, :]
@@ -28,10 +68,10 @@ figure = viz.positional_encoding_figure(64, 128, path=viz.figures_dir() / "05_po
 # %% [markdown]
 # ## Why sinusoids
 #
-# For each frequency `w`, the pair `(sin(wp), cos(wp))` at position `p + k` is a *rotation* of the
-# pair at `p` by the angle `wk`, the same rotation for every `p`. A linear map can therefore
-# express "k positions back", which is what attention needs. The dot product between two
-# positions' encodings depends only on their distance:
+# For each frequency $\omega$, the pair $(\sin \omega p, \cos \omega p)$ at position $p + k$ is a
+# *rotation* of the pair at $p$ by the angle $\omega k$, the same rotation for every $p$. A linear
+# map can therefore express "$k$ positions back", which is what attention needs. The dot product
+# between two positions' encodings depends only on their distance:
 
 # %%
 similarity = table @ table.T
@@ -54,20 +94,114 @@ for position, k in ((3, 5), (20, 7)):  # the rotation property: PE[p + k] is PE[
         "PE[p + k] must be a rotation of PE[p]"
 
 # %% [markdown]
+# ## Token embeddings: a lookup and its backward
+#
+# The table is added to the *token embeddings*. A token enters the model as an integer id; the
+# embedding table $W$, of shape `(V, D)`, holds one learned row per word of the vocabulary, and
+# the forward pass is a lookup, `out = W[ids]`, of shape `(B, T, D)`:
+#
+# $$\text{out}_{b,t} = W_{\text{ids}_{b,t}}$$
+#
+# Each output row is a copy of one row of $W$:
+# $\partial\, \text{out}_{b,t,d} / \partial W_{v,e} = [\text{ids}_{b,t} = v]\; \delta_{de}$.
+# Summing over every position $(b, t)$ with the chain rule, row $v$ of the gradient is
+#
+# $$\frac{\partial L}{\partial W_v} = \sum_{(b,t)\,:\ \text{ids}_{b,t} = v}
+# \frac{\partial L}{\partial\, \text{out}_{b,t}}$$
+#
+# A token that occurs $k$ times in the batch receives the *sum* of its $k$ upstream rows, and a
+# token that does not occur gets a row of zeros. The forward pass gathers rows; the backward
+# pass scatters them back and adds them up (a *scatter-add*). The ids themselves are integers
+# and have no gradient.
+#
+# ### Your turn
+#
+# Write `embedding_backward(ids, W, dout)` for `ids` of shape `(B, T)` (integers in $[0, V)$),
+# `W` of shape `(V, D)` and `dout` of shape `(B, T, D)`; return `dW`, of the shape of `W`
+# (`W` is needed only for its shape). Start from zeros, flatten `ids` to `(B·T,)` and `dout` to
+# `(B·T, D)`, and add each row of `dout` into the row of `dW` named by its id. Beware of
+# `dW[ids] = dout`: when an index repeats, NumPy's fancy assignment keeps one of the writes (the
+# last), it does not add them. `np.add.at(dW, ids, rows)` adds, once per occurrence. The grader
+# tries ids that repeat, a single token, and one id repeated five times.
+
+# %%
+def embedding_backward(ids, W, dout):
+    """dW (V, D) of out = W[ids]: each id's upstream rows added into its row."""
+    ### BEGIN SOLUTION
+    d_model = W.shape[1]
+    dW = np.zeros_like(W)
+    np.add.at(dW, ids.reshape(-1), dout.reshape(-1, d_model))
+    return dW
+    ### END SOLUTION
+
+
+# %%
+print(check("embedding_backward", embedding_backward))
+
+# %% [markdown]
+# **The classic mistake** is the assignment. It gives the right answer whenever no id repeats,
+# which is why a test with distinct ids does not catch it. The grader's cases repeat ids, and it
+# recognises the pattern of the error:
+
+# %%
+def embedding_backward_overwriting(ids, W, dout):
+    dW = np.zeros_like(W)
+    dW[ids.reshape(-1)] = dout.reshape(-1, W.shape[1])  # a repeated id: only one write survives
+    return dW
+
+
+mistake = check("embedding_backward", embedding_backward_overwriting, strict=False)
+print(mistake)
+assert not mistake.passed, "overwriting instead of adding must fail on repeated ids"
+assert any("add.at" in row.hint for row in mistake.rows if not row.passed), "the hint must name numpy.add.at"
+
+# %% [markdown]
+# npformer's `ops.embedding_backward` does the same scatter-add, faster than `np.add.at` (it sorts
+# the ids so that equal ids form runs, then sums each run with one `np.add.reduceat`); it passes
+# the finite-difference check:
+
+# %%
+library = gradcheck.check_op("embedding")
+print(library)
+assert library.passed
+
+# %% [markdown]
 # ## Learned positions
 #
-# The alternative is a learned table, `W_pos (max_len, D)`, used like an embedding:
-# `x = E[token] + W_pos[p]`. It has a gradient (an embedding backward), it can adapt to the data,
-# and BERT and GPT use it. But it knows nothing about positions beyond `max_len`, and each row
-# is learned separately. The paper found the two about equal on translation. npformer uses the
-# sinusoids, which add no parameters and no gradient.
+# The alternative to the sinusoids is a learned table $W_{\text{pos}}$ of shape `(max_len, D)`,
+# used like an embedding whose ids are the positions: $x_{b,p} = E_{\text{ids}_{b,p}} + W_{\text{pos},\,p}$.
+# Its gradient is the embedding backward above, it can adapt to the data, and BERT and GPT use it
+# (npformer's `nn.LearnedPositions`, in the classifier and the language model). But it knows
+# nothing about positions beyond `max_len`, and each row is learned separately. The paper found
+# the two about equal on translation. npformer's translator uses the sinusoids, which add no
+# parameters and no gradient.
 #
-# The token embeddings are multiplied by `sqrt(d_model)` before the table is added, which puts
-# both on the same scale.
-#
+# The token embeddings are multiplied by $\sqrt{d_{\text{model}}}$ before the table is added.
+# npformer draws an embedding table from $\mathcal N(0, 1/d_{\text{model}})$, so at initialisation
+# the scaled entries have a standard deviation near $1$; the entries of the sinusoid table have a
+# root mean square of exactly $1/\sqrt 2$, since $\sin^2 + \cos^2 = 1$ for each pair:
+
+# %%
+d_model = 128
+embedding = nn.Embedding(1000, d_model, rng=rng, dtype=np.float64)
+scaled_std = float(np.std(embedding.W * np.sqrt(d_model)))
+table_rms = float(np.sqrt(np.mean(table**2)))
+print(f"std of sqrt(d_model) * W: {scaled_std:.3f}; root mean square of the sinusoid table: {table_rms:.3f}")
+assert abs(scaled_std - 1) < 0.05, "the scaled embeddings must have a standard deviation near 1"
+assert abs(table_rms - 1 / np.sqrt(2)) < 1e-12, "every pair of the table has sin^2 + cos^2 = 1"
+
+# %% [markdown]
 # ## Exercises
 #
-# 1. Prove the rotation property: write `PE[p + k]` pairs as a 2x2 rotation of `PE[p]` pairs.
-# 2. Plot `PE[p] · PE[q]` as a function of `p - q`. Is it symmetric? Monotone?
-# 3. Replace the table by a learned one (`nn.Embedding(max_len, D)`) in a copy of
-#    `Transformer._embed`, and write the backward pass for it.
+# 1. Prove the rotation property checked above: from the angle-addition formulas, write the pair
+#    $(PE_{p+k,\,2i},\ PE_{p+k,\,2i+1})$ as a $2 \times 2$ matrix times the pair at $p$, and show
+#    that the matrix depends on $k$ but not on $p$. Then derive a closed form for
+#    $PE_p \cdot PE_{p+k}$ that shows it depends on $k$ only.
+# 2. Plot $PE_p \cdot PE_{p+k}$ against $k$ for $k = 0, \dots, 200$ with $d_{\text{model}} = 128$
+#    (use your `positional_encoding`). Does it decrease monotonically with the distance $k$? Where is
+#    its first local minimum, and how does that change with $d_{\text{model}} = 32$ and $512$?
+# 3. Replace the sinusoids by a learned table (`nn.LearnedPositions(max_len, D, rng=...)`) in a copy
+#    of `Transformer._embed` and `Transformer._embed_backward`. Its gradient is your
+#    `embedding_backward` with the position ids: for a batch of $B$ sentences padded to length $T$,
+#    how many upstream rows are added into row $p$ of $W_{\text{pos}}$, and which rows get no
+#    gradient at all? What does that mean for sentences longer than any seen in training?

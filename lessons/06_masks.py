@@ -2,17 +2,122 @@
 # # Lesson 6 — Masks: padding and look-ahead
 #
 # Sentences in a batch have different lengths, so the short ones are padded with `<pad>`
-# (id 0). Attention must not look at padding, and when predicting word `t` the decoder must
-# not look at words `t+1, t+2, ...`: at translation time they do not exist yet. Both rules
+# (id 0). Attention must not look at padding, and when predicting word $t$ the decoder must
+# not look at words $t+1, t+2, \dots$: at translation time they do not exist yet. Both rules
 # are boolean masks, **True where attention is allowed**.
 
 # %%
 import numpy as np
 
 from npformer import ops, viz
+from npformer.course import check
 
+# %% [markdown]
+# ## The padding mask, and why its shape is `(B, 1, 1, T)`
+#
+# Attention compares every query with every key, in every head: its scores have the shape
+# `(B, H, Tq, Tk)`. Whether key $j$ of sentence $b$ is padding depends on $b$ and $j$ only; it is
+# the same for every head $h$ and every query $i$:
+#
+# $$\text{mask}_{b,h,i,j} = [\text{ids}_{b,j} \ne 0] \quad \text{for all } h, i$$
+#
+# So the mask stores one row of $T$ booleans per sentence and gives the head and query axes size
+# 1: `(B, 1, 1, T)`. NumPy's broadcasting (which aligns shapes from the right and stretches axes
+# of size 1) then repeats it over the $H$ heads and the $T_q$ queries, without copying anything.
+# The plain `(B, T)` would not do: aligned from the right, its $B$ axis meets the query axis
+# $T_q$. That fails when the sizes differ, and when they happen to be equal it silently gives
+# query $i$ the padding of sentence $i$. Below, two source sentences of 6 tokens and, as in
+# cross-attention, 2 target queries per sentence:
+
+# %%
 ids = np.array([[1, 7, 9, 4, 0, 0],
                 [1, 5, 6, 8, 3, 2]])
+batch, heads, queries, length = 2, 8, 2, 6
+scores_shape = (batch, heads, queries, length)
+print("(B, 1, 1, T) against the scores:", np.broadcast_shapes((batch, 1, 1, length), scores_shape))
+wrong = np.broadcast_to(ids != 0, scores_shape)  # (B, T) read as (Tq, Tk)
+print("(B, T) as a mask, sentence 0, query 1 sees keys:", wrong[0, 0, 1].astype(int),
+      "but sentence 0 is", (ids[0] != 0).astype(int))
+assert np.array_equal(wrong[0, 0, 1], ids[1] != 0), "a (B, T) mask gives query i the padding of sentence i"
+try:
+    np.broadcast_shapes((batch, length), (batch, heads, length, length))  # self-attention: Tq = 6
+except ValueError as error:
+    print("(B, T) against self-attention scores (2, 8, 6, 6):", error)
+
+# %% [markdown]
+# ### Your turn
+#
+# Write `padding_mask(ids)` for integer `ids` of shape `(B, T)`: return a boolean array of shape
+# `(B, 1, 1, T)`, True where `ids != 0` (a real token) and False on `<pad>`. Compare, then insert
+# the two axes of size 1 (with `[:, None, None, :]` or `reshape`). The grader checks the values
+# exactly, on a padded batch, a single token and a batch without padding.
+
+# %%
+def padding_mask(ids):
+    """ids (B, T) -> boolean (B, 1, 1, T), True where the key is a real token (ids != 0)."""
+    ### BEGIN SOLUTION
+    return (ids != 0)[:, None, None, :]
+    ### END SOLUTION
+
+
+# %%
+print(check("padding_mask", padding_mask))
+
+# %% [markdown]
+# ## The causal (look-ahead) mask
+#
+# In the decoder, query $i$ (the position that predicts word $i+1$) may see keys
+# $j = 0, \dots, i$ and nothing after:
+#
+# $$\text{causal}_{i,j} = [\,j \le i\,]$$
+#
+# This depends on the query and the key only, not on the sentence or the head, so it is a
+# `(T, T)` matrix: the lower triangle, diagonal included (a position sees itself). Aligned from
+# the right, `(T, T)` broadcasts against `(B, H, Tq, Tk)` as `(1, 1, T, T)`.
+#
+# ### Your turn
+#
+# Write `causal_mask(length)`: return the boolean `(length, length)` array that is True where the
+# key index $j$ is at most the query index $i$ (row $i$, column $j$). Compare a column of query
+# indices with a row of key indices, or take `np.tril` of a matrix of ones. The grader tries
+# $T = 1, 2, 5$.
+
+# %%
+def causal_mask(length):
+    """Boolean (T, T): True where key j <= query i (row i, column j)."""
+    ### BEGIN SOLUTION
+    positions = np.arange(length)
+    return positions[None, :] <= positions[:, None]
+    ### END SOLUTION
+
+
+# %%
+print(check("causal_mask", causal_mask))
+
+# %% [markdown]
+# **A classic mistake** is the opposite convention. PyTorch's `nn.MultiheadAttention` (and so
+# `nn.Transformer`) reads a boolean mask as True where attention is *not* allowed, so a causal
+# mask written for it is the strict upper triangle, $[\,j > i\,]$. Given to npformer, that mask
+# lets every position see only the future; the grader recognises the inversion:
+
+# %%
+def causal_mask_pytorch_convention(length):
+    return np.triu(np.ones((length, length), dtype=bool), k=1)  # True = may NOT attend
+
+
+mistake = check("causal_mask", causal_mask_pytorch_convention, strict=False)
+print(mistake)
+assert not mistake.passed and any("inverted" in row.hint for row in mistake.rows), \
+    "True must mean 'may attend': the inverted mask must fail with the hint that says so"
+
+# %% [markdown]
+# ## The two together
+#
+# npformer's `ops.padding_mask` and `ops.causal_mask` are the same functions. The decoder's
+# self-attention combines them with `&`, and broadcasting gives `(B, 1, T, T)`: one
+# matrix per sentence, shared by the heads.
+
+# %%
 padding = ops.padding_mask(ids)  # (B, 1, 1, T): one row per sentence, broadcast over heads and queries
 causal = ops.causal_mask(6)  # (T, T): query i sees keys j <= i
 combined = padding & causal  # (B, 1, T, T)
@@ -23,13 +128,10 @@ assert np.array_equal(padding[:, 0, 0], ids != 0), "padding mask: True on real t
 assert np.array_equal(causal, np.tril(np.ones((6, 6), bool))), "causal mask: query i sees keys j <= i"
 
 # %% [markdown]
-# The shapes are chosen to broadcast against the attention scores `(B, H, Tq, Tk)`:
-# padding depends on the sentence and the key, and causality on the query and the key.
-#
-# Inside attention, a masked score is set to `-inf` before the softmax, so `exp(-inf) = 0`:
-# masked keys get **exactly** zero weight. A query whose keys are *all* masked (a sentence made
-# only of padding) would compute `0/0`; npformer gives such a row zero weights, zero output and
-# zero gradient instead of NaN.
+# Inside attention, a masked score is set to $-\infty$ before the softmax, so its weight is
+# $e^{-\infty} = 0$: masked keys get **exactly** zero weight. A query whose keys are *all* masked
+# (a sentence made only of padding) would compute $0/0$; npformer gives such a row zero weights,
+# zero output and zero gradient instead of NaN (you will write this in lesson 7).
 
 # %%
 viz.masks_figure(["<bos>", "le", "chat", "noir", "<pad>", "<pad>"],
@@ -60,6 +162,6 @@ assert all(np.all(gradient == 0) for gradient in gradients), "an all-padding row
 # ## Exercises
 #
 # 1. Why is no mask needed over *queries* that are padding? (Hint: what happens to their outputs?)
-# 2. Build the mask for a prefix language model: the first `P` positions see each other freely,
+# 2. Build the mask for a prefix language model: the first $P$ positions see each other freely,
 #    the rest are causal.
 # 3. Test that appending padding leaves every real output of `attention_forward` unchanged.

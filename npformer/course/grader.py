@@ -96,9 +96,9 @@ class ExerciseReport:
             for cell in cells:
                 lines.append("  " + "  ".join(text.ljust(width) for text, width in zip(cell, widths)).rstrip())
             shown = set()
-            for row in self.rows:  # one hint per tensor and kind of mistake, from its first case
-                if row.hint and (row.tensor, row.hint) not in shown:
-                    shown.add((row.tensor, row.hint))
+            for row in self.rows:  # one hint per tensor, from its first failing case
+                if row.hint and row.tensor not in shown:
+                    shown.add(row.tensor)
                     lines.append(f"  hint for {row.tensor} ({row.case}): {row.hint}")
         return "\n".join(lines + [self.verdict])
 

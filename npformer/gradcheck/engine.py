@@ -1,8 +1,9 @@
 """Check hand-written gradients against central finite differences, in float64.
 
 For an op ``out, cache = forward(*inputs)`` and a random upstream gradient
-``dout`` (never all ones: an all-ones ``dout`` hides mistakes, e.g. the
-gradient of ``sum(softmax(x))`` is exactly zero), the scalar we differentiate
+``dout`` (never all ones: the gradient of ``sum(softmax(x))`` is exactly zero,
+so with an all-ones ``dout`` a softmax backward that returns zeros is exactly
+right, and the check cannot tell it from a correct one), the scalar we differentiate
 is ``L(inputs) = sum(out * dout)``. Its exact gradient is what
 ``backward(dout, cache)`` should return. For each input element ``x_i`` the
 central difference with step ``h`` is::
@@ -100,7 +101,7 @@ def as_float64_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def upstream_gradient(rng: numpy.random.Generator, out: Any) -> Any:
-    """A random float64 ``dout`` shaped like ``out`` (never all ones, which hides mistakes)."""
+    """A random float64 ``dout`` shaped like ``out`` (never all ones, which tests too little)."""
     return backend.asarray(rng.standard_normal(numpy.shape(out)), dtype=xp.float64)
 
 

@@ -17,6 +17,7 @@ It returns "" when no pattern fits; the caller still reports the error and where
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy
@@ -51,6 +52,20 @@ def sum_to_shape(values: numpy.ndarray, shape: tuple) -> numpy.ndarray | None:
     return summed if summed.shape == tuple(shape) else None
 
 
+def _name_factor(factor: float) -> str:
+    """``0.125 (1/8 = 1/sqrt(64))``: the factor, and the square root it most likely comes from."""
+    text, minus, size = f"{factor:.4g}", "-" if factor < 0 else "", abs(factor)
+    if size >= 1 and abs(size - round(size)) < 1e-9:
+        return text  # a whole number says it all
+    for value, over in ((size, ""), (1 / size, "1/")):
+        square = round(value * value)
+        if 2 <= square <= 1_000_000 and abs(value * value - square) < 1e-6 * square:
+            root = math.isqrt(square)
+            whole = f"{minus}{over}{root} = " if root * root == square else ""
+            return f"{text} ({whole}{minus}{over}sqrt({square}))"
+    return text
+
+
 def diagnose(got: Any, expected: Any) -> str:
     """A one-line guess at the mistake that turns ``expected`` into ``got`` ("" when none fits)."""
     got, expected = _host(got), _host(expected)
@@ -75,8 +90,7 @@ def diagnose(got: Any, expected: Any) -> str:
         return "the sign is wrong: got = -(right answer)"
     factor = float(numpy.sum(got * expected) / numpy.sum(expected * expected))
     if _matches(got, factor * expected):
-        inverse = f" (1/{1 / factor:.4g})" if abs(factor) < 1 else ""
-        return f"off by a constant factor: got = {factor:.4g}{inverse} x (right answer)"
+        return f"off by a constant factor: got = {_name_factor(factor)} x (right answer)"
     scale = float(numpy.abs(expected).max())
     wrong = numpy.abs(got - expected) > AGREEMENT * scale
     if numpy.all(expected[wrong] == 0):

@@ -34,7 +34,9 @@ print("active backend:", backend.get_backend())
 #
 # One training step is five lines: the forward pass to the logits, the cross-entropy loss
 # (lesson 3) on the shifted targets, `zero_grad`, the backward pass from the loss's gradient, and
-# the optimizer's update (lesson 12). Nothing in it names NumPy or CuPy:
+# the optimizer's update (lesson 12). Nothing in it names NumPy or CuPy. The batch is 64 pairs of
+# a 24-token source and a 25-token target; the decoder reads the target's first 24 tokens and
+# predicts its last 24, so each pair puts $24 + 24 = 48$ tokens through the model:
 
 # %%
 xp = backend.xp
@@ -45,6 +47,9 @@ rng = np.random.default_rng(0)
 src = backend.asarray(rng.integers(4, 4000, size=(64, 24)))
 tgt = backend.asarray(rng.integers(4, 4000, size=(64, 25)))
 tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+tokens_per_step = src.size + tgt_in.size  # the tokens the encoder and the decoder read
+print(f"{src.shape[0]} pairs x ({src.shape[1]} + {tgt_in.shape[1]}) tokens = {tokens_per_step:,} tokens per step")
+assert tokens_per_step == 64 * 48
 
 logits = model.forward(src, tgt_in)
 loss, cache = ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID)
@@ -70,7 +75,7 @@ if backend.is_cupy():
     xp.cuda.Stream.null.synchronize()  # GPU work is asynchronous: wait before reading the clock
 seconds = (time.perf_counter() - start) / 3
 print(f"{backend.get_backend()}: {seconds * 1000:.0f} ms per training step, "
-      f"{64 * 49 / seconds:,.0f} tokens/s, loss {result.loss:.3f}")
+      f"{tokens_per_step / seconds:,.0f} tokens/s, loss {result.loss:.3f}")
 import inspect  # noqa: E402
 
 source = inspect.getsource(train_step).lower()
@@ -85,7 +90,7 @@ from npformer import viz  # noqa: E402
 
 figure, axis = plt.subplots(figsize=(6, 2.6), constrained_layout=True)
 axis.barh([backend.get_backend()], [seconds * 1000], color="tab:green" if backend.is_cupy() else "tab:blue")
-axis.set(xlabel="milliseconds per training step (d_model 256, 2+2 layers, 64 x 24 tokens)",
+axis.set(xlabel="milliseconds per training step (d_model 256, 2+2 layers, 64 x (24 + 24) tokens)",
          title=f"One training step on {backend.get_backend()}")
 figure.savefig(viz.figures_dir() / "16_training_step.png", dpi=110)
 
@@ -100,6 +105,11 @@ figure.savefig(viz.figures_dir() / "16_training_step.png", dpi=110)
 #
 # ## Exercises
 #
-# 1. On a GPU machine, time the step for `d_model` 256, 512 and 1024. Where does the GPU start to win?
+# 1. On a GPU machine, time the step for `d_model` 256, 512 and 1024 on both backends: call
+#    `backend.set_backend("numpy")` or `backend.set_backend("cupy")`, then build the model, the
+#    optimizer and the batch anew (they stay on the backend they were made on). Where does the GPU
+#    start to win?
 # 2. Which of npformer's ops would you fuse into one CUDA kernel first, and why?
-# 3. Run `NPFORMER_BACKEND=cupy python lessons/07_scaled_dot_product_attention.py` on a GPU.
+# 3. On a GPU, run `npformer --backend cupy gradcheck` and compare its errors with those of
+#    `npformer gradcheck` on the CPU. Do they pass with the same tolerance? Are the errors identical,
+#    and why?

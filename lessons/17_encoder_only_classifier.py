@@ -5,13 +5,18 @@
 # sentence, summarise it into one vector, and map that vector to a class. BERT-style models do
 # exactly this. We reuse `nn.Encoder` unchanged and add three pieces:
 #
-# 1. **Learned positions.** A table `pos_embed.W (max_len, D)` added to the token embeddings,
-#    instead of lesson 5's sinusoids. Its backward pass is an embedding backward with the
-#    position ids `0..T-1`.
-# 2. **Masked pooling.** One vector per sentence: the mean of the encoder outputs over the real
-#    tokens, so padding must not count. `out[b] = sum_t m[b,t] h[b,t] / n[b]`, and the backward
-#    pass spreads `dout[b] / n[b]` over the real positions only. (Or the feature-wise maximum,
-#    whose gradient goes to the position each maximum came from.)
+# 1. **Learned positions.** A table `pos_embed.W` of shape `(max_len, D)` added to the token
+#    embeddings, instead of lesson 5's sinusoids. Its backward pass is an embedding backward with
+#    the position ids $0, 1, \dots, T-1$.
+# 2. **Masked pooling.** One vector per sentence: the mean of the encoder outputs $h_{b,t}$ over the
+#    real tokens, so padding must not count. With $m_{b,t} = 1$ at a real token and $0$ at padding,
+#    and $n_b = \sum_t m_{b,t}$ real tokens in sentence $b$:
+#
+#    $$\text{out}_b = \frac{1}{n_b} \sum_t m_{b,t}\, h_{b,t}, \qquad
+#    \frac{\partial L}{\partial h_{b,t}} = \frac{m_{b,t}}{n_b}\, \frac{\partial L}{\partial \text{out}_b}$$
+#
+#    so the backward pass spreads $\partial L / \partial \text{out}_b$ evenly over the real positions
+#    only. (Or the feature-wise maximum, whose gradient goes to the position each maximum came from.)
 # 3. **A linear head** and softmax cross-entropy, as in lesson 3.
 
 # %%
@@ -44,8 +49,9 @@ assert report.passed
 # ## A real task: English or French?
 #
 # The labelled sentences come from translation pairs: the English side is class 0, the French side
-# class 1, and both sides of a pair stay in the same split. With the shared Tatoeba file present we
-# use real sentences; otherwise the embedded corpus.
+# class 1, and both sides of a pair stay in the same split. The full run uses the real sentences of
+# the shared Tatoeba file when it is present; the quick run (`NPFORMER_QUICK=1`), or a machine
+# without that file, uses the embedded corpus.
 
 # %%
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
@@ -78,7 +84,17 @@ figure.savefig(viz.figures_dir() / "17_language_id.png", dpi=110)
 #
 # ## Exercises
 #
-# 1. Train with `pooling="max"` and compare the accuracy. Which sentences does each get wrong?
-# 2. Replace the learned positions by lesson 5's sinusoids. Does the accuracy change?
-# 3. Define a harder label on the Tatoeba French side, such as formal `vous` against familiar `tu`
-#    sentences, and train on it. Why is it harder?
+# 1. Train with `pooling="max"` (`train_language_id(..., pooling="max")`) and compare the accuracy,
+#    on the Tatoeba sentences. Which sentences does each get wrong? The held-out sentences are
+#    `labelled(sentence_splits(data, max_pairs)[0].test)` (from `npformer.data` and
+#    `npformer.tasks.language_id`, with the same `data` and `max_pairs`), and `predict` labels them.
+# 2. Replace the learned positions by lesson 5's sinusoids: subclass `models.EncoderClassifier` and,
+#    after its `__init__`, set `self.pos_embed` to a module (`npformer.nn.Module`) whose
+#    `forward(batch, length)` returns rows of `ops.positional_encoding(max_len, D)` broadcast to
+#    `(batch, length, D)` and whose `backward` does nothing. `train_language_id` builds its own
+#    model, so train yours with `npformer.training.fit` on the same data (copy its few lines from
+#    `npformer/tasks/language_id.py`). Does the accuracy change?
+# 3. Define another label on the Tatoeba French side, such as sentences with formal `vous` against
+#    sentences with familiar `tu`, and train on it in the same way. Is it harder or easier than
+#    English or French, and why? What would the model have to learn if you replaced `tu` and `vous`
+#    by `<unk>` in its input?

@@ -30,12 +30,15 @@ assert report.passed
 # %% [markdown]
 # ## Sampling: temperature and top-k
 #
-# The model gives `p(next word | words so far)`. Greedy decoding always takes the most probable
-# word and repeats itself. Sampling draws from the distribution instead:
+# The model gives $p(w_t \mid w_1, \dots, w_{t-1})$, the distribution of the next word given the
+# words so far. Greedy decoding always takes the most probable word, so it has no choice to make:
+# from the same start it writes the same sentence every time (the cell below shows three greedy
+# sentences and counts how many differ). Sampling draws from the distribution instead:
 #
-# * **temperature** `T` divides the logits before the softmax: `T < 1` sharpens the distribution,
-#   `T > 1` flattens it;
-# * **top-k** keeps only the `k` most probable words, so a rare, absurd word is never drawn.
+# * **temperature** $T$ divides the logits $z$ before the softmax, $p = \operatorname{softmax}(z / T)$:
+#   $T < 1$ sharpens the distribution, $T > 1$ flattens it;
+# * **top-k** keeps only the $k$ most probable words, so a rare, absurd word is never drawn
+#   ($k = 1$ is greedy decoding).
 #
 # The generator is passed in and seeded, so a sample can be reproduced.
 
@@ -44,15 +47,28 @@ QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 result = train_french_lm(None, steps=80 if QUICK else 400, max_pairs=3000 if QUICK else 12000)
 print(f"validation perplexity {result['valid_perplexity']:.2f} ({result['parameters']:,} parameters, "
       f"vocabulary {len(result['vocab'])} words)")
+greedy = sample(result["model"], result["vocab"], "", count=3, top_k=1)
+sampled = sample(result["model"], result["vocab"], "", count=3, temperature=1.0, top_k=10)
+print("greedy (top-k=1), three times:")
+for text in greedy:
+    print("   ", text)
+print(f"different sentences among three: greedy {len(set(greedy))}, sampled (T=1.0, top-k=10) {len(set(sampled))}")
+assert len(set(greedy)) == 1, "greedy decoding writes the same sentence from the same start"
+assert len(set(sampled)) > 1, "sampling gives different sentences from the same start"
 for temperature, top_k in ((0.5, 5), (1.0, 10), (1.5, None)):
     print(f"T={temperature}, top-k={top_k}:")
     for text in sample(result["model"], result["vocab"], "", count=2, temperature=temperature, top_k=top_k):
         print("   ", text)
 
 # %% [markdown]
-# Perplexity is `exp(mean cross-entropy per word)`: the model is, on average, as unsure as a uniform
-# choice among that many words. A uniform guess over the vocabulary would score over 100 here
-# (its perplexity is the vocabulary's size), and the trained model must do much better (asserted).
+# Perplexity is the exponential of the mean cross-entropy per predicted token, over the $N$ tokens
+# that the validation sentences ask the model to predict (their words and each `<eos>`):
+#
+# $$\text{perplexity} = \exp\Big(-\frac{1}{N} \sum_{t} \log p(w_t \mid w_1, \dots, w_{t-1})\Big)$$
+#
+# The model is, on average, as unsure as a uniform choice among that many words. A uniform guess
+# over a vocabulary of $V$ words has perplexity $V$, over 100 here, and the trained model must do
+# much better (asserted).
 
 # %%
 assert len(result["vocab"]) > 100, "a uniform guess over the vocabulary would score over 100"
@@ -68,7 +84,10 @@ figure.savefig(viz.figures_dir() / "18_language_model.png", dpi=110)
 # %% [markdown]
 # ## Exercises
 #
-# 1. Implement nucleus (top-p) sampling: keep the smallest set of words whose probabilities sum to p.
+# 1. Implement nucleus (top-p) sampling: keep the smallest set of words whose probabilities sum to at
+#    least $p$, and draw among them. `generate` has no such option: write the loop yourself on
+#    `model.forward` (the whole sequence at every step), taking the last position's logits.
 # 2. Check that `generate` with `top_k=1` equals greedy decoding with the full forward pass.
-# 3. Train on the Tatoeba French sentences (`npformer lm --data ../shared/data/fra-eng/fra.txt`) and
-#    compare the perplexities. Why is the real one so much higher?
+# 3. Train on the Tatoeba French sentences (`npformer lm --data ../shared/data/fra-eng/fra.txt`, from
+#    the repository's folder) and compare the validation perplexity with this lesson's. Which is
+#    higher, and why?

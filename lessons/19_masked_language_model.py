@@ -1,12 +1,12 @@
 # %% [markdown]
 # # Lesson 19 — A BERT-style masked language model: reading both ways
 #
-# Lesson 18's model reads left to right: word `t` sees only words before it. BERT (Devlin et al.,
-# 2019) removes the causal mask, so every word sees the whole sentence, and trains by **masking**:
-# hide some words and ask the model to fill them in.
+# Lesson 18's model reads left to right: word $t$ sees only itself and the words before it. BERT
+# (Devlin et al., 2019) removes the causal mask, so every word sees the whole sentence, and trains
+# by **masking**: hide some words and ask the model to fill them in.
 #
 # * 15% of the real tokens are selected; of those, 80% become `[MASK]`, 10% a random word and 10%
-#   stay as they are (so the model cannot assume that only `[MASK]` positions matter);
+#   stay as they are (exercise 2 asks why);
 # * the loss covers the selected positions only: the target is `<pad>`, ignored, everywhere else.
 #
 # In npformer the model is `models.LanguageModel` built with `LanguageModelConfig(..., causal=False)`:
@@ -61,7 +61,10 @@ for sentence in ["le [MASK] chien mange.", "les chats [MASK] sont petits."]:
 # In French, `petit`, `grand` and `beau` come *before* the noun, and agree with it. In
 # `les [MASK] maisons` the hidden adjective must be feminine plural (`petites`) because of the
 # word to its **right**; with `chats` it must be masculine (`petits`). A left-to-right model could
-# not know. We compare the two forms at the masked position:
+# not know. We compare the two forms at the masked position by their log-odds, the difference of
+# their logits $z$ (the softmax's normaliser cancels):
+#
+# $$\log P(\text{petites}) - \log P(\text{petits}) = z_{\text{petites}} - z_{\text{petits}}$$
 
 # %%
 def log_odds(noun, feminine="petites", masculine="petits"):
@@ -107,7 +110,23 @@ if not QUICK:  # the quick run's 100 steps leave the average shift at about zero
 #
 # ## Exercises
 #
-# 1. Train for 3,000 steps: does the shift grow? Then train with `causal=True` on the same masking
-#    task and check that every row of the table becomes constant.
-# 2. Why does BERT replace 10% of the selected words by random words, instead of always `[MASK]`?
-# 3. Use the masked model's pooled hidden states (lesson 17) as features for the language-id task.
+# 1. Train for 3,000 steps (`train_french_mlm(None, steps=3000, max_pairs=12000)`, then rebuild the
+#    table with the new `model` and `vocab`): does the shift grow? Then give a left-to-right model
+#    the same masking task. `train_french_mlm` always builds its model with `causal=False`, so build
+#    one yourself, `models.LanguageModel(models.LanguageModelConfig(vocab=len(vocab), max_len=32))`
+#    (causal by default), and train it with `npformer.training.fit(model, next_batch, steps)`, where
+#    `next_batch(step)` returns `mask_tokens(...)` of a batch of sentences encoded with
+#    `npformer.tasks.language_model.encode_sentences`, as `train_french_mlm` does (read
+#    `npformer/tasks/masked_lm.py`). Check that every row of its table is constant. Then compare the
+#    two models' masked-token accuracy on the same held-out sentences (`masked_accuracy` in the same
+#    module): how much does the right-hand context bring?
+# 2. Why does BERT replace 10% of the selected words by random words and leave 10% unchanged,
+#    instead of always using `[MASK]`? (Think of what a fine-tuned model's inputs contain.)
+# 3. Use the masked model's pooled hidden states (lesson 17) as features for the language-id task:
+#    for token ids `ids` of shape `(B, T)`, the input of the blocks is
+#    `x = model.tok_embed.forward(ids) + model.pos_embed.forward(*ids.shape)`, the hidden states are
+#    `hidden = model.blocks.forward(x, ops.padding_mask(ids))`,
+#    `ops.masked_mean_pool_forward(hidden, ids != PAD_ID)` pools them, and a linear head with softmax
+#    cross-entropy (lessons 2 and 3) learns the label. The masked model knows French words only:
+#    what do English sentences become in its vocabulary, and what does that say about the accuracy
+#    you get?

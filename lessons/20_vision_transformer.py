@@ -1,14 +1,15 @@
 # %% [markdown]
 # # Lesson 20 — A Vision Transformer: an image as a sentence of patches
 #
-# Cut an image into `p x p` patches, flatten each one, and treat the patches as the words of a
+# Cut an image into $p \times p$ patches, flatten each one, and treat the patches as the words of a
 # sentence: a linear layer embeds them, a learned **class token** is put in front, learned
 # positions are added, and the encoder of lesson 9 reads the whole sequence. The class token's
 # final state goes through a small MLP head with GELU. That is the Vision Transformer
 # (Dosovitskiy et al., 2021), built from the layers of this course plus one new op.
 #
-# **Patch extraction** is a pure rearrangement: `(B, C, H, W) -> (B, N, C p^2)`. Every pixel lands in
-# exactly one patch, so its backward pass is the inverse rearrangement, with no arithmetic.
+# **Patch extraction** is a pure rearrangement: `(B, C, H, W) -> (B, N, C p^2)`, with
+# $N = HW / p^2$ patches of $C p^2$ values each. Every pixel lands in exactly one patch, so its
+# backward pass is the inverse rearrangement, with no arithmetic.
 
 # %%
 import os
@@ -32,9 +33,9 @@ assert report.passed, "patches_backward must pass the finite-difference check"
 # %% [markdown]
 # ## Training on generated shapes
 #
-# 8 x 8 images of four shapes (a horizontal bar, a vertical bar, a diagonal, a hollow square) at
-# random places, with noise. No download is needed, and a single 2 x 2 patch is not enough to tell
-# a bar from a square's side: the model must combine patches.
+# $8 \times 8$ images of four shapes (a horizontal bar, a vertical bar, a diagonal, a hollow square)
+# at random places, with noise. No download is needed, and a single $2 \times 2$ patch is not enough
+# to tell a bar from a square's side: the model must combine patches.
 
 # %%
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
@@ -50,7 +51,8 @@ assert result["test_accuracy"] > 0.5, "the ViT must classify the shapes far bett
 #
 # ## Where does the class token look?
 #
-# The last layer's attention from the class token to the 16 patches, averaged over heads:
+# The last layer's attention from the class token to the $N = 64 / 2^2 = 16$ patches, averaged over
+# heads:
 
 # %%
 model = result["model"]
@@ -74,6 +76,14 @@ assert np.all(attention >= 0) and np.all(attention.sum((1, 2)) <= 1 + 1e-6), \
 # %% [markdown]
 # ## Exercises
 #
-# 1. Use 4 x 4 patches instead of 2 x 2. How many tokens are there, and how does accuracy change?
-# 2. Replace the class token by masked mean pooling over the patches (lesson 17). Which works better?
-# 3. With scikit-learn installed, train on its 8 x 8 handwritten digits (`sklearn.datasets.load_digits`).
+# 1. Use $4 \times 4$ patches instead of $2 \times 2$ (`train_vit(patch=4)`). How many tokens does the
+#    encoder read, and how does the accuracy change?
+# 2. Replace the class token by mean pooling over the patches (lesson 17's `ops.masked_mean_pool_forward`
+#    and `_backward`, with a mask that is True everywhere): subclass `models.VisionTransformer` and
+#    override `forward` and `backward` (read them in `npformer/models/vit.py`). `train_vit` builds
+#    its own model, so train yours with `npformer.training.fit` on `make_shapes` images, as
+#    `train_vit` does in `npformer/tasks/images.py`. Which works better?
+# 3. With scikit-learn installed, train on its $8 \times 8$ handwritten digits
+#    (`sklearn.datasets.load_digits`; ten classes, pixel values 0 to 16): build
+#    `models.VisionTransformer(models.ViTConfig(n_classes=10))` and train it with
+#    `npformer.training.fit`, as `train_vit` does. What accuracy does it reach on held-out digits?

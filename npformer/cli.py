@@ -383,21 +383,46 @@ GRADCHECK_MODEL_HELP = {
 }
 
 
+BASE_SIZES = {"d_model": 512, "n_heads": 8, "d_ff": 2048, "n_layers": 6, "src_vocab": 1000, "tgt_vocab": 1000}
+
+
+def _run_mutants(args: argparse.Namespace) -> int:
+    from .gradcheck import mutants
+
+    results = mutants.run_mutants(seed=args.seed, tol=None if args.tol == mutants.DEFAULT_TOL else args.tol)
+    print(f"backend: {backend.get_backend()}, float64, seed {args.seed}, tolerance {args.tol:.0e}")
+    print(mutants.results_table(results))
+    return 0 if all(result.caught for result in results) else 1
+
+
 def _run_gradcheck(args: argparse.Namespace) -> int:
+    import time
+
     from . import gradcheck
 
     if args.list:
         print("\n".join(gradcheck.OP_CASES))
         return 0
+    if args.mutants:
+        return _run_mutants(args)
+    if (args.fast or args.base) and not args.model:
+        return _fail("gradcheck", "--fast and --base apply to --model: npformer gradcheck --model --fast --base")
     if args.model:
         config = _values(args, GRADCHECK_MODEL_HELP)
-        report = gradcheck.check_model(seed=args.seed, tol=args.tol, **config)
-        sizes = {k: gradcheck.TINY_MODEL[k] for k in ("d_model", "n_heads", "d_ff", "n_layers")}
-        print(f"backend: {backend.get_backend()}, float64, seed {args.seed}; tiny Transformer "
-              f"{sizes}, " + ", ".join(f"{k}={v}" for k, v in config.items())
+        sizes = {**{k: gradcheck.TINY_MODEL[k] for k in ("d_model", "n_heads", "d_ff", "n_layers")},
+                 **(BASE_SIZES if args.base else {})}
+        started = time.perf_counter()
+        report = gradcheck.check_model(seed=args.seed, tol=args.tol, directions=1 if args.fast else None,
+                                       **config, **(BASE_SIZES if args.base else {}))
+        seconds = time.perf_counter() - started
+        method = "one random direction per tensor" if args.fast else "every entry"
+        print(f"backend: {backend.get_backend()}, float64, seed {args.seed}; "
+              f"{'base' if args.base else 'tiny'} Transformer {sizes}, "
+              + ", ".join(f"{k}={v}" for k, v in config.items())
               + f", label_smoothing={gradcheck.TINY_MODEL['label_smoothing']}; "
-              "loss = cross-entropy on a padded batch")
+              f"loss = cross-entropy on a padded batch; {method}")
         print(report.table())
+        print(f"{seconds:.1f} s")
         return 0 if report.passed else 1
     unknown = [name for name in args.op or [] if name not in gradcheck.OP_CASES]
     if unknown:
@@ -532,6 +557,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--list", action="store_true", help="list the ops that can be checked")
     check.add_argument("--model", action="store_true",
                        help="check every parameter of a tiny float64 Transformer through its loss (seconds)")
+    check.add_argument("--fast", action="store_true",
+                       help="with --model: one random direction per tensor instead of every entry")
+    check.add_argument("--base", action="store_true",
+                       help="with --model: the paper's base sizes (512, 8 heads, 2048, 6 layers); use with --fast")
+    check.add_argument("--mutants", action="store_true",
+                       help="apply each realistic backward bug of the catalogue and show which check catches it")
     add_arguments(check, TransformerConfig, {k: v for k, v in GRADCHECK_MODEL_HELP.items() if k != "dropout"},
                   choices={"norm": ("post", "pre"), "activation": ("relu", "gelu")})
     check.add_argument("--dropout", type=_number("dropout", float), default=gradcheck.TINY_MODEL["dropout"],

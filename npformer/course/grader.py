@@ -14,7 +14,7 @@ A stub that raises ``NotImplementedError`` is "not implemented yet"; any other
 exception is reported as a failure with its message. ``check`` never raises for
 the student's mistakes, so a lesson runs to the end whatever the student wrote,
 unless ``NPFORMER_GRADER=strict`` asks it to raise on a failure (the tests run the
-published lessons that way).
+published lessons that way). Grading runs on NumPy, whatever the active backend.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy
 
+from .. import backend
 from ..gradcheck.engine import numerical_gradient
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
@@ -177,6 +178,20 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     if name not in EXERCISES:
         raise KeyError(f"check: unknown exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
     exercise = EXERCISES[name]
+    active = backend.get_backend()
+    backend.set_backend("numpy")  # the student writes NumPy, and the cases are NumPy arrays
+    try:
+        report = _grade(exercise, student_fn, seed)
+    finally:
+        backend.set_backend(active)
+    if strict is None:
+        strict = os.environ.get("NPFORMER_GRADER") == "strict"
+    if report.status == FAILED and strict:
+        raise ExerciseFailed(str(report))
+    return report
+
+
+def _grade(exercise: Exercise, student_fn: Callable, seed: int) -> ExerciseReport:
     report = ExerciseReport(exercise, PASSED)
     for case in exercise.cases(numpy.random.default_rng(seed)):
         expected = _call(exercise, exercise.reference, case.inputs)
@@ -202,8 +217,4 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
             report.rows.append(_compare(exercise, case, output, got_tensor, expected_tensor, numeric.get(wrt)))
     if report.status == PASSED and not all(row.passed for row in report.rows):
         report.status = FAILED
-    if strict is None:
-        strict = os.environ.get("NPFORMER_GRADER") == "strict"
-    if report.status == FAILED and strict:
-        raise ExerciseFailed(str(report))
     return report

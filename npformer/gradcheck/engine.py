@@ -100,6 +100,16 @@ def as_float64_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def check_rng(seed: int) -> numpy.random.Generator:
+    """The generator of a check's upstream gradient (and sampled entries), from ``seed``.
+
+    A stream of its own, never ``default_rng(seed)`` itself: inputs are usually drawn
+    from ``default_rng(seed)``, and a ``dout`` equal to the input ``x`` makes the
+    linear layer's ``x^T dout`` symmetric, which hides a transposed weight gradient.
+    """
+    return numpy.random.default_rng([seed, 0x6A7D])
+
+
 def upstream_gradient(rng: numpy.random.Generator, out: Any) -> Any:
     """A random float64 ``dout`` shaped like ``out`` (never all ones, which tests too little)."""
     return backend.asarray(rng.standard_normal(numpy.shape(out)), dtype=xp.float64)
@@ -150,7 +160,7 @@ def check_gradients(
     args = list(inputs.values())
     out, cache = forward(*args)
     if dout is None:
-        dout = upstream_gradient(numpy.random.default_rng(seed), out)
+        dout = upstream_gradient(check_rng(seed), out)
     else:
         dout = xp.asarray(dout, dtype=xp.float64)
         if tuple(dout.shape) != tuple(numpy.shape(out)):

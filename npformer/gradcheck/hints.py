@@ -10,9 +10,11 @@ make most often, in this order, and names the first one that explains ``got``
     got == 0 everywhere                        the gradient is never written
     got == -expected                           the sign is wrong
     got == c * expected, c != 1                off by a constant factor (a 1/N, a 1/sqrt(d_k), ...)
-    wrong only where expected is exactly 0     gradient leaking into masked or padded positions
+    non-zero only where expected is 0          gradient leaking into masked or padded positions
+    zero where expected is not, right elsewhere a path that never reaches these entries
 
-It returns "" when no pattern fits; the caller still reports the error and where.
+When no pattern fits, it says where the wrong entries sit: every entry, k of n
+entries in r of R rows (the last axis is a row), all in one head.
 """
 
 from __future__ import annotations
@@ -94,6 +96,25 @@ def diagnose(got: Any, expected: Any) -> str:
     scale = float(numpy.abs(expected).max())
     wrong = numpy.abs(got - expected) > AGREEMENT * scale
     if numpy.all(expected[wrong] == 0):
-        return (f"wrong only where the right answer is exactly 0 ({int(wrong.sum())} entries): "
-                "gradient leaking into masked or padded positions")
-    return ""
+        return (f"non-zero only where the right answer is exactly 0 ({int(wrong.sum())} entries): "
+                "gradient leaking into masked, padded or switched-off positions")
+    if numpy.all(got[wrong] == 0):
+        return (f"zero where the right answer is not ({int(wrong.sum())} entries), right elsewhere: "
+                "a path that never reaches these entries")
+    return where_wrong(wrong)
+
+
+def where_wrong(wrong: numpy.ndarray) -> str:
+    """Where the wrong entries sit: all of them, some rows (the last axis is a row), one head."""
+    count, total = int(wrong.sum()), wrong.size
+    if count == total:
+        return "wrong at every entry"
+    text = f"wrong at {count} of {total} entries"
+    if wrong.ndim >= 2:
+        rows = wrong.any(axis=-1)
+        text += f", in {int(rows.sum())} of {rows.size} rows"
+    if wrong.ndim == 4 and wrong.shape[1] > 1:
+        heads = numpy.flatnonzero(wrong.any(axis=(0, 2, 3)))
+        if len(heads) == 1:
+            text += f", all in head {int(heads[0])}"
+    return text

@@ -19,7 +19,7 @@ from ..backend import xp
 from ..models import Transformer, TransformerConfig
 from ..tokens import BOS_ID, EOS_ID, PAD_ID
 from .cases import padded_ids
-from .engine import DEFAULT_EPS, as_float64_inputs, as_tuple, floating_names, numerical_gradient, upstream_gradient
+from .engine import DEFAULT_EPS, as_float64_inputs, check_rng, as_tuple, floating_names, numerical_gradient, upstream_gradient
 from .report import DEFAULT_TOL, GradcheckReport, _judge
 
 
@@ -64,6 +64,7 @@ def check_module(
     eps: float = DEFAULT_EPS,
     tol: float = DEFAULT_TOL,
     max_entries: int | None = None,
+    directions: int | None = None,
 ) -> GradcheckReport:
     """Check a module's input gradients and every parameter gradient against finite differences.
 
@@ -79,6 +80,12 @@ def check_module(
         seed: seeds the upstream gradient and the choice of entries.
         eps, tol: as in ``check_gradients``.
         max_entries: check at most this many (random) entries of each tensor; None = all.
+        directions: the fast check. Instead of one finite difference per entry, compare
+            ``u . grad`` with the finite difference of the loss along ``u`` for this many
+            random unit directions ``u`` per tensor: four forward passes per direction,
+            whatever the tensor's size. A gradient wrong by a fraction ``f`` of its norm
+            shifts ``u . grad`` by about ``f`` of its typical size, so the same tolerance
+            applies; it cannot say which entry is wrong, only which tensor.
 
     Active dropout is allowed: each generator's state is restored before every
     forward call, so every call drops the same units.
@@ -94,7 +101,7 @@ def check_module(
     backward = backward or module.backward
     output = _replaying_dropout(module, forward or module.forward, list(inputs.values()))
 
-    rng = numpy.random.default_rng(seed)
+    rng = check_rng(seed)
     dout = upstream_gradient(rng, output())
     module.zero_grad()
     input_grads = backward(xp.array(dout, copy=True))
@@ -111,6 +118,10 @@ def check_module(
     tensors += [(key, value, param_grads[key]) for key, value in module.params().items()]
     pairs = []
     for key, value, analytic in tensors:
+        if directions is not None:
+            along, numeric = _directional_derivatives(output, value, dout, analytic, rng, directions, eps)
+            pairs.append((key, tuple(value.shape), along, numeric, f"{directions} random direction(s)"))
+            continue
         entries = None
         if max_entries is not None and value.size > max_entries:
             entries = numpy.sort(rng.choice(value.size, size=max_entries, replace=False))
@@ -118,6 +129,30 @@ def check_module(
         note = "" if entries is None else f"{len(entries)} of {value.size} entries"
         pairs.append((key, tuple(value.shape), analytic, numeric, note))
     return _judge(name, pairs, tol)
+
+
+def _directional_derivatives(output: Callable[[], Any], value: Any, dout: Any, analytic: Any,
+                             rng: numpy.random.Generator, directions: int, eps: float) -> tuple[Any, Any]:
+    """``u . analytic`` and the fourth-order finite difference of ``sum(output() * dout)`` along ``u``,
+    for ``directions`` random unit vectors ``u`` shaped like ``value`` (perturbed in place, restored)."""
+    original = xp.array(value, copy=True)
+    along, numeric = numpy.zeros(directions), numpy.zeros(directions)
+    for index in range(directions):
+        direction = backend.asarray(rng.standard_normal(value.shape), dtype=value.dtype)
+        direction /= float(xp.sqrt(xp.sum(direction * direction)))
+
+        def moved(step: float) -> Any:
+            value[...] = original + step * direction
+            out = xp.array(output(), copy=True)
+            value[...] = original
+            return out
+
+        def central(step: float) -> float:
+            return float(xp.sum((moved(step) - moved(-step)) * dout)) / (2.0 * step)
+
+        along[index] = float(xp.sum(analytic * direction))
+        numeric[index] = (4.0 * central(eps) - central(2.0 * eps)) / 3.0
+    return along, numeric
 
 
 TINY_MODEL = dict(src_vocab=11, tgt_vocab=13, d_model=8, n_heads=2, d_ff=12, n_layers=2,
@@ -143,7 +178,7 @@ def model_case(seed: int = 0, batch: int = 2, src_len: int = 5, tgt_len: int = 4
 
 def check_loss(model: nn.Module, inputs: dict[str, Any], targets: Any, *, ignore_index: int | None = PAD_ID,
                label_smoothing: float = 0.0, name: str | None = None, seed: int = 0, tol: float = DEFAULT_TOL,
-               max_entries: int | None = None) -> GradcheckReport:
+               max_entries: int | None = None, directions: int | None = None) -> GradcheckReport:
     """Check every parameter of ``model`` (and its floating inputs) through the loss of its logits.
 
     The scalar checked is ``ops.cross_entropy_forward(model.forward(*inputs.values()), targets,
@@ -161,17 +196,18 @@ def check_loss(model: nn.Module, inputs: dict[str, Any], targets: Any, *, ignore
         return model.backward(ops.cross_entropy_backward(dloss, last["cache"]))
 
     return check_module(model, inputs, forward=loss, backward=backward, name=name or type(model).__name__,
-                        seed=seed, tol=tol, max_entries=max_entries)
+                        seed=seed, tol=tol, max_entries=max_entries, directions=directions)
 
 
 def check_model(seed: int = 0, max_entries: int | None = None, tol: float = DEFAULT_TOL,
-                **config: Any) -> GradcheckReport:
+                directions: int | None = None, **config: Any) -> GradcheckReport:
     """Finite-difference check of every parameter of a tiny Transformer through its loss.
 
     ``config`` overrides ``TINY_MODEL`` (e.g. ``norm="pre"``, ``tie_embeddings=True``,
-    ``activation="gelu"``, ``dropout=0.0``).
+    ``activation="gelu"``, ``dropout=0.0``, or the paper's base sizes with the fast
+    check, ``directions=1``; see ``check_module``).
     """
     model, src, tgt_in, tgt_out = model_case(seed, **config)
     return check_loss(model, {"src_ids": src, "tgt_in_ids": tgt_in}, tgt_out,
                       label_smoothing=model.config.label_smoothing, name="transformer", seed=seed, tol=tol,
-                      max_entries=max_entries)
+                      max_entries=max_entries, directions=directions)

@@ -151,7 +151,8 @@ def _judge(op: str, pairs: list[tuple[str, tuple, Any, Any, str]], tol: float) -
         unresolved = int(numpy.sum((within_resolution & ~within_tol)[checked]))
         if unresolved:
             note = ", ".join(filter(None, [note, f"{unresolved} entries within resolution {resolution:.0e}"]))
-        if not passed:
-            note = "; ".join(filter(None, [note, diagnose(analytic, numpy.where(checked, numeric, analytic))]))
+        if not passed:  # the diagnosis reads the checked entries only (all, or a flat sample)
+            hint = diagnose(analytic, numeric) if checked.all() else diagnose(analytic[checked], numeric[checked])
+            note = "; ".join(filter(None, [note, hint]))
         report.results.append(TensorCheck(op, tensor, shape, error, passed, worst, note))
     return report

@@ -72,8 +72,10 @@ def layernorm_case(rng, batch=2, length=3, d_model=6, eps=1e-5):
     def forward(x, gamma, beta):
         return ops.layernorm_forward(x, gamma, beta, eps=eps)
 
+    x = 1.0 + 2.0 * rng.standard_normal((batch, length, d_model))
+    x[:, -1] = 1.0 + 0.1 * rng.standard_normal((batch, d_model))  # small variance: eps matters there
     inputs = {
-        "x": 1.0 + 2.0 * rng.standard_normal((batch, length, d_model)),
+        "x": x,
         "gamma": 1.0 + 0.5 * rng.standard_normal(d_model),
         "beta": rng.standard_normal(d_model),
     }

@@ -200,14 +200,16 @@ def check_loss(model: nn.Module, inputs: dict[str, Any], targets: Any, *, ignore
 
 
 def check_model(seed: int = 0, max_entries: int | None = None, tol: float = DEFAULT_TOL,
-                directions: int | None = None, **config: Any) -> GradcheckReport:
+                directions: int | None = None, fused: bool = True, **config: Any) -> GradcheckReport:
     """Finite-difference check of every parameter of a tiny Transformer through its loss.
 
     ``config`` overrides ``TINY_MODEL`` (e.g. ``norm="pre"``, ``tie_embeddings=True``,
     ``activation="gelu"``, ``dropout=0.0``, or the paper's base sizes with the fast
-    check, ``directions=1``; see ``check_module``).
+    check, ``directions=1``; see ``check_module``). ``fused=False`` checks the textbook
+    attention (``nn.use_fused_attention``).
     """
     model, src, tgt_in, tgt_out = model_case(seed, **config)
+    nn.use_fused_attention(model, fused)
     return check_loss(model, {"src_ids": src, "tgt_in_ids": tgt_in}, tgt_out,
                       label_smoothing=model.config.label_smoothing, name="transformer", seed=seed, tol=tol,
                       max_entries=max_entries, directions=directions)

@@ -20,6 +20,7 @@ check caught it, whether the fast directional check caught it, and the diagnosis
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -134,6 +135,25 @@ def _layernorm_gamma_without_x_hat(original):
     return backward
 
 
+def _layernorm_without_eps(original):
+    def backward(dy, cache):
+        x_hat, rstd, gamma = cache["x_hat"], cache["rstd"], cache["gamma"]
+        _, dgamma, dbeta = original(dy, cache)
+        rstd = 1.0 / xp.sqrt(1.0 / (rstd * rstd) - cache.get("eps", 1e-5))  # 1/sqrt(var): eps forgotten
+        g = dy * gamma
+        return rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)), dgamma, dbeta
+    return backward
+
+
+def _gelu_tanh_derivative_for_exact(original):
+    def backward(dout, cache):
+        x = cache["x"]
+        gate = 0.5 * (1.0 + xp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+        slope = gate + x * (1 - (2 * gate - 1) ** 2) * 0.5 * math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x**2)
+        return dout * slope  # the tanh approximation's derivative, under the exact GELU's forward
+    return backward
+
+
 def _attention_scale(which):
     def mutate(original):
         def backward(dout, cache):
@@ -208,6 +228,16 @@ def _label_smoothing_without_uniform_term(original):
         eps, vocab = cache["label_smoothing"], cache["exps"].shape[-1]
         weight = cache["kept"] * (float(dloss) / max(cache["n_kept"], 1))
         return dlogits + (eps / vocab * weight).reshape(dlogits.shape[:-1])[..., None]  # eps/V dropped
+    return backward
+
+
+def _label_smoothing_over_other_classes(original):
+    def backward(dloss, cache, out=None):
+        dlogits = original(dloss, cache)
+        eps, vocab = cache["label_smoothing"], cache["exps"].shape[-1]
+        weight = cache["kept"] * (float(dloss) / max(cache["n_kept"], 1))
+        shift = eps / vocab - eps / (vocab - 1)  # eps/(V-1) to every class, as if the target got none of it
+        return dlogits - (shift * weight).reshape(dlogits.shape[:-1])[..., None]
     return backward
 
 
@@ -441,6 +471,12 @@ MUTANTS: list[Mutant] = [
            ops_module, "layernorm_backward", _layernorm_without_variance_term, "op:layernorm"),
     Mutant("layer norm: dgamma without x_hat", "ops.layernorm_backward", "dgamma = sum(dy)", ops_module,
            "layernorm_backward", _layernorm_gamma_without_x_hat, "op:layernorm"),
+    Mutant("layer norm: eps forgotten in backward", "ops.layernorm_backward", "1/sqrt(var) in backward "
+           "where forward used 1/sqrt(var + eps): small, and large only for rows of small variance",
+           ops_module, "layernorm_backward", _layernorm_without_eps, "op:layernorm"),
+    Mutant("gelu: the tanh approximation's derivative", "ops.gelu_backward", "the derivative of the tanh "
+           "approximation under the exact (erf) forward", ops_module, "gelu_backward",
+           _gelu_tanh_derivative_for_exact, "op:gelu"),
     Mutant("attention: 1/sqrt(d_k) missing from dQ", "ops.attention_backward", "dq not scaled", ops_module,
            "attention_backward", _attention_scale("q"), "op:attention", "constant factor"),
     Mutant("attention: 1/sqrt(d_k) missing from dK", "ops.attention_backward", "dk not scaled", ops_module,
@@ -468,6 +504,9 @@ MUTANTS: list[Mutant] = [
            "op:cross_entropy"),
     Mutant("label smoothing: eps/V term missing", "ops.cross_entropy_backward", "dz = p - (1 - eps) onehot",
            ops_module, "cross_entropy_backward", _label_smoothing_without_uniform_term, "op:cross_entropy"),
+    Mutant("label smoothing: eps/(V-1)", "ops.cross_entropy_backward", "the smoothing mass spread over the "
+           "V - 1 other classes in backward, over all V in forward", ops_module, "cross_entropy_backward",
+           _label_smoothing_over_other_classes, "op:cross_entropy"),
     Mutant("masked mean pool: divided by T", "ops.masked_mean_pool_backward", "padding counted in the mean",
            ops_module, "masked_mean_pool_backward", _mean_pool_divides_by_length, "op:masked_mean_pool"),
     Mutant("residual: identity path not added", "nn.residual (encoder)", "dx = the sub-layer path only",
@@ -528,17 +567,22 @@ def run_mutants(mutants: list[Mutant] | None = None, seed: int = 0, fast: bool =
     return results
 
 
+def _hint(note: str) -> str:
+    """The diagnosis part of a row's note (not the sampling or resolution remarks)."""
+    parts = [part for part in note.split("; ") if not part.endswith(("entries", "direction(s)"))]
+    return parts[-1] if parts else ""
+
+
 def _diagnosis(report: GradcheckReport) -> str:
-    """``"3 tensors wrong (q, k, v); q: <its hint>"``: which tensors failed, and the first one's hint."""
+    """``"3 tensor(s) wrong (q, k, v); q: <its hint>"``: which tensors failed, and the most telling hint
+    (a recognisable pattern before a mere "wrong at k of n entries")."""
     failures = report.failures
     if not failures:
         return ""
     names = [row.tensor for row in failures]
     shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-    hints = [part for part in failures[0].note.split("; ") if not part.endswith("entries") or "wrong" in part]
-    hint = next((part for part in hints if "random direction" not in part and " of " not in part[:8]), "")
-    hint = hint or (hints[-1] if hints else "")
-    return f"{len(names)} tensor(s) wrong ({shown}); {failures[0].tensor}: {hint}"
+    telling = sorted(failures, key=lambda row: _hint(row.note).startswith("wrong at") or not _hint(row.note))
+    return f"{len(names)} tensor(s) wrong ({shown}); {telling[0].tensor}: {_hint(telling[0].note)}"
 
 
 def _with_tolerance(report: GradcheckReport, tol: float | None) -> GradcheckReport:

@@ -160,6 +160,27 @@ def gradcheck_chart(report: Any, path: str | None = None, title: str = "") -> An
     return _finish(figure, path)
 
 
+def mutants_chart(names: list[str], errors: list[float], tolerances: tuple[float, ...] = (1e-6, 1e-2),
+                  path: str | None = None, title: str = "") -> Any:
+    """The worst relative error each bug causes (``gradcheck.mutants``), on a log scale, with the
+    tolerances marked: a bug to the right of a tolerance is caught by a checker using it."""
+    figure, axis = plt.subplots(figsize=(9, 0.26 * len(names) + 1.5), constrained_layout=True)
+    shown = [min(max(error, 1e-16), 10.0) for error in errors]  # a wrong shape counts as infinite: drawn at 10
+    colours = ["tab:red" if error > max(tolerances) else "tab:orange" if error > min(tolerances) else "tab:gray"
+               for error in shown]
+    axis.barh(range(len(names)), shown, color=colours)
+    for tolerance, style in zip(sorted(tolerances), ("--", ":", "-.")):
+        axis.axvline(tolerance, color="black", linestyle=style, label=f"tolerance {tolerance:.0e}")
+    axis.set_xscale("log")
+    axis.set_yticks(range(len(names)), names, fontsize=8)
+    axis.invert_yaxis()
+    axis.set(xlabel="worst relative error the bug causes (a wrong shape is drawn at 10)",
+             title=title or "Realistic backward bugs against the gradient checker")
+    axis.legend(loc="lower center", bbox_to_anchor=(0.5, 1.02), ncol=len(tolerances), frameon=False)
+    axis.grid(True, axis="x", alpha=0.3)
+    return _finish(figure, path)
+
+
 def figures_dir() -> Any:
     """Where the lessons write figures, as a ``pathlib.Path``.
 

@@ -25,7 +25,7 @@ EXPECTED_FIGURES = {
     "13": ["13_training_curves.png", "13_loss.png"], "14": ["14_kv_cache.png"],
     "15": ["15_cross_attention.png"], "16": ["16_training_step.png"], "17": ["17_language_id.png"],
     "18": ["18_language_model.png"], "19": ["19_right_context.png"],
-    "20": ["20_vit_attention.png"],
+    "20": ["20_vit_attention.png"], "21": ["21_mutants.png"],
 }
 GRADED = {path.name: graded_exercises(path.read_text(encoding="utf-8")) for path in LESSONS}
 

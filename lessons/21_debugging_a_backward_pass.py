@@ -1,0 +1,179 @@
+# %% [markdown]
+# # Lesson 21 — Debugging a backward pass: from the checker's report to the line
+#
+# Every lesson so far wrote a backward pass and checked it. This one starts from the other end: a
+# backward pass is wrong, and the gradient check has failed. What does the report say, and how do
+# we get from it to the line that is wrong?
+#
+# `npformer.gradcheck.mutants` is a catalogue of realistic backward bugs, each one small change to
+# a correct backward pass: the kind of mistake that hand-written backward passes are full of. A
+# mutant is applied without editing the library (`with mutant.applied(): ...` patches one function
+# for the duration of the block), so we can watch the checker meet each bug.
+
+# %%
+import os
+import time
+
+import numpy as np
+
+from npformer import gradcheck, ops, viz
+from npformer.gradcheck import mutants
+
+QUICK = os.environ.get("NPFORMER_QUICK") == "1"
+print(f"{len(mutants.MUTANTS)} mutants in the catalogue")
+
+
+def mutant(name):
+    return next(m for m in mutants.MUTANTS if m.name == name)
+
+
+def failing_rows(report):
+    """The report's table, the failing rows only (and its header)."""
+    lines = report.table().splitlines()
+    return "\n".join(lines[:2] + [line for line in lines[2:-1] if "FAIL" in line] + lines[-1:])
+
+# %% [markdown]
+# ## Bug 1: a factor
+#
+# Scaled dot-product attention divides its scores by $\sqrt{d_k}$, so both $dQ$ and $dK$ carry the
+# factor $1/\sqrt{d_k}$. Here the backward pass forgets it in $dK$:
+
+# %%
+bug = mutant("attention: 1/sqrt(d_k) missing from dK")
+print(bug.bug)
+with bug.applied():
+    report = gradcheck.check_op("attention")
+print(failing_rows(report))
+assert not report.passed and "constant factor" in report.failures[0].note
+
+# %% [markdown]
+# Read the report from left to right. Only `k` fails, so the bug is in the lines that compute
+# $dK$, not in the shared softmax backward (that would break $dQ$ too). The error is the same
+# factor at every entry, and the factor is $\sqrt{3}$: the op case has $d_k = 3$. A constant
+# factor that is a square root of a size almost always means a forgotten (or doubled) scale.
+#
+# ## Bug 2: one row
+#
+# The embedding's backward pass adds each position's gradient into the row of its token. Written
+# with fancy-index assignment, `dW[ids] = dout`, a token that occurs twice keeps only one write:
+
+# %%
+bug = mutant("embedding: repeated ids overwrite")
+with bug.applied():
+    report = gradcheck.check_op("embedding")
+print(failing_rows(report))
+row = report.failures[0]
+_, _, inputs = gradcheck.embedding_case(np.random.default_rng(0))
+ids, counts = np.unique(inputs["ids"], return_counts=True)
+print(f"worst entry at {row.worst_index}: token {row.worst_index[0]} occurs "
+      f"{counts[ids == row.worst_index[0]].sum()} times in the batch")
+print("ids that occur more than once:", ids[counts > 1].tolist())
+assert counts[ids == row.worst_index[0]].sum() > 1
+
+# %% [markdown]
+# The error sits in a few rows of $dW$, and the worst one is the row of a token that occurs more
+# than once in the batch. That is the signature of a scatter written as an assignment; `np.add.at`
+# (or a sum over a one-hot matrix) adds the repeated rows up. Note that a batch with no repeated id
+# would not catch this bug at all: the op case draws 8 ids from a vocabulary of 7 on purpose.
+#
+# ## Bug 3: gradient where there should be none
+#
+# Cross-entropy ignores the `<pad>` targets: they add nothing to the loss, so their logits must get
+# no gradient. Here the backward pass forgets the mask:
+
+# %%
+bug = mutant("cross-entropy: gradient at <pad> targets")
+with bug.applied():
+    report = gradcheck.check_op("cross_entropy")
+print(failing_rows(report))
+assert "exactly 0" in report.failures[0].note
+
+# %% [markdown]
+# "Non-zero only where the right answer is exactly 0": the finite differences say those entries
+# do not affect the loss at all, and the backward pass gives them a gradient anyway. The same note
+# appears for ReLU's mask and dropout's mask forgotten. Look for the mask.
+#
+# ## Bug 4: a whole model, one missing sum
+#
+# The decoder's cross-attention sends a gradient to the encoder's output from every layer, and the
+# decoder sums them. Here layer 0's share is dropped. Op by op everything is right; only a check of
+# the whole model can see it:
+
+# %%
+bug = mutant("decoder: memory gradient dropped in one layer")
+with bug.applied():
+    started = time.perf_counter()
+    report = gradcheck.check_model(directions=1)
+    seconds = time.perf_counter() - started
+failed = [row.tensor for row in report.failures]
+print(f"fast check of the tiny Transformer: {len(report.results)} tensors, {seconds:.2f} s")
+print(f"{len(failed)} tensors wrong, from {failed[0]} to {failed[-1]}")
+print("decoder tensors wrong:", [name for name in failed if name.startswith("decoder")])
+assert failed and all(name.startswith(("src_embed", "encoder")) for name in failed)
+
+# %% [markdown]
+# Every encoder tensor is wrong and no decoder tensor is. The gradient reaches the decoder
+# correctly and goes wrong on its way into the encoder: the culprit is what the decoder hands the
+# encoder, `d_memory`. That is the whole method: **find the boundary between the right tensors and
+# the wrong ones**; the bug sits on it.
+#
+# This check did not difference every entry. `directions=1` compares, for one random unit direction
+# $u$ per tensor, the analytic $u \cdot \nabla L$ with the finite difference of $L$ along $u$:
+#
+# $$u \cdot \nabla L \approx \frac{4 D(h) - D(2h)}{3}, \qquad D(h) = \frac{L(\theta + h u) - L(\theta - h u)}{2h}$$
+#
+# Four forward passes per tensor, whatever its size, instead of four per entry. A gradient wrong by
+# a fraction $f$ of its norm moves $u \cdot \nabla L$ by about $f$ of its typical size, so the same
+# tolerance applies; the price is that it says which tensor is wrong, not which entry.
+#
+# ## The whole catalogue
+#
+# `run_mutants` applies every mutant and runs the check that must catch it (and, for blocks and
+# models, the fast check too). `npformer gradcheck --mutants` prints the same table.
+
+# %%
+catalogue = [m for m in mutants.MUTANTS if not (QUICK and m.check.startswith("model"))]
+results = mutants.run_mutants(catalogue)
+print(mutants.results_table(results))
+assert all(result.caught for result in results)
+
+# %%
+worst = [max(row.max_rel_error for row in result.report.failures) for result in results]
+viz.mutants_chart([result.mutant.name for result in results], worst,
+                  path=viz.figures_dir() / "21_mutants.png")
+escaped = [result.mutant.name for result, error in zip(results, worst) if error < 1e-2]
+print(f"with the tolerance raised from 1e-6 to 1e-2, {len(escaped)} would escape: {escaped}")
+print(f"smallest error a mutant causes: {min(worst):.1e}")
+
+# %% [markdown]
+# Most bugs are gross: a wrong term changes the gradient by a fraction of itself, and any tolerance
+# below $0.1$ catches them. The ones printed above are not: forgetting $\epsilon$ in layer norm's
+# backward changes the gradient only where the variance of a row is comparable to $\epsilon$. The
+# op case includes a row of small variance on purpose. Without it:
+
+# %%
+forward, backward, inputs = gradcheck.layernorm_case(np.random.default_rng(0))
+rng = np.random.default_rng(1)
+inputs["x"] = 1.0 + 2.0 * rng.standard_normal(inputs["x"].shape)  # every row of variance about 4
+with mutant("layer norm: eps forgotten in backward").applied():
+    ordinary = gradcheck.check_gradients(forward, ops.layernorm_backward, inputs, name="layernorm")
+error = ordinary.results[0].max_rel_error
+print(f"eps forgotten, rows of variance about 4: worst relative error {error:.1e}, "
+      f"{'caught' if not ordinary.passed else 'NOT caught'} at 1e-6")
+assert error < 1e-2
+
+# %% [markdown]
+# The error falls by two orders of magnitude, to the printed value: a checker at $10^{-2}$ would
+# never see it, and even $10^{-6}$ sees it only just. That is why npformer checks in float64 with a tolerance of
+# $10^{-6}$ rather than the $10^{-2}$ that float32 checks must settle for.
+#
+# ## Exercises
+#
+# 1. Write a mutant of your own: `gradcheck.mutants.Mutant(name, where, bug, target, attribute,
+#    replacement, check)` where `replacement(original)` returns the buggy function. Make softmax's
+#    backward use `dy - mean(dy)` instead of `dy - sum(dy * p)`. What does the report say?
+# 2. Bug 4 was caught by the fast check. Would `gradcheck.check_op` on every op have caught it? Why
+#    not?
+# 3. Run `npformer gradcheck --model --fast --base` (the paper's base sizes, about 45 seconds). Why
+#    does it switch the feed-forward activation to GELU? Try a finite difference through a ReLU whose
+#    input is within $h$ of zero.

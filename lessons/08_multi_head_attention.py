@@ -1,10 +1,11 @@
 # %% [markdown]
 # # Lesson 8 — Multi-head attention: splitting and merging heads, parameter count
 #
-# One attention can focus on one kind of relation at a time. Multi-head attention runs `H`
+# One attention can focus on one kind of relation at a time. Multi-head attention runs $H$
 # attentions side by side on different projections of the same input and concatenates them:
 #
-# `MultiHead(Q, K, V) = Concat(head_1, ..., head_H) W_o`, with `head_h = Attention(Q W_q^h, K W_k^h, V W_v^h)`
+# $$\operatorname{MultiHead}(Q, K, V) = \operatorname{Concat}(\text{head}_1, \dots, \text{head}_H)\, W_o,
+# \qquad \text{head}_h = \operatorname{Attention}(Q W_q^h, K W_k^h, V W_v^h)$$
 
 # %%
 import time
@@ -12,49 +13,239 @@ import time
 import numpy as np
 
 from npformer import gradcheck, nn, ops
+from npformer.course import check
 
 rng = np.random.default_rng(0)
 
 # %% [markdown]
 # ## Heads are a reshape
 #
-# The paper's `W_q^h` are `D x Dh` matrices. Stacked side by side they form one `D x D` matrix, so
-# all heads are computed with **one** product, and then the last axis is reshaped into `(H, Dh)`:
+# The paper's $W_q^h$ are $D \times D_h$ matrices, with $D_h = D / H$. Stacked side by side they
+# form one $D \times D$ matrix $W_q = [W_q^1 \mid \dots \mid W_q^H]$, so all heads are computed with
+# **one** product $X W_q$, whose last axis holds head 1's $D_h$ numbers, then head 2's, and so on.
+# Splitting into heads is then a reshape of that last axis into $(H, D_h)$, followed by a transpose
+# that brings the head axis next to the batch axis, where attention (lesson 7) expects it:
 #
 # `(B, T, D) -> reshape (B, T, H, Dh) -> transpose (B, H, T, Dh)`
 #
-# Merging undoes it. No loop over heads anywhere.
+# Merging undoes it: transpose back to `(B, T, H, Dh)`, then reshape to `(B, T, H * Dh)`, which
+# is the concatenation of the heads. No loop over heads anywhere.
+#
+# ### Your turn
+#
+# Write `split_heads(x, n_heads)`: `x` has shape `(B, T, D)` with `D` divisible by `n_heads`;
+# return the array of shape `(B, H, T, D / H)` whose `[b, h, t]` row is the `h`-th slice of `D / H`
+# numbers of `x[b, t]`. (A reshape straight to `(B, H, T, Dh)` without the transpose has the right
+# shape and the wrong numbers: it mixes positions.)
+
+# %%
+def split_heads(x, n_heads):
+    """(B, T, D) -> (B, H, T, D / H): the last axis cut into H heads."""
+    ### BEGIN SOLUTION
+    batch, length, d_model = x.shape
+    return x.reshape(batch, length, n_heads, d_model // n_heads).transpose(0, 2, 1, 3)
+    ### END SOLUTION
+
+
+# %%
+print(check("split_heads", split_heads))
+
+# %% [markdown]
+# Now `merge_heads(x)`, the inverse: `x` has shape `(B, H, T, Dh)`; return shape `(B, T, H * Dh)`,
+# with head $h$ (counting from $0$) in columns $h D_h$ to $(h + 1) D_h - 1$. Merging a split must give
+# back the input.
+
+# %%
+def merge_heads(x):
+    """(B, H, T, Dh) -> (B, T, H * Dh): the heads concatenated along the last axis."""
+    ### BEGIN SOLUTION
+    batch, heads, length, head_dim = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
+    ### END SOLUTION
+
+
+# %%
+print(check("merge_heads", merge_heads))
+
+# %% [markdown]
+# npformer's attention layers have both as methods; a split followed by a merge gives back the
+# input exactly:
 
 # %%
 attention = nn.SelfAttention(d_model=8, n_heads=2, rng=rng, dtype=np.float64, fused=False)
 x = rng.standard_normal((3, 5, 8))
 heads = attention.split_heads(x)
 print("split:", x.shape, "->", heads.shape, " merged back equal:", np.array_equal(attention.merge_heads(heads), x))
+assert np.array_equal(attention.merge_heads(heads), x)
 
 # %% [markdown]
 # ## Parameters
 #
-# Four `D x D` projections with biases: **`4 (D^2 + D)`**, whatever `H` is. Heads change how the
-# `D` dimensions are used, not how many parameters there are.
+# Four $D \times D$ projections with biases: $4(D^2 + D)$, whatever $H$ is. Heads change how the
+# $D$ dimensions are used, not how many parameters there are.
 
 # %%
 for d_model, n_heads in ((512, 8), (512, 1), (32, 2)):
     count = nn.SelfAttention(d_model, n_heads, rng=rng).num_params()
     print(f"D={d_model}, H={n_heads}: {count:,} parameters (4(D^2+D) = {4 * (d_model ** 2 + d_model):,})")
+    assert count == 4 * (d_model ** 2 + d_model)
 
 # %% [markdown]
-# ## The textbook form
+# ## The forward pass
 #
-# `nn.SelfAttention(d_model, n_heads, fused=False)` is the paper's layer, step by step. Its four
-# children `q`, `k`, `v` and `o` are `Linear(D, D)` layers, and the forward pass is:
+# In the decoder (lesson 10) the queries come from one sequence and the keys and values from
+# another, the encoder's output, called the `memory`. So we write the general form,
+# **cross-attention**; self-attention is the case where `memory` is `query`. With the queries'
+# input $X$ of shape `(B, Tq, D)` and the memory $M$ of shape `(B, Tm, D)`:
 #
-# 1. three projections of the input: `q = x W_q + b_q`, `k = x W_k + b_k`, `v = x W_v + b_v`;
+# 1. three projections: $Q = X W_q$, $K = M W_k$, $V = M W_v$ (each $W$ is $D \times D$);
 # 2. split each into heads, `(B, T, D) -> (B, H, T, Dh)`;
-# 3. scaled dot-product attention over all heads at once (`ops.attention_forward`, lesson 7);
-# 4. merge the heads back, `(B, H, T, Dh) -> (B, T, D)`;
-# 5. the output projection `o`.
+# 3. scaled dot-product attention over all heads at once,
+#    $C_h = \operatorname{softmax}\left(Q_h K_h^\top / \sqrt{D_h}\right) V_h$, masked (lesson 7);
+# 4. merge the heads back, `(B, H, Tq, Dh) -> (B, Tq, D)`;
+# 5. the output projection, $Y = \operatorname{merge}(C)\, W_o$.
 #
-# Here it is written out with the ops alone, reading the module's weights:
+# The paper's layer also adds a bias after each projection; leave them out here (npformer's layer,
+# below, has them).
+#
+# ### Your turn
+#
+# Write `multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask)`: `query` of shape
+# `(B, Tq, D)`, `memory` of shape `(B, Tm, D)`, the four weights of shape `(D, D)`, and `mask`
+# either None or a boolean array that broadcasts to `(B, H, Tq, Tm)`, True where a query may
+# attend to a key (a padding mask `(B, 1, 1, Tm)`, or a causal mask `(Tq, Tm)`). Return `out`, of
+# shape `(B, Tq, D)`. For step 3 you may call `ops.attention_forward(q, k, v, mask)`, which returns
+# `(out, cache)`: it is the `attention` you wrote in lesson 7. For steps 2 and 4, call your
+# `split_heads` and `merge_heads` from above, or write the reshapes inline.
+
+# %%
+def multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask):
+    """Attention of the queries projected from ``query`` over keys and values projected from ``memory``."""
+    ### BEGIN SOLUTION
+    def split(t):
+        batch, length, d_model = t.shape
+        return t.reshape(batch, length, n_heads, d_model // n_heads).transpose(0, 2, 1, 3)
+
+    def merge(t):
+        batch, heads, length, head_dim = t.shape
+        return t.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
+
+    q, k, v = split(query @ Wq), split(memory @ Wk), split(memory @ Wv)
+    context, _ = ops.attention_forward(q, k, v, mask)
+    return merge(context) @ Wo
+    ### END SOLUTION
+
+
+# %%
+print(check("multi_head_attention", multi_head_attention))
+
+# %% [markdown]
+# ## The backward pass
+#
+# The backward pass is the forward pass in reverse. Given $dY = \partial L / \partial Y$:
+#
+# * **The output projection** (lesson 2). With $C' = \operatorname{merge}(C)$, the product
+#   $Y = C' W_o$ is done for every batch entry and position with the same $W_o$, so its gradient
+#   is summed over both:
+#
+#   $$dW_o = \sum_{b,t} C'^{\top}_{bt}\, dY_{bt}, \qquad dC' = dY\, W_o^\top$$
+#
+#   where $C'_{bt}$ and $dY_{bt}$ are the rows ($1 \times D$) of position $t$ of sentence $b$, so
+#   each term of the sum is a $D \times D$ outer product.
+#
+# * **Merge and split.** Both only move numbers to other places, so the gradient moves back the same
+#   way: the gradient of a merge is a split, and the gradient of a split is a merge.
+#   $dC = \operatorname{split}(dC')$.
+# * **Attention** (lesson 7) turns $dC$ into $dQ_h$, $dK_h$ and $dV_h$, of shape `(B, H, T, Dh)`.
+#   `ops.attention_backward(dC, cache)` does it, with the `cache` that `ops.attention_forward`
+#   returned.
+# * **Merge** them back to $dQ$, $dK$, $dV$, of shape `(B, T, D)`.
+# * **The three input projections**, as for $W_o$:
+#
+#   $$dW_q = \sum_{b,t} X^\top_{bt}\, dQ_{bt}, \qquad dW_k = \sum_{b,t} M^\top_{bt}\, dK_{bt}, \qquad
+#   dW_v = \sum_{b,t} M^\top_{bt}\, dV_{bt}, \qquad dX = dQ\, W_q^\top$$
+#
+# * **The memory feeds two paths**, $K = M W_k$ and $V = M W_v$, so its gradient is the **sum**
+#   of both:
+#
+#   $$dM = dK\, W_k^\top + dV\, W_v^\top$$
+#
+# ### Your turn
+#
+# Write `multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout)`, with
+# the inputs of `multi_head_attention` and `dout` $= dY$ of shape `(B, Tq, D)`. Redo the forward
+# pass (keeping what the backward needs, the attention `cache` included), then return
+# `(dquery, dmemory, dWq, dWk, dWv, dWo)`, shaped like `query`, `memory` and the four weights. A sum
+# over $b$ and $t$ is one matrix product once the batch and position axes are flattened:
+# `X.reshape(-1, D).T @ dQ.reshape(-1, D)`. As before, you may use `ops.attention_forward` and
+# `ops.attention_backward` for the attention itself, and your own `split_heads`/`merge_heads`.
+
+# %%
+def multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
+    """Gradients of ``multi_head_attention`` with respect to its two inputs and four weights."""
+    ### BEGIN SOLUTION
+    def split(t):
+        batch, length, d_model = t.shape
+        return t.reshape(batch, length, n_heads, d_model // n_heads).transpose(0, 2, 1, 3)
+
+    def merge(t):
+        batch, heads, length, head_dim = t.shape
+        return t.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
+
+    def flat(t):
+        return t.reshape(-1, t.shape[-1])
+
+    context, cache = ops.attention_forward(split(query @ Wq), split(memory @ Wk), split(memory @ Wv), mask)
+    merged = merge(context)
+    dWo = flat(merged).T @ flat(dout)
+    dq, dk, dv = (merge(d) for d in ops.attention_backward(split(dout @ Wo.T), cache))
+    dWq = flat(query).T @ flat(dq)
+    dWk = flat(memory).T @ flat(dk)
+    dWv = flat(memory).T @ flat(dv)
+    dquery = dq @ Wq.T
+    dmemory = dk @ Wk.T + dv @ Wv.T
+    return dquery, dmemory, dWq, dWk, dWv, dWo
+    ### END SOLUTION
+
+
+# %%
+print(check("multi_head_attention_backward", multi_head_attention_backward))
+
+# %% [markdown]
+# **The classic mistake** is to follow only one path back into the memory, here the values',
+# forgetting that the keys were computed from it too. Only `dmemory` is wrong, and only in the rows
+# whose key could move a softmax: a masked key gets no gradient on either path, and where a query
+# sees a single key its weight is $1$ whatever the score, so that key gets none either (the case
+# with $T_m = 1$, and the second sentence of the first case, which has one real key):
+
+# %%
+def multi_head_attention_backward_values_only(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
+    q, q_cache = ops.linear_forward(query, Wq)
+    k, k_cache = ops.linear_forward(memory, Wk)
+    v, v_cache = ops.linear_forward(memory, Wv)
+    layer = nn.MultiHeadAttention(query.shape[-1], n_heads, rng=np.random.default_rng(0), dtype=np.float64)
+    split, merge = layer.split_heads, layer.merge_heads  # the library's, for this D and H
+    context, attention_cache = ops.attention_forward(split(q), split(k), split(v), mask)
+    d_merged, dWo, _ = ops.linear_backward(dout, ops.linear_forward(merge(context), Wo)[1])
+    dq, dk, dv = (merge(d) for d in ops.attention_backward(split(d_merged), attention_cache))
+    dquery, dWq, _ = ops.linear_backward(dq, q_cache)
+    _, dWk, _ = ops.linear_backward(dk, k_cache)
+    dmemory, dWv, _ = ops.linear_backward(dv, v_cache)  # the keys' path, dk @ Wk.T, is missing
+    return dquery, dmemory, dWq, dWk, dWv, dWo
+
+
+mistake = check("multi_head_attention_backward", multi_head_attention_backward_values_only, strict=False)
+print(mistake)
+assert not mistake.passed and {row.tensor for row in mistake.rows if not row.passed} == {"dmemory"}
+
+# %% [markdown]
+# ## npformer's layer, the textbook form
+#
+# `nn.SelfAttention(d_model, n_heads, fused=False)` is the paper's self-attention layer, step by
+# step: what you just wrote, with `memory` the same `x` as `query` and a bias after each
+# projection. Its four children `q`, `k`, `v` and `o` are `Linear(D, D)` layers
+# ($Q = X W_q + b_q$, and so on). Here it is written out with the ops alone, reading the module's
+# weights:
 
 # %%
 def textbook_forward(attention, x, mask=None):
@@ -69,10 +260,9 @@ def textbook_forward(attention, x, mask=None):
 
 
 # %% [markdown]
-# The backward pass is the forward pass in reverse: the output projection's backward (lesson 2),
-# merge becomes split, attention's backward (lesson 7), split becomes merge, and the three input
-# projections' backward. The input `x` feeds `q`, `k` **and** `v`, so its gradient is the **sum**
-# of the three paths.
+# In self-attention the input $X$ feeds $Q$, $K$ **and** $V$, so its gradient is the **sum** of the
+# three paths, $dX = dQ\, W_q^\top + dK\, W_k^\top + dV\, W_v^\top$ (your `dquery + dmemory`). Each
+# bias gets its output's gradient summed over the batch and the positions (lesson 2).
 
 # %%
 def textbook_backward(attention, dout, cache):
@@ -113,16 +303,15 @@ assert report.passed
 
 # %% [markdown]
 # One row deserves a look: `k.b`, the key bias, has a gradient of exactly zero. Adding the same
-# vector `b` to every key adds `q · b` to every score of a row, and softmax ignores a shift
+# vector $b$ to every key adds $q \cdot b$ to every score of a row, and softmax ignores a shift
 # shared by a whole row. The check reports it as "within resolution": both gradients are zero
 # to within what finite differences can see.
 #
 # ## Cross-attention
 #
-# In the decoder (lesson 10) the queries come from one sequence and the keys and values from
-# another, the encoder's output `memory`. `nn.MultiHeadAttention` is that layer:
-# `forward(query, memory, mask)` projects `q` from `query` and `k`, `v` from `memory`, and
-# `backward(dout)` returns `(d_query, d_memory)`; `d_memory` is the sum of the `k` and `v` paths.
+# `nn.MultiHeadAttention` is the layer of your exercise, with the biases:
+# `forward(query, memory, mask)` projects $Q$ from `query` and $K$, $V$ from `memory`, and
+# `backward(dout)` returns `(d_query, d_memory)`; `d_memory` is the sum of the $K$ and $V$ paths.
 
 # %%
 cross = nn.MultiHeadAttention(d_model=8, n_heads=2, rng=rng, dtype=np.float64, fused=False)
@@ -133,11 +322,11 @@ assert cross_report.passed
 # %% [markdown]
 # ## The fused form
 #
-# The three projections of self-attention all read the same `x`. Placing `W_q`, `W_k` and `W_v`
-# side by side gives one `(D, 3D)` matrix, and **one** product `x [W_q | W_k | W_v]` computes
-# `q`, `k` and `v` together; its backward pass splits the `(D, 3D)` gradient back into the
-# three `Linear` layers' own `W` and `b`. (Cross-attention fuses `k` and `v` the same way:
-# `memory [W_k | W_v]`.) The parameters keep their names and shapes; only the number of matrix
+# The three projections of self-attention all read the same $X$. Placing $W_q$, $W_k$ and $W_v$
+# side by side gives one $D \times 3D$ matrix, and **one** product $X\,[W_q \mid W_k \mid W_v]$
+# computes $Q$, $K$ and $V$ together; its backward pass splits the $D \times 3D$ gradient back into
+# the three `Linear` layers' own `W` and `b`. (Cross-attention fuses $K$ and $V$ the same way:
+# $M\,[W_k \mid W_v]$.) The parameters keep their names and shapes; only the number of matrix
 # products changes. This is `fused=True`, the default, which the models train with;
 # `nn.use_fused_attention(model, False)` switches a whole model to the textbook form.
 #
@@ -159,14 +348,14 @@ assert all(np.abs(fused.grads()[key] - grad).max() < 1e-12 for key, grad in atte
 print(gradcheck.check_module(fused, {"x": x}, forward=lambda x: fused.forward(x, mask)).table().splitlines()[-1])
 
 # %% [markdown]
-# Any difference printed is rounding, far below `1e-12` (the cell asserts it): each column of the
+# Any difference printed is rounding, far below $10^{-12}$ (the cell asserts it): each column of the
 # fused product is one of the dot products of before, and the fused backward adds the three
-# paths' contributions to `dx` inside one product, in another order than `dx_q + dx_k + dx_v`.
+# paths' contributions to $dX$ inside one product, in another order than `dx_q + dx_k + dx_v`.
 # The fused module passes the finite-difference check too (the last line).
 #
 # Why fuse at all? One product with three times the columns keeps the processor busier than three
 # small ones. The gain depends on the sizes and the machine; here is this machine's, for a batch
-# of 32 sentences of 64 tokens with `D = 256` and `H = 8`, in float32:
+# of 32 sentences of 64 tokens with $D = 256$ and $H = 8$, in float32:
 
 # %%
 def milliseconds(module, x, repeats=3):
@@ -198,9 +387,12 @@ figure = viz.attention_heatmaps([attention.attn_weights[0]], tokens, tokens,
 # %% [markdown]
 # ## Exercises
 #
-# 1. Prove that the key bias gets zero gradient. Does the value bias?
-# 2. With `H = 1` and `Dh = D`, is multi-head attention the same as lesson 7's attention plus
+# 1. Prove that the key bias $b_k$ gets zero gradient. Does the value bias $b_v$?
+# 2. With $H = 1$ and $D_h = D$, is multi-head attention the same as lesson 7's attention plus
 #    four linear layers? Check it numerically.
-# 3. Count the multiply-adds of one multi-head attention for `B, T, D, H`.
-# 4. Write `textbook_forward` and `textbook_backward` for cross-attention, and compare them with
-#    `nn.MultiHeadAttention(..., fused=False)`.
+# 3. Count the multiply-adds of one multi-head attention (the forward pass) in terms of $B$, $T$,
+#    $D$ and $H$. Which terms depend on $H$?
+# 4. Add the four biases $b_q, b_k, b_v, b_o$ to your `multi_head_attention` and
+#    `multi_head_attention_backward` (which then also return $db_q, \dots, db_o$), and compare
+#    them with `nn.MultiHeadAttention(..., fused=False)`: copy its `q.W`, `q.b`, ... into your
+#    arguments, and compare with its `forward`, its `backward` and its `grads()`.

@@ -2,15 +2,16 @@
 # # Lesson 9 — The encoder layer: residual connections and layer norm, post-norm vs pre-norm
 #
 # An encoder layer is two sub-layers, self-attention and a position-wise feed-forward network
-# (`fc2(relu(fc1(x)))`, width `d_ff`), each wrapped in a residual connection and a layer norm.
-# The paper puts the norm *after* the residual sum (**post-norm**):
+# $\operatorname{FFN}(x) = \operatorname{ReLU}(x W_1 + b_1)\, W_2 + b_2$ of width $d_{ff}$, each
+# wrapped in dropout, a residual connection and a layer norm. The paper puts the norm *after* the
+# residual sum (**post-norm**):
 #
-# `x = LayerNorm(x + Dropout(Sublayer(x)))`
+# $$x \leftarrow \operatorname{LayerNorm}\big(x + \operatorname{Dropout}(\operatorname{Sublayer}(x))\big)$$
 #
 # Most later models put it *before* the sub-layer (**pre-norm**), with one final LayerNorm at
 # the end of the stack:
 #
-# `x = x + Dropout(Sublayer(LayerNorm(x)))`
+# $$x \leftarrow x + \operatorname{Dropout}\big(\operatorname{Sublayer}(\operatorname{LayerNorm}(x))\big)$$
 
 # %%
 import inspect
@@ -19,19 +20,110 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import gradcheck, nn, ops, viz
+from npformer.course import check
 from npformer.nn import residual
 
 rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## Dropout
+#
+# While training, dropout sets each number to zero with probability $p$, independently, and scales
+# the survivors by $1/(1 - p)$ (**inverted** dropout). With a boolean mask
+# $\text{keep} \sim \operatorname{Bernoulli}(1 - p)$ drawn once per forward pass:
+#
+# $$\text{out} = \frac{x \odot \text{keep}}{1 - p}, \qquad
+# \mathbb{E}[\text{out}] = \frac{x\,(1 - p)}{1 - p} = x$$
+#
+# so the expected output is the input, and at evaluation time dropout is simply the identity, with
+# nothing to rescale. Here is one draw on a million ones, with $p = 0.1$:
+
+# %%
+p = 0.1
+ones = np.ones((1000, 1000))
+dropped, _ = ops.dropout_forward(ones, p, np.random.default_rng(0), training=True)
+evaluated, _ = ops.dropout_forward(ones, p, np.random.default_rng(0), training=False)
+print(f"training: fraction set to 0 = {np.mean(dropped == 0):.4f} (p = {p}), "
+      f"survivors = {dropped[dropped != 0][0]:.4f} (1/(1-p) = {1 / (1 - p):.4f}), mean = {dropped.mean():.4f}")
+print("evaluation: the identity:", np.array_equal(evaluated, ones))
+assert abs(np.mean(dropped == 0) - p) < 0.005 and abs(dropped.mean() - 1) < 0.005
+assert np.array_equal(evaluated, ones)
+
+# %% [markdown]
+# For the backward pass, the mask is fixed: it was drawn in the forward pass and is part of what
+# the function is. Each output is then the input times a constant, $\text{out}_i = c_i x_i$ with
+# $c_i = \text{keep}_i / (1 - p)$, so $\partial\, \text{out}_i / \partial x_j = c_i\, \delta_{ij}$ and
+#
+# $$dx = \frac{d\text{out} \odot \text{keep}}{1 - p}$$
+#
+# A dropped number passes no gradient back; a kept one passes it back scaled by $1/(1-p)$, like
+# its value.
+#
+# ### Your turn
+#
+# Write `dropout_backward(x, keep, p, dout)`: `x` the input (any shape), `keep` the boolean mask of
+# the same shape (True where the number was kept), `p` the drop probability, `dout` the upstream
+# gradient, shaped like `x`. Return `dx`, shaped like `x`.
+
+# %%
+def dropout_backward(x, keep, p, dout):
+    """Gradient of out = x * keep / (1 - p) with respect to x."""
+    ### BEGIN SOLUTION
+    return dout * keep / (1.0 - p)
+    ### END SOLUTION
+
+
+# %%
+print(check("dropout_backward", dropout_backward))
+
+# %% [markdown]
+# **The classic mistake** is to remember the mask and forget the scale, which the forward pass
+# applied to every survivor. The grader recognises a gradient off by a constant factor:
+
+# %%
+def dropout_backward_without_scale(x, keep, p, dout):
+    return dout * keep
+
+
+mistake = check("dropout_backward", dropout_backward_without_scale, strict=False)
+print(mistake)
+assert not mistake.passed and {row.tensor for row in mistake.rows if not row.passed} == {"dx"}
+
+# %% [markdown]
+# npformer's `ops.dropout_backward` keeps $\text{keep}/(1-p)$ in its cache; it passes the
+# finite-difference check (with the same mask in every call, as above):
+
+# %%
+library = gradcheck.check_op("dropout")
+print(library)
+assert library.passed
+
+# %% [markdown]
+# ## The residual connection
+#
+# npformer's residual connection, forward and backward:
+
+# %%
 print(inspect.getsource(residual.residual_forward))
 print(inspect.getsource(residual.residual_backward))
 
 # %% [markdown]
-# The backward pass follows the two arrows out of `x`. The identity path passes the gradient
-# straight through; the sub-layer path goes back through dropout and the sub-layer (and the
-# norm); the two are added. The whole layer's backward pass is the forward pass in reverse.
+# The backward pass follows the two arrows out of $x$. The identity path passes the gradient
+# straight through; the sub-layer path goes back through dropout and the sub-layer $F$ (and the
+# norm); the two are added. Writing $J$ for a Jacobian and $D_p(g) = g \odot \text{keep} / (1-p)$
+# for dropout's backward, post-norm, with $s = x + \operatorname{Dropout}(F(x))$ and
+# $y = \operatorname{LN}(s)$, gives
+#
+# $$ds = J_{\mathrm{LN}}^\top\, dy, \qquad dx = ds + J_F^\top\, D_p(ds)$$
+#
+# and pre-norm, $y = x + \operatorname{Dropout}(F(\operatorname{LN}(x)))$, gives
+#
+# $$dx = dy + J_{\mathrm{LN}}^\top J_F^\top\, D_p(dy)$$
+#
+# The whole layer's backward pass is the forward pass in reverse.
 # The finite-difference check below builds the layer with GELU rather than ReLU: among the many
-# hidden units of the feed-forward network, one whose input lies within the step `h` of ReLU's kink
-# at 0 makes the finite difference straddle the kink (lesson 2), and the check fails for that
+# hidden units of the feed-forward network, one whose input lies within the step $h$ of ReLU's kink
+# at $0$ makes the finite difference straddle the kink (lesson 2), and the check fails for that
 # reason alone. The backward code is the same for both activations apart from that one op.
 
 # %%
@@ -83,16 +175,37 @@ assert np.all(np.diff(norms[True]) < 0), "pre-norm: the gradient must grow towar
 lowest = int(np.argmin(norms[False]))
 assert 0 < lowest < 11 and norms[False][lowest] < 0.5 * min(norms[False][0], norms[False][-1]), \
     "post-norm: the gradient must sag through the middle of the stack"
+post, pre = norms[False], norms[True]
+print(f"pre-norm:  layer 0 gets {pre[0] / pre[-1]:.1f} times what layer 11 gets")
+print(f"post-norm: layer 0 gets {post[0] / post[-1]:.2f} times what layer 11 gets; "
+      f"the lowest, at layer {lowest}, is {post[lowest] / post[-1]:.2f} times layer 11's")
+assert 0.8 < post[0] / post[-1] < 1.25, "post-norm: layer 0 must get about what layer 11 gets"
 
 # %% [markdown]
-# Pre-norm's gradient *grows* toward the first layer (each residual branch adds to it); post-norm's
-# is rescaled by every norm and sags through the middle. Deep post-norm models are therefore
-# sensitive to the learning rate early in training, which is one reason the paper needs a warm-up
-# (lesson 12), and why most later models use pre-norm.
+# Pre-norm's gradient *grows* at every step toward the first layer (each residual branch adds to
+# it; the cell asserts it). Post-norm's is rescaled by every norm: it sags through the middle of the
+# stack (asserted too) and comes back up, so that here its first layer gets about what its last
+# one gets (the ratios printed above).
+#
+# That is all this figure shows: the gradient with respect to each layer's *input*, at
+# initialisation, for one random upstream gradient. It does not show how either layout trains.
+# Xiong et al. (2020) argue that at initialisation the *parameters* near the output of a
+# post-norm stack get large gradients, so that a large learning rate early in training is unstable
+# and post-norm needs a learning-rate warm-up (lesson 12), and pre-norm much less; this is one
+# reason most later models use pre-norm. The gradients of the parameters are not measured here;
+# exercise 4 asks you to measure them.
 
 # %% [markdown]
 # ## Exercises
 #
-# 1. Write `residual_backward` for a "sandwich" layout, `x + Norm2(Sublayer(Norm1(x)))`.
+# 1. Write the backward pass of a "sandwich" layout,
+#    $y = x + \operatorname{Norm}_2(\operatorname{Sublayer}(\operatorname{Norm}_1(x)))$, in the
+#    style of `residual_backward` above, and check it against finite differences.
 # 2. Why does pre-norm need a final LayerNorm on the encoder's output?
-# 3. Count an encoder layer's parameters: `4(D^2 + D) + 2 D d_ff + d_ff + D + 4 D`.
+# 3. Count an encoder layer's parameters as a formula in $D$ and $d_{ff}$ (the attention, the
+#    feed-forward network and the two layer norms), and check it against
+#    `nn.EncoderLayer(...).num_params()` for two different sizes.
+# 4. Extend `gradient_norms` to record, for each layer, the norm of the gradient of its
+#    parameters (`layer.grads()`, after `encoder.zero_grad()` and the backward pass). In which
+#    layers are the parameters' gradients largest, for post-norm and for pre-norm? Does what you
+#    find at this depth and width agree with the argument above?

@@ -1,11 +1,11 @@
 # %% [markdown]
 # # Lesson 10 — The decoder layer: causal self-attention and cross-attention
 #
-# A decoder layer has three sub-layers, each with its residual connection and norm:
+# A decoder layer has three sub-layers, each with its residual connection and norm (lesson 9):
 #
 # 1. **masked self-attention** over the target so far (causal and padding mask);
 # 2. **cross-attention**: queries from the decoder, keys and values from the encoder's output
-#    (`memory`), with the source padding mask;
+#    (`memory`), with the source padding mask (lesson 8);
 # 3. the feed-forward network.
 
 # %%
@@ -14,20 +14,84 @@ import inspect
 import numpy as np
 
 from npformer import gradcheck, nn, ops, viz
+from npformer.course import check
+from npformer.tokens import PAD_ID
 
 rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## The decoder's self-attention mask
+#
+# The decoder's self-attention needs both masks of lesson 6 at once. Query $i$ of sentence $b$ may
+# attend to key $j$ only if key $j$ is a real token **and** comes no later than the query:
+#
+# $$\text{mask}_{b,i,j} = (\text{ids}_{b,j} \ne \texttt{<pad>}) \wedge (j \le i)$$
+#
+# The padding mask has shape `(B, 1, 1, T)` and the causal mask `(T, T)`; combined with `&`, they
+# broadcast to `(B, 1, T, T)`, one `(T, T)` matrix per sentence, shared by all heads (the axis of
+# size 1).
+#
+# ### Your turn
+#
+# Write `decoder_mask(tgt_ids)`: `tgt_ids` is an integer array of shape `(B, T)` in which `PAD_ID`
+# (`0`) marks padding. Return the boolean array of shape `(B, 1, T, T)` that is True where query $i$
+# may attend to key $j$: the padding mask `(B, 1, 1, T)` combined with the lower-triangular causal
+# mask `(T, T)` (diagonal included). Write both out in NumPy (`np.tril` gives the triangle), as in
+# lesson 6.
+
+# %%
+def decoder_mask(tgt_ids):
+    """(B, T) target ids -> boolean (B, 1, T, T): True where a query may attend to a key."""
+    ### BEGIN SOLUTION
+    length = tgt_ids.shape[1]
+    padding = (tgt_ids != PAD_ID)[:, None, None, :]
+    causal = np.tril(np.ones((length, length), dtype=bool))
+    return padding & causal
+    ### END SOLUTION
+
+
+# %%
+print(check("decoder_mask", decoder_mask))
+
+# %% [markdown]
+# The library builds the same mask from its two ops, `ops.padding_mask(tgt_ids) & ops.causal_mask(T)`.
+# For a sentence of three tokens and two `<pad>` (1 = may attend):
+
+# %%
+tgt_ids = np.array([[5, 6, 7, 8, 9], [5, 6, 7, PAD_ID, PAD_ID]])
+library_mask = ops.padding_mask(tgt_ids) & ops.causal_mask(tgt_ids.shape[1])
+print(library_mask.shape)
+print(library_mask[1, 0].astype(int))
+assert library_mask.shape == (2, 1, 5, 5) and not library_mask[1, 0, :, 3:].any()
+
+# %% [markdown]
+# The columns of the `<pad>` keys are all zeros: no query attends to padding. The rows of the
+# `<pad>` *queries* are not: those positions still attend to the real tokens before them. Their
+# outputs are computed and then ignored, because the loss skips `<pad>` targets (lesson 3).
+#
+# ## The layer
+#
+# npformer's `DecoderLayer`, forward and backward:
+
+# %%
 print(inspect.getsource(nn.DecoderLayer.forward))
 print(inspect.getsource(nn.DecoderLayer.backward))
 
 # %% [markdown]
-# Every decoder layer reads the same `memory`, so the encoder's output receives the **sum** of
-# the cross-attention gradients of all decoder layers. The layer returns `(dx, d_memory)`, and
-# `Decoder.backward` adds them up.
+# Every decoder layer reads the same `memory` $M$, so the encoder's output receives the **sum** of
+# the cross-attention gradients of all $N$ decoder layers,
+#
+# $$\frac{\partial L}{\partial M} = \sum_{l=1}^{N} J_{l}^\top\, d_l,$$
+#
+# where $J_l$ is the Jacobian of layer $l$'s output with respect to $M$ and $d_l$ is the gradient
+# that reaches that output. The layer returns `(dx, d_memory)`, and `Decoder.backward` adds the
+# `d_memory` up. The finite-difference check below uses the decoder mask on padded targets and a
+# padding mask on the memory:
 
 # %%
 layer = nn.DecoderLayer(6, n_heads=2, d_ff=12, dropout=0.0, dropout_rng=None, pre_norm=False,
                         activation="relu", rng=rng, dtype=np.float64)
-self_mask = ops.causal_mask(4)
+self_mask = ops.padding_mask(np.array([[5, 6, 7, 0], [5, 6, 7, 8]])) & ops.causal_mask(4)
 memory_mask = ops.padding_mask(np.array([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]]))
 report = gradcheck.check_module(
     layer, {"x": rng.standard_normal((2, 4, 6)), "memory": rng.standard_normal((2, 5, 6))},
@@ -38,7 +102,7 @@ assert report.passed
 # %% [markdown]
 # ## Causality, tested
 #
-# Changing the target after position `t` must not change the output at positions `<= t`:
+# Changing the target after position $t$ must not change the output at positions $\le t$:
 
 # %%
 x = rng.standard_normal((1, 6, 6))
@@ -49,6 +113,7 @@ changed[:, 3:] = rng.standard_normal((1, 3, 6))
 out_changed = layer.forward(changed, memory, ops.causal_mask(6), None)
 print("positions 0-2 unchanged:", np.array_equal(out[:, :3], out_changed[:, :3]),
       "| positions 3-5 changed:", not np.allclose(out[:, 3:], out_changed[:, 3:]))
+assert np.array_equal(out[:, :3], out_changed[:, :3]) and not np.allclose(out[:, 3:], out_changed[:, 3:])
 layer.forward(x, memory, ops.causal_mask(6), None)
 figure = viz.attention_heatmaps([layer.self_attn.attn_weights[0]], [f"t{i}" for i in range(6)],
                                 [f"t{i}" for i in range(6)], title="Causal self-attention: nothing above the diagonal",
@@ -59,4 +124,8 @@ figure = viz.attention_heatmaps([layer.self_attn.attn_weights[0]], [f"t{i}" for 
 #
 # 1. Why does cross-attention need no causal mask?
 # 2. What would go wrong at translation time if training used no causal mask?
-# 3. Count a decoder layer's parameters and compare with an encoder layer's.
+# 3. Count a decoder layer's parameters as a formula in $D$ and $d_{ff}$, compare it with an
+#    encoder layer's, and check both with `num_params()`.
+# 4. A sentence of `<pad>` only gives a row of `tgt_ids` that is all `PAD_ID`. What does
+#    `decoder_mask` give for it, and what does `ops.attention_forward` then return for those
+#    queries (lesson 7)?

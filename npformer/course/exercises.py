@@ -342,6 +342,15 @@ def _split_cases(rng):
             Case("B=1, T=2, D=6, 3 heads", {"x": _normal(rng, 1, 2, 6), "n_heads": 3})]
 
 
+def _transpose_forgotten_hint(got, expected, inputs, output):
+    """split_heads or merge_heads written as a bare reshape, without moving the head axis."""
+    x = inputs["x"]
+    if got.shape == expected.shape and numpy.array_equal(got, x.reshape(expected.shape)):
+        return ("a bare reshape, without the transpose: the values land in the right shape but heads and "
+                "positions are mixed (reshape to (B, T, H, Dh), then swap the T and H axes)")
+    return ""
+
+
 def _merge_cases(rng):
     return [Case(case.label, {"x": _split_heads(case.inputs["x"], case.inputs["n_heads"])})
             for case in _split_cases(rng)]
@@ -553,7 +562,8 @@ EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
              _causal_mask, lambda rng: [Case(f"T={t}", {"length": t}) for t in (1, 2, 5)], ("mask",),
              exact=True, hints=(_inverted_mask_hint,)),
     Exercise("decoder_mask", "decoder_mask(tgt_ids) -> boolean (B, 1, T, T): padding and causal", "10",
-             _decoder_mask, lambda rng: [Case(case.label, {"tgt_ids": case.inputs["ids"]}) for case in _mask_cases(rng)],
+             _decoder_mask, lambda rng: [Case(case.label, {"tgt_ids": case.inputs["ids"]}) for case in _mask_cases(rng)]
+             + [Case("a row of padding only", {"tgt_ids": numpy.array([[4, 5, 2], [PAD_ID, PAD_ID, PAD_ID]])})],
              ("mask",), exact=True, hints=(_inverted_mask_hint,)),
     Exercise("embedding_backward", "embedding_backward(ids, W, dout) -> dW", "05", _embedding_backward,
              _embedding_cases, ("dW",), _embedding, ("W",), hints=(_repeated_id_hint,)),
@@ -563,8 +573,9 @@ EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
     Exercise("attention_backward", "attention_backward(q, k, v, mask, dout) -> (dq, dk, dv)", "07",
              _attention_backward, _attention_backward_cases, ("dq", "dk", "dv"), _attention, ("q", "k", "v")),
     Exercise("split_heads", "split_heads(x, n_heads) -> (B, H, T, D / H)", "08", _split_heads, _split_cases,
-             ("heads",)),
-    Exercise("merge_heads", "merge_heads(x) -> (B, T, H * Dh)", "08", _merge_heads, _merge_cases, ("merged",)),
+             ("heads",), hints=(_transpose_forgotten_hint,)),
+    Exercise("merge_heads", "merge_heads(x) -> (B, T, H * Dh)", "08", _merge_heads, _merge_cases, ("merged",),
+             hints=(_transpose_forgotten_hint,)),
     Exercise("multi_head_attention",
              "multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask) -> out", "08",
              _multi_head_attention, _multi_head_attention_cases, ("out",)),

@@ -162,8 +162,21 @@ def _compare(exercise: Exercise, case: Case, name: str, got: Any, expected: Any,
             row.finite_differences = _judge("", [(name, shape, got, numeric, "")], DEFAULT_TOL).results[0]
     if not row.passed:
         hints = [hint(got, expected, case.inputs, name) for hint in exercise.hints]
-        row.hint = next((text for text in hints if text), "") or diagnose(got, expected)
+        generic = _mask_hint(got, expected) if expected.dtype == bool else diagnose(got, expected)
+        row.hint = next((text for text in hints if text), "") or generic
     return row
+
+
+def _mask_hint(got: numpy.ndarray, expected: numpy.ndarray) -> str:
+    """What a wrong boolean mask allows or forbids (True = may attend)."""
+    if got.shape != expected.shape:
+        return f"shape {got.shape} instead of {expected.shape}: a mask must broadcast against (B, H, Tq, Tk)"
+    allows, forbids = int((got & ~expected).sum()), int((~got & expected).sum())
+    if allows and not forbids:
+        return f"True at {allows} entries that must be False: lets a query see padding or the future"
+    if forbids and not allows:
+        return f"False at {forbids} entries that must be True: hides keys a query may see"
+    return f"{allows} entries True that must be False and {forbids} False that must be True"
 
 
 def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = None) -> ExerciseReport:

@@ -28,6 +28,7 @@ import numpy
 
 from .. import backend, nn, ops, optim
 from ..models import Transformer
+from ..tokens import PAD_ID
 from ..backend import xp
 from ..nn import decoder as decoder_module
 from ..nn import encoder as encoder_module
@@ -361,7 +362,7 @@ def _module_inputs(rng: numpy.random.Generator, batch: int, length: int, d_model
 
 def _padding(batch: int, length: int) -> Any:
     ids = numpy.ones((batch, length), dtype=numpy.int64)
-    ids[-1, length // 2:] = 0  # the last sequence is half padding
+    ids[-1, length // 2:] = PAD_ID  # the last sequence is half padding
     return backend.asarray(ids)
 
 

@@ -189,8 +189,9 @@ assert np.all(dk[..., 2, :] == 0) and np.all(dv[..., 2, :] == 0), "no gradient m
 # %% [markdown]
 # ## A heatmap
 #
-# A hand-made example: queries and keys as one-hot "word identities", so that each query
-# attends to the keys that share its identity.
+# A hand-made example, not a trained model: queries and keys are one-hot "word identities" scaled
+# by 4, and each query is set to look for one other word. The words are only labels for the rows
+# and columns; lesson 15 draws what a trained translator's heads do.
 
 # %%
 words = ["the", "black", "cat", "sat", "."]
@@ -199,7 +200,7 @@ queries = np.eye(5)[[2, 1, 0, 4, 3]] * 4.0  # each query looks for another word
 values = rng.standard_normal((5, 8))
 out, cache = ops.attention_forward(queries[None, None], keys[None, None], values[None, None])
 viz.attention_heatmaps([cache["weights"][0]], ["q:cat", "q:black", "q:the", "q:.", "q:sat"], words,
-                       title="Each query finds its key", path=viz.figures_dir() / "07_attention.png")
+                       title="Hand-made: each query finds its key", path=viz.figures_dir() / "07_attention.png")
 print(cache["weights"][0, 0].round(2))
 assert np.allclose(cache["weights"][0, 0].sum(-1), 1), "the weights of each query must sum to 1"
 assert list(cache["weights"][0, 0].argmax(-1)) == [2, 1, 0, 4, 3], "each query must find the key it looks for"

@@ -372,17 +372,21 @@ for flag in (False, True):
     print(f"fused={flag!s:5s}: {milliseconds(block, big_x):6.1f} ms per forward and backward")
 
 # %% [markdown]
-# Each head has its own attention pattern over the same tokens:
+# Each head has its own projections, so even before training the two heads weigh the same five
+# vectors differently (lesson 15 shows the heads of a trained translator):
 
 # %%
 from npformer import viz  # noqa: E402
 
-tokens = ["the", "black", "cat", "sat", "down"]
+positions = [f"x{index}" for index in range(5)]  # random vectors, not words: nothing is trained here
 sentence = rng.standard_normal((1, 5, 8))
 attention.forward(sentence)
-figure = viz.attention_heatmaps([attention.attn_weights[0]], tokens, tokens,
-                                title="Two heads of an untrained self-attention: different patterns",
+figure = viz.attention_heatmaps([attention.attn_weights[0]], positions, positions,
+                                title="Two heads of an untrained self-attention on 5 random vectors",
                                 path=viz.figures_dir() / "08_heads.png")
+head_gap = float(np.abs(attention.attn_weights[0, 0] - attention.attn_weights[0, 1]).max())
+print(f"largest difference between the two heads' weights: {head_gap:.2f}")
+assert head_gap > 0.05, "the two heads must attend differently"
 
 # %% [markdown]
 # ## Exercises

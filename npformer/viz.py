@@ -122,8 +122,8 @@ def attention_heatmaps(weights: list, query_tokens: list[str], key_tokens: list[
     layers = [backend.to_numpy(w) for w in weights]
     n_layers, n_heads = len(layers), layers[0].shape[0]
     size = max(len(query_tokens), len(key_tokens))
-    cell = 0.19 * max(size, 8)
-    width = max(cell * n_heads + 1.5, 0.11 * len(title.split("\n")[-1]) + 1.0, 5.0)
+    cell = 0.22 * max(size, 12)  # a small grid still gets readable labels
+    width = max(cell * n_heads + 1.8, 0.11 * len(title.split("\n")[-1]) + 1.0, 5.0)
     figure, axes = plt.subplots(n_layers, n_heads, figsize=(width, cell * n_layers + 0.8),
                                 squeeze=False, constrained_layout=True)
     vmax = max(float(numpy.max(layer)) for layer in layers)
@@ -135,6 +135,10 @@ def attention_heatmaps(weights: list, query_tokens: list[str], key_tokens: list[
             axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=70, ha="right", fontsize=7)
             axis.set_yticks(range(len(query_tokens)), query_tokens, fontsize=7)
             axis.set_title(f"layer {row}, head {head}", fontsize=9)
+            if row == n_layers - 1:
+                axis.set_xlabel("key (attended to)", fontsize=8)
+            if head == 0:
+                axis.set_ylabel("query (attending)", fontsize=8)
     figure.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     if title:
         figure.suptitle(title)

@@ -124,7 +124,7 @@ def attention_heatmaps(weights: list, query_tokens: list[str], key_tokens: list[
     size = max(len(query_tokens), len(key_tokens))
     cell = 0.22 * max(size, 12)  # a small grid still gets readable labels
     width = max(cell * n_heads + 1.8, 0.11 * len(title.split("\n")[-1]) + 1.0, 5.0)
-    figure, axes = plt.subplots(n_layers, n_heads, figsize=(width, cell * n_layers + 0.8),
+    figure, axes = plt.subplots(n_layers, n_heads, figsize=(width, cell * n_layers + 1.4),
                                 squeeze=False, constrained_layout=True)
     vmax = max(float(numpy.max(layer)) for layer in layers)
     for row, layer in enumerate(layers):

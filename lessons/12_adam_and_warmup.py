@@ -1,25 +1,80 @@
 # %% [markdown]
 # # Lesson 12 — Adam and the warm-up schedule
 #
-# **Adam** (Kingma and Ba, 2015) keeps running averages of the gradient (`m`) and of its square
-# (`v`), and steps by `m / sqrt(v)`: each parameter gets its own step size, large where gradients
-# are consistently small and small where they are noisy.
+# **Adam** (Kingma and Ba, 2015) keeps running averages of the gradient ($m$) and of its square
+# ($v$), and steps by $m / \sqrt{v}$: each parameter gets its own step size, large where gradients
+# are consistently small and small where they are noisy. At step $t = 1, 2, \dots$, with gradient
+# $g_t$ and $m_0 = v_0 = 0$:
 #
-# `m = b1 m + (1 - b1) g`,  `v = b2 v + (1 - b2) g^2`,
-# `p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)`
+# $$m_t = \beta_1 m_{t-1} + (1 - \beta_1)\, g_t, \qquad v_t = \beta_2 v_{t-1} + (1 - \beta_2)\, g_t^2$$
 #
-# The `1 - b^t` factors correct the bias of averages that start at zero.
+# $$\hat m_t = \frac{m_t}{1 - \beta_1^t}, \qquad \hat v_t = \frac{v_t}{1 - \beta_2^t}, \qquad
+# \theta_t = \theta_{t-1} - \eta\, \frac{\hat m_t}{\sqrt{\hat v_t} + \epsilon}$$
+#
+# with learning rate $\eta$, and every operation elementwise. The factors $1 - \beta^t$ correct
+# the bias of averages that start at zero: after one step $m_1 = (1 - \beta_1) g_1$, far smaller
+# than $g_1$, and $\hat m_1 = g_1$ exactly.
 
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import nn, optim, viz
+from npformer.course import check
+
+# %% [markdown]
+# ### Your turn
+#
+# Write `adam_step(param, grad, m, v, step, lr, beta1, beta2, eps)`: one update of one parameter
+# array. `grad`, `m` and `v` have the shape of `param`; `step` is $t$, the number of the update
+# being taken (1 on the first). Update $m$ and $v$, correct them with $\beta_1^t$ and $\beta_2^t$
+# of **this** step, and return `(param, m, v)`, the three new arrays. The next cell checks it on a
+# first step from $m = v = 0$, on step 7 and on step 1000, where the correction has faded.
+
+# %%
+def adam_step(param, grad, m, v, step, lr, beta1, beta2, eps):
+    """One Adam update: returns the new (param, m, v)."""
+    ### BEGIN SOLUTION
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad * grad
+    m_hat = m / (1 - beta1**step)
+    v_hat = v / (1 - beta2**step)
+    param = param - lr * m_hat / (np.sqrt(v_hat) + eps)
+    return param, m, v
+    ### END SOLUTION
+
+
+# %%
+print(check("adam_step", adam_step))
+
+# %% [markdown]
+# **Forgetting the bias correction** changes the early steps most. The grader recognises it:
+
+# %%
+def adam_step_without_correction(param, grad, m, v, step, lr, beta1, beta2, eps):
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad * grad
+    return param - lr * m / (np.sqrt(v) + eps), m, v
+
+
+mistake = check("adam_step", adam_step_without_correction, strict=False)
+print(mistake)
+assert not mistake.passed and "no bias correction" in str(mistake)
+
+# %% [markdown]
+# Without the correction the first step is $\eta (1 - \beta_1) / \sqrt{1 - \beta_2}$ in every
+# coordinate (for $\epsilon \to 0$), not $\eta$: too small with the paper's $\beta_2 = 0.98$ and too
+# large with PyTorch's default $\beta_2 = 0.999$:
+
+# %%
+for beta2 in (0.98, 0.999):
+    print(f"beta1 = 0.9, beta2 = {beta2}: uncorrected first step = {(1 - 0.9) / np.sqrt(1 - beta2):.2f} x lr")
 
 # %% [markdown]
 # ## Adam against SGD on an ill-conditioned valley
 #
-# `f(w) = 50 w_0^2 + 0.5 w_1^2`: steep in one direction, flat in the other.
+# $f(w) = 50 w_0^2 + 0.5 w_1^2$: steep in one direction, flat in the other. npformer's
+# `optim.Adam` does the update above for every parameter of a model.
 
 # %%
 class Valley(nn.Module):
@@ -70,9 +125,34 @@ assert diverging[-1] > diverging[0], "SGD with lr above 2/100 must diverge on th
 # %% [markdown]
 # ## The paper's warm-up schedule
 #
-# `lr(step) = d_model^-0.5 min(step^-0.5, step warmup^-1.5)`: a linear rise for `warmup` steps,
-# then a decay as `1/sqrt(step)`. Early on, Adam's `v` is a poor estimate and the residual stack
-# of a post-norm model is fragile; a small learning rate gets through that phase.
+# The paper sets the learning rate at step $s = 1, 2, \dots$ from the model width $D$ and a
+# number of warm-up steps $w$:
+#
+# $$\eta(s) = D^{-1/2} \min\left(s^{-1/2},\; s\, w^{-3/2}\right)$$
+#
+# The second term is smaller while $s < w$, so the rate rises linearly for $w$ steps, then
+# decays as $1/\sqrt{s}$. Early on, Adam's $v$ is a poor estimate and the residual stack of a
+# post-norm model is fragile; a small learning rate gets through that phase.
+#
+# ### Your turn
+#
+# Write `noam_lr(step, d_model, warmup_steps)`: $\eta(s)$ for one step $s \ge 1$, as a float.
+# The next cell checks it on steps before, at and after the warm-up, and with $w = 1$ (no warm-up).
+
+# %%
+def noam_lr(step, d_model, warmup_steps):
+    """The paper's learning rate at step (>= 1)."""
+    ### BEGIN SOLUTION
+    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+    ### END SOLUTION
+
+
+# %%
+print(check("noam_lr", noam_lr))
+
+# %% [markdown]
+# npformer's `optim.NoamSchedule(d_model, warmup)` is this rule (with an optional factor);
+# the figure compares three settings with a linear warm-up followed by a cosine decay.
 
 # %%
 steps = np.arange(1, 30001)
@@ -103,7 +183,8 @@ assert np.isclose(cosine(4000), 7e-4) and cosine(30000) < 1e-9, "the cosine sche
 # %% [markdown]
 # npformer's `Adam`, `AdamW` and `SGD` follow `torch.optim`'s update rules and defaults exactly:
 # the tests compare them with closed forms and, when PyTorch is installed, with PyTorch itself.
-# `clip_grad_norm(model, 1.0)` rescales all gradients together when their global norm exceeds 1.
+# `clip_grad_norm(model, 1.0)` rescales all gradients together, by $1 / \lVert g \rVert_2$, when
+# their global norm $\lVert g \rVert_2$ (over every entry of every parameter's gradient) exceeds 1.
 
 # %%
 model = Valley()
@@ -116,6 +197,7 @@ assert np.isclose(model.grad["w"][0] / model.grad["w"][1], 100), "clipping must 
 # %% [markdown]
 # ## Exercises
 #
-# 1. Why does SGD need `lr < 2/100` here, while Adam does not care about the scale of `f`?
+# 1. Why does SGD need $\eta < 2/100$ here, while Adam does not care about the scale of $f$?
 # 2. Implement AdaGrad as an `optim.Optimizer` subclass and add it to the plot.
-# 3. What is the peak learning rate of the paper's schedule for `d_model = 512`, `warmup = 4000`?
+# 3. What is the peak learning rate of the paper's schedule for $D = 512$, $w = 4000$? Derive it
+#    from the formula, then check it with your `noam_lr`.

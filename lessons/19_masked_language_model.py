@@ -20,7 +20,7 @@ import numpy as np
 
 from npformer import backend, viz
 from npformer.tasks.masked_lm import fill_mask, mask_tokens, train_french_mlm
-from npformer.tokens import MASK_ID
+from npformer.tokens import BOS_ID, EOS_ID, MASK_ID
 
 rng = np.random.default_rng(0)
 ids = np.array([[1, 10, 11, 12, 13, 14, 15, 16, 2]])
@@ -67,9 +67,17 @@ for sentence in ["le [MASK] chien mange.", "les chats [MASK] sont petits."]:
 # $$\log P(\text{petites}) - \log P(\text{petits}) = z_{\text{petites}} - z_{\text{petits}}$$
 
 # %%
+FEMININE_NOUNS = {"maisons", "voitures", "fleurs"}
+
+
 def log_odds(noun, feminine="petites", masculine="petits"):
-    """log P(feminine form) - log P(masculine form) at the mask in `les [MASK] <noun>`."""
-    sentence = np.array([[1] + vocab.encode(["les", "[MASK]", noun, "sont", "noirs", "."]) + [2]])
+    """log P(feminine form) - log P(masculine form) at the mask in `les [MASK] <noun> sont noir(e)s .`.
+
+    The predicate agrees with the noun (`noires` after a feminine noun), so nothing to the right of
+    the mask contradicts the noun's gender.
+    """
+    colour = "noires" if noun in FEMININE_NOUNS else "noirs"
+    sentence = np.array([[BOS_ID] + vocab.encode(["les", "[MASK]", noun, "sont", colour, "."]) + [EOS_ID]])
     model.eval()
     logits = backend.to_numpy(model.forward(backend.asarray(sentence)))[0, 2]
     return float(logits[vocab.index[feminine]] - logits[vocab.index[masculine]])
@@ -78,12 +86,12 @@ def log_odds(noun, feminine="petites", masculine="petits"):
 pairs = [("petites", "petits"), ("grandes", "grands"), ("belles", "beaux")]
 nouns = ["maisons", "voitures", "fleurs", "chats", "chiens", "livres"]
 table = np.array([[log_odds(noun, f, m) for noun in nouns] for f, m in pairs])
-figure, axis = plt.subplots(figsize=(8, 3.4), constrained_layout=True)
+figure, axis = plt.subplots(figsize=(9, 3.6), constrained_layout=True)
 image = axis.imshow(table, cmap="RdBu_r", vmin=-np.abs(table).max(), vmax=np.abs(table).max())
 axis.set_xticks(range(len(nouns)), [f"les _ {n}" for n in nouns], rotation=20)
 axis.set_yticks(range(len(pairs)), [f"{f} vs {m}" for f, m in pairs])
-axis.set_title("log P(feminine) - log P(masculine) at the mask: compare the columns within a row")
-figure.colorbar(image, ax=axis)
+axis.set_title("log P(feminine) - log P(masculine) at the mask\n(feminine nouns: the first three columns)")
+figure.colorbar(image, ax=axis, label="nats (red: feminine preferred)")
 figure.savefig(viz.figures_dir() / "19_right_context.png", dpi=110)
 print(np.round(table, 2))
 assert table.shape == (3, 6) and np.all(np.isfinite(table))

@@ -120,3 +120,17 @@ def bleu(hypotheses: Sequence[str], references: Sequence, max_order: int = 4) ->
         log_precision_sum += math.log(precision)
     brevity = 1.0 if hyp_length >= ref_length else math.exp(1.0 - ref_length / hyp_length)
     return 100.0 * brevity * math.exp(log_precision_sum / max_order)
+
+
+def attention_entropy(weights):
+    """The entropy of each attention row, in nats: ``H = -sum_k w_k log w_k`` over the last axis.
+
+    ``weights (..., Tk)``: rows that sum to 1, or are all zero (a fully masked query), with
+    ``0 log 0 = 0``. Returns ``weights.shape[:-1]``. ``0`` is a head that looks at one key;
+    ``log Tk`` one that spreads evenly over all of them.
+    """
+    import numpy
+
+    weights = numpy.asarray(weights, dtype=numpy.float64)
+    logs = numpy.log(numpy.where(weights > 0, weights, 1.0))  # 0 log 0 = 0, never log(0)
+    return -numpy.sum(weights * logs, axis=-1)

@@ -414,6 +414,14 @@ def _transformer_parameters(src_vocab, tgt_vocab, d_model, d_ff, n_layers):
     return models.Transformer(config, seed=0).num_params()
 
 
+def _parameter_count_hint(got, expected, inputs, output):
+    difference = int(round(float(got))) - int(expected)
+    d_model = inputs["d_model"]
+    if difference and difference % d_model == 0:
+        return f"off by {difference:+,} = {difference // d_model:+} x d_model: a layer norm or a bias too many or missing?"
+    return f"off by {difference:+,}" if difference else ""
+
+
 def _transformer_parameter_cases(rng):
     def sizes(src_vocab, tgt_vocab, d_model, d_ff, n_layers):
         return {"src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "d_model": d_model, "d_ff": d_ff,
@@ -421,11 +429,6 @@ def _transformer_parameter_cases(rng):
     return [Case("vocabularies 100 and 120, D=16, F=32, N=2", sizes(100, 120, 16, 32, 2)),
             Case("D=4, F=4, N=1, the smallest vocabularies", sizes(4, 4, 4, 4, 1)),
             Case("vocabularies 5000 and 6000, D=128, F=512, N=3", sizes(5000, 6000, 128, 512, 3))]
-
-
-def _attention_entropy(weights):
-    logs = numpy.log(numpy.where(weights > 0, weights, 1.0))  # 0 log 0 = 0
-    return -numpy.sum(weights * logs, axis=-1)
 
 
 def _entropy_cases(rng):
@@ -586,7 +589,8 @@ EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
              _multi_head_attention, ("query", "memory", "Wq", "Wk", "Wv", "Wo")),
     Exercise("transformer_parameters",
              "transformer_parameters(src_vocab, tgt_vocab, d_model, d_ff, n_layers) -> int (post-norm, untied)",
-             "11", _transformer_parameters, _transformer_parameter_cases, ("count",), exact=True),
+             "11", _transformer_parameters, _transformer_parameter_cases, ("count",), exact=True,
+             hints=(_parameter_count_hint,)),
     Exercise("adam_step", "adam_step(param, grad, m, v, step, lr, beta1, beta2, eps) -> (param, m, v)", "12",
              _adam_step, _adam_cases, ("param", "m", "v"), hints=(_adam_step_hint,)),
     Exercise("noam_lr", "noam_lr(step, d_model, warmup_steps) -> learning rate", "12", _noam_lr, _noam_cases,
@@ -594,7 +598,7 @@ EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
     Exercise("modified_precision", "modified_precision(hypothesis, references, n) -> (matches, total)", "13",
              _modified_precision, _precision_cases, ("matches", "total"), exact=True, hints=(_unclipped_hint,)),
     Exercise("attention_entropy", "attention_entropy(weights) -> entropy of each row, in nats", "15",
-             _attention_entropy, _entropy_cases, ("entropy",)),
+             metrics.attention_entropy, _entropy_cases, ("entropy",)),
     Exercise("length_penalty", "length_penalty(length, alpha) -> ((5 + length) / 6) ** alpha", "14",
              length_penalty_factor, _length_penalty_cases, ("penalty",), call=_pointwise("length")),
 ]}

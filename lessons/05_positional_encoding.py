@@ -10,8 +10,8 @@
 #
 # Sines go in the even columns and cosines in the odd ones, each pair sharing one frequency
 # $\omega_i$; the wavelengths $2\pi/\omega_i$ grow geometrically from $2\pi$ to almost
-# $10000 \cdot 2\pi$. (A well-known tutorial puts the cosine in only one column;
-# `tests/test_ops_properties.py` checks every column against the formula.)
+# $10000 \cdot 2\pi$. (Putting the cosine in only one column, instead of in every odd one, is a
+# real bug of a popular tutorial; lesson 22's bug zoo shows what it does to the table.)
 
 # %%
 import matplotlib.pyplot as plt
@@ -174,7 +174,8 @@ assert library.passed
 # (npformer's `nn.LearnedPositions`, in the classifier and the language model). But it knows
 # nothing about positions beyond `max_len`, and each row is learned separately. The paper found
 # the two about equal on translation. npformer's translator uses the sinusoids, which add no
-# parameters and no gradient.
+# parameters and no gradient; its classifier, language models and Vision Transformer (lessons
+# 17-20) learn their positions.
 #
 # The token embeddings are multiplied by $\sqrt{d_{\text{model}}}$ before the table is added.
 # npformer draws an embedding table from $\mathcal N(0, 1/d_{\text{model}})$, so at initialisation

@@ -49,14 +49,18 @@ assert report.passed
 # ## A real task: English or French?
 #
 # The labelled sentences come from translation pairs: the English side is class 0, the French side
-# class 1, and both sides of a pair stay in the same split. The full run uses the real sentences of
-# the shared Tatoeba file when it is present; the quick run (`NPFORMER_QUICK=1`), or a machine
-# without that file, uses the embedded corpus.
+# class 1, and both sides of a pair stay in the same split. The full run uses real Tatoeba sentences
+# when you have the file: download `fra-eng.zip` from manythings.org/anki, unzip it, and set
+# `NPFORMER_FRA_ENG` to the path of `fra.txt` (the repository's README, "Translating", says more).
+# Without it, and in the quick run (`NPFORMER_QUICK=1`), the lesson uses the embedded corpus and
+# says so.
 
 # %%
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
-fra = os.path.join("..", "shared", "data", "fra-eng", "fra.txt")
-data = fra if os.path.isfile(fra) and not QUICK else None
+fra = os.environ.get("NPFORMER_FRA_ENG", "")
+data = fra if fra and os.path.isfile(fra) and not QUICK else None
+if data is None and not QUICK:
+    print("NPFORMER_FRA_ENG is not set to a fra.txt file: using the embedded corpus instead")
 result = train_language_id(data, steps=60 if QUICK else 400, max_pairs=2000 if QUICK else 30000)
 print(f"{result['source']}: held-out accuracy {result['test_accuracy']:.2%} on {result['test_sentences']:,} "
       f"sentences, {result['parameters']:,} parameters, {result['seconds']:.0f} s")

@@ -7,7 +7,7 @@
 # final state goes through a small MLP head with GELU. That is the Vision Transformer
 # (Dosovitskiy et al., 2021), built from the layers of this course plus one new op.
 #
-# **Patch extraction** is a pure rearrangement: `(B, C, H, W) -> (B, N, C p^2)`, with
+# **Patch extraction** is a pure rearrangement: $(B, C, H, W) \to (B, N, C p^2)$, with
 # $N = HW / p^2$ patches of $C p^2$ values each. Every pixel lands in exactly one patch, so its
 # backward pass is the inverse rearrangement, with no arithmetic.
 

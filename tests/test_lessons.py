@@ -26,6 +26,8 @@ EXPECTED_FIGURES = {
     "15": ["15_cross_attention.png"], "16": ["16_training_step.png"], "17": ["17_language_id.png"],
     "18": ["18_language_model.png"], "19": ["19_right_context.png"],
     "20": ["20_vit_attention.png"], "21": ["21_mutants.png"],
+    "22": ["22_positional_tables.png", "22_training_checks.png"], "23": ["23_shift.png"],
+    "24": ["24_layernorm_against_batchnorm.png"], "25": ["25_torch_agreement.png"],
 }
 GRADED = {path.name: graded_exercises(path.read_text(encoding="utf-8")) for path in LESSONS}
 

@@ -45,7 +45,7 @@ LAYERS = {
     "ops": 1, "data": 1,
     "nn": 2,
     "models": 3, "optim": 3,
-    "training": 4, "gradcheck": 4, "metrics": 4, "viz": 4,
+    "training": 4, "gradcheck": 4, "metrics": 4, "viz": 4, "interop": 4,
     "tasks": 5,
     "bench": 6, "course": 6,
     "cli": 7,

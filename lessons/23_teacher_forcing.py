@@ -1,0 +1,309 @@
+# %% [markdown]
+# # Lesson 23 — Teacher forcing and the shifted decoder input
+#
+# A decoder writes a translation one token at a time: token $t$ is chosen from the source $x$ and
+# the tokens before it. Training could do the same, feeding the model its own guesses, but then one
+# sentence of $n$ tokens would take $n$ forward passes, and an early mistake would spoil every
+# later position. **Teacher forcing** feeds the decoder the *reference* prefix instead, and trains
+# every position at once, in one forward pass. With $y_1 \dots y_n$ the reference tokens, the
+# decoder's input $u$ (`tgt_in` in the code) and its targets $z$ (`tgt_out`) are the same sequence,
+# shifted by one:
+#
+# $$u = \langle\mathrm{bos}\rangle\, y_1 \dots y_n, \qquad z = y_1 \dots y_n\, \langle\mathrm{eos}\rangle$$
+#
+# and the loss is the mean over the $n + 1$ positions $t = 0 \dots n$ of
+#
+# $$-\log p\left(z_t \mid u_0 \dots u_t,\; x\right)$$
+#
+# The causal mask of lesson 10 lets position $t$ see $u_0 \dots u_t$, which is
+# $\langle\mathrm{bos}\rangle\, y_1 \dots y_t$: everything before the token it must predict,
+# $z_t = y_{t+1}$, and not that token. This lesson looks at the shift in npformer's own batches, then
+# breaks it twice, on purpose: once by leaving the shift out, once by leaving out the end token.
+
+# %%
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from npformer import Transformer, TransformerConfig, backend, metrics, ops, viz
+from npformer.data import (Batch, Vocab, detokenize, encode_pairs, make_batches, pad_batch, pad_rows, tokenize,
+                           toy_corpus)
+from npformer.tasks.translation.decoding import greedy_decode
+from npformer.tokens import BOS_ID, EOS_ID, PAD_ID
+from npformer.training import evaluate_loss, fit
+
+QUICK = os.environ.get("NPFORMER_QUICK") == "1"
+splits = toy_corpus(n_train=2000, n_valid=100, n_test=50) if QUICK else toy_corpus()
+src_vocab = Vocab.build(tokenize(english, "en") for english, _ in splits.train)
+tgt_vocab = Vocab.build(tokenize(french, "fr") for _, french in splits.train)
+MAX_LEN = 32  # positions the model holds, and the longest translation decoding may write
+examples = encode_pairs(splits.train, src_vocab, tgt_vocab, MAX_LEN)
+print(splits.counts(), f"vocabularies: {len(src_vocab)} English, {len(tgt_vocab)} French tokens")
+print("one example, as ids:", examples[0])
+
+# %% [markdown]
+# ## The shift in a real batch
+#
+# `data.encode_pairs` turns each sentence pair into two id lists: the source, and the target with
+# `<bos>` (id $1$) in front and `<eos>` (id $2$) at the end. `data.make_batches` groups examples
+# of similar length into batches of at most `token_budget` padded positions, and `data.pad_batch`
+# pads each batch and cuts the padded target rows twice:
+#
+# ```python
+# tgt = pad_rows([tgt_ids for _, tgt_ids in examples])   # <bos> y1 .. yn <eos> <pad> ...
+# Batch(src=src, tgt_in=tgt[:, :-1], tgt_out=tgt[:, 1:])
+# ```
+#
+# That is the whole shift: drop the last column for the input, the first for the targets. The
+# translator's trainer (`npformer/tasks/translation/trainer.py`) then calls
+# `train_step(model, (batch.src, batch.tgt_in), batch.tgt_out, ...)`. Here is a real batch, made
+# with a small budget so that it holds only a few sentences, printed as tokens:
+
+# %%
+def show(batch, row):
+    """One row of a batch: the source, then tgt_in over tgt_out, position by position."""
+    source = " ".join(src_vocab.tokens[i] for i in batch.src[row] if i != PAD_ID)
+    tgt_in = [tgt_vocab.tokens[i] for i in batch.tgt_in[row]]
+    tgt_out = [tgt_vocab.tokens[i] for i in batch.tgt_out[row]]
+    widths = [max(len(a), len(b), len(str(t))) for t, (a, b) in enumerate(zip(tgt_in, tgt_out))]
+    print(f"row {row}: {source}")
+    for label, cells in [("position", range(len(widths))), ("tgt_in", tgt_in), ("tgt_out", tgt_out)]:
+        print(f"  {label:9s}" + " ".join(f"{cell!s:{width}s}" for cell, width in zip(cells, widths)))
+
+
+batches = make_batches(examples, token_budget=40, rng=np.random.default_rng(0))
+target_lengths = [sorted(set((b.tgt_out != PAD_ID).sum(axis=1).tolist())) for b in batches]
+batch = next(b for b, lengths in zip(batches, target_lengths) if len(lengths) > 1)  # rows of different lengths
+print(f"{len(batches)} batches; this one: src {batch.src.shape}, tgt_in {batch.tgt_in.shape}, "
+      f"tgt_out {batch.tgt_out.shape}")
+for row in range(len(batch.src)):
+    show(batch, row)
+
+# %% [markdown]
+# Read each column top to bottom: the token the decoder is given at position $t$, and the token it
+# must predict there, which is the input of position $t + 1$. The checks below hold for every batch
+# of the epoch, not just the one printed:
+
+# %%
+for b in batches:
+    assert (b.tgt_in[:, 0] == BOS_ID).all(), "every decoder input starts with <bos>"
+    assert (b.tgt_in[:, 1:] == b.tgt_out[:, :-1]).all(), "the input at t + 1 is the target at t"
+    assert ((b.tgt_out == EOS_ID).sum(axis=1) == 1).all(), "one <eos> per target row"
+    last = (b.tgt_out != PAD_ID).sum(axis=1) - 1
+    assert (b.tgt_out[np.arange(len(b.tgt_out)), last] == EOS_ID).all(), "<eos> is the last real target"
+    assert BOS_ID not in b.tgt_out, "<bos> is never a target"
+longest = batch.tgt_out.shape[1]
+short = [row for row in range(len(batch.src)) if (batch.tgt_out[row] != PAD_ID).sum() < longest]
+print(f"checked {len(batches)} batches; rows of the printed one shorter than its longest: {short}")
+
+# %% [markdown]
+# In a shorter row, `<eos>` also appears in `tgt_in`: the position after the sentence is given
+# `<eos>` and asked to predict `<pad>`. That costs nothing: `train_step` passes
+# `ignore_index=PAD_ID` to the loss, so a `<pad>` target adds nothing to the loss and gets no
+# gradient (lesson 3), and the other positions cannot see it, since it comes after them.
+#
+# ## Three models, three ways of feeding the decoder
+#
+# We train the same small Transformer three times, from the same initial weights, on the same
+# batches in the same order, with `training.fit` (AdamW, warm-up and cosine decay, `train_step` at
+# every step). Only what reaches the decoder changes:
+#
+# | model | decoder input | targets |
+# | --- | --- | --- |
+# | shifted | `tgt_in`, $\langle\mathrm{bos}\rangle\, y_1 \dots y_n$ | `tgt_out`, $y_1 \dots y_n\, \langle\mathrm{eos}\rangle$ |
+# | not shifted | `tgt_out` | `tgt_out` |
+# | no end token | $\langle\mathrm{bos}\rangle\, y_1 \dots y_{n-1}$ | $y_1 \dots y_n$ |
+#
+# Without the shift, position $t$ is given $y_t$ and asked for $y_t$: the causal mask hides the
+# future, but the token to predict is not in the future any more; it is the input itself. The
+# third model keeps the shift but is built from examples whose `<eos>` was cut off, through the
+# same `make_batches`.
+
+# %%
+STEPS = 15 if QUICK else 500
+config = TransformerConfig(len(src_vocab), len(tgt_vocab), d_model=32, n_heads=4, d_ff=128, n_layers=1,
+                           max_len=MAX_LEN, dropout=0.0)
+without_eos = [(src_ids, tgt_ids[:-1]) for src_ids, tgt_ids in examples]  # <bos> y1 .. yn
+
+
+def train(data, shifted=True):
+    """A fresh model (seed 0) trained for STEPS steps on batches of `data` (seed 0)."""
+    model = Transformer(config, seed=0)
+    rng, queue = np.random.default_rng(0), []
+
+    def next_batch(step):
+        if not queue:  # a new epoch: new length-bucketed, shuffled batches
+            queue.extend(make_batches(data, token_budget=512, rng=rng))
+        b = queue.pop()
+        src, tgt_in, tgt_out = (backend.asarray(ids) for ids in (b.src, b.tgt_in, b.tgt_out))
+        return ((src, tgt_in if shifted else tgt_out), tgt_out)
+
+    losses = fit(model, next_batch, STEPS, lr=3e-3)
+    return model, losses
+
+
+models, losses = {}, {}
+for name, data, shifted in [("shifted", examples, True), ("not shifted", examples, False),
+                            ("no end token", without_eos, True)]:
+    models[name], losses[name] = train(data, shifted)
+    print(f"{name:13s} training loss: first step {losses[name][0]:.3f}, "
+          f"mean of the last 20 steps {np.mean(losses[name][-20:]):.3f}")
+
+# %% [markdown]
+# ## Without the shift: a low loss and a useless model
+#
+# The model that was not shifted reaches a training loss far below the shifted one (printed
+# above; the figure below draws both curves). It has not learned French better; it has learned to copy. Two
+# measurements on the validation split make that plain: how often its most probable token at
+# position $t$ is simply its own input at $t$, and its loss when it is asked the real question,
+# with the shifted input (`training.evaluate_loss` uses `tgt_in`, as decoding does).
+
+# %%
+valid = encode_pairs(splits.valid, src_vocab, tgt_vocab, MAX_LEN)
+valid_batches = make_batches(valid, token_budget=512)
+unshifted_batches = [Batch(b.src, b.tgt_out, b.tgt_out) for b in valid_batches]  # input = targets
+
+
+def copy_rate(model):
+    """How often the most probable token equals the decoder's input at the same position."""
+    copies = real = 0
+    with model.evaluating():
+        for b in valid_batches:
+            logits = model.forward(backend.asarray(b.src), backend.asarray(b.tgt_out))
+            predicted = backend.to_numpy(logits.argmax(axis=-1))
+            mask = b.tgt_out != PAD_ID
+            copies += int((predicted[mask] == b.tgt_out[mask]).sum())
+            real += int(mask.sum())
+    return copies / real
+
+
+report = {}
+for name in ["shifted", "not shifted"]:
+    own_loss, _ = evaluate_loss(models[name], valid_batches if name == "shifted" else unshifted_batches)
+    shifted_loss, accuracy = evaluate_loss(models[name], valid_batches)
+    report[name] = dict(own=own_loss, shifted=shifted_loss, accuracy=accuracy, copies=copy_rate(models[name]))
+    print(f"{name:12s} validation loss as trained {own_loss:6.3f} | with the shifted input {shifted_loss:6.3f}, "
+          f"token accuracy {accuracy:6.1%} | predicts its own input token at {report[name]['copies']:6.1%} "
+          f"of positions")
+
+# %% [markdown]
+# At decoding time there is no reference to copy. Greedy search (lesson 14) starts from `<bos>` and
+# feeds each chosen token back in: the shifted model was trained for exactly that, the other model
+# never was.
+
+# %%
+test = splits.test[: 20 if QUICK else 100]
+test_src = backend.asarray(pad_batch(encode_pairs(test, src_vocab, tgt_vocab, MAX_LEN)).src)
+outputs = {name: greedy_decode(model, test_src, MAX_LEN) for name, model in models.items()}
+
+
+def french(ids):
+    return detokenize([tgt_vocab.tokens[i] for i in ids], "fr")
+
+
+references = [reference for _, reference in test]
+bleu = {name: metrics.bleu([french(ids) for ids in outputs[name]], references) for name in outputs}
+for row, (english, reference) in enumerate(test[:2]):
+    print(f"{english}\n  reference      {reference}")
+    for name in ["shifted", "not shifted"]:
+        print(f"  {name:14s} {french(outputs[name][row])}")
+print(f"greedy BLEU on {len(test)} test sentences: shifted {bleu['shifted']:.1f}, "
+      f"not shifted {bleu['not shifted']:.1f}")
+repeats = np.mean([len(set(ids)) <= 1 for ids in outputs["not shifted"]])
+print(f"outputs of the model that was not shifted that repeat one token (or are empty): {repeats:.0%}")
+
+# %%
+figure, axis = plt.subplots(figsize=(7.5, 4.2), constrained_layout=True)
+steps = np.arange(1, STEPS + 1)
+for name, color in [("shifted", "tab:blue"), ("not shifted", "tab:red")]:
+    axis.plot(steps, losses[name], color=color,
+              label=f"{name}: last loss {losses[name][-1]:.3f}, greedy test BLEU {bleu[name]:.1f}")
+axis.set(xlabel="training step", ylabel="training loss (cross-entropy, nats per token)", yscale="log",
+         title="Teacher forcing with and without the shifted decoder input")
+axis.grid(True, which="both", alpha=0.3)
+axis.legend()
+figure.savefig(viz.figures_dir() / "23_shift.png", dpi=110)
+
+# %%
+if not QUICK:  # 15 quick steps teach neither model anything; the full run's claims:
+    assert report["not shifted"]["own"] < 0.25 * report["shifted"]["own"], "without the shift the loss collapses"
+    assert report["not shifted"]["copies"] > 0.95, "the model that was not shifted copies its input"
+    assert report["not shifted"]["shifted"] > 2 * report["shifted"]["shifted"], "and fails the real question"
+    assert bleu["shifted"] > 20 and bleu["not shifted"] < 2, "only the shifted model translates"
+
+# %% [markdown]
+# Its training loss was low because the question was trivial: the answer sat at the very position
+# being asked about. Asked the real question, with the shifted input, its loss is the second
+# number in its row, above the shifted model's, and its greedy output is the garbage printed above.
+# A loss that falls too fast, too far, is worth suspecting: check what each position can see.
+#
+# ## Without the end token: decoding never stops
+#
+# The third model kept the shift, so it did learn to translate. But its targets never held
+# `<eos>`, so it never learned to say that a sentence is over. Greedy search stops a sentence at
+# `<eos>`, or at `max_len` tokens when it never comes. Here are the lengths of the translations
+# each model writes, with `max_len` $= 32$:
+
+# %%
+lengths = {name: np.array([len(ids) for ids in outputs[name]]) for name in ["shifted", "no end token"]}
+for name, values in lengths.items():
+    print(f"{name:13s} translation lengths: min {values.min()}, median {np.median(values):.0f}, "
+          f"max {values.max()}; {np.mean(values == MAX_LEN):.0%} stopped only at max_len = {MAX_LEN}")
+reference_ids = [tgt_ids[1:-1] for _, tgt_ids in encode_pairs(test, src_vocab, tgt_vocab, MAX_LEN)]
+print(f"reference lengths: min {min(map(len, reference_ids))}, max {max(map(len, reference_ids))}")
+starts_right = [ids[: len(reference)] == reference for ids, reference in zip(outputs["no end token"], reference_ids)]
+print(f"outputs of the model without <eos> that begin with the whole reference: {np.mean(starts_right):.0%}")
+row = starts_right.index(True) if any(starts_right) else 0
+print(f"\n{test[row][0]}\n  shifted       {french(outputs['shifted'][row])}\n"
+      f"  no end token  {french(outputs['no end token'][row])}")
+
+# %% [markdown]
+# The translation itself is often right, as the share printed above shows; what comes after it is
+# the model going on because nothing told it to stop. How sure is each model that the sentence is
+# over once the full reference has been written? Feed $\langle\mathrm{bos}\rangle\, y_1 \dots y_n$
+# and read the probability of `<eos>` at the last position:
+
+# %%
+def eos_probability(model):
+    """Mean p(<eos>) after the whole reference, over the test sentences."""
+    rows = encode_pairs(test, src_vocab, tgt_vocab, MAX_LEN)
+    src = pad_rows([src_ids for src_ids, _ in rows])
+    tgt_in = pad_rows([tgt_ids[:-1] for _, tgt_ids in rows])  # <bos> y1 .. yn: the whole reference
+    with model.evaluating():
+        logits = model.forward(backend.asarray(src), backend.asarray(tgt_in))
+    probabilities = backend.to_numpy(ops.softmax_forward(logits)[0])
+    last = (tgt_in != PAD_ID).sum(axis=1) - 1
+    return float(probabilities[np.arange(len(rows)), last, EOS_ID].mean())
+
+
+end = {name: eos_probability(models[name]) for name in ["shifted", "no end token"]}
+print(f"p(<eos>) after the whole reference: shifted {end['shifted']:.3f}, no end token {end['no end token']:.1e}")
+if not QUICK:
+    assert (lengths["no end token"] == MAX_LEN).all(), "without <eos> in the targets, decoding runs to max_len"
+    assert (lengths["shifted"] < MAX_LEN).all(), "with it, every translation stops by itself"
+    assert np.mean(starts_right) > 0.5, "the model without <eos> still translates"
+    assert end["no end token"] < 1e-3 < 0.5 < end["shifted"]
+
+# %% [markdown]
+# A model learns to give a token high probability only where that token was a target. `<eos>`
+# never was, so the loss pushed its probability down everywhere, and the search cannot find it.
+# The same would happen if `<eos>` were in the data but the last target position were cut off, by
+# a truncation or an off-by-one in the padding: decoding would run to `max_len` for every sentence,
+# which is both wrong and the slowest possible output.
+#
+# ## Exercises
+#
+# 1. **Exposure bias.** Teacher forcing always shows the decoder the reference prefix; at decoding
+#    time it sees its own. Force a wrong first word into the shifted model (feed
+#    `model.decode_step` a `<bos>` and then, say, `la` where the reference starts with `le`), then
+#    let greedy search go on. Does it recover a grammatical sentence? Does it agree with the wrong
+#    article?
+# 2. The model trained without `<eos>` did learn to translate. Cut its outputs with a rule of your
+#    own (at the first `.` or `?`, or at a length proportional to the source) and compare its
+#    greedy BLEU with the shifted model's. What does your rule get wrong for a sentence with
+#    several punctuation marks?
+# 3. Shift the wrong way: train with `tgt_out` as the input and `tgt_in` as the targets. What does
+#    position $t$ see, and what must it predict? Predict the training loss before you run it.
+# 4. Why does the decoder need `<bos>` at all? Which position would predict $y_1$ without it, and
+#    from what?

@@ -1,0 +1,365 @@
+# %% [markdown]
+# # Lesson 24 — Layer norm against batch norm
+#
+# Lesson 4 built layer norm, and every block since has used it. Convolutional networks normalise
+# with **batch norm** (Ioffe and Szegedy, 2015) instead, and a Transformer written by someone who
+# knows those first often gets batch norm too. Both compute a mean $\mu$ and a variance
+# $\sigma^2$, then return $\gamma \odot (x - \mu) / \sqrt{\sigma^2 + \epsilon} + \beta$. They differ
+# only in **which numbers share a mean**, and for sentences of different lengths that difference
+# decides whether a sentence's output depends on the other sentences of its batch.
+
+# %%
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from npformer import backend, nn, ops, viz
+from npformer.data import Vocab, encode_pairs, make_batches, pad_rows, tokenize, toy_corpus
+from npformer.tokens import PAD_ID
+
+QUICK = os.environ.get("NPFORMER_QUICK") == "1"
+rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## What each one averages over
+#
+# Activations in a Transformer have the shape `(B, T, D)`: $B$ sentences, $T$ positions (the
+# longest sentence's length; the shorter ones are padded), $D$ features. Flatten the first two axes
+# and they are $B \cdot T$ rows of $D$ numbers:
+#
+# ```
+#                      D features
+#                  +----------------+
+#   sentence 1, t=0|  . . . . . . . | <- layer norm: one mean and variance per row, over its D numbers
+#   sentence 1, t=1|  . . . . . . . |
+#   sentence 1, t=2|  <pad>         |    (a padded row is a row like any other)
+#   sentence 2, t=0|  . . . . . . . |
+#        ...       |       ...      |
+#                  +----------------+
+#                     ^ batch norm: one mean and variance per column, over all B*T rows
+# ```
+#
+# $$\text{layer norm: } \mu_{b,t} = \frac{1}{D}\sum_{d} x_{b,t,d} \qquad\qquad
+# \text{batch norm: } \mu_{d} = \frac{1}{B T}\sum_{b,t} x_{b,t,d}$$
+#
+# and the same for $\sigma^2$. Layer norm has $B \cdot T$ means, each made of one position's
+# numbers. Batch norm has $D$ means, each made of numbers from every position of every sentence
+# in the batch, padding included. (`torch.nn.BatchNorm1d` on a `(B, D, T)` tensor averages over
+# exactly these $B \cdot T$ rows.)
+#
+# The activations below are what the first layer of an encoder sees: real English sentences from
+# the embedded corpus, embedded with a random table as npformer initialises it (standard deviation
+# $D^{-1/2}$, times $\sqrt{D}$), plus the sinusoidal positions of lesson 5. A `<pad>` position
+# holds the `<pad>` embedding plus its position's code: numbers like any others.
+
+# %%
+D = 32
+splits = toy_corpus(n_train=3000, n_valid=10, n_test=10)
+vocab = Vocab.build(tokenize(english, "en") for english, _ in splits.train)
+sentences = [vocab.encode(tokenize(english, "en")) for english, _ in splits.train]
+table = rng.standard_normal((len(vocab), D)) * D**-0.5
+positions = backend.to_numpy(ops.positional_encoding(64, D, dtype=np.float64))
+
+
+def embed(ids):
+    """ids (B, T) -> activations (B, T, D): embedding * sqrt(D) + positional code, pads included."""
+    return table[ids] * np.sqrt(D) + positions[: ids.shape[1]]
+
+
+ids = pad_rows([sentences[0], sentences[1], sentences[5]])
+x = embed(ids)
+print("ids (B, T):", ids.shape, f"with {(ids == PAD_ID).sum()} <pad> positions of {ids.size}")
+print("layer norm statistics:", x.mean(axis=-1, keepdims=True).shape, "  one per position")
+print("batch norm statistics:", x.mean(axis=(0, 1), keepdims=True).shape, "  one per feature")
+
+# %% [markdown]
+# ## Batch norm in NumPy
+#
+# The forward pass in training mode, over the $B \cdot T$ rows, with $\gamma = 1$ and $\beta = 0$
+# (they do not change the argument). `keep`, a `(B, T)` boolean array, restricts the statistics to
+# the real positions: a masked batch norm, which is what one would have to write to keep the padding
+# out. Layer norm is npformer's `ops.layernorm_forward`.
+
+# %%
+def batch_norm(x, keep=None, eps=1e-5):
+    """x (B, T, D) -> x normalised per feature with the statistics of the rows in `keep` (all by default)."""
+    rows = x.reshape(-1, x.shape[-1]) if keep is None else x[keep]  # (rows, D)
+    mean, var = rows.mean(axis=0), rows.var(axis=0)                 # (D,) each
+    return (x - mean) / np.sqrt(var + eps)
+
+
+def layer_norm(x):
+    out, _ = ops.layernorm_forward(backend.asarray(x), backend.asarray(np.ones(D)), backend.asarray(np.zeros(D)))
+    return backend.to_numpy(out)
+
+
+NORMS = {"batch norm, padding counted": lambda x, keep: batch_norm(x),
+         "batch norm, padding left out": lambda x, keep: batch_norm(x, keep),
+         "layer norm": lambda x, keep: layer_norm(x)}
+
+# %% [markdown]
+# ## One sentence, three batches
+#
+# Take one sentence, `s`, of 7 tokens, and put it in three batches of 32: with 31 batch-mates of its
+# own length (no padding at all), with the same mates but one of them swapped for a sentence of the
+# longest length (every shorter sentence, `s` included, is now padded to it), and with 31 mates
+# shorter than `s`. Then normalise and compare `s`'s output with the first batch's.
+
+# %%
+lengths = np.array([len(ids) for ids in sentences])
+s = sentences[int(np.flatnonzero(lengths == 7)[0])]
+same = [sentences[i] for i in np.flatnonzero(lengths == 7)[1:32]]
+longest = sentences[int(np.flatnonzero(lengths == lengths.max())[0])]
+short = [sentences[i] for i in np.flatnonzero(lengths == lengths.min())[:31]]
+print("s =", " ".join(vocab.tokens[i] for i in s))
+batches = {"31 mates of its length": same, "one mate swapped for a long one": same[:-1] + [longest],
+           "31 shorter mates": short}
+outputs, changes = {}, {}
+for label, mates in batches.items():
+    ids = pad_rows([s] + mates)
+    keep = ids != PAD_ID
+    x = embed(ids)
+    outputs[label] = {norm: f(x, keep)[0, : len(s)] for norm, f in NORMS.items()}  # s is row 0
+    print(f"{label:32s} T = {ids.shape[1]:2d}, padding {np.mean(~keep):4.0%} of the positions")
+reference = outputs["31 mates of its length"]
+print("\nmean |change| of s's normalised values against the batch of its own length:")
+print(f"{'':32s}" + "".join(f"{norm:>30s}" for norm in NORMS))
+for label in list(batches)[1:]:
+    changes[label] = {norm: np.abs(outputs[label][norm] - reference[norm]).mean() for norm in NORMS}
+    print(f"{label:32s}" + "".join(f"{changes[label][norm]:30.4f}" for norm in NORMS))
+print("\ns's first token, first four features, batch norm with padding counted:")
+for label in batches:
+    print(f"  {label:32s}", np.round(outputs[label]["batch norm, padding counted"][0, :4], 3))
+
+# %%
+swapped = changes["one mate swapped for a long one"]
+for label in changes:
+    assert changes[label]["layer norm"] < 1e-12, "layer norm of a position never depends on the batch"
+    assert changes[label]["batch norm, padding counted"] > 0.05, "batch norm of s depends on its batch-mates"
+assert swapped["batch norm, padding counted"] > 5 * swapped["batch norm, padding left out"], \
+    "swapping one mate moves s mostly through the padding it brings"
+assert changes["31 shorter mates"]["batch norm, padding left out"] > 0.05, "other mates' content moves s too"
+
+# %% [markdown]
+# Swapping **one** batch-mate for a longer sentence pads the other 31 sentences, and `s`'s normalised
+# values move by the amount in the table; leaving the padding out of the statistics makes the same
+# swap almost harmless (the second column), because then only one sentence's content changed. Short
+# batch-mates move `s` through both routes: their padding, and their content. Layer norm never
+# moves: each position is normalised with its own numbers only.
+#
+# ## The padding alone
+#
+# To separate the two routes, keep the 32 sentences fixed and only pad them further, as if a longer
+# sentence had joined the batch. Nothing about any sentence has changed, yet:
+
+# %%
+ids0 = pad_rows([s] + same)
+extra_padding = range(0, 33, 2 if QUICK else 1)
+shares, sweep = [], {norm: [] for norm in NORMS}
+for extra in extra_padding:
+    ids = pad_rows([s] + same, min_length=ids0.shape[1] + extra)
+    keep = ids != PAD_ID
+    shares.append(np.mean(~keep))
+    for norm, f in NORMS.items():
+        sweep[norm].append(np.abs(f(embed(ids), keep)[0, : len(s)] - f(embed(ids0), ids0 != PAD_ID)[0]).mean())
+for at in (len(extra_padding) // 4, len(extra_padding) - 1):
+    print(f"padding {shares[at]:4.0%} of the batch: s moves by "
+          + ", ".join(f"{sweep[norm][at]:.3f} ({norm})" for norm in NORMS))
+assert max(sweep["layer norm"]) < 1e-12 and max(sweep["batch norm, padding left out"]) < 1e-12
+assert np.all(np.diff(sweep["batch norm, padding counted"]) > 0), "more padding, bigger change"
+
+# %%
+figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2), constrained_layout=True,
+                                     gridspec_kw={"width_ratios": [1, 1.15]})
+ids = pad_rows([sentences[0], sentences[1], sentences[5]])
+rows = embed(ids).reshape(-1, D)
+limit = np.abs(rows).max()
+image = left.imshow(rows, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+figure.colorbar(image, ax=left, label="activation value", shrink=0.8)
+T = ids.shape[1]
+for b in range(ids.shape[0]):
+    n = int((ids[b] != PAD_ID).sum())
+    if n == T:  # the longest sentence has no padding
+        continue
+    left.add_patch(plt.Rectangle((-0.5, b * T + n - 0.5), D, T - n, facecolor="0.75", edgecolor="0.3",
+                                 hatch="///", alpha=0.85))
+    left.text(D / 2, b * T + (n + T) / 2 - 0.5, "<pad>", ha="center", va="center", fontsize=9)
+for b in range(1, ids.shape[0]):
+    left.axhline(b * T - 0.5, color="black", linewidth=1.5)
+left.set_yticks([b * T + (T - 1) / 2 for b in range(ids.shape[0])],
+                [f"sentence {b + 1}" for b in range(ids.shape[0])])
+left.set_xlabel(f"feature d (D = {D})")
+left.set_ylabel(f"rows: (sentence, position), B x T = {ids.shape[0]} x {T}")
+arrow = dict(arrowstyle="<->", color="black", linewidth=2)
+left.annotate("", xy=(D - 0.5, 2), xytext=(-0.5, 2), arrowprops=arrow)
+left.text(D / 2, 1.3, "layer norm: one row", ha="center", va="bottom", fontsize=9, fontweight="bold",
+          bbox=dict(facecolor="white", alpha=0.85, edgecolor="none"))
+left.annotate("", xy=(24, len(rows) - 0.5), xytext=(24, -0.5), arrowprops=arrow)
+left.text(24.6, len(rows) * 0.62, "batch norm:\none column,\nevery row,\npadding too", ha="left", va="center",
+          fontsize=9, fontweight="bold", bbox=dict(facecolor="white", alpha=0.85, edgecolor="none"))
+left.set_title("What each normalisation averages over")
+styles = {"batch norm, padding counted": dict(color="tab:red", linewidth=2),
+          "batch norm, padding left out": dict(color="tab:orange", linestyle="--", linewidth=2),
+          "layer norm": dict(color="tab:blue", marker="o", markersize=3, linestyle="none")}
+for norm, values in sweep.items():
+    right.plot(100 * np.array(shares), values, label=norm, **styles[norm])
+right.set(xlabel="padding positions in the batch (% of B x T)",
+          ylabel="mean |change| of sentence s's normalised values",
+          title="The same 32 sentences, padded further")
+right.grid(True, alpha=0.3)
+right.legend()
+figure.savefig(viz.figures_dir() / "24_layernorm_against_batchnorm.png", dpi=110)
+
+# %% [markdown]
+# Left: the `(B, T, D)` box of three sentences, flattened to its rows, and the two directions of
+# averaging. Right: the sweep above; batch norm with the padding counted drifts further the more
+# padding the batch holds, and the other two stay at zero.
+#
+# ## Training against evaluation
+#
+# In training mode batch norm uses the batch's statistics; in evaluation mode it uses **running**
+# statistics, averaged over the training batches with a momentum $m = 0.1$, as in PyTorch:
+#
+# $$\mu_{\text{run}} \leftarrow (1 - m)\,\mu_{\text{run}} + m\,\mu_{\text{batch}}$$
+#
+# and the same for $\sigma^2$ (PyTorch keeps the unbiased variance there; with hundreds of rows per
+# batch the difference does not matter). Running statistics exist because at translation time a
+# batch may be one sentence. With the padding counted, they are the statistics of a mixture: real
+# tokens, and however much padding the training batches happened to have. A sentence at evaluation
+# time, alone and unpadded, is then normalised with statistics that are not its kind's.
+
+# %%
+class BatchNorm:
+    """Batch norm with running statistics (gamma = 1, beta = 0): batch statistics in training, running ones in eval."""
+
+    def __init__(self, d, momentum=0.1, eps=1e-5):
+        self.mean, self.var, self.momentum, self.eps = np.zeros(d), np.ones(d), momentum, eps
+
+    def __call__(self, x, keep=None, training=True):
+        if training:
+            rows = x.reshape(-1, x.shape[-1]) if keep is None else x[keep]
+            mean, var = rows.mean(axis=0), rows.var(axis=0)
+            self.mean += self.momentum * (mean - self.mean)
+            self.var += self.momentum * (var - self.var)
+        else:
+            mean, var = self.mean, self.var
+        return (x - mean) / np.sqrt(var + self.eps)
+
+
+train_rows, held_out = np.arange(2500), np.arange(2500, 3000)
+STEPS = 60 if QUICK else 300
+counted, left_out = BatchNorm(D), BatchNorm(D)
+padding_share = []
+for step in range(STEPS):  # batches of 32 random training sentences, each padded to its longest
+    ids = pad_rows([sentences[i] for i in rng.choice(train_rows, 32, replace=False)])
+    counted(embed(ids))
+    left_out(embed(ids), keep=ids != PAD_ID)
+    padding_share.append(np.mean(ids == PAD_ID))
+real_tokens = np.concatenate([embed(np.array([sentences[i]]))[0] for i in train_rows])
+gap = {name: np.abs(norm.mean - real_tokens.mean(axis=0)).max() for name, norm in
+       [("padding counted", counted), ("padding left out", left_out)]}
+print(f"{STEPS} training batches of 32 random sentences: padding {np.mean(padding_share):.0%} of the positions")
+for name, norm in [("padding counted", counted), ("padding left out", left_out)]:
+    evaluated = np.concatenate([norm(embed(np.array([sentences[i]])), training=False)[0] for i in held_out])
+    print(f"{name:17s} running mean off the real tokens' mean by up to {gap[name]:.3f}; held-out sentences "
+          f"at eval: feature means up to {np.abs(evaluated.mean(axis=0)).max():.3f} (should be 0), "
+          f"standard deviations {evaluated.std(axis=0).min():.2f} to {evaluated.std(axis=0).max():.2f} (should be 1)")
+assert gap["padding counted"] > 5 * gap["padding left out"], "the padding biases the running statistics"
+
+# %% [markdown]
+# npformer's batching (`data.make_batches`, lesson 13) groups sentences of similar length, which
+# cuts the padding down; it does not remove it, and the share depends on the token budget:
+
+# %%
+french = Vocab.build(tokenize(sentence, "fr") for _, sentence in splits.train)
+pairs = encode_pairs(splits.train, vocab, french, 64)
+for budget in (256, 2048):
+    epoch = make_batches(pairs, token_budget=budget, rng=np.random.default_rng(0))
+    share = sum(int((b.src == PAD_ID).sum()) for b in epoch) / sum(b.src.size for b in epoch)
+    print(f"make_batches, token budget {budget:5d}: {len(epoch):4d} batches, padding {share:.1%} of source positions")
+
+# %% [markdown]
+# So with batch norm a model's outputs would depend on how the data was batched, at training time
+# through the batch statistics and at evaluation through the running ones. Layer norm has neither
+# problem: it has no running statistics, and it computes the same thing in training and in
+# evaluation, for a batch of one or of a thousand, and for `Transformer.decode_step`, which feeds
+# the decoder one position at a time.
+#
+# ## A notebook bug: one batch norm for every residual
+#
+# A bug found in Transformer notebooks that use batch norm: one `BatchNorm1d` is created once, in
+# `__init__`, and called after every residual connection,
+#
+# ```python
+# self.norm = nn.BatchNorm1d(d_model)          # one module...
+# x = self.norm(x + self.attention(x))         # ...after attention
+# x = self.norm(x + self.feed_forward(x))      # ...and after the feed-forward, in every layer
+# ```
+#
+# In training mode nothing looks wrong: each call normalises with its own batch's statistics, and
+# only $\gamma$ and $\beta$ are shared. But every call also updates the *one* pair of running
+# statistics, which end up a blend of the statistics of every residual sum in the network; in
+# evaluation mode each residual is then normalised with that blend. Here is a two-layer post-norm
+# encoder (npformer's `nn.SelfAttention` and `nn.FeedForward`, at their initial weights), with four
+# batch norms (one per residual, padding left out) against one shared by all four:
+
+# %%
+layer_rng = np.random.default_rng(1)
+layers = [(nn.SelfAttention(D, 4, rng=layer_rng, dtype=np.float64), nn.FeedForward(D, 4 * D, rng=layer_rng,
+                                                                                    dtype=np.float64))
+          for _ in range(2)]
+
+
+def encoder(ids, norms, training):
+    """The four normalised residual sums of a 2-layer post-norm encoder, each (B, T, D)."""
+    x, keep, mask = embed(ids), ids != PAD_ID, ops.padding_mask(backend.asarray(ids))
+    normalised = []
+    for (attention, feed_forward), (norm1, norm2) in zip(layers, [norms[:2], norms[2:]]):
+        x = norm1(x + backend.to_numpy(attention.forward(backend.asarray(x), mask)), keep, training)
+        normalised.append(x)
+        x = norm2(x + backend.to_numpy(feed_forward.forward(backend.asarray(x))), keep, training)
+        normalised.append(x)
+    return normalised
+
+
+shared = BatchNorm(D)
+setups = {"one per residual": [BatchNorm(D) for _ in range(4)], "one shared by all four": [shared] * 4}
+for step in range(STEPS):
+    ids = pad_rows([sentences[i] for i in rng.choice(train_rows, 32, replace=False)])
+    trained = {name: encoder(ids, norms, training=True) for name, norms in setups.items()}
+    same_in_training = all(np.allclose(a, b) for a, b in zip(*trained.values()))
+residuals = ["layer 1 attention", "layer 1 feed-forward", "layer 2 attention", "layer 2 feed-forward"]
+print("training mode, last batch: the two setups give the same outputs:", same_in_training)
+print("evaluation mode, held-out sentences one at a time:\n"
+      "mean |feature mean| of each normalised residual (should be 0)")
+print(f"{'':24s}" + "".join(f"{name:>22s}" for name in residuals))
+offsets = {}
+for name, norms in setups.items():
+    evaluated = [encoder(np.array([sentences[i]]), norms, training=False) for i in held_out[:200]]
+    offsets[name] = [np.abs(np.concatenate([e[k][0] for e in evaluated]).mean(axis=0)).mean() for k in range(4)]
+    print(f"{name:24s}" + "".join(f"{value:22.3f}" for value in offsets[name]))
+assert same_in_training, "the shared norm is invisible in training mode"
+assert min(offsets["one shared by all four"]) > 5 * max(offsets["one per residual"])
+
+# %% [markdown]
+# With one batch norm per residual the normalised sums come out centred at evaluation, up to the
+# small offsets of the first row. With one shared by all four, every residual is shifted by the
+# second row's amount, in every layer, and only at evaluation time: a training loss, computed in
+# training mode, cannot show it. The fix is one norm module
+# per residual (npformer's `EncoderLayer` has `norm1` and `norm2`, lesson 9), and for a Transformer,
+# layer norm.
+#
+# ## Exercises
+#
+# 1. The masked batch norm keeps the padding out. Does it make `s`'s output independent of its
+#    batch? Measure the change of `s` under `batch_norm(x, keep)` when its batch-mates are replaced
+#    by other sentences of its length, for batches of 4, 32 and 256. How does the change scale?
+# 2. Derive the backward pass of `batch_norm` over the $B \cdot T$ rows, and check it with
+#    `gradcheck.check_gradients`. Compare it with layer norm's compact form (lesson 4): along which
+#    axis do the two means run? Does the gradient of one sentence depend on the other sentences?
+# 3. Run `BatchNorm` in training mode on a batch of one sentence, then on a single position, as
+#    `Transformer.decode_step` would give it. What does it return, and why?
+# 4. Measure the padding share of `make_batches` for token budgets from 64 to 16384, and of
+#    batches of random sentences of the same sizes. What does the length bucketing buy, and for
+#    which budgets does it buy most?

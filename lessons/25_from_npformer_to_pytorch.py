@@ -1,0 +1,350 @@
+# %% [markdown]
+# # Lesson 25 — From npformer to PyTorch
+#
+# Every layer of npformer was written by hand, forward and backward. Most Transformers in the world
+# run in PyTorch, whose layers are written once and whose backward passes come from autograd. If
+# npformer's model really is the Transformer of the paper, its weights should load into PyTorch
+# layers and give the **same function**: the same logits, and the same gradient for every parameter.
+#
+# `npformer.interop` does the move. `to_torch(model)` builds a twin of an npformer `Transformer`
+# from `torch.nn.Linear`, `torch.nn.Embedding` and `torch.nn.LayerNorm`, module for module, and
+# copies the weights in; `from_torch(twin)` and `load_torch_state(model, twin)` bring them back.
+# This lesson trains a small translator on the embedded corpus, moves it to PyTorch, compares the
+# two frameworks number by number, trains it a little in PyTorch and moves it back.
+#
+# PyTorch is not a dependency of npformer. Without it, this lesson says so, skips the comparisons
+# and still runs to the end (`pip install torch` to see them).
+
+# %%
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from npformer import backend, interop, ops, optim, viz
+from npformer.data import Vocab, encode_pairs, make_batches, pad_batch, tokenize, toy_corpus
+from npformer.models import Transformer, TransformerConfig
+from npformer.tasks.translation import Translator
+from npformer.tokens import PAD_ID
+from npformer.training import train_step
+
+QUICK = os.environ.get("NPFORMER_QUICK") == "1"
+try:
+    import torch
+    import torch.nn.functional as F
+
+    # The models here are tiny. PyTorch's worker threads keep spinning for a while after each call,
+    # and on a machine with few cores they take the CPU from NumPy's: one thread for PyTorch.
+    torch.set_num_threads(1)
+except ImportError:
+    torch = None
+print(f"PyTorch {torch.__version__}" if torch else
+      "PyTorch is not installed (pip install torch): the PyTorch parts of this lesson are skipped")
+
+# %% [markdown]
+# ## A small translator, trained in npformer
+#
+# The `tiny` model of lesson 13 (two layers, $d_{model} = 64$, four heads, post-norm, ReLU), trained
+# with the same step: Adam with the warm-up schedule, label smoothing 0.1, gradient clipping. A few
+# hundred steps (ten in quick mode) are enough for this lesson: what matters is that the weights
+# are not the ones the model started from.
+
+# %%
+splits = toy_corpus(n_train=2000 if QUICK else 12000)
+src_vocab = Vocab.build(tokenize(english, "en") for english, _ in splits.train)
+tgt_vocab = Vocab.build(tokenize(french, "fr") for _, french in splits.train)
+config = TransformerConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), d_model=64, n_heads=4,
+                           d_ff=256, n_layers=2, max_len=64, dropout=0.1, label_smoothing=0.1)
+model = Transformer(config, seed=0)
+train_batches = make_batches(encode_pairs(splits.train, src_vocab, tgt_vocab, config.max_len),
+                             token_budget=512 if QUICK else 1024, rng=np.random.default_rng(0))
+valid = pad_batch(encode_pairs(splits.valid[:16 if QUICK else 32], src_vocab, tgt_vocab, config.max_len))
+
+steps = 10 if QUICK else 400
+optimizer = optim.Adam(model, lr=0.0, betas=(0.9, 0.98), eps=1e-9)
+schedule = optim.NoamSchedule(config.d_model, warmup_steps=100, factor=2e-3 * np.sqrt(config.d_model * 100))
+losses = []
+for step in range(1, steps + 1):
+    batch = train_batches[step % len(train_batches)]
+    optimizer.lr = schedule(step)
+    inputs = (backend.asarray(batch.src), backend.asarray(batch.tgt_in))
+    losses.append(train_step(model, inputs, backend.asarray(batch.tgt_out), optimizer,
+                             label_smoothing=config.label_smoothing, max_norm=1.0).loss)
+model.eval()  # from here on: no dropout (each framework would draw its own masks)
+print(f"{model.num_params():,} parameters; training loss {losses[0]:.2f} at step 1, "
+      f"{np.mean(losses[-10:]):.2f} over the last 10 of {steps} steps")
+assert np.mean(losses[-10:]) < losses[0]
+
+# %% [markdown]
+# ## The map: names and one transpose
+#
+# The twin has npformer's module tree: `encoder.layers.0.self_attn.q` is a `Linear` in both. Only
+# the last word of each name changes (`W` becomes `weight`, `b` becomes `bias`, a layer norm's
+# `gamma` and `beta` become `weight` and `bias`), and one layout. npformer's `Linear` computes
+# $y = x W + b$ with $W$ of shape $(d_{in}, d_{out})$; `torch.nn.Linear` computes
+# $y = x\, \mathrm{weight}^\top + b$ with `weight` of shape $(d_{out}, d_{in})$. So
+#
+# $$\mathrm{weight} = W^\top, \qquad \frac{\partial L}{\partial\, \mathrm{weight}} = \left(\frac{\partial L}{\partial W}\right)^{\!\top}$$
+#
+# and the same map moves gradients. An embedding table is $(V, D)$ in both, so it moves as it is.
+# `interop.parameter_map` lists every pair; here are the embeddings, the first encoder layer and
+# the output projection:
+
+# %%
+pairs = interop.parameter_map(model)
+shapes = {key: tuple(value.shape) for key, value in model.params().items()}
+print(f"{'npformer':34s} {'shape':>10s}   {'PyTorch':40s} {'shape':>10s}")
+for pair in pairs:
+    if pair.npformer_key.startswith(("src_embed", "encoder.layers.0.", "out_proj")):
+        shape = shapes[pair.npformer_key]
+        torch_shape = shape[::-1] if pair.transposed else shape
+        print(f"{pair.npformer_key:34s} {str(shape):>10s}   {pair.torch_key:40s} {str(torch_shape):>10s}"
+              + ("  transposed" if pair.transposed else ""))
+transposed = sum(pair.transposed for pair in pairs)
+print(f"{len(pairs)} tensors, {transposed} of them transposed (every Linear's W)")
+assert transposed == sum(key.endswith(".W") and "embed" not in key for key in model.params())
+
+# %% [markdown]
+# With tied embeddings (`tie_embeddings=True`) npformer's output projection owns only its bias and
+# multiplies by $E^\top$, the target table transposed. PyTorch ties by making `out_proj.weight` the
+# very tensor `tgt_embed.weight`: a `Linear`'s `weight` is $(d_{out}, d_{in}) = (V, D)$, the shape
+# of the table, so the tie needs no transpose at all.
+#
+# ## The same logits
+#
+# `to_torch` builds the twin in the model's dtype, float32 here, as trained. The twin computes what
+# npformer computes, in the same order: the embedding times $\sqrt{D}$ plus npformer's sinusoid
+# table, the masks built from `<pad>`, each residual block post-norm,
+# $x \leftarrow \mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$. Rounding is another matter: the two
+# libraries add their products in different orders, so in float32 the logits agree to round-off,
+# not bit for bit. To see whether anything beyond round-off differs, move to float64, where
+# round-off is $2^{29}$ times smaller: `to_torch(model, dtype=torch.float64)` gives a float64
+# twin, and `from_torch` of that twin gives a float64 npformer model with the same weights.
+
+# %%
+def npformer_loss_and_grads(model, batch):
+    """npformer's logits, label-smoothed loss and hand-written gradients (host arrays)."""
+    logits = model.forward(backend.asarray(batch.src), backend.asarray(batch.tgt_in))
+    loss, cache = ops.cross_entropy_forward(logits, backend.asarray(batch.tgt_out), ignore_index=PAD_ID,
+                                            label_smoothing=config.label_smoothing)
+    model.zero_grad()
+    model.backward(ops.cross_entropy_backward(1.0, cache))
+    return backend.to_numpy(logits), float(loss), {k: backend.to_numpy(g).copy() for k, g in model.grads().items()}
+
+
+def twin_loss(twin, batch):
+    """The twin's logits and its label-smoothed loss, as PyTorch computes them."""
+    logits = twin(torch.from_numpy(batch.src), torch.from_numpy(batch.tgt_in))
+    return logits, F.cross_entropy(logits.flatten(0, 1), torch.from_numpy(batch.tgt_out).flatten(),
+                                   ignore_index=PAD_ID, label_smoothing=config.label_smoothing)
+
+
+def torch_loss_and_grads(twin, model, batch):
+    """The twin's logits and loss, and autograd's gradients in npformer's names and layouts."""
+    logits, loss = twin_loss(twin, batch)
+    twin.zero_grad()
+    loss.backward()
+    return logits.detach().numpy(), loss.item(), interop.grads_from_torch(twin, model)
+
+
+if torch:
+    twin = interop.to_torch(model)
+    twin64 = interop.to_torch(model, dtype=torch.float64)
+    model64 = interop.from_torch(twin64)
+    print(f"twin: {type(twin).__name__}, {sum(p.numel() for p in twin.parameters()):,} parameters, "
+          f"{twin.src_embed.weight.dtype}, {'training' if twin.training else 'eval'} mode")
+    padding = (valid.src == PAD_ID).mean()
+    print(f"validation batch: {valid.src.shape[0]} sentences, source {valid.src.shape[1]} positions, "
+          f"{padding:.0%} of them <pad>")
+    results = {}
+    for name, ours, theirs in (("float32", model, twin), ("float64", model64, twin64)):
+        results[name] = npformer_loss_and_grads(ours, valid), torch_loss_and_grads(theirs, ours, valid)
+        (logits, loss, _), (torch_logits, torch_loss, _) = results[name]
+        print(f"{name}: max |logits npformer - PyTorch| = {np.abs(logits - torch_logits).max():.1e} "
+              f"(largest |logit| {np.abs(logits).max():.1f}); loss {loss:.6f} against {torch_loss:.6f}")
+    logit_gap = {name: np.abs(r[0][0] - r[1][0]).max() for name, r in results.items()}
+    assert logit_gap["float64"] < 1e-10 and logit_gap["float32"] < 1e-4 * np.abs(results["float32"][0][0]).max()
+    assert logit_gap["float32"] > 1e3 * logit_gap["float64"]  # round-off: it shrinks with the precision
+else:
+    print("skipped: the logits comparison needs PyTorch (pip install torch)")
+
+# %% [markdown]
+# The printed differences are round-off: in float32 they sit at the scale of float32's precision
+# times the size of the logits, and in float64 they shrink by more than a thousand times (both
+# asserted), which a wrong transpose, a missing $\sqrt{D}$ or a misplaced norm never would.
+#
+# ## The same gradients
+#
+# npformer's gradients come from its hand-written backward passes; PyTorch's from autograd, which
+# knows nothing of them. `grads_from_torch` reads the `.grad` of every twin parameter and maps it
+# back to npformer's names and layouts (transposing the `Linear` weights again). For each tensor,
+# the relative difference is $\max |g_{npformer} - g_{torch}| / \max |g_{torch}|$.
+#
+# One kind of tensor needs care: the bias $b_k$ of every key projection. It adds $q \cdot b_k$ to
+# every score of a query's row, the same number for every key, and the softmax ignores a constant
+# added to a row. So its true gradient is exactly zero, and both frameworks hold round-off there.
+# Its difference is measured against the largest gradient of its attention block instead.
+
+# %%
+def relative_differences(ours, theirs):
+    """Per tensor, max |ours - theirs| / max |theirs|; a key bias against its attention block."""
+    differences = {}
+    for key in theirs:
+        if key.endswith(".k.b"):
+            block = key[: -len("k.b")]
+            scale = max(np.abs(theirs[k]).max() for k in theirs if k.startswith(block))
+        else:
+            scale = np.abs(theirs[key]).max()
+        differences[key] = np.abs(ours[key] - theirs[key]).max() / scale
+    return differences
+
+
+if torch:
+    gaps = {name: relative_differences(r[0][2], r[1][2]) for name, r in results.items()}
+    for name, gap in gaps.items():
+        worst = max(gap, key=gap.get)
+        print(f"{name}: {len(gap)} gradient tensors, largest relative difference {gap[worst]:.1e} ({worst}), "
+              f"median {np.median(list(gap.values())):.1e}")
+    grads64 = results["float64"][0][2]
+    key_bias = "encoder.layers.0.self_attn.k.b"
+    print(f"the key bias's gradient in float64: max |npformer| {np.abs(grads64[key_bias]).max():.1e}, "
+          f"max |PyTorch| {np.abs(results['float64'][1][2][key_bias]).max():.1e}, against "
+          f"{np.abs(grads64['encoder.layers.0.self_attn.q.W']).max():.1e} for the query weights")
+    assert max(gaps["float64"].values()) < 1e-8
+    assert np.abs(grads64[key_bias]).max() < 1e-12 * np.abs(grads64["encoder.layers.0.self_attn.q.W"]).max()
+else:
+    print("skipped: the gradient comparison needs PyTorch (pip install torch)")
+
+# %%
+figure, (loss_axis, gap_axis) = plt.subplots(1, 2, figsize=(12, 4.2), constrained_layout=True)
+loss_axis.plot(np.arange(1, steps + 1), losses)
+loss_axis.set(xlabel="step", ylabel="training loss (label-smoothed, nats)", title="npformer training")
+loss_axis.grid(True, alpha=0.3)
+if torch:
+    keys = list(gaps["float64"])
+    is_key_bias = np.array([key.endswith(".k.b") for key in keys])
+    index = np.arange(len(keys))
+    for name, color in (("float32", "tab:blue"), ("float64", "tab:orange")):
+        values = np.array([gaps[name][key] for key in keys])
+        gap_axis.semilogy(index[~is_key_bias], values[~is_key_bias], "o", color=color, markersize=3.5, label=name)
+        gap_axis.semilogy(index[is_key_bias], values[is_key_bias], "x", color=color, markersize=6,
+                          label=f"{name}, key biases (against their block)")
+        gap_axis.axhline(np.finfo(name).eps, linestyle="--", linewidth=0.8, color=color)
+    gap_axis.set(xlabel="parameter tensor (in the order of model.params())",
+                 ylabel="max |npformer - PyTorch| / max |PyTorch|",
+                 title="Gradient of every tensor: npformer backward against autograd")
+    gap_axis.legend(title="dashed: machine epsilon", loc="center right", fontsize=8)
+    gap_axis.grid(True, alpha=0.3, which="major")
+else:
+    gap_axis.text(0.5, 0.5, "PyTorch is not installed:\nno comparison (pip install torch)",
+                  ha="center", va="center", transform=gap_axis.transAxes)
+    gap_axis.set_axis_off()
+figure.savefig(viz.figures_dir() / "25_torch_agreement.png", dpi=110)
+if torch:
+    ratio = np.median(list(gaps["float32"].values())) / np.median(list(gaps["float64"].values()))
+    print(f"median relative difference, float32 over float64: {ratio:.1e} (2^29 = {2.0**29:.1e})")
+    assert 1e7 < ratio < 1e10
+    for name in gaps:
+        assert max(gap for key, gap in gaps[name].items() if not key.endswith(".k.b")) < 1000 * np.finfo(name).eps
+
+# %% [markdown]
+# On the right, every mark is one parameter tensor; the crosses are the key biases, whose true
+# gradient is zero. Both dtypes show the same pattern at different heights: every dot lies within
+# a factor of 1000 of its own machine epsilon (the dashed lines), and the vertical gap between the
+# two clouds is about the gap between the two precisions,
+# $2^{52} / 2^{23} = 2^{29} \approx 5 \times 10^{8}$ (the cell printed the ratio of the medians;
+# both claims are asserted). Nothing but rounding separates the hand-written backward passes from
+# autograd.
+#
+# ## Train in PyTorch, come back
+#
+# The twin is an ordinary `torch.nn.Module`: `torch.optim.Adam` trains it like any other. A few
+# steps in PyTorch (with dropout on: `twin.train()`), then `load_torch_state` copies the weights back
+# into the npformer model, in place. Before that, the plain round trip: `from_torch(to_torch(model))`
+# must give back every array bit for bit, since copying and transposing twice loses nothing.
+
+# %%
+if torch:
+    back = interop.from_torch(interop.to_torch(model))
+    identical = sum(np.array_equal(backend.to_numpy(back.params()[k]), backend.to_numpy(v))
+                    for k, v in model.params().items())
+    print(f"round trip: {identical} of {len(model.params())} tensors bit for bit identical")
+    assert identical == len(model.params())
+
+    torch_steps = 2 if QUICK else 50
+    torch.manual_seed(0)  # PyTorch's dropout masks come from its own generator
+    torch_optimizer = torch.optim.Adam(twin.parameters(), lr=3e-4, betas=(0.9, 0.98), eps=1e-9)
+    twin.train()
+    for step in range(torch_steps):
+        batch = train_batches[(steps + step) % len(train_batches)]
+        _, loss = twin_loss(twin, batch)
+        torch_optimizer.zero_grad()
+        loss.backward()
+        torch_optimizer.step()
+    twin.eval()
+    with torch.no_grad():
+        torch_valid_loss = twin_loss(twin, valid)[1].item()
+    before = model.state_dict()
+    interop.load_torch_state(model, twin)
+    moved = max(np.abs(model.state_dict()[k] - before[k]).max() for k in before)
+    npformer_valid_loss = npformer_loss_and_grads(model, valid)[1]
+    print(f"{torch_steps} PyTorch steps moved the weights by up to {moved:.1e}; validation loss: "
+          f"PyTorch {torch_valid_loss:.6f}, npformer after the move back {npformer_valid_loss:.6f}")
+    assert moved > 0 and abs(npformer_valid_loss - torch_valid_loss) < 1e-5 * torch_valid_loss
+else:
+    print("skipped: training in PyTorch needs PyTorch (pip install torch)")
+
+# %% [markdown]
+# After the move back, npformer's validation loss equals the one PyTorch computed on the same
+# weights (asserted, to float32 round-off). The model is an npformer model again, with all that
+# npformer offers: KV-cached greedy decoding and beam search, attention maps, gradient checks.
+
+# %%
+translator = Translator(model, src_vocab, tgt_vocab, final_mark=".")
+for sentence in ["the white cat eats the apple.", "where are the green houses?"]:
+    print(f"{sentence:32s} -> {translator.translate([sentence])[0]}")
+
+# %% [markdown]
+# ## Every variant
+#
+# The model above is the paper's: post-norm, ReLU, separate embeddings. The twin follows the
+# configuration: pre-norm blocks with the final layer norms, exact GELU, tied embeddings. Each of
+# the eight combinations, on a small untrained float64 model and a padded batch:
+
+# %%
+if torch:
+    small = dict(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), d_model=16, n_heads=2, d_ff=32,
+                 n_layers=2, max_len=64, dropout=0.0, label_smoothing=0.1)
+    print(f"{'norm':5s} {'activation':10s} {'tied':5s} {'max |logits diff|':>18s} {'max grad rel diff':>18s}")
+    for norm in ("post", "pre"):
+        for activation in ("relu", "gelu"):
+            for tied in (False, True):
+                variant = Transformer(TransformerConfig(**small, norm=norm, activation=activation,
+                                                        tie_embeddings=tied), seed=1, dtype=np.float64)
+                variant_twin = interop.to_torch(variant)
+                logits, _, grads = npformer_loss_and_grads(variant, valid)
+                torch_logits, _, torch_grads = torch_loss_and_grads(variant_twin, variant, valid)
+                logit_diff = np.abs(logits - torch_logits).max()
+                grad_diff = max(relative_differences(grads, torch_grads).values())
+                print(f"{norm:5s} {activation:10s} {str(tied):5s} {logit_diff:18.1e} {grad_diff:18.1e}")
+                assert logit_diff < 1e-10 and grad_diff < 1e-8
+else:
+    print("skipped: the variants need PyTorch (pip install torch)")
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Forget the transpose for the square matrices only (the attention's $W_q, W_k, W_v, W_o$), in
+#    both directions of the map. Does the round trip still give identical weights? Do the logits
+#    still agree? Which of the two checks would you trust to catch a mapping bug?
+# 2. Run the model and its twin in training mode, with dropout 0.1. How far apart are the logits
+#    now, and why can no choice of seed make them agree?
+# 3. In a tied model, check that the gradient PyTorch leaves in `tgt_embed.weight` is the sum of two
+#    uses: compute each use's share separately in npformer (hint: `out_proj.backward` adds into the
+#    table's gradient) and compare.
+# 4. PyTorch's own `torch.nn.Transformer` keeps $W_q, W_k, W_v$ of each attention as one
+#    `in_proj_weight` of shape $(3D, D)$. Write the map from npformer's `q`, `k`, `v` to it. What
+#    does `torch.nn.Transformer` add to a post-norm model that npformer's post-norm model does not
+#    have? (Print its parameter names.)
+# 5. How does the largest float32 logit difference change with `d_model`? Predict it from how many
+#    terms each matrix product adds up, then measure it on untrained models.

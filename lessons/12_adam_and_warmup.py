@@ -90,7 +90,7 @@ class Valley(nn.Module):
 
 histories = {}
 for name, make in (("SGD lr 0.019", lambda m: optim.SGD(m, lr=0.019)),
-                   ("SGD + momentum", lambda m: optim.SGD(m, lr=0.01, momentum=0.9)),
+                   ("SGD lr 0.01 + momentum 0.9", lambda m: optim.SGD(m, lr=0.01, momentum=0.9)),
                    ("Adam lr 0.05", lambda m: optim.Adam(m, lr=0.05))):
     model = Valley()
     optimizer = make(model)

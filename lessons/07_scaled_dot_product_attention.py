@@ -1,18 +1,314 @@
 # %% [markdown]
-# # Lesson 7 — Scaled dot-product attention: forward, backward, heatmap
+# # Lesson 7 — Scaled dot-product attention: first principles, forward, backward, heatmap
 #
-# $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\left(\frac{Q K^\top}{\sqrt{D_h}}\right) V$$
-#
-# (Vaswani et al., eq. 1). Each query is compared with every key; the scores become weights that
-# sum to 1; the output is the weighted average of the values.
+# Attention lets every word of a sentence look at every other word and take what it needs from
+# them. This lesson builds it twice. First from the word vectors alone, with no parameters at all,
+# to see what the idea can and cannot do, and why it replaced the recurrent networks that came
+# before it. Then as the paper writes it, with queries, keys and values, whose forward and
+# backward passes you write yourself.
 
 # %%
+import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import gradcheck, ops, viz
 from npformer.course import check
 
 rng = np.random.default_rng(0)
+first_principles_rng = np.random.default_rng(7)  # the first part's own, so `rng` draws as it always did
+
+# %% [markdown]
+# ## Attention from first principles
+#
+# ### Attention without parameters
+#
+# Take a sentence of $T$ words, word $i$ a vector $x_i \in \mathbb{R}^D$ (row $i$ of a $T \times D$
+# matrix $X$). To give each word some context, replace it by a weighted average of all the words of
+# the sentence, with large weights on the words that it resembles. The dot product $x_i \cdot x_j$
+# measures the resemblance, and a softmax over $j$ (lesson 3) turns the scores into positive
+# weights that sum to 1:
+#
+# $$s_{ij} = \frac{x_i \cdot x_j}{\sqrt{D}}, \qquad a_{ij} = \frac{e^{s_{ij}}}{\sum_{l=1}^{T} e^{s_{il}}},
+# \qquad y_i = \sum_{j=1}^{T} a_{ij}\, x_j$$
+#
+# or, for the whole sentence, $Y = \operatorname{softmax}\left(X X^\top / \sqrt{D}\right) X$, with the
+# softmax along each row. The division by $\sqrt{D}$ keeps the scores of unrelated words near unit
+# size (the section "Why divide by $\sqrt{D_h}$?" below says why that matters). Nothing here is
+# learned.
+#
+# Five words with $D = 8$: random vectors, except that "kitten" is "cat" plus a little noise, so
+# that the two are similar. Every vector is scaled to the same length, $\lVert x_i \rVert = \sqrt{D}$
+# (entries of about unit size).
+
+# %%
+sentence = ["the", "cat", "chased", "a", "kitten"]
+CAT, CHASED, KITTEN = 1, 2, 4
+embedding_dim = 8
+x = first_principles_rng.standard_normal((len(sentence), embedding_dim))
+x[KITTEN] = x[CAT] + 0.35 * first_principles_rng.standard_normal(embedding_dim)  # "kitten" resembles "cat"
+x *= np.sqrt(embedding_dim) / np.linalg.norm(x, axis=1, keepdims=True)  # every word of length sqrt(D)
+
+scores = x @ x.T / np.sqrt(embedding_dim)  # (T, T): s_ij = x_i . x_j / sqrt(D)
+weights = np.exp(scores - scores.max(axis=1, keepdims=True))  # lesson 3's stable softmax, row by row
+weights /= weights.sum(axis=1, keepdims=True)
+y = weights @ x  # (T, D): each new vector is the weighted average of all five
+
+
+def print_weights(weights, rows, columns):
+    """One line per word that looks (a row), one column per word looked at."""
+    print("looks at:  " + "".join(f"{word:>8}" for word in columns))
+    for word, row in zip(rows, weights):
+        print(f"{word:>9}  " + "".join(f"{weight:8.2f}" for weight in row))
+
+
+def cosine(a, b):
+    return a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+
+
+print_weights(weights, sentence, sentence)
+print(f'cosine of "cat" and "kitten": {cosine(x[CAT], x[KITTEN]):.3f} before, {cosine(y[CAT], y[KITTEN]):.3f} after')
+assert np.allclose(weights.sum(axis=1), 1), "the weights of each word must sum to 1"
+for word, other in ((CAT, KITTEN), (KITTEN, CAT)):
+    assert np.argsort(weights[word])[-2] == other, "cat and kitten must give each other their second weight"
+assert cosine(y[CAT], y[KITTEN]) > cosine(x[CAT], x[KITTEN]), "attention must pull cat and kitten together"
+
+# %% [markdown]
+# **What it can do.** "cat" and "kitten" give each other the largest weight that they do not keep
+# for themselves, so each new vector is pulled toward the other, and the two become more alike
+# (the cosines above). That is context: a word's new vector carries something of the words that it
+# resembles, from anywhere in the sentence.
+#
+# **What it cannot do.**
+#
+# - *Every word looks at itself more than at any other word.* The vectors all have the same
+#   length, so the Cauchy-Schwarz inequality gives $x_i \cdot x_j \le \lVert x_i \rVert\,
+#   \lVert x_j \rVert = \lVert x_i \rVert^2 = x_i \cdot x_i$, with equality only when $x_j = x_i$:
+#   the largest score of every row is on the diagonal, here $s_{ii} = \sqrt{D}$ (the other scores
+#   are printed below).
+# - *The question is the answer.* The scores $X X^\top$ are symmetric: how strongly "chased"
+#   looks for "cat" is exactly how strongly "cat" looks for "chased", and both are fixed by the
+#   embeddings. A verb cannot look for its subject unless the two vectors already resemble each
+#   other, and nothing can be learned, since there are no parameters.
+# - *Order is invisible.* Shuffle the words and the new vectors come out shuffled the same way:
+#   $y_i$ does not depend on where the words sit. (This one the next step does not fix either;
+#   lesson 5's positional encodings, added to the word vectors, do.)
+
+# %%
+off_diagonal = scores[~np.eye(len(sentence), dtype=bool)]
+print(f"scores: {np.sqrt(embedding_dim):.2f} on the diagonal, from {off_diagonal.min():.2f} to "
+      f"{off_diagonal.max():.2f} off it (the largest: cat and kitten)")
+print("weight that each word keeps for itself:", ", ".join(
+    f"{word} {weight:.2f}" for word, weight in zip(sentence, np.diag(weights))))
+print(f'"chased" gives itself {weights[CHASED, CHASED]:.2f} and "cat" {weights[CHASED, CAT]:.2f}')
+assert np.allclose(np.diag(scores), np.sqrt(embedding_dim)) and off_diagonal.max() < np.sqrt(embedding_dim)
+assert off_diagonal.max() == scores[CAT, KITTEN], "the largest score off the diagonal must be cat and kitten's"
+assert np.all(weights.argmax(axis=1) == np.arange(len(sentence))), "each word's largest weight must be on itself"
+assert np.allclose(scores, scores.T), "the scores of attention without parameters must be symmetric"
+shuffle = np.array([3, 0, 4, 2, 1])
+shuffled_scores = x[shuffle] @ x[shuffle].T / np.sqrt(embedding_dim)
+shuffled_weights = np.exp(shuffled_scores) / np.exp(shuffled_scores).sum(axis=1, keepdims=True)
+assert np.allclose(shuffled_weights @ x[shuffle], y[shuffle]), "shuffled words must give shuffled outputs"
+
+# %% [markdown]
+# ### The next step: queries, keys and values
+#
+# Give each word three roles, each a learned linear map of its vector: a **query**
+# $q_i = x_i W_q$ (what word $i$ looks for), a **key** $k_j = x_j W_k$ (what word $j$ is found by)
+# and a **value** $v_j = x_j W_v$ (what word $j$ hands over when it is found). The score becomes
+#
+# $$s_{ij} = \frac{q_i \cdot k_j}{\sqrt{D}} = \frac{x_i\, W_q W_k^\top\, x_j^\top}{\sqrt{D}}$$
+#
+# a learned comparison $W_q W_k^\top$ that need not be symmetric and need not favour the diagonal;
+# $W_v$ chooses what is averaged. With $W_q = W_k = W_v = I$ it is the attention above. Below,
+# $W_k = W_v = I$, and a hand-picked $W_q$ stands in for a learned one (lesson 13 learns them by
+# gradient descent): the rank-one $W_q = 3\, x_{\text{chased}}^\top x_{\text{cat}} /
+# \lVert x_{\text{chased}} \rVert^2$ maps "chased" to $3\, x_{\text{cat}}$, so that "chased" now asks
+# "where is something like a cat?".
+
+# %%
+def self_attention(x, w_q, w_k, w_v):
+    """softmax(Q K^T / sqrt(D)) V for one sentence x of shape (T, D); returns it, (T, D), and the (T, T) weights."""
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    scores = q @ k.T / np.sqrt(x.shape[1])
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    return weights @ v, weights
+
+
+identity = np.eye(embedding_dim)
+w_q = 3.0 * np.outer(x[CHASED], x[CAT]) / (x[CHASED] @ x[CHASED])
+_, weights_with_a_query = self_attention(x, w_q, identity, identity)
+print_weights(np.stack([weights[CHASED], weights_with_a_query[CHASED]]),
+              ["no W", "with W_q"], sentence)
+assert np.allclose(self_attention(x, identity, identity, identity)[1], weights), "W = I must give the attention above"
+assert weights_with_a_query[CHASED].argmax() == CAT, '"chased" must now look mostly at "cat"'
+assert weights_with_a_query[CHASED, CHASED] < 0.05, '"chased" must no longer look at itself'
+
+# %% [markdown]
+# "chased" now puts its largest weight on "cat" and most of the rest on "kitten", the word that
+# resembles "cat", and almost nothing on itself. Learned projections are what let a word look for
+# something other than itself, and they are the step from here to the paper's attention below.
+#
+# ### Why attention replaces a recurrent network
+#
+# Before the Transformer, the usual sequence model was recurrent: a hidden state reads the words
+# one at a time,
+#
+# $$h_t = \tanh\left(h_{t-1} W + x_t U\right), \qquad h_0 = 0, \qquad t = 1, \dots, T$$
+#
+# **Sequential steps.** $h_t$ needs $h_{t-1}$, so the $T$ steps run one after another, and what
+# word 1 contributes reaches word $T$ only through $T - 1$ further nonlinear steps. Self-attention
+# connects every pair of words in one step and computes all $T$ outputs at once, with a few matrix
+# products (Vaswani et al., section 4 and Table 1: $O(n)$ sequential operations and maximum path
+# length for a recurrent layer, $O(1)$ for self-attention, where $n$ is our $T$). The price is the
+# $T \times T$ matrix of weights.
+#
+# **Gradients.** By the chain rule, the gradient of the last state with respect to the first word
+# is a product of $T - 1$ Jacobians, one per step:
+#
+# $$\frac{\partial h_T}{\partial x_1} = \frac{\partial h_T}{\partial h_{T-1}} \cdots
+# \frac{\partial h_2}{\partial h_1}\, \frac{\partial h_1}{\partial x_1}, \qquad
+# \frac{\partial h_t}{\partial h_{t-1}} = \operatorname{diag}\left(1 - h_t^2\right) W^\top, \qquad
+# \frac{\partial h_1}{\partial x_1} = \operatorname{diag}\left(1 - h_1^2\right) U^\top$$
+#
+# Below, $W$ is orthogonal, the kindest choice: $W^\top$ keeps every vector's length, so no factor
+# can lengthen a vector, and each shortens it by the slopes $1 - h_t^2 < 1$ of the $\tanh$. In one
+# attention layer, word $T$'s output $y_T = \sum_j a_{Tj}\, x_j W_v$ depends on $x_1$ in one step:
+#
+# $$\frac{\partial y_T}{\partial x_1} = a_{T1}\, W_v^\top + (\text{a term through the score } s_{T1})$$
+#
+# whatever $T$ is. Its size is set by how much weight word $T$ puts on word 1, not by how far apart
+# they are.
+#
+# The measurement: sentences of $T$ words, "cat" first, "chased" last, and $T - 2$ filler words
+# between them, random vectors of length $\sqrt{D}$ with nothing in common with "cat" (their
+# component along it removed). The recurrent network has $H = 16$ hidden units, a random orthogonal
+# $W$ and a random $U$ with entries of variance $1/D$; its Jacobian is the product above,
+# checked against finite differences. The attention layer is the one above ("chased" looks for
+# "cat"), and, for comparison, the same layer with $W_q = 0$: every score is 0 and every weight
+# $1/T$, the most evenly spread attention there is. For attention the Jacobian is measured by
+# central differences (nudge $x_1$, see how far $y_T$ moves). The size of a Jacobian is its largest
+# singular value: the most that a nudge of $x_1$ by a unit vector can move the output.
+
+# %%
+hidden_dim, longest = 16, 40
+w_recurrent = np.linalg.qr(first_principles_rng.standard_normal((hidden_dim, hidden_dim)))[0]  # orthogonal
+u_input = first_principles_rng.standard_normal((embedding_dim, hidden_dim)) / np.sqrt(embedding_dim)
+fillers = first_principles_rng.standard_normal((longest - 2, embedding_dim))
+fillers -= np.outer(fillers @ x[CAT], x[CAT]) / (x[CAT] @ x[CAT])  # nothing in common with "cat"
+fillers *= np.sqrt(embedding_dim) / np.linalg.norm(fillers, axis=1, keepdims=True)
+
+
+def cat_fillers_chased(length):
+    """(length, D): "cat", length - 2 filler words, "chased"."""
+    return np.concatenate([x[[CAT]], fillers[:length - 2], x[[CHASED]]])
+
+
+def rnn_states(words):
+    """(T, H): h_t = tanh(h_{t-1} W + x_t U) from h_0 = 0, one word after another."""
+    state, states = np.zeros(hidden_dim), []
+    for word in words:
+        state = np.tanh(state @ w_recurrent + word @ u_input)
+        states.append(state)
+    return np.array(states)
+
+
+def rnn_jacobian_last_by_first(words):
+    """(H, D): d h_T / d x_1 = diag(1 - h_T^2) W^T ... diag(1 - h_1^2) U^T, the product of T - 1 steps."""
+    states = rnn_states(words)
+    jacobian = np.diag(1 - states[-1] ** 2)
+    for state in states[-2::-1]:  # h_{T-1}, ..., h_1
+        jacobian = jacobian @ w_recurrent.T @ np.diag(1 - state ** 2)
+    return jacobian @ u_input.T
+
+
+def jacobian_by_nudging(last_output, words, step=1e-6):
+    """(output size, D): d last_output(words) / d words[0], by central differences."""
+    columns = []
+    for d in range(words.shape[1]):
+        nudge = np.zeros_like(words)
+        nudge[0, d] = step
+        columns.append((last_output(words + nudge) - last_output(words - nudge)) / (2 * step))
+    return np.stack(columns, axis=1)
+
+
+finite_differences = jacobian_by_nudging(lambda words: rnn_states(words)[-1], cat_fillers_chased(5))
+worst = np.abs(rnn_jacobian_last_by_first(cat_fillers_chased(5)) - finite_differences).max()
+print(f"recurrent Jacobian against finite differences, T = 5: worst difference {worst:.1e}")
+assert worst < 1e-8, "the recurrent network's Jacobian must match finite differences"
+
+lengths = np.arange(2, longest + 1)
+no_query = np.zeros((embedding_dim, embedding_dim))
+gradient_sizes = {"recurrent": [], "attention": [], "attention, equal weights": []}
+for length in lengths:
+    words = cat_fillers_chased(length)
+    gradient_sizes["recurrent"].append(np.linalg.norm(rnn_jacobian_last_by_first(words), 2))
+    for name, query in (("attention", w_q), ("attention, equal weights", no_query)):
+        jacobian = jacobian_by_nudging(lambda words: self_attention(words, query, identity, identity)[0][-1], words)
+        gradient_sizes[name].append(np.linalg.norm(jacobian, 2))
+gradient_sizes = {name: np.array(sizes) for name, sizes in gradient_sizes.items()}
+weight_on_cat = {length: self_attention(cat_fillers_chased(length), w_q, identity, identity)[1][-1, 0]
+                 for length in lengths}
+
+print("sequential steps from word 1 to word T      size of d(last output) / d(first word)")
+print("    T   recurrent   attention                  recurrent   attention   equal weights"
+      "   (chased's weight on cat)")
+for length in (5, 10, 20, 40):
+    at = length - 2
+    print(f"{length:5d} {length - 1:11d} {1:11d} {gradient_sizes['recurrent'][at]:26.1e}"
+          f" {gradient_sizes['attention'][at]:11.3f} {gradient_sizes['attention, equal weights'][at]:15.3f}"
+          f" {weight_on_cat[length]:26.3f}")
+per_step = (gradient_sizes["recurrent"][40 - 2] / gradient_sizes["recurrent"][20 - 2]) ** (1 / 20)
+print(f"from T = 20 to T = 40 the recurrent gradient shrinks by a factor {per_step:.2f} per extra word")
+
+at_5, at_40 = 5 - 2, 40 - 2
+assert gradient_sizes["recurrent"][at_40] < 1e-4 * gradient_sizes["recurrent"][at_5], \
+    "the recurrent gradient must shrink by orders of magnitude from T = 5 to T = 40"
+assert gradient_sizes["attention"][at_40] > 0.9 * gradient_sizes["attention"][at_5], \
+    "the attention gradient must not shrink with T"
+assert np.allclose(gradient_sizes["attention, equal weights"], 1 / lengths, rtol=1e-6), \
+    "with equal weights the attention gradient must be exactly 1 / T"
+assert gradient_sizes["recurrent"][at_40] < 1e-3 * gradient_sizes["attention, equal weights"][at_40], \
+    "at T = 40 even evenly spread attention must pass a far larger gradient than the recurrent network"
+
+figure, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+axes[0].plot(lengths, lengths - 1, color="tab:red", label="recurrent network: $T - 1$")
+axes[0].plot(lengths, np.ones_like(lengths), color="tab:blue", label="self-attention: 1")
+axes[0].set(title="Path from word 1 to word $T$", xlabel="sentence length $T$ (words)",
+            ylabel="sequential nonlinear steps")
+axes[1].semilogy(lengths, gradient_sizes["recurrent"], color="tab:red", label="recurrent network (tanh)")
+axes[1].semilogy(lengths, gradient_sizes["attention"], color="tab:blue",
+                 label='attention: "chased" looks for "cat"')
+axes[1].semilogy(lengths, gradient_sizes["attention, equal weights"], color="tab:blue", linestyle="--",
+                 label="attention, equal weights: $1/T$")
+axes[1].set(title="Gradient of the last output with respect to the first word", xlabel="sentence length $T$ (words)",
+            ylabel="largest singular value of $\\partial y_T / \\partial x_1$")
+for axis in axes:
+    axis.legend()
+    axis.grid(alpha=0.3)
+figure.savefig(viz.figures_dir() / "07_rnn_against_attention.png", dpi=110)
+
+# %% [markdown]
+# In the recurrent network the gradient from the last output back to the first word falls by
+# orders of magnitude as the sentence grows (the table and the right panel): after a few dozen
+# words, the first word can hardly change the last state, and gradient descent gets almost no
+# signal to learn a link between them. In
+# the attention layer it stays near 1 at every length, because "chased" reaches "cat" in one step
+# and keeps almost all its weight on it. Even the most evenly spread attention only divides by
+# $T$, since the weight is shared among $T$ words; no product of $T - 1$ factors appears. Gated
+# recurrent networks (LSTM, GRU) were designed to slow the decay, but they still take $T$ steps one
+# after another, which attention does not.
+#
+# ## Scaled dot-product attention, as in the paper
+#
+# Stack the queries, keys and values of a sentence as the rows of $Q$, $K$ and $V$:
+#
+# $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\left(\frac{Q K^\top}{\sqrt{D_h}}\right) V$$
+#
+# (Vaswani et al., eq. 1). Each query is compared with every key; the scores become weights that
+# sum to 1; the output is the weighted average of the values. $D_h$ is the size of a query (a
+# head's share of the model's width, lesson 8); from here on, $Q$, $K$ and $V$ are given and the
+# projections that make them wait for lesson 8.
 
 # %% [markdown]
 # ## Why divide by $\sqrt{D_h}$?
@@ -213,3 +509,9 @@ assert list(cache["weights"][0, 0].argmax(-1)) == [2, 1, 0, 4, 3], "each query m
 # 2. A query whose scores are all equal (for example $q = 0$): what is its output? Is its gradient
 #    $dQ$ zero? Derive it from the formulas above, then check with your `attention_backward`.
 # 3. Memory: for $B = 64$, $H = 8$, $T = 512$, how big is $P$ in float32? Why does that matter?
+# 4. Attention without parameters in higher dimensions: repeat it on random vectors of length
+#    $\sqrt{D}$ for $D = 64$ and $D = 512$. How much weight does each word keep for itself? Why does
+#    attention without parameters come closer to copying each word unchanged as $D$ grows?
+# 5. Replace the recurrent network's orthogonal $W$ by $3W$. Does the gradient from the last output
+#    to the first word still shrink as $T$ grows? Look at the slopes $1 - h_t^2$ along the way:
+#    what happens to them, and why?

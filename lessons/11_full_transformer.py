@@ -189,6 +189,206 @@ axis.invert_yaxis()
 figure.savefig(viz.figures_dir() / "11_parameters.png", dpi=110)
 
 # %% [markdown]
+# ## Counting at scale
+#
+# A course chapter that npformer's users read makes three claims about a bigger block, with
+# $d = 768$ and $H = 10$ heads: the block has 28,342,272 parameters, a 12-block model has
+# 340,107,264, and the block's compute is "proportional to $B^2 N^2 H$" for a batch of $B$
+# sequences of $N$ tokens. This section checks each claim with npformer's own modules.
+#
+# **The two counts come from full-width heads.** They are the Keras block above, scaled up:
+# `MultiHeadAttention(num_heads=10, key_dim=768)` gives each of the $H = 10$ heads a
+# 768-dimensional query, key and value, so the three projections map $d \to H d = 7{,}680$
+# features and the output projection maps $7{,}680 \to d$. The chapter does not give the
+# feed-forward width $F$, but its count fixes it: whatever attention and the two layer norms do
+# not hold is the feed-forward block's $2dF + F + d$. The cell builds the attention projections
+# from `nn.Linear`, solves for $F$, and counts the whole block:
+
+# %%
+d, chapter_heads = 768, 10
+chapter_block, chapter_model = 28_342_272, 340_107_264
+rng = np.random.default_rng(0)
+full_width = [nn.Linear(d, chapter_heads * d, rng=rng) for _ in ("query", "key", "value")]
+full_width.append(nn.Linear(chapter_heads * d, d, rng=rng))  # the output projection, 7,680 -> 768
+full_width_attention = sum(projection.num_params() for projection in full_width)
+two_norms = 2 * nn.LayerNorm(d).num_params()
+implied_d_ff = (chapter_block - full_width_attention - two_norms - d) / (2 * d + 1)
+print(f"attention with full-width heads: {full_width_attention:,} parameters; "
+      f"the rest of 28,342,272 implies d_ff = {implied_d_ff:g}")
+d_ff = int(implied_d_ff)
+assert d_ff == implied_d_ff == 3072
+keras_block = full_width_attention + nn.FeedForward(d, d_ff, rng=rng).num_params() + two_norms
+print(f"full-width block: {keras_block:,} parameters; 12 blocks: {12 * keras_block:,}")
+assert keras_block == chapter_block and 12 * keras_block == chapter_model
+
+# %% [markdown]
+# So both numbers are right, for full-width heads and $F = 3{,}072$; the 340,107,264 "in all" is
+# the 12 blocks alone, without embeddings or an output layer. They are not the paper's
+# Transformer. **With the paper's heads**, $D_h = d / H$, each projection is $d \times d$ whatever
+# $H$ is, and the count has no $H$ in it. Then $H$ must divide $d$, and 10 does not divide 768
+# ($D_h$ would be 76.8): npformer refuses it. With $H = 12$ ($D_h = 64$) and the same $F$ the block
+# is a BERT-base layer (Devlin et al., 2019; its table writes L = 12, H = 768, A = 12, where $H$ is
+# the width and $A$ the number of heads). The cell builds npformer's `nn.EncoderLayer` with 10, 12
+# and 8 heads:
+
+# %%
+def encoder_block(n_heads):
+    return nn.EncoderLayer(d, n_heads=n_heads, d_ff=d_ff, dropout=0.0, dropout_rng=None, pre_norm=False,
+                           activation="relu", rng=rng)
+
+
+try:
+    encoder_block(10)
+except ValueError as error:
+    print(f"H = 10: {error}")
+bert_block, eight_heads = encoder_block(12), encoder_block(8)
+print(f"H = 12 (D_h = 64): {bert_block.num_params():,} per block, 12 blocks {12 * bert_block.num_params():,}")
+print(f"H = 8  (D_h = 96): {eight_heads.num_params():,} per block")
+assert bert_block.num_params() == eight_heads.num_params() == 7_087_872
+assert 12 * bert_block.num_params() == 85_054_464
+paper_attention = bert_block.self_attn.num_params()
+print(f"attention: {full_width_attention:,} full-width against {paper_attention:,}, "
+      f"{full_width_attention / paper_attention:.3f} times as many (H = {chapter_heads}, biases aside)")
+# BERT-base adds word (30,522), position (512) and segment (2) tables with a layer norm, and a pooler:
+bert_embeddings = (30522 + 512 + 2) * d + 2 * d
+bert_pooler = d * d + d
+bert_base = 12 * bert_block.num_params() + bert_embeddings + bert_pooler
+print(f"12 blocks + embeddings {bert_embeddings:,} + pooler {bert_pooler:,} = {bert_base:,}")
+assert abs(bert_base / 1e6 - 110) < 1, "BERT's paper reports 110M parameters for BERT-base"
+
+# %% [markdown]
+# The 85,054,464 of the 12 blocks is BERT-base without its embeddings; with them and the pooler
+# the count is the 110M (printed: 109.5M) that the BERT paper reports.
+#
+# ## Where the compute goes
+#
+# Counting $2mnk$ for each $(m, k) \times (k, n)$ product, as `model.summary()` does, one block's
+# forward pass over $B$ sequences of $N$ tokens costs
+#
+# * the projections $Q, K, V$ and the output: $4 \cdot 2\,(BN)\, d\, (H D_h)$;
+# * the scores $Q K^\top$ and the weighted sum of the values, per head: $2 \cdot 2\, B H N^2 D_h$;
+# * the feed-forward block: $2 \cdot 2\,(BN)\, d\, F$.
+#
+# Every term has exactly one factor $B$: the sequences of a batch never meet, so twice the
+# sequences cost twice the work, not four times. With the paper's heads $H D_h = d$, so $H$
+# cancels and the $N^2$ terms are $4 B N^2 d$, proportional to $B N^2 d$. Only with full-width
+# heads, $H D_h = H d$, does the number of heads multiply the compute (the projections' too).
+# `block_flops` counts the three groups; the cell checks it against `models.summary_rows` for
+# the base model's first encoder layer, then prints it for two batch sizes and three kinds of heads.
+
+# %%
+def block_flops(batch, length, d_model, n_heads, head_dim, d_ff):
+    """Forward FLOPs (2mnk per product) of one encoder block, in three groups."""
+    width = n_heads * head_dim  # Q, K and V map d_model to this many features
+    return {"feed-forward": 2 * (2 * batch * length * d_model * d_ff),
+            "projections": 4 * (2 * batch * length * d_model * width),
+            "N^2 terms": 2 * (2 * batch * n_heads * length * length * head_dim)}
+
+
+library = {row.name: row.forward_flops for row in models.summary_rows(base, batch=64, src_len=24, tgt_len=24)}
+ours = block_flops(64, 24, D, base.config.n_heads, D // base.config.n_heads, F)
+assert ours["feed-forward"] == library["encoder.layers.0.ffn"]
+assert ours["projections"] + ours["N^2 terms"] == library["encoder.layers.0.self_attn"]
+
+length = 512
+heads = {"paper, H = 12, D_h = 64": (12, 64), "paper, H = 8, D_h = 96": (8, 96),
+         "full width, H = 10, D_h = 768": (10, 768)}
+print(f"N = {length}, GFLOP per block   {'B':>3s} {'N^2 terms':>10s} {'projections':>12s} "
+      f"{'feed-forward':>13s} {'total':>8s}")
+flops = {}
+for name, (n_heads, head_dim) in heads.items():
+    for batch in (8, 16):
+        flops[name, batch] = block_flops(batch, length, d, n_heads, head_dim, d_ff)
+        counts = flops[name, batch]
+        print(f"  {name:30s} {batch:3d} {counts['N^2 terms'] / 1e9:10.1f} {counts['projections'] / 1e9:12.1f} "
+              f"{counts['feed-forward'] / 1e9:13.1f} {sum(counts.values()) / 1e9:8.1f}")
+for name in heads:
+    print(f"  {name}: B = 16 over B = 8: "
+          + ", ".join(f"{group} x{flops[name, 16][group] / flops[name, 8][group]:g}" for group in ours))
+    assert all(flops[name, 16][group] == 2 * flops[name, 8][group] for group in ours)
+paper = flops["paper, H = 12, D_h = 64", 8]
+assert paper == flops["paper, H = 8, D_h = 96", 8] and paper["N^2 terms"] == 4 * 8 * length ** 2 * d
+wide = flops["full width, H = 10, D_h = 768", 8]
+print(f"full-width N^2 terms over the paper's: x{wide['N^2 terms'] / paper['N^2 terms']:g}")
+assert wide["N^2 terms"] == chapter_heads * paper["N^2 terms"]
+
+# %% [markdown]
+# Doubling $B$ doubles every group (printed: x2, never x4), and with the paper's heads 12 heads
+# cost exactly what 8 do. The chapter's $B^2$ is wrong for both kinds of heads; its $H$ holds only
+# for full-width heads, where the $N^2$ terms are 10 times the paper's. Corrected: with the
+# paper's heads, attention's $N^2$ terms are proportional to $B N^2 d$.
+#
+# What does grow with $H$ for the paper's heads is memory: each attention keeps its weights,
+# $B \times H \times N \times N$ numbers, for the backward pass.
+
+# %%
+x = np.random.default_rng(1).standard_normal((2, 32, d)).astype(np.float32)
+for block in (bert_block, eight_heads):
+    block.eval().forward(x, None)
+    print(f"H = {block.self_attn.n_heads:2d}: attention weights {block.self_attn.attn_weights.shape}, "
+          f"{block.self_attn.attn_weights.size:,} numbers")
+assert bert_block.self_attn.attn_weights.size == 12 / 8 * eight_heads.self_attn.attn_weights.size
+
+# %% [markdown]
+# **Which part dominates depends on $N$.** Per token, the projections cost $8d^2$ and the
+# feed-forward $4dF$ (with $F = 4d$, twice the projections), both independent of $N$, while the
+# $N^2$ terms cost $4Nd$, growing with the length. For the BERT-base block at a short length,
+# $N = 32$, and a long one, $N = 2048$:
+
+# %%
+def shares(length):
+    counts = block_flops(1, length, d, 12, 64, d_ff)
+    return {group: count / sum(counts.values()) for group, count in counts.items()}
+
+
+for length in (32, 2048):
+    print(f"N = {length:4d}: " + ", ".join(f"{group} {share:.1%}" for group, share in shares(length).items()))
+short, long = shares(32), shares(2048)
+assert short["N^2 terms"] < 0.01 and short["feed-forward"] > 0.6
+assert 0.25 < long["N^2 terms"] < 0.4 and long["feed-forward"] == max(long.values())
+# The lengths at which the N^2 terms catch up: 4 N d = 8 d^2 (projections) and 4 N d = 4 d F (feed-forward)
+catch_up = {("projections",): 2 * d, ("feed-forward",): d_ff, ("projections", "feed-forward"): 2 * d + d_ff}
+for others, length in catch_up.items():
+    counts = block_flops(1, length, d, 12, 64, d_ff)
+    assert counts["N^2 terms"] == sum(counts[group] for group in others)
+    print(f"the N^2 terms equal the {' and the '.join(others)} at N = {length:,}")
+
+# %% [markdown]
+# At 32 tokens the $N^2$ terms are under 1% of the block's work and the feed-forward is about two
+# thirds of it; the "quadratic" part of attention is negligible. At 2048 tokens they are about a
+# third, and the feed-forward is still the largest piece; they pass it at $N = F = 3{,}072$ and
+# all the linear layers together at $N = 2d + F = 4{,}608$ (printed above). The figure draws the
+# shares over $N$ (left) and the FLOPs per sequence (right: the linear groups grow like $N$, the
+# $N^2$ terms like $N^2$).
+
+# %%
+lengths = np.unique(np.geomspace(16, 16384, 80).astype(int))
+groups = ["feed-forward", "projections", "N^2 terms"]
+colors = {"feed-forward": "tab:blue", "projections": "tab:orange", "N^2 terms": "tab:red"}
+labels = {"feed-forward": "feed-forward (4dF per token)", "projections": "Q, K, V, O projections (8d² per token)",
+          "N^2 terms": "scores and weighted sum (4Nd per token)"}
+per_length = [block_flops(1, int(n), d, 12, 64, d_ff) for n in lengths]
+figure, (share_axis, flop_axis) = plt.subplots(1, 2, figsize=(13, 4.6), constrained_layout=True)
+share_axis.stackplot(lengths, [[100 * c[g] / sum(c.values()) for c in per_length] for g in groups],
+                     colors=[colors[g] for g in groups], labels=[labels[g] for g in groups], alpha=0.8)
+for length in (32, 2048):
+    share_axis.axvline(length, color="black", linestyle="--", linewidth=1)
+    note = f"N = {length}:\nscores and\nweighted sum\n{shares(length)['N^2 terms']:.1%} of the FLOPs"
+    share_axis.text(length * 1.08, 96, note, va="top", fontsize=9,
+                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
+share_axis.set(xscale="log", xlim=(lengths[0], lengths[-1]), ylim=(0, 100), xlabel="sequence length N (tokens)",
+               ylabel="share of the block's forward FLOPs (%)",
+               title="Where a BERT-base block's compute goes (d = 768, H = 12, d_ff = 3072)")
+share_axis.legend(loc="lower left", fontsize=9)
+for group in groups:
+    flop_axis.plot(lengths, [c[group] / 1e9 for c in per_length], color=colors[group], label=labels[group])
+flop_axis.set(xscale="log", yscale="log", xlabel="sequence length N (tokens)",
+              ylabel="forward GFLOP per sequence (B = 1)", title="Linear in N against quadratic in N")
+flop_axis.grid(True, which="both", alpha=0.3)
+flop_axis.legend(fontsize=9)
+figure.savefig(viz.figures_dir() / "11_compute.png", dpi=110)
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Which share of the base model's forward FLOPs for $T = 24$ goes to the output layer? For
@@ -199,3 +399,7 @@ figure.savefig(viz.figures_dir() / "11_parameters.png", dpi=110)
 # 4. At which vocabulary size (the same for both languages, untied) do the embeddings and the output
 #    layer hold as many parameters as the 12 layers of the base model? Solve it by hand, then check
 #    the two sides with your `transformer_parameters`.
+# 5. At which length $N$ do the $N^2$ terms of the chapter's full-width block ($H = 10$,
+#    $D_h = 768$, $F = 3{,}072$) cost as much as its feed-forward block (it need not be a whole
+#    number)? Work it out from the terms above, then check with `block_flops` on the two whole
+#    lengths around it. Why is it so much shorter than for the BERT-base block?

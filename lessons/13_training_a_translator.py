@@ -21,11 +21,13 @@ import shutil
 from collections import Counter
 
 import matplotlib.pyplot as plt
+import numpy as np
 
-from npformer import metrics, viz
+from npformer import backend, metrics, ops, viz
 from npformer.course import check
-from npformer.data import toy_corpus
+from npformer.data import encode_pairs, make_batches, toy_corpus
 from npformer.tasks.translation import TrainOptions, Translator, train
+from npformer.tokens import PAD_ID
 from npformer.training import load_run
 
 splits = toy_corpus()
@@ -55,18 +57,17 @@ print(log.getvalue()[-1500:])
 assert status == 0
 
 # %% [markdown]
-# ## The loss curve
+# ## The training curves
+#
+# The trainer writes one line of `metrics.jsonl` every 5 steps (the training loss and the learning
+# rate) and one at every evaluation (the validation loss, token accuracy and BLEU).
+# `viz.training_curves` draws the losses, the validation BLEU and the learning rate against the step.
 
 # %%
 with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as file:
     records = [json.loads(line) for line in file]
 viz.training_curves(records, path=viz.figures_dir() / "13_training_curves.png", title="tiny model, embedded corpus")
 train_records = [r for r in records if r["kind"] == "train"]
-figure, axis = plt.subplots(figsize=(7, 4), constrained_layout=True)
-axis.plot([r["step"] for r in train_records], [r["loss"] for r in train_records])
-axis.set(xlabel="step", ylabel="training loss (label-smoothed)", yscale="log", title="Training loss")
-axis.grid(True, alpha=0.3)
-figure.savefig(viz.figures_dir() / "13_loss.png", dpi=110)
 test = next(r for r in records if r["kind"] == "test")
 print(f"test BLEU on new combinations: greedy {test['bleu_greedy']:.1f}, beam {test['bleu_beam']:.1f}")
 
@@ -103,8 +104,94 @@ assert evaluations[1]["valid_loss"] < evaluations[0]["valid_loss"], "the validat
 # The validation loss falls from the first evaluation to the second (asserted). Whether it is
 # still falling at the end is in the last line: the lowest value need not be the last one.
 #
-# `load_run` read the run folder back (the model and its two vocabularies), and a `Translator`
-# turns them into strings in, strings out: tokenise, encode, greedy search, detokenise.
+# ## Right, and how sure?
+#
+# Token accuracy counts a position as right when the right token has the highest probability.
+# The validation loss is the mean of $-\log p$ over the same positions, where $p$ is the
+# probability the model gives the right token. So a model can be right everywhere and still have
+# a loss well above zero, if it is right without being sure. `load_run` (above) read the run
+# folder back: the trained model and its two vocabularies. The cell runs that model over every
+# validation sentence, teacher-forced as in the evaluations (the decoder reads the reference's
+# prefix), keeps $p$ for every target token and the probabilities of the $V - 1$ wrong tokens,
+# and checks the mean of $-\log p$ and the accuracy against the last evaluation's: the checkpoint
+# is the model that evaluation saw.
+
+# %%
+valid_examples = encode_pairs(splits.valid, run.src_vocab, run.tgt_vocab, run.model.config.max_len)
+right_probabilities, wrong_probabilities, right_answers = [], [], []
+for batch in make_batches(valid_examples, run.config["train"]["token_budget"]):
+    logits = run.model.forward(backend.asarray(batch.src), backend.asarray(batch.tgt_in))
+    real = batch.tgt_out != PAD_ID
+    probabilities = backend.to_numpy(ops.softmax_forward(logits)[0]).astype(np.float64)[real]  # (tokens, V)
+    targets = batch.tgt_out[real]
+    is_right = np.arange(V) == targets[:, None]
+    right_probabilities.append(probabilities[is_right])
+    wrong_probabilities.append(probabilities[~is_right])
+    right_answers.append(probabilities.argmax(axis=-1) == targets)
+right_probabilities, wrong_probabilities, right_answers = map(
+    np.concatenate, (right_probabilities, wrong_probabilities, right_answers))
+last = evaluations[-1]
+assert last["step"] == train_records[-1]["step"], "the checkpoint must be the last evaluation's model"
+loss_again, accuracy_again = -np.log(right_probabilities).mean(), right_answers.mean()
+print(f"{right_probabilities.size:,} validation target tokens: mean -log p {loss_again:.4f} "
+      f"(logged at step {last['step']}: {last['valid_loss']:.4f}), accuracy {accuracy_again:.2%} "
+      f"(logged: {last['valid_accuracy']:.2%})")
+assert abs(loss_again - last["valid_loss"]) < 1e-3 and abs(accuracy_again - last["valid_accuracy"]) < 1e-9
+low, median, high = np.percentile(right_probabilities, [1, 50, 99])
+print(f"p of the right token: lowest {right_probabilities.min():.3f}, 1st percentile {low:.3f}, "
+      f"median {median:.3f}, 99th percentile {high:.3f}, highest {right_probabilities.max():.3f}")
+print(f"the smoothed target puts 1 - epsilon + epsilon / V = {right:.3f} on the right token; "
+      f"exp(-validation loss) = {math.exp(-last['valid_loss']):.3f}")
+wrong = smoothing / V  # what the smoothed target puts on each wrong token
+near_wrong = np.mean((wrong_probabilities > wrong / 3) & (wrong_probabilities < 3 * wrong))
+print(f"{wrong_probabilities.size:,} wrong-token probabilities: median {np.median(wrong_probabilities):.1e}, "
+      f"highest {wrong_probabilities.max():.3f}; within a factor 3 of epsilon / V = {wrong:.1e}: {near_wrong:.0%}")
+
+# %%
+figure, (right_axis, wrong_axis) = plt.subplots(1, 2, figsize=(13, 4.4), constrained_layout=True)
+right_axis.hist(right_probabilities, bins=np.linspace(0, 1, 101), color="tab:blue")
+right_axis.axvline(right, color="black", linestyle="--", label=f"smoothed target 1 - ε + ε/V = {right:.3f}")
+right_axis.axvline(math.exp(-last["valid_loss"]), color="tab:red", linestyle=":",
+                   label=f"exp(-validation loss) = {math.exp(-last['valid_loss']):.3f}")
+right_axis.set(xlim=(0, 1), xlabel="probability of the right token", ylabel="target tokens",
+               title=f"The right token: {right_probabilities.size:,} validation positions")
+right_axis.legend(loc="upper left")
+right_axis.grid(True, alpha=0.3)
+smallest_drawn = 1e-7  # smaller probabilities are drawn in the first bin, and the label says how many
+below = int((wrong_probabilities < smallest_drawn).sum())
+wrong_axis.hist(np.maximum(wrong_probabilities, smallest_drawn), bins=np.geomspace(smallest_drawn, 1, 141),
+                color="tab:orange")
+wrong_axis.axvline(wrong, color="black", linestyle="--", label=f"smoothed target ε/V = {wrong:.1e}")
+wrong_axis.set(xscale="log", xlim=(smallest_drawn, 1),
+               xlabel="probability of a wrong token (log scale)"
+               + (f"; {below:,} below {smallest_drawn:g} drawn at {smallest_drawn:g}" if below else ""),
+               ylabel="(position, wrong token) pairs",
+               title=f"The {V - 1} wrong tokens at each position: {wrong_probabilities.size:,} probabilities")
+wrong_axis.legend(loc="upper left")
+wrong_axis.grid(True, alpha=0.3)
+figure.suptitle(f"What the model at step {last['step']} predicts on the validation set (teacher-forced)")
+figure.savefig(viz.figures_dir() / "13_loss.png", dpi=110)
+
+# %% [markdown]
+# In the full run (600 steps) the accuracy is at least 99%, no right token gets a probability
+# above 0.99, the median $p$ is within 0.05 of the smoothed target's 0.901, and most wrong tokens
+# get within a factor 3 of $\epsilon / V$ (asserted below). So the model's predictions look like
+# the smoothed target it was trained on, not like a one-hot vector: it puts a little over 0.9 on
+# the right token (left panel) and spreads the rest thinly over the others (right panel). At that accuracy the validation loss, the mean of $-\log p$, measures how
+# sure the model is, not how often it is wrong: $e^{-\text{loss}}$, the geometric mean of $p$, is
+# printed above beside the 0.901 of the smoothed target, and with every $p$ below 0.99 the loss
+# stays above $-\log 0.99 \approx 0.01$ however right the model is. Exercise 1 below trains
+# without smoothing; draw the two histograms again for it.
+
+# %%
+if not QUICK:  # 40 quick steps leave the model far from right; the full run's claims:
+    assert accuracy_again >= 0.99 and right_probabilities.max() < 0.99 and near_wrong > 0.5
+    assert abs(median - right) < 0.05
+    assert loss_again > -math.log(0.99)
+
+# %% [markdown]
+# A `Translator` turns the model and its vocabularies into strings in, strings out: tokenise,
+# encode, greedy search, detokenise.
 
 # %%
 translator = Translator.from_run(run)
@@ -174,6 +261,7 @@ print(f"corpus BLEU of these three: {metrics.bleu(hypotheses, [french for _, fre
 # ## Exercises
 #
 # 1. Train with `TrainOptions(label_smoothing=0)` and compare the validation BLEU after 300 steps.
+#    Draw the two histograms of this lesson's last figure again: where are they now?
 # 2. Train a pre-norm model, `TrainOptions(norm="pre")`. Is it faster to converge here?
 # 3. Which French phenomenon does the model get right last? Look at the sample translations
 #    printed during training.

@@ -28,6 +28,8 @@ EXPECTED_FIGURES = {
     "20": ["20_vit_attention.png"], "21": ["21_mutants.png"],
     "22": ["22_positional_tables.png", "22_training_checks.png"], "23": ["23_shift.png"],
     "24": ["24_layernorm_against_batchnorm.png"], "25": ["25_torch_agreement.png"],
+    "26": ["26_training_curves.png", "26_encoder_self_attention.png", "26_decoder_self_attention.png",
+           "26_cross_attention.png"],
 }
 GRADED = {path.name: graded_exercises(path.read_text(encoding="utf-8")) for path in LESSONS}
 

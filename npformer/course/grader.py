@@ -119,8 +119,8 @@ def _cell(check: TensorCheck | None) -> str:
 
 
 def _as_outputs(values: Any, count: int) -> tuple:
-    values = tuple(values) if isinstance(values, (tuple, list)) and count > 1 else (values,)
-    return values
+    """What a function returned, as a tuple of ``count`` outputs (one output stays whole, even a list)."""
+    return tuple(values) if isinstance(values, (tuple, list)) and count > 1 else (values,)
 
 
 def _call(exercise: Exercise, fn: Callable, inputs: dict) -> tuple:

@@ -19,7 +19,8 @@ from ..backend import xp
 from ..models import Transformer, TransformerConfig
 from ..tokens import BOS_ID, EOS_ID, PAD_ID
 from .cases import padded_ids
-from .engine import DEFAULT_EPS, as_float64_inputs, check_rng, as_tuple, floating_names, numerical_gradient, upstream_gradient
+from .engine import (DEFAULT_EPS, as_float64_inputs, as_tuple, check_rng, floating_names, numerical_gradient,
+                     upstream_gradient)
 from .report import DEFAULT_TOL, GradcheckReport, _judge
 
 

@@ -36,9 +36,6 @@ from .cases import check_op
 from .modules import check_model, check_module
 from .report import DEFAULT_TOL, GradcheckReport, _judge
 
-ops_module = ops
-
-
 @dataclass(frozen=True)
 class Mutant:
     """One realistic backward bug: where it is, what it does, which check must catch it."""
@@ -223,22 +220,24 @@ def _cross_entropy_leaks_into_padding(original):
     return backward
 
 
+def _added_to_every_class(dlogits, dloss, cache, amount):
+    """``dlogits`` plus ``amount`` times each kept position's weight ``dloss / n_kept``, in every class."""
+    weight = cache["kept"] * (float(dloss) / max(cache["n_kept"], 1))
+    return dlogits + (amount * weight).reshape(dlogits.shape[:-1])[..., None]
+
+
 def _label_smoothing_without_uniform_term(original):
     def backward(dloss, cache, out=None):
-        dlogits = original(dloss, cache)
         eps, vocab = cache["label_smoothing"], cache["exps"].shape[-1]
-        weight = cache["kept"] * (float(dloss) / max(cache["n_kept"], 1))
-        return dlogits + (eps / vocab * weight).reshape(dlogits.shape[:-1])[..., None]  # eps/V dropped
+        return _added_to_every_class(original(dloss, cache), dloss, cache, eps / vocab)  # eps/V dropped
     return backward
 
 
 def _label_smoothing_over_other_classes(original):
     def backward(dloss, cache, out=None):
-        dlogits = original(dloss, cache)
         eps, vocab = cache["label_smoothing"], cache["exps"].shape[-1]
-        weight = cache["kept"] * (float(dloss) / max(cache["n_kept"], 1))
-        shift = eps / vocab - eps / (vocab - 1)  # eps/(V-1) to every class, as if the target got none of it
-        return dlogits - (shift * weight).reshape(dlogits.shape[:-1])[..., None]
+        # eps/(V-1) to every class, as if the target got none of it
+        return _added_to_every_class(original(dloss, cache), dloss, cache, eps / (vocab - 1) - eps / vocab)
     return backward
 
 
@@ -452,64 +451,64 @@ def run_check(check: str, seed: int = 0, directions: int | None = None) -> Gradc
 
 MUTANTS: list[Mutant] = [
     Mutant("linear: bias gradient not summed", "ops.linear_backward", "db = dy, without the sum over the "
-           "batch and time axes the bias was broadcast over", ops_module, "linear_backward",
+           "batch and time axes the bias was broadcast over", ops, "linear_backward",
            _linear_bias_not_summed, "op:linear", "shape"),
     Mutant("linear: weight gradient transposed", "ops.linear_backward", "dW = dy^T x instead of x^T dy",
-           ops_module, "linear_backward", _linear_weight_transposed, "op:linear_square", "transposed"),
+           ops, "linear_backward", _linear_weight_transposed, "op:linear_square", "transposed"),
     Mutant("linear: weight gradient from one row", "ops.linear_backward", "dW from the last row only (the "
-           "sum over rows forgotten)", ops_module, "linear_backward", _linear_weight_from_one_row, "op:linear"),
-    Mutant("relu: mask forgotten", "ops.relu_backward", "dx = dout, also where x < 0", ops_module,
+           "sum over rows forgotten)", ops, "linear_backward", _linear_weight_from_one_row, "op:linear"),
+    Mutant("relu: mask forgotten", "ops.relu_backward", "dx = dout, also where x < 0", ops,
            "relu_backward", _relu_passes_everything, "op:relu", "zero"),
     Mutant("gelu: Gaussian term missing", "ops.gelu_backward", "gelu'(x) = Phi(x), without x phi(x)",
-           ops_module, "gelu_backward", _gelu_without_gaussian_term, "op:gelu"),
-    Mutant("softmax: Jacobian diagonal only", "ops.softmax_backward", "dx = dy p (1 - p)", ops_module,
+           ops, "gelu_backward", _gelu_without_gaussian_term, "op:gelu"),
+    Mutant("softmax: Jacobian diagonal only", "ops.softmax_backward", "dx = dy p (1 - p)", ops,
            "softmax_backward", _softmax_diagonal_only, "op:softmax"),
     Mutant("softmax: sum without the probabilities", "ops.softmax_backward", "p (dy - sum(dy))",
-           ops_module, "softmax_backward", _softmax_without_probability_in_sum, "op:softmax"),
-    Mutant("layer norm: mean term missing", "ops.layernorm_backward", "dx without - mean(g)", ops_module,
+           ops, "softmax_backward", _softmax_without_probability_in_sum, "op:softmax"),
+    Mutant("layer norm: mean term missing", "ops.layernorm_backward", "dx without - mean(g)", ops,
            "layernorm_backward", _layernorm_without_mean_term, "op:layernorm"),
     Mutant("layer norm: variance term missing", "ops.layernorm_backward", "dx without - x_hat mean(g x_hat)",
-           ops_module, "layernorm_backward", _layernorm_without_variance_term, "op:layernorm"),
-    Mutant("layer norm: dgamma without x_hat", "ops.layernorm_backward", "dgamma = sum(dy)", ops_module,
+           ops, "layernorm_backward", _layernorm_without_variance_term, "op:layernorm"),
+    Mutant("layer norm: dgamma without x_hat", "ops.layernorm_backward", "dgamma = sum(dy)", ops,
            "layernorm_backward", _layernorm_gamma_without_x_hat, "op:layernorm"),
     Mutant("layer norm: eps forgotten in backward", "ops.layernorm_backward", "1/sqrt(var) in backward "
            "where forward used 1/sqrt(var + eps): small, and large only for rows of small variance",
-           ops_module, "layernorm_backward", _layernorm_without_eps, "op:layernorm"),
+           ops, "layernorm_backward", _layernorm_without_eps, "op:layernorm"),
     Mutant("gelu: the tanh approximation's derivative", "ops.gelu_backward", "the derivative of the tanh "
-           "approximation under the exact (erf) forward", ops_module, "gelu_backward",
+           "approximation under the exact (erf) forward", ops, "gelu_backward",
            _gelu_tanh_derivative_for_exact, "op:gelu"),
-    Mutant("attention: 1/sqrt(d_k) missing from dQ", "ops.attention_backward", "dq not scaled", ops_module,
+    Mutant("attention: 1/sqrt(d_k) missing from dQ", "ops.attention_backward", "dq not scaled", ops,
            "attention_backward", _attention_scale("q"), "op:attention", "constant factor"),
-    Mutant("attention: 1/sqrt(d_k) missing from dK", "ops.attention_backward", "dk not scaled", ops_module,
+    Mutant("attention: 1/sqrt(d_k) missing from dK", "ops.attention_backward", "dk not scaled", ops,
            "attention_backward", _attention_scale("k"), "op:attention", "constant factor"),
     Mutant("attention: gradient leaks into masked keys", "ops.attention_backward", "backward recomputes "
-           "the weights without the mask", ops_module, "attention_backward", _attention_leaks_into_masked_keys,
+           "the weights without the mask", ops, "attention_backward", _attention_leaks_into_masked_keys,
            "op:attention"),
-    Mutant("attention: dV without the transpose", "ops.attention_backward", "dv = weights @ dout", ops_module,
+    Mutant("attention: dV without the transpose", "ops.attention_backward", "dv = weights @ dout", ops,
            "attention_backward", _attention_values_not_transposed, "op:attention"),
     Mutant("embedding: repeated ids overwrite", "ops.embedding_backward", "dW[ids] = dout (fancy-index "
-           "assignment keeps one write per repeated id)", ops_module, "embedding_backward",
+           "assignment keeps one write per repeated id)", ops, "embedding_backward",
            _embedding_overwrites, "op:embedding"),
-    Mutant("dropout: mask forgotten", "ops.dropout_backward", "dx = dout / (1 - p) everywhere", ops_module,
+    Mutant("dropout: mask forgotten", "ops.dropout_backward", "dx = dout / (1 - p) everywhere", ops,
            "dropout_backward", _dropout_without_mask, "op:dropout", "zero"),
-    Mutant("dropout: 1/(1-p) forgotten", "ops.dropout_backward", "dx = dout * keep", ops_module,
+    Mutant("dropout: 1/(1-p) forgotten", "ops.dropout_backward", "dx = dout * keep", ops,
            "dropout_backward", _dropout_without_scale, "op:dropout", "constant factor"),
     Mutant("cross-entropy: not divided by the kept targets", "ops.cross_entropy_backward", "the gradient "
-           "of the sum, not of the mean", ops_module, "cross_entropy_backward", _cross_entropy_not_averaged,
+           "of the sum, not of the mean", ops, "cross_entropy_backward", _cross_entropy_not_averaged,
            "op:cross_entropy", "constant factor"),
     Mutant("cross-entropy: divided by B * T", "ops.cross_entropy_backward", "the mean counts the ignored "
-           "<pad> positions", ops_module, "cross_entropy_backward", _cross_entropy_counts_padding,
+           "<pad> positions", ops, "cross_entropy_backward", _cross_entropy_counts_padding,
            "op:cross_entropy", "constant factor"),
     Mutant("cross-entropy: gradient at <pad> targets", "ops.cross_entropy_backward", "ignored positions "
-           "get a gradient", ops_module, "cross_entropy_backward", _cross_entropy_leaks_into_padding,
+           "get a gradient", ops, "cross_entropy_backward", _cross_entropy_leaks_into_padding,
            "op:cross_entropy"),
     Mutant("label smoothing: eps/V term missing", "ops.cross_entropy_backward", "dz = p - (1 - eps) onehot",
-           ops_module, "cross_entropy_backward", _label_smoothing_without_uniform_term, "op:cross_entropy"),
+           ops, "cross_entropy_backward", _label_smoothing_without_uniform_term, "op:cross_entropy"),
     Mutant("label smoothing: eps/(V-1)", "ops.cross_entropy_backward", "the smoothing mass spread over the "
-           "V - 1 other classes in backward, over all V in forward", ops_module, "cross_entropy_backward",
+           "V - 1 other classes in backward, over all V in forward", ops, "cross_entropy_backward",
            _label_smoothing_over_other_classes, "op:cross_entropy"),
     Mutant("masked mean pool: divided by T", "ops.masked_mean_pool_backward", "padding counted in the mean",
-           ops_module, "masked_mean_pool_backward", _mean_pool_divides_by_length, "op:masked_mean_pool"),
+           ops, "masked_mean_pool_backward", _mean_pool_divides_by_length, "op:masked_mean_pool"),
     Mutant("residual: identity path not added", "nn.residual (encoder)", "dx = the sub-layer path only",
            encoder_module, "residual_backward", _residual_one_input_not_added, "module:encoder_layer"),
     Mutant("residual with memory: identity path not added", "nn.residual (decoder cross-attention)",

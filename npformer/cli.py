@@ -266,8 +266,15 @@ def _run_attention(args: argparse.Namespace) -> int:
     from .tasks.translation.attention import TITLES
     from .training import OutputPathError, check_file_can_be_written
 
-    if not args.sentence.strip():
-        return _fail("attention", "the sentence is empty")
+    sentences = args.sentences
+    if args.score and sentences:
+        return _fail("attention", "--score scores the run's test split: give no sentence with it")
+    if not args.score and not sentences:
+        return _fail("attention", "give a sentence to translate (or --score)")
+    if any(not sentence.strip() for sentence in sentences):
+        return _fail("attention", "a sentence is empty")
+    if len(sentences) > 1 and not args.html:
+        return _fail("attention", f"{len(sentences)} sentences: PNG heatmaps take one; use --html for several")
     run_folder = _resolve_run("attention", args.run)
     if isinstance(run_folder, int):
         return run_folder
@@ -275,27 +282,63 @@ def _run_attention(args: argparse.Namespace) -> int:
         return _fail("attention", f"no run folder at {run_folder}")
     kinds = list(TITLES) if args.kind == "all" else [args.kind]
     paths = {}
-    for kind in kinds:
-        if args.out and len(kinds) == 1:
-            paths[kind] = args.out
-        else:  # beside the run, unless --out says where
-            stem, extension = os.path.splitext(args.out or os.path.join(run_folder, "attention.png"))
-            paths[kind] = f"{stem}-{kind}{extension or '.png'}"
+    if args.score:
+        paths["score"] = args.out or os.path.join(run_folder, "aer.png")
+    elif args.html:
+        paths["html"] = args.html
+    else:
+        for kind in kinds:
+            if args.out and len(kinds) == 1:
+                paths[kind] = args.out
+            else:  # beside the run, unless --out says where
+                stem, extension = os.path.splitext(args.out or os.path.join(run_folder, "attention.png"))
+                paths[kind] = f"{stem}-{kind}{extension or '.png'}"
+    for path in paths.values():
         try:
-            check_file_can_be_written(paths[kind])
+            check_file_can_be_written(path)
         except OutputPathError as error:
             return _fail("attention", str(error))
     run = _load_run("attention", run_folder)
     if isinstance(run, int):
         return run
-    found = attention_of(run, args.sentence, beam_size=args.beam)
-    print(f"{found.sentence}  ->  {found.translation}")
+    if args.score:
+        return _score_attention(run, paths["score"], args.max_pairs)
+    found = [attention_of(run, sentence, beam_size=args.beam) for sentence in sentences]
+    for one in found:
+        print(f"{one.sentence}  ->  {one.translation}")
+    if args.html:
+        viz.attention_explorer(found, path=args.html)
+        print(f"wrote {args.html} (open it in a browser: choose the kind, layer and head; hover a token)")
+        return 0
     for kind, path in paths.items():
-        rows, columns = found.labels[kind]
-        figure = viz.attention_heatmaps(found.maps[kind], rows, columns, path=path,
-                                        title=f"{TITLES[kind]}\n{found.sentence} -> {found.translation}")
+        rows, columns = found[0].labels[kind]
+        figure = viz.attention_heatmaps(found[0].maps[kind], rows, columns, path=path,
+                                        title=f"{TITLES[kind]}\n{found[0].sentence} -> {found[0].translation}")
         viz.close(figure)
         print(f"wrote {path}")
+    return 0
+
+
+def _score_attention(run: Any, figure_path: str, max_pairs: int | None) -> int:
+    """``npformer attention --score``: every cross-attention head, the head average, rollout and
+    saliency against the gold alignments of the run's test split."""
+    from . import viz
+    from .tasks.translation.alignment import gold_test_split, score_alignments
+
+    try:
+        pairs, golds = gold_test_split(run)
+    except ValueError as error:
+        return _fail("attention", str(error))
+    if max_pairs:
+        pairs, golds = pairs[:max_pairs], golds[:max_pairs]
+    scores = score_alignments(run.model, run.src_vocab, run.tgt_vocab, pairs, golds, progress=True)
+    print(scores.table())
+    layer, head, aer = scores.best_head()
+    print(f"best head: layer {layer}, head {head} (AER {aer:.3f}); rollout {scores.rollout:.3f}; "
+          f"saliency {scores.saliency:.3f}")
+    viz.close(viz.aer_heatmap(scores.heads, path=figure_path,
+                              title=f"Cross-attention AER by layer and head ({scores.pairs} test pairs)"))
+    print(f"wrote {figure_path}")
     return 0
 
 
@@ -503,14 +546,24 @@ def build_parser() -> argparse.ArgumentParser:
     translate.set_defaults(handler=_run_translate)
 
     attention = commands.add_parser(
-        "attention", help="draw the attention of a trained run on one sentence",
-        description="Translate SENTENCE with a trained run and draw its attention weights as heatmaps: "
-                    "one subplot per layer and head, with token labels.")
-    attention.add_argument("sentence", help="the English sentence")
+        "attention", help="draw, explore or score the attention of a trained run",
+        description="Translate SENTENCE with a trained run and draw its attention weights as heatmaps (one "
+                    "subplot per layer and head, with token labels); with --html, write an interactive "
+                    "explorer of one or more sentences; with --score, measure every cross-attention head "
+                    "against the gold word alignments of the run's test split (embedded corpus only).")
+    attention.add_argument("sentences", nargs="*", metavar="sentence", help="English sentences (one for PNGs)")
     attention.add_argument("--run", help="a run folder written by npformer train (default: the most recent in runs/)")
     attention.add_argument("--kind", choices=("cross", "enc", "dec", "all"), default="cross",
                            help="cross-attention, encoder or decoder self-attention, or all three")
-    attention.add_argument("--out", help="PNG path (default: attention-<kind>.png in the run folder)")
+    attention.add_argument("--out", help="PNG path (default: attention-<kind>.png, or aer.png with --score, "
+                                         "in the run folder)")
+    attention.add_argument("--html", metavar="PATH", help="write an interactive explorer (one self-contained "
+                                                          "HTML file) of the sentences instead of PNGs")
+    attention.add_argument("--score", action="store_true",
+                           help="print the alignment error rate of every cross-attention head, their average, "
+                                "rollout and saliency against the gold alignments of the test split")
+    attention.add_argument("--max-pairs", type=_number("max-pairs", int), default=None,
+                           help="with --score: score only the first N test pairs (default: all)")
     attention.add_argument("--beam", type=_number("beam", int), default=4,
                            help="beam size for the translation (default: %(default)s)")
     attention.set_defaults(handler=_run_attention)

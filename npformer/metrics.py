@@ -134,3 +134,29 @@ def attention_entropy(weights):
     weights = numpy.asarray(weights, dtype=numpy.float64)
     logs = numpy.log(numpy.where(weights > 0, weights, 1.0))  # 0 log 0 = 0, never log(0)
     return -numpy.sum(weights * logs, axis=-1)
+
+
+def alignment_error_rate(hypotheses: Sequence[set], golds: Sequence) -> float:
+    """Alignment error rate (Och and Ney, 2003) of a corpus of word alignments.
+
+    ``hypotheses[k]``: the links ``(source index, target index)`` proposed for sentence pair ``k``;
+    ``golds[k]``: its gold alignment, with ``sure`` links ``S`` and ``possible`` links
+    ``P`` (``S`` within ``P``), as ``data.Alignment``. Counts are summed over the corpus::
+
+        AER = 1 - (|A & S| + |A & P|) / (|A| + |S|)
+
+    0 when every proposed link is possible and every sure link is proposed; 1 when no proposed
+    link is even possible.
+    """
+    if len(hypotheses) != len(golds):
+        raise ValueError(f"alignment_error_rate: {len(hypotheses)} hypotheses but {len(golds)} gold alignments")
+    proposed = sure_found = possible_found = sure_total = 0
+    for links, gold in zip(hypotheses, golds):
+        links = set(links)
+        proposed += len(links)
+        sure_total += len(gold.sure)
+        sure_found += len(links & gold.sure)
+        possible_found += len(links & gold.possible)
+    if proposed + sure_total == 0:
+        raise ValueError("alignment_error_rate: no links at all, proposed or gold")
+    return 1.0 - (sure_found + possible_found) / (proposed + sure_total)

@@ -1,4 +1,6 @@
-"""Figures (Matplotlib only). Each function returns the Figure and saves it when given a path.
+"""Figures (Matplotlib) and the interactive attention explorer (one HTML file).
+
+Each figure function returns the Figure and saves it when given a path.
 
 This module never chooses Matplotlib's backend and never closes the figures it
 returns: in a notebook they show inline, in a script they go to the files
@@ -142,6 +144,122 @@ def attention_heatmaps(weights: list, query_tokens: list[str], key_tokens: list[
     figure.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     if title:
         figure.suptitle(title)
+    return _finish(figure, path)
+
+
+EXPLORER_KINDS = {  # kind: (button, title, rows and columns are the same tokens)
+    "cross": ("cross-attention", "Decoder cross-attention: output token (row) -> source (column)", False),
+    "enc": ("encoder self", "Encoder self-attention", True),
+    "dec": ("decoder self", "Decoder self-attention (causal)", True),
+}
+
+
+class AttentionExplorer:
+    """An interactive attention explorer: one self-contained HTML page (data and script inline,
+    no server, no network). ``save(path)`` writes it; in Jupyter it displays inline (in an
+    ``iframe``, so that its script runs wherever the notebook's output is shown)."""
+
+    def __init__(self, html: str, height: int = 720) -> None:
+        self.html, self.height = html, height
+
+    def save(self, path: Any) -> Any:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(self.html)
+        return path
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width: 100%; '
+                f'height: {self.height}px; border: 1px solid #ddd;"></iframe>')
+
+
+def attention_explorer(attentions: Any, path: Any = None, title: str = "npformer attention explorer") -> AttentionExplorer:
+    """An interactive page of the attention of one or more sentences.
+
+    ``attentions``: one ``SentenceAttention`` (``tasks.translation.attention_of``) or a list of them:
+    each has ``sentence``, ``translation``, ``maps[kind]`` (one ``(H, Tq, Tk)`` array per layer) and
+    ``labels[kind]`` (row tokens, column tokens) for the kinds ``"cross"``, ``"enc"`` and ``"dec"``.
+    The page chooses the sentence, the kind, the layer and one head or all of them; hovering a
+    token highlights what it attends to (its row) and what attends to it (its column). Weights
+    are stored to 4 decimals. Written to ``path`` when given.
+    """
+    import html
+    import json
+    from importlib import resources
+
+    import numpy
+
+    from . import backend
+
+    if not isinstance(attentions, (list, tuple)):
+        attentions = [attentions]
+    if not attentions:
+        raise ValueError("attention_explorer: no sentences to show")
+    sentences = []
+    for found in attentions:
+        kinds = {}
+        for kind, (short, kind_title, is_self) in EXPLORER_KINDS.items():
+            rows, columns = found.labels[kind]
+            layers = [numpy.round(backend.to_numpy(weights)[:, : len(rows), : len(columns)].astype(float), 4).tolist()
+                      for weights in found.maps[kind]]
+            kinds[kind] = {"short": short, "title": kind_title, "self": is_self, "rows": list(rows),
+                           "cols": list(columns), "layers": layers}
+        sentences.append({"sentence": found.sentence, "translation": found.translation,
+                          "order": list(EXPLORER_KINDS), "kinds": kinds})
+    payload = json.dumps({"sentences": sentences}, ensure_ascii=False).replace("</", "<\\/")
+    template = resources.files("npformer").joinpath("attention_explorer.html").read_text(encoding="utf-8")
+    page = template.replace("__TITLE__", html.escape(title)).replace("__DATA__", payload)
+    explorer = AttentionExplorer(page)
+    if path:
+        explorer.save(path)
+    return explorer
+
+
+def alignment_figure(panels: list, source: list[str], target: list[str], gold: Any,
+                     path: str | None = None, title: str = "") -> Any:
+    """Explanations of one sentence pair beside its gold alignment.
+
+    ``panels``: ``(name, scores (Tt + 1, Ts))`` pairs, row ``i`` producing French token ``i``
+    (the last row, ``<eos>``, is not drawn); ``gold``: a ``data.Alignment``. Each panel is scaled
+    to its own largest value; sure gold links are outlined in white, the argmax of each row
+    (the alignment the panel proposes) is marked with a dot.
+    """
+    import numpy
+    from matplotlib.patches import Rectangle
+
+    figure, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels) + 0.6, 0.32 * len(target) + 2.2),
+                                squeeze=False, constrained_layout=True)
+    for axis, (name, scores) in zip(axes[0], panels):
+        shown = numpy.asarray(scores)[: len(target), : len(source)]
+        axis.imshow(shown / max(float(shown.max()), 1e-12), cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        for english, french in gold.sure:
+            axis.add_patch(Rectangle((english - 0.5, french - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=1.8))
+        axis.plot(shown.argmax(axis=1), range(len(target)), "o", color="tab:red", markersize=4)
+        axis.set_xticks(range(len(source)), source, rotation=70, ha="right", fontsize=8)
+        axis.set_yticks(range(len(target)), target, fontsize=8)
+        axis.set_title(name, fontsize=9)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    return _finish(figure, path)
+
+
+def aer_heatmap(heads: list[list[float]], path: str | None = None, title: str = "") -> Any:
+    """Alignment error rate by layer (rows) and head (columns), each cell labelled."""
+    import numpy
+
+    table = numpy.asarray(heads, dtype=float)
+    figure, axis = plt.subplots(figsize=(1.0 * table.shape[1] + 2.4, 0.8 * table.shape[0] + 1.6),
+                                constrained_layout=True)
+    image = axis.imshow(table, cmap="magma_r", vmin=0, vmax=1, interpolation="nearest")
+    for layer in range(table.shape[0]):
+        for head in range(table.shape[1]):
+            axis.text(head, layer, f"{table[layer, head]:.2f}", ha="center", va="center", fontsize=9,
+                      color="white" if table[layer, head] > 0.55 else "black")
+    axis.set_xticks(range(table.shape[1]), [f"head {h}" for h in range(table.shape[1])])
+    axis.set_yticks(range(table.shape[0]), [f"layer {l}" for l in range(table.shape[0])])
+    figure.colorbar(image, ax=axis, shrink=0.8, label="AER (0 = gold alignment)")
+    axis.set_title(title or "Cross-attention heads against the gold alignment", fontsize=10)
     return _finish(figure, path)
 
 

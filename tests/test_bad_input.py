@@ -17,7 +17,8 @@ from npformer.training import RunFolder, save_checkpoint
 
 # Options that take text (paths, names): the walk below checks the numbers and the choices, and
 # the tests after it check the paths. A new option must be a number, a choice, a switch or here.
-TEXT_OPTIONS = {"--data", "--name", "--runs-dir", "--run", "--out", "--json", "--op", "--lessons"}
+TEXT_OPTIONS = {"--data", "--name", "--runs-dir", "--run", "--out", "--json", "--op", "--lessons",
+                "--html"}
 REQUIRED = {"translate": ["--run", "nowhere", "the cat"], "attention": ["the cat", "--run", "nowhere"],
             "evaluate": ["--run", "nowhere"]}
 
@@ -111,6 +112,10 @@ def test_output_paths_that_cannot_be_written_are_named_before_any_work(tmp_path,
     # the output path is checked before the run is loaded (here: a folder that holds no run)
     assert cli.main(["attention", "the cat", "--run", str(tmp_path), "--out", str(tmp_path / "no" / "a.png")]) == 2
     assert "the folder" in _one_line_error(capsys, "attention")
+    assert cli.main(["attention", "the cat", "--run", str(tmp_path), "--html", str(tmp_path / "no" / "a.html")]) == 2
+    assert "the folder" in _one_line_error(capsys, "attention")
+    assert cli.main(["attention", "--score", "--run", str(tmp_path), "--out", str(tmp_path)]) == 2
+    assert "is a folder" in _one_line_error(capsys, "attention")
     assert cli.main(["evaluate", "--run", "nowhere", "--data", str(tmp_path / "none.tsv")]) == 2
     assert "no data file" in _one_line_error(capsys, "evaluate")
 

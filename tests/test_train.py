@@ -267,6 +267,32 @@ def test_attention_command_draws_every_kind_and_rejects_bad_input(tiny_run, tmp_
         path = tmp_path / f"att-{kind}.png"
         assert path.is_file() and path.stat().st_size > 10_000 and str(path) in printed
     assert cli.main(["attention", "--run", tiny_run, " "]) == 2
-    assert capsys.readouterr().err.strip() == "npformer attention: the sentence is empty"
+    assert capsys.readouterr().err.strip() == "npformer attention: a sentence is empty"
+    assert cli.main(["attention", "--run", tiny_run, "the cat.", "the dog."]) == 2
+    assert "use --html for several" in capsys.readouterr().err
+    assert cli.main(["attention", "--run", tiny_run]) == 2
+    assert "give a sentence" in capsys.readouterr().err
+    assert cli.main(["attention", "--run", tiny_run, "--score", "the cat."]) == 2
+    assert "give no sentence" in capsys.readouterr().err
     assert cli.main(["attention", "--run", str(tmp_path / "none"), "the cat"]) == 2
     assert "no run folder" in capsys.readouterr().err
+
+
+def test_attention_html_writes_one_explorer_of_several_sentences(tiny_run, tmp_path, capsys):
+    out = tmp_path / "explorer.html"
+    assert cli.main(["attention", "--run", tiny_run, "the black cat eats the apple.", "where is the dog?",
+                     "--html", str(out), "--beam", "1"]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "the black cat eats the apple." in page and "where is the dog?" in page and "<svg" not in page
+    assert str(out) in capsys.readouterr().out
+
+
+def test_attention_score_prints_every_head_and_draws_the_table(tiny_run, tmp_path, capsys):
+    figure = tmp_path / "aer.png"
+    assert cli.main(["attention", "--run", tiny_run, "--score", "--max-pairs", "40", "--out", str(figure)]) == 0
+    output = capsys.readouterr().out
+    run = load_run(tiny_run)
+    heads = [line for line in output.splitlines() if line.startswith("| layer") and "head average" not in line]
+    assert len(heads) == run.model.config.n_layers * run.model.config.n_heads
+    assert "| rollout |" in output and "| saliency (gradient x input) |" in output and "on 40 sentence pairs" in output
+    assert figure.is_file() and figure.stat().st_size > 10_000

@@ -18,7 +18,9 @@ machine for a given seed. What a model must learn to translate it:
   and English ``a / an``.
 
 ``toy_corpus()`` returns train, validation and test splits with no source
-sentence in two splits. The test split holds **new combinations**: every test
+sentence in two splits, and for every pair its **gold word alignment**
+(``Splits.alignments``): which English tokens each French token comes from,
+known because the grammar built both sentences (see ``Alignment``). The test split holds **new combinations**: every test
 sentence contains a (noun, adjective) pair that never occurs in training or
 validation (e.g. "white cat" -> "chat blanc"), so the model has to compose
 what it learned separately.
@@ -26,7 +28,7 @@ what it learned separately.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy
 
@@ -96,9 +98,56 @@ _VOWELS = tuple("aeiouyéèêàâîôûh")
 _ELISIONS = {"le": "l'", "la": "l'", "de": "d'", "je": "j'", "ne": "n'", "que": "qu'"}
 
 
+@dataclass(frozen=True)
+class Alignment:
+    """The gold word alignment of one sentence pair, as token indices ``(english, french)``.
+
+    Indices count the tokens of ``tokenize(english, "en")`` and ``tokenize(french, "fr")``.
+    Following Och and Ney (2003), ``sure`` links are unambiguous (``cat``-``chat``, and both
+    ``ne`` and ``pas`` from ``not``) and ``possible`` links (a superset of ``sure``) are
+    defensible too: the auxiliary ``do``/``does`` of a negation also links to ``ne``, the verb
+    and ``pas``, since French has no word of its own for it. Every French token has at least
+    one sure link.
+    """
+
+    sure: frozenset[tuple[int, int]]
+    possible: frozenset[tuple[int, int]]
+
+    def sources_of(self, french_index: int, sure_only: bool = True) -> list[int]:
+        """The English token indices that French token ``french_index`` comes from, in order."""
+        links = self.sure if sure_only else self.possible
+        return sorted(e for e, f in links if f == french_index)
+
+
+# A piece of a sentence pair: English words, French words, links (english, french, sure).
+_Piece = tuple[list[str], list[str], list[tuple[int, int, bool]]]
+
+
+def _one_to_one(english: list[str], french: list[str]) -> _Piece:
+    """Two lists of the same length, word i translating word i."""
+    return english, french, [(i, i, True) for i in range(len(english))]
+
+
+def _join(*pieces: _Piece) -> _Piece:
+    """Concatenate pieces, shifting each one's links by the words before it."""
+    english: list[str] = []
+    french: list[str] = []
+    links: list[tuple[int, int, bool]] = []
+    for piece_english, piece_french, piece_links in pieces:
+        links += [(e + len(english), f + len(french), sure) for e, f, sure in piece_links]
+        english, french = english + piece_english, french + piece_french
+    return english, french, links
+
+
+def _alignment(links: list[tuple[int, int, bool]]) -> Alignment:
+    sure = frozenset((e, f) for e, f, is_sure in links if is_sure)
+    return Alignment(sure=sure, possible=sure | frozenset((e, f) for e, f, _ in links))
+
+
 @dataclass
 class NounPhrase:
-    """One noun phrase, known in both languages, with what agreement needs."""
+    """One noun phrase, known in both languages, with what agreement needs, and its links
+    ``(english index, french index, sure)`` within the phrase."""
 
     english: list[str]
     french: list[str]
@@ -106,6 +155,10 @@ class NounPhrase:
     gender: str
     plural: bool
     pair: tuple[str, str] | None  # (noun, adjective), or None without an adjective
+    links: list[tuple[int, int, bool]]
+
+    def piece(self) -> _Piece:
+        return self.english, self.french, self.links
 
 
 def _adjective_forms(adjective: str) -> tuple[tuple[str, ...], bool]:
@@ -118,31 +171,46 @@ def _agree(forms: tuple[str, ...], gender: str, plural: bool) -> str:
     return forms[(2 if plural else 0) + (1 if gender == "f" else 0)]
 
 
-def _noun_phrase(rng: numpy.random.Generator, determiner: str, allow_adjective: bool = True) -> NounPhrase:
-    """``determiner`` is "the", "a" (singular) or "bare" (no article, for "pas de")."""
-    en_sg, en_pl, fr_sg, fr_pl, gender = NOUNS[rng.integers(len(NOUNS))]
-    plural = determiner == "the" and rng.random() < 0.4
-    adjectives = [None] + list(ADJECTIVES_AFTER) + list(ADJECTIVES_BEFORE)
-    adjective = adjectives[rng.integers(len(adjectives))] if allow_adjective else None
-    en_noun, fr_noun = (en_pl, fr_pl) if plural else (en_sg, fr_sg)
+def noun_phrase(noun: str, adjective: str | None = None, determiner: str = "the", plural: bool = False) -> NounPhrase:
+    """The noun phrase of English singular ``noun`` (``"cat"``) in both languages, with its links.
 
+    ``determiner``: ``"the"``, ``"a"`` (singular only) or ``"bare"`` (no article, for "pas de").
+    """
+    try:
+        en_sg, en_pl, fr_sg, fr_pl, gender = next(entry for entry in NOUNS if entry[0] == noun)
+    except StopIteration:
+        raise ValueError(f"noun_phrase: unknown noun {noun!r}") from None
+    en_noun, fr_noun = (en_pl, fr_pl) if plural else (en_sg, fr_sg)
     english = [en_noun] if adjective is None else [adjective, en_noun]
     if adjective is None:
-        french = [fr_noun]
+        french, links = [fr_noun], [(0, 0, True)]
     else:
         forms, before = _adjective_forms(adjective)
         fr_adjective = _agree(forms, gender, plural)
         if fr_adjective == "beau" and fr_noun.startswith(_VOWELS):
             fr_adjective = "bel"
-        french = [fr_adjective, fr_noun] if before else [fr_noun, fr_adjective]
+        if before:  # "the small house" -> "la petite maison": in order
+            french, links = [fr_adjective, fr_noun], [(0, 0, True), (1, 1, True)]
+        else:  # "the black cat" -> "le chat noir": the links cross
+            french, links = [fr_noun, fr_adjective], [(0, 1, True), (1, 0, True)]
 
-    if determiner == "the":
-        english = ["the"] + english
-        french = [("les" if plural else "le" if gender == "m" else "la")] + french
-    elif determiner == "a":
-        english = [("an" if english[0].startswith(tuple("aeiou")) else "a")] + english
-        french = [("un" if gender == "m" else "une")] + french
-    return NounPhrase(english, french, en_sg, gender, plural, (en_sg, adjective) if adjective else None)
+    if determiner in ("the", "a"):
+        if determiner == "the":
+            english = ["the"] + english
+            french = [("les" if plural else "le" if gender == "m" else "la")] + french
+        else:
+            english = [("an" if english[0].startswith(tuple("aeiou")) else "a")] + english
+            french = [("un" if gender == "m" else "une")] + french
+        links = [(0, 0, True)] + [(e + 1, f + 1, sure) for e, f, sure in links]
+    return NounPhrase(english, french, en_sg, gender, plural, (en_sg, adjective) if adjective else None, links)
+
+
+def _noun_phrase(rng: numpy.random.Generator, determiner: str) -> NounPhrase:
+    """A random noun phrase: a noun, plural 40% of the time after "the", an adjective or none."""
+    noun = NOUNS[rng.integers(len(NOUNS))][0]
+    plural = determiner == "the" and rng.random() < 0.4
+    adjectives = [None] + list(ADJECTIVES_AFTER) + list(ADJECTIVES_BEFORE)
+    return noun_phrase(noun, adjectives[rng.integers(len(adjectives))], determiner, plural)
 
 
 def _elide(tokens: list[str]) -> list[str]:
@@ -154,67 +222,110 @@ def _elide(tokens: list[str]) -> list[str]:
     return out
 
 
-def _subject(rng: numpy.random.Generator) -> tuple[list[str], list[str], int, bool, NounPhrase | None]:
-    """English words, French words, French person index, English third singular, noun phrase."""
-    if rng.random() < 0.5:
-        en, fr, person, third_singular = PRONOUNS[rng.integers(len(PRONOUNS))]
-        return [en], [fr], person, third_singular, None
-    phrase = _noun_phrase(rng, "the")
-    person = 5 if phrase.plural else 2
-    return phrase.english, phrase.french, person, not phrase.plural, phrase
+def _subject_piece(subject: str | NounPhrase) -> tuple[_Piece, int, bool]:
+    """A pronoun (``"she"``) or a noun phrase: its words and links, the French person index, and
+    whether English conjugates it in the third person singular."""
+    if isinstance(subject, NounPhrase):
+        return subject.piece(), 5 if subject.plural else 2, not subject.plural
+    try:
+        en, fr, person, third_singular = next(entry for entry in PRONOUNS if entry[0] == subject)
+    except StopIteration:
+        raise ValueError(f"sentence_pair: unknown pronoun {subject!r}") from None
+    return _one_to_one([en], [fr]), person, third_singular
 
 
-def _sentence(rng: numpy.random.Generator) -> tuple[list[str], list[str], set]:
-    """One pair of token lists and the (noun, adjective) pairs it contains."""
-    kind = rng.choice(["statement", "negation", "question", "is", "is_not", "where"],
-                      p=[0.3, 0.2, 0.15, 0.15, 0.1, 0.1])
+# "does not eat" -> "ne mange pas": "not" gives both "ne" and "pas" (sure), the verb gives the
+# verb (sure), and the auxiliary, which French does not write, may link to all three (possible).
+_NEGATED_VERB_LINKS = [(1, 0, True), (1, 2, True), (2, 1, True), (0, 0, False), (0, 1, False), (0, 2, False)]
+KINDS = ("statement", "negation", "question", "is", "is_not", "where")
+
+
+def sentence_pair(kind: str, subject: str | NounPhrase, verb: str | None = None, obj: NounPhrase | None = None,
+                  adjective: str | None = None) -> tuple[list[str], list[str], Alignment]:
+    """One sentence pair of the grammar as token lists, and its gold alignment.
+
+    ``kind``: ``"statement"`` (she eats the apple.), ``"negation"`` (she does not eat the apple.) or
+    ``"question"`` (does she eat the apple?), which take a ``subject`` (a pronoun or a
+    ``noun_phrase``), an English ``verb`` (base form) and an object ``obj``; ``"is"`` (the cat is
+    white.) and ``"is_not"``, which take a noun-phrase subject and an ``adjective``; ``"where"``
+    (where is the cat?), which takes a noun-phrase subject.
+    """
     if kind in ("statement", "negation", "question"):
-        en_subject, fr_subject, person, third, subject_phrase = _subject(rng)
-        en_base, en_third, fr_forms = VERBS[rng.integers(len(VERBS))]
-        obj = _noun_phrase(rng, "the" if rng.random() < 0.6 else "a")
-        pairs = {p.pair for p in (subject_phrase, obj) if p is not None and p.pair}
+        subject_words, person, third = _subject_piece(subject)
+        try:
+            en_base, en_third, fr_forms = next(entry for entry in VERBS if entry[0] == verb)
+        except StopIteration:
+            raise ValueError(f"sentence_pair: unknown verb {verb!r}") from None
         fr_verb = fr_forms[person]
+        auxiliary = "does" if third else "do"
         if kind == "statement":
-            english = en_subject + [en_third if third else en_base] + obj.english + ["."]
-            french = fr_subject + [fr_verb] + obj.french + ["."]
+            english, french, links = _join(subject_words, _one_to_one([en_third if third else en_base], [fr_verb]),
+                                           obj.piece(), _one_to_one(["."], ["."]))
         elif kind == "negation":
-            english = en_subject + ["does" if third else "do", "not", en_base] + obj.english + ["."]
             fr_object = obj.french
-            if obj.english[0] in ("a", "an"):  # negated indefinite: "pas de"
+            if obj.english[0] in ("a", "an"):  # negated indefinite: "pas de", "de" from "a"
                 fr_object = ["de"] + obj.french[1:]
-            french = fr_subject + ["ne", fr_verb, "pas"] + fr_object + ["."]
-        else:
-            english = ["does" if third else "do"] + en_subject + [en_base] + obj.english + ["?"]
-            french = ["est-ce", "que"] + fr_subject + [fr_verb] + obj.french + ["?"]
-        return english, _elide(french), pairs
-
-    phrase = _noun_phrase(rng, "the")
-    verb_en = "are" if phrase.plural else "is"
-    verb_fr = "sont" if phrase.plural else "est"
-    pairs = {phrase.pair} if phrase.pair else set()
+            negated = ([auxiliary, "not", en_base], ["ne", fr_verb, "pas"], _NEGATED_VERB_LINKS)
+            english, french, links = _join(subject_words, negated, (obj.english, fr_object, obj.links),
+                                           _one_to_one(["."], ["."]))
+        else:  # "does he eat ...?" -> "est-ce qu'il mange ...?": the auxiliary asks the question
+            question = ([auxiliary], ["est-ce", "que"], [(0, 0, True), (0, 1, True)])
+            english, french, links = _join(question, subject_words, _one_to_one([en_base], [fr_verb]),
+                                           obj.piece(), _one_to_one(["?"], ["?"]))
+        return english, _elide(french), _alignment(links)
+    if kind not in KINDS:
+        raise ValueError(f"sentence_pair: kind must be one of {KINDS}, got {kind!r}")
+    verb_en = "are" if subject.plural else "is"
+    verb_fr = "sont" if subject.plural else "est"
     if kind == "where":
-        return ["where", verb_en] + phrase.english + ["?"], ["où", verb_fr] + _elide(phrase.french) + ["?"], pairs
-    adjectives = list(ADJECTIVES_AFTER) + list(ADJECTIVES_BEFORE)
-    adjective = adjectives[rng.integers(len(adjectives))]
+        english, french, links = _join(_one_to_one(["where", verb_en], ["où", verb_fr]), subject.piece(),
+                                       _one_to_one(["?"], ["?"]))
+        return english, _elide(french), _alignment(links)
     forms, _ = _adjective_forms(adjective)
-    predicate = _agree(forms, phrase.gender, phrase.plural)
-    pairs.add((phrase.noun, adjective))  # "the cat is white" also pairs cat with white
+    predicate = _agree(forms, subject.gender, subject.plural)
     if kind == "is":
-        english = phrase.english + [verb_en, adjective, "."]
-        french = phrase.french + [verb_fr, predicate, "."]
-    else:
-        english = phrase.english + [verb_en, "not", adjective, "."]
-        french = phrase.french + ["ne", verb_fr, "pas", predicate, "."]
-    return english, _elide(french), pairs
+        predicate_words = _one_to_one([verb_en, adjective], [verb_fr, predicate])
+    else:  # "is not white" -> "n'est pas blanc": "not" gives "ne" and "pas"
+        predicate_words = ([verb_en, "not", adjective], ["ne", verb_fr, "pas", predicate],
+                           [(0, 1, True), (1, 0, True), (1, 2, True), (2, 3, True)])
+    english, french, links = _join(subject.piece(), predicate_words, _one_to_one(["."], ["."]))
+    return english, _elide(french), _alignment(links)
+
+
+def _sentence(rng: numpy.random.Generator) -> tuple[list[str], list[str], set, Alignment]:
+    """A random pair of token lists, the (noun, adjective) pairs it contains, and its alignment."""
+    kind = str(rng.choice(list(KINDS), p=[0.3, 0.2, 0.15, 0.15, 0.1, 0.1]))
+    if kind in ("statement", "negation", "question"):
+        subject = (PRONOUNS[rng.integers(len(PRONOUNS))][0] if rng.random() < 0.5
+                   else _noun_phrase(rng, "the"))
+        verb = VERBS[rng.integers(len(VERBS))][0]
+        obj = _noun_phrase(rng, "the" if rng.random() < 0.6 else "a")
+        pairs = {p.pair for p in (subject, obj) if isinstance(p, NounPhrase) and p.pair}
+        english, french, alignment = sentence_pair(kind, subject, verb, obj)
+        return english, french, pairs, alignment
+    subject = _noun_phrase(rng, "the")
+    pairs = {subject.pair} if subject.pair else set()
+    adjective = None
+    if kind != "where":
+        adjectives = list(ADJECTIVES_AFTER) + list(ADJECTIVES_BEFORE)
+        adjective = adjectives[rng.integers(len(adjectives))]
+        pairs.add((subject.noun, adjective))  # "the cat is white" also pairs cat with white
+    english, french, alignment = sentence_pair(kind, subject, adjective=adjective)
+    return english, french, pairs, alignment
 
 
 @dataclass
 class Splits:
-    """Parallel sentence pairs (English, French), detokenised strings."""
+    """Parallel sentence pairs (English, French), detokenised strings.
+
+    ``alignments``: for the embedded corpus, each split's gold ``Alignment`` per pair, in the
+    same order (``alignments["test"][i]`` belongs to ``test[i]``); empty for other data.
+    """
 
     train: list[tuple[str, str]]
     valid: list[tuple[str, str]]
     test: list[tuple[str, str]]
+    alignments: dict[str, list[Alignment]] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         return {"train": len(self.train), "valid": len(self.valid), "test": len(self.test)}
@@ -231,14 +342,14 @@ def toy_corpus(n_train: int = 12000, n_valid: int = 500, n_test: int = 1000, see
 
     rng = numpy.random.default_rng(seed)
     seen: set[str] = set()
-    novel: list[tuple[str, str]] = []
-    familiar: list[tuple[str, str]] = []
+    novel: list[tuple[str, str, Alignment]] = []
+    familiar: list[tuple[str, str, Alignment]] = []
     attempts = 0
     while len(novel) < n_test or len(familiar) < n_train + n_valid:
         attempts += 1
         if attempts > 100 * (n_train + n_valid + n_test):
             raise RuntimeError("toy_corpus: the grammar cannot produce that many distinct pairs")
-        english, french, pairs = _sentence(rng)
+        english, french, pairs, alignment = _sentence(rng)
         source = detokenize(english, "en")
         if source in seen:
             continue
@@ -247,5 +358,7 @@ def toy_corpus(n_train: int = 12000, n_valid: int = 500, n_test: int = 1000, see
         limit = n_test if is_novel else n_train + n_valid
         if len(target) < limit:
             seen.add(source)
-            target.append((source, detokenize(french, "fr")))
-    return Splits(train=familiar[:n_train], valid=familiar[n_train:], test=novel)
+            target.append((source, detokenize(french, "fr"), alignment))
+    buckets = {"train": familiar[:n_train], "valid": familiar[n_train:], "test": novel}
+    return Splits(**{name: [(source, target) for source, target, _ in rows] for name, rows in buckets.items()},
+                  alignments={name: [alignment for _, _, alignment in rows] for name, rows in buckets.items()})

@@ -134,11 +134,18 @@ class Transformer(Module):
 
     def backward(self, dlogits: Any) -> None:
         """Add the gradient of every parameter for upstream ``dlogits (B, Tt, V_tgt)``."""
+        d_src, d_tgt = self.backward_to_inputs(dlogits)
+        self._embed_backward(d_tgt, self.tgt_embed, self.tgt_dropout)
+        self._embed_backward(d_src, self.src_embed, self.src_dropout)
+
+    def backward_to_inputs(self, dlogits: Any) -> tuple[Any, Any]:
+        """The backward pass down to the embedded inputs: add the gradients of every parameter
+        above the embedding tables and return ``dx_src (B, Ts, D)`` and ``dx_tgt (B, Tt, D)``, the
+        gradients of the dropout outputs of ``_embed`` (in eval mode: of ``E[ids] sqrt(D) + PE``).
+        ``backward`` finishes them into the tables; saliency maps read them as they are."""
         d = self.out_proj.backward(dlogits)
-        d, d_memory = self.decoder.backward(d)
-        self._embed_backward(d, self.tgt_embed, self.tgt_dropout)
-        d_memory = self.encoder.backward(d_memory)
-        self._embed_backward(d_memory, self.src_embed, self.src_dropout)
+        d_tgt, d_memory = self.decoder.backward(d)
+        return self.encoder.backward(d_memory), d_tgt
 
     # -- incremental decoding ---------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Lesson 15 — Reading attention heatmaps: the adjective-noun swap
+# # Lesson 15 — Reading attention: the adjective-noun swap, measured against the truth
 #
 # English puts most adjectives before the noun ("the black cat"), French after it ("le chat
 # noir"). A trained translator must therefore look at "cat" while writing `chat` and at "black"
@@ -131,17 +131,133 @@ for layer_index, layer in enumerate(cross):
 # A head near $\log T_k$ spreads each row over the whole source; a head near $0$ reads one source
 # token per row, as an aligning head must. Compare the numbers with the heatmaps above.
 #
-# Not every head need align words. A head can look at the punctuation or at the previous word, and
-# in a layer above the first, a head may attend to the word that *precedes* the one being written,
-# because the query already carries context. Attention weights show where information was read,
-# not why the output is what it is: read them as hints, not proofs.
+# ## Measuring attention against the truth
+#
+# A heatmap that *looks* aligned proves little: we picked the sentence, and we see what we expect.
+# The embedded corpus lets us do better, because the grammar that wrote each pair knows which
+# English words each French word comes from: its **gold word alignment**
+# (`npformer.data.sentence_pair` builds any pair of the grammar with it). Following Och and Ney,
+# links are *sure* (`cat`-`chat`, and both `ne` and `pas` from `not`) or merely *possible* (the
+# auxiliary `do` of a negation, which French does not write, may link to `ne`, the verb and `pas`):
+
+# %%
+from npformer.data import noun_phrase, sentence_pair
+
+english, french, gold = sentence_pair("statement", noun_phrase("cat", "black"), "eat", noun_phrase("apple"))
+print(" ".join(english), "->", " ".join(french))
+print("sure links:", sorted((english[e], french[f]) for e, f in gold.sure))
+negated_en, negated_fr, negated_gold = sentence_pair("negation", "i", "eat", noun_phrase("apple"))
+print(" ".join(negated_en), "->", " ".join(negated_fr))
+print("sure:", sorted((negated_en[e], negated_fr[f]) for e, f in negated_gold.sure))
+print("possible only:", sorted((negated_en[e], negated_fr[f]) for e, f in negated_gold.possible - negated_gold.sure))
+assert ("black", "noir") in {(english[e], french[f]) for e, f in gold.sure}, "the adjective's link crosses"
+
+# %% [markdown]
+# An explanation proposes an alignment: link each French word to the source word with the largest
+# score in its row. The **alignment error rate** (AER) of proposed links $A$ against sure links
+# $S$ and possible links $P \supseteq S$, counted over the whole test split, is
+#
+# $$\mathrm{AER} = 1 - \frac{|A \cap S| + |A \cap P|}{|A| + |S|},$$
+#
+# $0$ for the gold alignment and $1$ when no proposed link is even possible. We score every
+# cross-attention head, and three explanations that are not one raw head:
+#
+# * **the head average** of each layer;
+# * **attention rollout** (Abnar and Zuidema, 2020): a residual block passes half of each position
+#   on unchanged, so the encoder's layers compose as products of $A/2 + I/2$, and each decoder
+#   layer mixes its positions the same way before reading half of its content from the source
+#   (the docstring of `npformer.tasks.translation.alignment` has the equations);
+# * **gradient $\times$ input saliency**: how much $\log p(y_i)$ moves with each source embedding,
+#   $\lVert \partial \log p(y_i) / \partial e_j \odot e_j \rVert$. The gradient comes from the
+#   same hand-written backward pass that trains the model, run once per target word.
+
+# %%
+from npformer.tasks.translation.alignment import explain, gold_test_split, score_alignments
+
+pairs, golds = gold_test_split(run)
+if os.environ.get("NPFORMER_QUICK") == "1":
+    pairs, golds = pairs[:100], golds[:100]
+scores = score_alignments(run.model, run.src_vocab, run.tgt_vocab, pairs, golds)
+print(scores.table())
+best, worst = scores.best_head(), scores.worst_head()
+best_average = min(scores.layer_average)
+print(f"best head: layer {best[0]}, head {best[1]}, AER {best[2]:.3f}; worst head: layer {worst[0]}, "
+      f"head {worst[1]}, AER {worst[2]:.3f}")
+for name, value in [("the best layer's head average", best_average), ("rollout", scores.rollout),
+                    ("saliency", scores.saliency)]:
+    verdict = "beats" if value < best[2] else "does not beat"
+    print(f"{name}: AER {value:.3f}, {verdict} the best single head ({best[2]:.3f})")
+assert 0 <= best[2] <= worst[2] <= 1
+figure = viz.aer_heatmap(scores.heads, path=viz.figures_dir() / "15_aer.png",
+                         title=f"AER of each cross-attention head ({scores.pairs} test pairs)")
+
+# %% [markdown]
+# The best and the worst head, the rollout and the saliency on the "black cat" sentence, beside
+# the gold alignment (white squares are sure links, red dots the word each row picks):
+
+# %%
+explained = explain(run.model, run.src_vocab, run.tgt_vocab, [english], [french])
+panels = [(f"best head: layer {best[0]}, head {best[1]}", explained["cross"][best[0]][0, best[1]]),
+          (f"worst head: layer {worst[0]}, head {worst[1]}", explained["cross"][worst[0]][0, worst[1]]),
+          ("rollout", explained["rollout"][0]), ("saliency", explained["saliency"][0])]
+figure = viz.alignment_figure(panels, english, french, gold, path=viz.figures_dir() / "15_alignment.png",
+                              title="Explanations of one sentence against the gold alignment (white squares)")
+for name, scores_of_sentence in panels:
+    picked = scores_of_sentence[: len(french), : len(english)].argmax(axis=1)
+    print(f"{name:28s} " + "  ".join(f"{french[i]}->{english[j]}" for i, j in enumerate(picked)))
+
+# %% [markdown]
+# What does a head that does not align do? Where each row of the worst head looks, counted over
+# the test split: the source word the gold alignment names, a neighbour of it (one or two words
+# away), the last source token (the final punctuation), or elsewhere:
+
+# %%
+counts = {"the gold word": 0, "a neighbour of it": 0, "the last source token": 0, "elsewhere": 0}
+for start in range(0, len(pairs), 64):
+    chunk_src = [tokenize(e, "en") for e, _ in pairs[start:start + 64]]
+    chunk_tgt = [tokenize(f, "fr") for _, f in pairs[start:start + 64]]
+    weights = explain(run.model, run.src_vocab, run.tgt_vocab, chunk_src, chunk_tgt)["cross"][worst[0]]
+    for b, (source, target) in enumerate(zip(chunk_src, chunk_tgt)):
+        for i, j in enumerate(weights[b, worst[1], : len(target), : len(source)].argmax(axis=1)):
+            gold_words = golds[start + b].sources_of(i)
+            if j in gold_words:
+                counts["the gold word"] += 1
+            elif min(abs(j - g) for g in gold_words) <= 2:
+                counts["a neighbour of it"] += 1
+            elif j == len(source) - 1:
+                counts["the last source token"] += 1
+            else:
+                counts["elsewhere"] += 1
+total = sum(counts.values())
+print(f"worst head (layer {worst[0]}, head {worst[1]}), {total} rows: "
+      + ", ".join(f"{name} {100 * n / total:.0f}%" for name, n in counts.items()))
+
+# %% [markdown]
+# Read the numbers above, not the heatmaps, to decide which heads align: the table ranks every
+# head on a thousand sentences. A head with a high AER is not broken; it reads the source for
+# another purpose (the count above says where it looks), and later layers and the feed-forward
+# blocks decide what to do with it. `benchmarks/RESULTS.md` has the same table for the default run
+# of `npformer train` (900 steps), and `npformer attention --score` prints it for any run on the
+# embedded corpus.
+#
+# Attention weights still show where information was read, not why the output is what it is:
+# even the best head is a hint. Saliency asks the model the causal question (how much would
+# $\log p(y_i)$ move?) and is answered by the backward pass.
+#
+# ## Explore it yourself
+#
+# `npformer attention --run runs/lesson-13 "the black cat eats the apple." "where are the dogs?" --html
+# attention.html` writes one self-contained page (no server, no network): choose the sentence, the
+# kind of attention, the layer and one head or all of them, and hover a token to see what it
+# attends to and what attends to it. In a notebook, `viz.attention_explorer([...])` shows the same
+# page inline.
 #
 # ## Exercises
 #
 # 1. Find a sentence with a prenominal adjective ("the small house"). Does the crossing disappear?
 # 2. Draw the encoder self-attention (`npformer attention --kind enc`). What does each head do?
-# 3. Average the cross-attention over heads and extract a word alignment by taking the argmax of
-#    each row. How often is it right on the test sentences?
+# 3. Score the heads of a run of 40 steps (`TrainOptions(max_steps=40)`) with `score_alignments`.
+#    Which explanation is already good, and which needs training?
 # 4. With your `attention_entropy`, compare the mean entropy of each head of lesson 13's run of 600
 #    steps (run without quick mode) with that of a run of 40 steps (`TrainOptions(max_steps=40)`).
-#    Which heads sharpen with training?
+#    Does the entropy of a head predict its AER?

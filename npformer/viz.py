@@ -228,7 +228,7 @@ def alignment_figure(panels: list, source: list[str], target: list[str], gold: A
     import numpy
     from matplotlib.patches import Rectangle
 
-    figure, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels) + 0.6, 0.32 * len(target) + 2.2),
+    figure, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels) + 0.6, 0.34 * len(target) + 1.6),
                                 squeeze=False, constrained_layout=True)
     for axis, (name, scores) in zip(axes[0], panels):
         shown = numpy.asarray(scores)[: len(target), : len(source)]

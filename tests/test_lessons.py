@@ -23,7 +23,7 @@ EXPECTED_FIGURES = {
     "07": ["07_attention.png", "07_rnn_against_attention.png"], "08": ["08_heads.png"], "09": ["09_post_vs_pre_norm.png"],
     "10": ["10_causal_self_attention.png"], "11": ["11_parameters.png", "11_compute.png"], "12": ["12_adam_and_warmup.png"],
     "13": ["13_training_curves.png", "13_loss.png"], "14": ["14_kv_cache.png"],
-    "15": ["15_cross_attention.png"], "16": ["16_training_step.png"], "17": ["17_language_id.png"],
+    "15": ["15_cross_attention.png", "15_aer.png", "15_alignment.png"], "16": ["16_training_step.png"], "17": ["17_language_id.png"],
     "18": ["18_language_model.png"], "19": ["19_right_context.png"],
     "20": ["20_vit_attention.png"], "21": ["21_mutants.png"],
     "22": ["22_positional_tables.png", "22_training_checks.png"], "23": ["23_shift.png"],

@@ -3,9 +3,9 @@
 from .batching import Batch, encode_pairs, make_batches, pad_batch, pad_rows
 from .tatoeba import ATTRIBUTION, LoadReport, load_pairs, sentence_splits, split_by_source
 from .tokenizer import detokenize, normalize, tokenize
-from .toy_corpus import Alignment, Splits, toy_corpus
+from .toy_corpus import Alignment, Splits, noun_phrase, sentence_pair, toy_corpus
 from .vocab import Vocab
 
 __all__ = ["Alignment", "Batch", "encode_pairs", "make_batches", "pad_batch", "pad_rows", "ATTRIBUTION", "LoadReport",
            "load_pairs", "sentence_splits", "split_by_source", "detokenize", "normalize", "tokenize", "Splits",
-           "toy_corpus", "Vocab"]
+           "noun_phrase", "sentence_pair", "toy_corpus", "Vocab"]

@@ -39,7 +39,7 @@ __all__ = [
     "BackendUnavailableError",
 ]
 
-_BACKEND_NAMES = ("numpy", "cupy")
+_BACKEND_NAMES = ("numpy", "cupy", "strict")
 
 
 class BackendUnavailableError(RuntimeError):
@@ -51,12 +51,13 @@ class _ActiveArrayModule:
 
     def __init__(self) -> None:
         self._module: Any = numpy
+        self._name = "numpy"
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._module, name)
 
     def __repr__(self) -> str:
-        return f"<npformer active array module: {self._module.__name__}>"
+        return f"<npformer active array module: {self._name}>"
 
 
 xp = _ActiveArrayModule()
@@ -87,7 +88,8 @@ def _load_cupy() -> Any:
 
 
 def set_backend(name: str) -> None:
-    """Make ``name`` ("numpy" or "cupy") the array library of every op.
+    """Make ``name`` the array library of every op: "numpy", "cupy", or "strict" (NumPy
+    underneath, CuPy's rules at the device boundary: ``npformer.strict_backend``, for tests).
 
     Raises ``ValueError`` for an unknown name and ``BackendUnavailableError``
     (a ``RuntimeError``) when CuPy is not installed or sees no GPU.
@@ -96,17 +98,26 @@ def set_backend(name: str) -> None:
         raise ValueError(
             f"set_backend: name must be one of {_BACKEND_NAMES}, got {name!r}"
         )
-    xp._module = _load_cupy() if name.lower() == "cupy" else numpy
+    name = name.lower()
+    if name == "cupy":
+        xp._module = _load_cupy()
+    elif name == "strict":
+        from . import strict_backend
+
+        xp._module = strict_backend.module
+    else:
+        xp._module = numpy
+    xp._name = name
 
 
 def get_backend() -> str:
-    """The active backend's name: "numpy" or "cupy"."""
-    return xp._module.__name__
+    """The active backend's name: "numpy", "cupy" or "strict"."""
+    return xp._name
 
 
 def is_cupy() -> bool:
-    """True when the active array module is CuPy."""
-    return xp._module is not numpy
+    """True when the active array module is CuPy (on a GPU)."""
+    return xp._name == "cupy"
 
 
 def to_numpy(array: Any) -> numpy.ndarray:

@@ -9,6 +9,8 @@ In one run it measures:
   and target tokens), achieved GFLOP/s (matrix products, ``2mnk`` each, x3 for forward
   plus backward), the fraction of the GEMM peak (MFU), and the peak memory of a step;
 * greedy decoding of 24 tokens, with and without the KV cache;
+* a profile of npformer's step: the time in each op family (linear layers, attention, layer norm,
+  loss, ...), in the optimizer and in the rest, and the floor that the GEMM peak sets;
 * when PyTorch is importable (never required): the same model in plain PyTorch eager,
   ``torch.nn.Transformer`` with the same sizes, 2 threads, float32, post-norm, dropout 0,
   timed in the same run, and the ratio npformer / PyTorch.
@@ -123,7 +125,70 @@ def _measure_npformer(name: str, steps: int) -> dict:
     seconds, memory = _time_steps(step, batches)
     tokens = sum(int((s != PAD_ID).sum() + (t[:, 1:] != PAD_ID).sum()) for s, t in batches[2:]) / steps
     return {"seconds_per_step": seconds, "tokens_per_step": tokens,
-            "peak_memory_mb": memory, "decoding": _measure_decoding(model, preset)}
+            "peak_memory_mb": memory, "decoding": _measure_decoding(model, preset),
+            "profile": profile_step(model, optimizer, batches)}
+
+
+# The op families of a profile: each op's forward and backward, by the family it counts in.
+PROFILE_FAMILIES = {
+    "linear": "matrix products of the linear layers",
+    "attention": "attention: scores, mask, softmax, weighted sum",
+    "layernorm": "layer norm",
+    "cross_entropy": "loss: softmax cross-entropy",
+    "relu": "activation", "gelu": "activation",
+    "embedding": "embedding lookup and scatter",
+    "dropout": "dropout",
+}
+
+
+def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = PAD_ID) -> dict:
+    """Where a training step's time goes: seconds per step in each op family, in the optimizer
+    (clipping is not part of the bench's step) and in the rest (residual additions, head split
+    and merge, positional table, masks, copies, Python).
+
+    Every ``ops.<name>_forward`` and ``ops.<name>_backward`` that the blocks call is wrapped by a
+    timer for the duration, and so is ``optimizer.step``; the first two batches warm up. Timers
+    cost about a microsecond per call, a fraction of a percent of a step.
+    """
+    from . import ops
+    from .training import train_step
+
+    spent: dict[str, float] = {family: 0.0 for family in dict.fromkeys(PROFILE_FAMILIES.values())}
+    spent["optimizer: Adam update"] = 0.0
+    originals = {}
+
+    def timed(function: Any, family: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[family] += time.perf_counter() - start
+        return call
+
+    for op, family in PROFILE_FAMILIES.items():
+        for direction in ("forward", "backward"):
+            name = f"{op}_{direction}"
+            originals[name] = getattr(ops, name)
+            setattr(ops, name, timed(originals[name], family))
+    original_step = optimizer.step
+    optimizer.step = timed(original_step, "optimizer: Adam update")
+    try:
+        for src, tgt in batches[:2]:
+            train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index)
+        for family in spent:
+            spent[family] = 0.0
+        start = time.perf_counter()
+        for src, tgt in batches[2:]:
+            train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index)
+        total = (time.perf_counter() - start) / (len(batches) - 2)
+    finally:
+        for name, function in originals.items():
+            setattr(ops, name, function)
+        optimizer.step = original_step
+    per_step = {family: seconds / (len(batches) - 2) for family, seconds in spent.items()}
+    per_step["the rest: residuals, head split/merge, copies, Python"] = max(total - sum(per_step.values()), 0.0)
+    return {"seconds_per_step": total, "families": per_step}
 
 
 def _measure_decoding(model: Any, preset: dict, length: int = 24) -> dict:
@@ -286,4 +351,20 @@ def run(presets: list[str], steps: int = 10, with_torch: bool | None = None,
         print(line, file=stream)
     print("ratio = npformer time / PyTorch time per step (below 1: npformer is faster); "
           "decode x = KV-cached greedy decoding speed-up at 24 tokens", file=stream)
+    for name, entry in results["presets"].items():
+        print(profile_table(name, entry, peak), file=stream)
     return results
+
+
+def profile_table(name: str, entry: dict, peak: float) -> str:
+    """The profile of one preset's step as lines: milliseconds and share of the step per family,
+    and the floor: the step's matrix-product FLOPs at the GEMM peak."""
+    profile = entry["profile"]
+    total = profile["seconds_per_step"]
+    lines = [f"where the {name} step goes ({1000 * total:.1f} ms in the profiled steps):"]
+    for family, seconds in sorted(profile["families"].items(), key=lambda item: -item[1]):
+        lines.append(f"  {100 * seconds / total:5.1f}%  {1000 * seconds:7.1f} ms  {family}")
+    floor = entry["flops_per_step"] / (peak * 1e9)
+    lines.append(f"  every matrix product of the step at the GEMM peak would take {1000 * floor:.1f} ms "
+                 f"({100 * floor / total:.0f}% of the step)")
+    return "\n".join(lines)

@@ -41,7 +41,7 @@ def _imported_modules(path):
 # same rank. `data` needs only `tokens` and host NumPy; gradcheck, metrics and viz sit
 # beside `training`, above the models they check, score and draw; the tasks use training.
 LAYERS = {
-    "backend": 0, "tokens": 0,
+    "backend": 0, "strict_backend": 0, "tokens": 0,
     "ops": 1, "data": 1,
     "nn": 2,
     "models": 3, "optim": 3,

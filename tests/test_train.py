@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from npformer import cli, ops
+from npformer import backend, cli, ops
 from npformer.training import checkpoint
 from npformer.tasks.translation import TrainOptions, Trainer, train
 from npformer.training import RunError, load_run
@@ -202,7 +202,8 @@ def test_train_step_hands_the_optimizer_clipped_gradients_and_returns_the_norm_b
         assert norm(optimizer.seen) <= max_norm * (1 + 1e-9)
         scale = max_norm / (raw_norm + 1e-6) if clipped else 1.0
         for name, grad in optimizer.seen.items():
-            np.testing.assert_allclose(grad, raw[name] * scale, rtol=1e-9, atol=1e-15, err_msg=name)
+            np.testing.assert_allclose(backend.to_numpy(grad), backend.to_numpy(raw[name]) * scale,
+                                       rtol=1e-9, atol=1e-15, err_msg=name)
 
 
 # --- translate and evaluate ----------------------------------------------------------------

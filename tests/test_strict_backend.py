@@ -1,0 +1,174 @@
+"""The GPU path, trusted without a GPU.
+
+1. The strict stand-in backend (``npformer.strict_backend``, ``NPFORMER_BACKEND=strict``) behaves
+   like CuPy at the device boundary: no implicit conversion to NumPy, no host arrays in device
+   math. Shown on its own, and shown to catch a host conversion slipped into an op.
+2. The op, model, decoding and training tests run under it (a subprocess of pytest with
+   ``NPFORMER_BACKEND=strict``): every op's gradients over hypothesis-drawn shapes, the whole
+   model (textbook against fused attention, full-model gradient checks), decoding against
+   brute force, checkpoints, and the trainer end to end. The property tests written on host
+   arrays (``test_ops_properties``, ``test_nn_model``, ``test_optim``) stay on NumPy.
+3. Every ``xp`` name that npformer looks up while training, checking and decoding exists in CuPy's
+   namespace, and ``cupyx`` has what the embedding backward and the erf use. CuPy's wheel
+   imports without a GPU (creating an array then fails, which this check does not need);
+   ``.ci/run`` installs it and sets ``NPFORMER_REQUIRE_CUPY=1``, which turns a missing CuPy from a
+   skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy
+import pytest
+
+import npformer
+from npformer import backend, ops, strict_backend
+from npformer.strict_backend import HostArrayError, StrictArray
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def strict():
+    previous = backend.get_backend()
+    backend.set_backend("strict")
+    yield backend.xp
+    backend.set_backend(previous)
+
+
+def test_a_device_array_never_becomes_a_numpy_array_implicitly(strict):
+    x = backend.asarray(numpy.arange(6, dtype=numpy.float32).reshape(2, 3))
+    assert isinstance(x, StrictArray) and isinstance(x, strict.ndarray)
+    for convert in (numpy.asarray, numpy.array, lambda a: numpy.concatenate([a, numpy.ones((1, 3))])):
+        with pytest.raises(TypeError, match="Implicit conversion to a NumPy array is not allowed|host array"):
+            convert(x)
+    host = backend.to_numpy(x)
+    assert type(host) is numpy.ndarray and host.tolist() == [[0, 1, 2], [3, 4, 5]]
+    host[0, 0] = 99  # a copy: the device array is untouched
+    assert float(x[0, 0]) == 0.0
+
+
+def test_host_arrays_are_refused_in_device_math_as_cupy_refuses_them(strict):
+    x = backend.asarray(numpy.ones((2, 3), dtype=numpy.float32))
+    with pytest.raises(HostArrayError, match="host array"):
+        x + numpy.ones((2, 3), dtype=numpy.float32)
+    with pytest.raises(HostArrayError, match="xp.concatenate"):
+        strict.concatenate([x, numpy.ones((1, 3))])
+    with pytest.raises(HostArrayError):
+        x @ numpy.ones((3, 2), dtype=numpy.float32)
+    # What CuPy allows: Python and NumPy scalars, host data through asarray, a host array assigned
+    # into a slice, explicit scalars.
+    y = (x * 2.0 + numpy.float32(1.0)) / 3
+    y[0] = numpy.zeros(3, dtype=numpy.float32)
+    total = strict.sum(y)
+    assert isinstance(total, StrictArray) and total.ndim == 0, "a reduction stays on the device"
+    assert float(total) == pytest.approx(3.0) and bool(strict.any(y > 0))
+    assert isinstance(numpy.exp(x), StrictArray), "NumPy's ufuncs on device arrays stay on the device"
+    ids = backend.asarray(numpy.array([0, 1, 1]))
+    grad = strict.zeros((2, 3), dtype=strict.float32)
+    strict.add.at(grad, ids[:2], backend.asarray(numpy.ones((2, 3), dtype=numpy.float32)))
+    assert backend.to_numpy(grad).sum() == 6.0
+
+
+def test_a_host_conversion_slipped_into_an_op_fails_under_the_strict_backend(strict, monkeypatch):
+    """The bug a GPU run would find: an op that converts its input to NumPy. Under NumPy the op is
+    right (the values agree); under the strict backend it raises, as it would under CuPy."""
+    import npformer.ops.relu as relu_module
+
+    def relu_forward_via_host(x):
+        out = numpy.maximum(numpy.asarray(x), 0)  # the slipped-in host conversion
+        return backend.asarray(out), {"mask": x > 0}
+
+    monkeypatch.setattr(relu_module, "relu_forward", relu_forward_via_host)
+    x = backend.asarray(numpy.array([[-1.0, 2.0]], dtype=numpy.float32))
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        relu_module.relu_forward(x)
+    backend.set_backend("numpy")
+    out, _ = relu_module.relu_forward(numpy.array([[-1.0, 2.0]], dtype=numpy.float32))
+    assert out.tolist() == [[0.0, 2.0]], "on NumPy the same code passes: only the stand-in catches it"
+
+
+def test_the_library_runs_a_training_step_and_decoding_under_the_strict_backend(strict):
+    from npformer import Transformer, TransformerConfig, optim
+    from npformer.tasks.translation import beam_search, greedy_decode
+
+    model = Transformer(TransformerConfig(20, 22, d_model=16, n_heads=2, d_ff=32, n_layers=2, max_len=16,
+                                          activation="gelu", tie_embeddings=False, label_smoothing=0.1))
+    src = backend.asarray(numpy.array([[5, 6, 7, 0], [8, 9, 0, 0]]))
+    tgt_in = backend.asarray(numpy.array([[1, 5, 6], [1, 7, 0]]))
+    tgt_out = backend.asarray(numpy.array([[5, 6, 2], [7, 2, 0]]))
+    optimizer = optim.Adam(model, lr=1e-3)
+    logits = model.forward(src, tgt_in)
+    loss, cache = ops.cross_entropy_forward(logits, tgt_out, ignore_index=0, label_smoothing=0.1)
+    model.zero_grad()
+    model.backward(ops.cross_entropy_backward(1.0, cache))
+    optim.clip_grad_norm(model, 1.0)
+    optimizer.step()
+    assert isinstance(logits, StrictArray) and numpy.isfinite(float(loss))
+    with model.evaluating():
+        assert len(greedy_decode(model, src, max_len=5)) == 2
+        assert len(beam_search(model, src, beam_size=2, max_len=5)) == 2
+
+
+def test_op_model_decoding_and_training_tests_pass_under_the_strict_backend():
+    """The library's own tests, run again with every array on the stand-in device."""
+    modules = ["test_gradients.py", "test_architecture.py", "test_decoding_truth.py", "test_decode_checkpoint.py",
+               "test_train.py"]
+    env = dict(os.environ, NPFORMER_BACKEND="strict")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                             *[str(ROOT / "tests" / name) for name in modules]],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    tail = "\n".join(result.stdout.splitlines()[-25:])
+    assert result.returncode == 0, f"under NPFORMER_BACKEND=strict:\n{tail}\n{result.stderr[-2000:]}"
+    print(tail.splitlines()[-1])
+
+
+def _cupy():
+    try:
+        import cupy
+        import cupyx
+        import cupyx.scipy.special
+    except ImportError as error:
+        reason = f"CuPy is not installed ({error}): pip install cupy-cuda12x (imports without a GPU)"
+        if os.environ.get("NPFORMER_REQUIRE_CUPY") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return cupy, cupyx
+
+
+def test_every_name_npformer_uses_exists_in_cupy(strict):
+    """Train a step, check gradients, decode, embed, GELU: record every ``xp`` name looked up,
+    then find each one in CuPy's namespace."""
+    cupy, cupyx = _cupy()
+    test_the_library_runs_a_training_step_and_decoding_under_the_strict_backend(strict)
+    from npformer import gradcheck
+
+    report = gradcheck.check_all_ops(seed=0)  # every op, forward and backward, float64, on the stand-in
+    assert report.passed, str(report)
+    used = strict_backend.used_names()
+    assert {"matmul", "zeros", "random.default_rng"} & used, used
+    missing = []
+    for name in sorted(used):
+        target = cupy
+        for part in name.split("."):
+            target = getattr(target, part, None)
+        if target is None:
+            missing.append(name)
+    assert not missing, f"npformer calls xp names that CuPy lacks: {missing}"
+    assert callable(cupyx.scatter_add), "ops/embedding.py's backward uses cupyx.scatter_add"
+    import cupyx.scipy.special
+
+    assert callable(cupyx.scipy.special.erf) and callable(cupyx.scipy.special.erfc), "ops/special.py uses them"
+    print(f"{len(used)} xp names used, all in CuPy {cupy.__version__}")
+
+
+def test_the_strict_backend_is_selected_by_name_and_by_environment():
+    env = dict(os.environ, NPFORMER_BACKEND="strict")
+    code = "from npformer import backend; print(backend.get_backend(), backend.is_cupy())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["strict", "False"]
+    assert npformer.backend.get_backend() == "numpy"

@@ -171,6 +171,11 @@ def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = 
             name = f"{op}_{direction}"
             originals[name] = getattr(ops, name)
             setattr(ops, name, timed(originals[name], family))
+    from .nn import feedforward  # its table of activations holds the functions themselves
+
+    activations = dict(feedforward._ACTIVATIONS)
+    for name, (forward, backward) in activations.items():
+        feedforward._ACTIVATIONS[name] = (timed(forward, "activation"), timed(backward, "activation"))
     original_step = optimizer.step
     optimizer.step = timed(original_step, "optimizer: Adam update")
     try:
@@ -185,6 +190,7 @@ def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = 
     finally:
         for name, function in originals.items():
             setattr(ops, name, function)
+        feedforward._ACTIVATIONS.update(activations)
         optimizer.step = original_step
     per_step = {family: seconds / (len(batches) - 2) for family, seconds in spent.items()}
     per_step["the rest: residuals, head split/merge, copies, Python"] = max(total - sum(per_step.values()), 0.0)

@@ -41,6 +41,30 @@ from . import backend
 from .backend import xp
 
 
+_WORKER: list = []
+
+
+def _worker() -> Any:
+    """One background thread, started on first use, shared by every optimizer."""
+    if not _WORKER:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _WORKER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="npformer-optim"))
+    return _WORKER[0]
+
+
+def _split_in_two(items: list) -> tuple[list, list]:
+    """Two lists of ``(param, grad, state)`` whose parameters hold about as many numbers each
+    (largest first, each to the lighter half)."""
+    halves: tuple[list, list] = ([], [])
+    sizes = [0, 0]
+    for item in sorted(items, key=lambda item: -item[0].size):
+        lighter = 0 if sizes[0] <= sizes[1] else 1
+        halves[lighter].append(item)
+        sizes[lighter] += item[0].size
+    return halves
+
+
 class Optimizer:
     """Common parts: the parameters, the step counter, per-parameter state, saving."""
 
@@ -61,11 +85,28 @@ class Optimizer:
         self.model.zero_grad()
 
     def step(self) -> None:
-        """Update every parameter once from its gradient."""
+        """Update every parameter once from its gradient.
+
+        On NumPy the parameters are split into two halves of about equal size, and a second
+        thread updates one half while this one updates the other: the updates are independent,
+        and NumPy releases the interpreter lock inside its elementwise loops, so the second core
+        works too. The result is the same as updating them one after another.
+        """
         self.step_count += 1
         grads = self.model.grads()
-        for key, param in self.model.params().items():
-            self._update(param, grads[key], self.state[key])
+        items = [(param, grads[key], self.state[key]) for key, param in self.model.params().items()]
+        if backend.get_backend() != "numpy" or len(items) < 2:
+            for param, grad, state in items:
+                self._update(param, grad, state)
+            return
+        first, second = _split_in_two(items)
+        other_half = _worker().submit(self._update_all, second)
+        self._update_all(first)
+        other_half.result()
+
+    def _update_all(self, items: list) -> None:
+        for param, grad, state in items:
+            self._update(param, grad, state)
 
     def _update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
         raise NotImplementedError

@@ -297,3 +297,34 @@ def test_attention_score_prints_every_head_and_draws_the_table(tiny_run, tmp_pat
     assert len(heads) == run.model.config.n_layers * run.model.config.n_heads
     assert "| rollout |" in output and "| saliency (gradient x input) |" in output and "on 40 sentence pairs" in output
     assert figure.is_file() and figure.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_the_step_projects_only_real_targets_and_equals_the_textbook_step(label_smoothing):
+    """``train_step`` asks the Transformer for the logits of the real targets only; the loss and
+    every gradient equal the textbook step's (all logits, padding ignored by the loss)."""
+    from npformer import gradcheck
+    from npformer.tokens import PAD_ID
+    from npformer.training import train_step
+
+    model, src, tgt_in, tgt_out = gradcheck.model_case(seed=3, dropout=0.0)
+    assert bool((tgt_out == PAD_ID).any()), "the case must have padded targets"
+
+    class Recorder:
+        lr = 0.0
+
+        def step(self):
+            self.seen = {name: backend.to_numpy(grad).copy() for name, grad in model.grads().items()}
+
+    recorder = Recorder()
+    fast = train_step(model, (src, tgt_in), tgt_out, recorder, ignore_index=PAD_ID, label_smoothing=label_smoothing)
+    logits = model.forward(src, tgt_in)  # the textbook step
+    loss, cache = ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID, label_smoothing=label_smoothing)
+    model.zero_grad()
+    model.backward(ops.cross_entropy_backward(1.0, cache))
+    assert fast.loss == pytest.approx(float(loss), rel=1e-12)
+    for name, grad in model.grads().items():
+        np.testing.assert_allclose(recorder.seen[name], backend.to_numpy(grad), rtol=1e-10, atol=1e-14, err_msg=name)
+    keep = tgt_out != PAD_ID
+    np.testing.assert_allclose(backend.to_numpy(model.forward(src, tgt_in, keep=keep)),
+                               backend.to_numpy(logits[keep]), rtol=1e-12, atol=1e-14)

@@ -77,6 +77,8 @@ class TransformerConfig:
 class Transformer(Module):
     """Encoder-decoder Transformer. ``forward(src_ids, tgt_in_ids) -> logits (B, Tt, V_tgt)``."""
 
+    forward_keeps_rows = True  # forward(..., keep=mask) projects only the kept positions
+
     def __init__(self, config: TransformerConfig, seed: int = 0, dtype: Any = None) -> None:
         super().__init__()
         rng = start_model(self, config, seed, dtype)
@@ -116,8 +118,10 @@ class Transformer(Module):
         x = self._embed(src_ids, self.src_embed, self.src_dropout)
         return self.encoder.forward(x, src_mask), src_mask
 
-    def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
-        """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``."""
+    def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any, keep: Any = None) -> Any:
+        """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``, or, with a
+        boolean ``keep (B, Tt)``, the logits of the kept positions only, ``(N, V_tgt)`` in row-major
+        order (``logits[keep]``, without computing the others; see ``forward``)."""
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
         if tgt_in_ids.shape[0] != memory.shape[0]:
             raise ValueError(f"Transformer: tgt_in_ids must have batch size {memory.shape[0]} "
@@ -125,15 +129,27 @@ class Transformer(Module):
         tgt_mask = ops.padding_mask(tgt_in_ids, PAD_ID) & ops.causal_mask(tgt_in_ids.shape[1])
         x = self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout)
         x = self.decoder.forward(x, memory, tgt_mask, src_mask)
+        self._keep = keep
+        if keep is not None:
+            self._decoded_shape = x.shape
+            x = x[keep]  # (N, D): only the rows whose logits are wanted
         return self.out_proj.forward(x)
 
-    def forward(self, src_ids: Any, tgt_in_ids: Any) -> Any:
-        """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing)."""
+    def forward(self, src_ids: Any, tgt_in_ids: Any, keep: Any = None) -> Any:
+        """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing).
+
+        ``keep``: a boolean ``(B, Tt)`` array (e.g. ``targets != PAD_ID``); then only the kept
+        positions go through the output projection, and the result is ``(N, V_tgt)``, equal to
+        ``forward(src_ids, tgt_in_ids)[keep]``. The projection to the vocabulary is the largest
+        product of a step, and padded positions would only be thrown away by the loss;
+        ``training.train_step`` uses it. ``backward`` then takes ``dlogits (N, V_tgt)``.
+        """
         memory, src_mask = self.encode(src_ids)
-        return self.decode(tgt_in_ids, memory, src_mask)
+        return self.decode(tgt_in_ids, memory, src_mask, keep)
 
     def backward(self, dlogits: Any) -> None:
-        """Add the gradient of every parameter for upstream ``dlogits (B, Tt, V_tgt)``."""
+        """Add the gradient of every parameter for upstream ``dlogits (B, Tt, V_tgt)`` (or
+        ``(N, V_tgt)`` after ``forward(..., keep=...)``)."""
         d_src, d_tgt = self.backward_to_inputs(dlogits)
         self._embed_backward(d_tgt, self.tgt_embed, self.tgt_dropout)
         self._embed_backward(d_src, self.src_embed, self.src_dropout)
@@ -144,6 +160,9 @@ class Transformer(Module):
         gradients of the dropout outputs of ``_embed`` (in eval mode: of ``E[ids] sqrt(D) + PE``).
         ``backward`` finishes them into the tables; saliency maps read them as they are."""
         d = self.out_proj.backward(dlogits)
+        if self._keep is not None:  # the rows left out of the projection get no gradient
+            kept, d = d, xp.zeros(self._decoded_shape, dtype=d.dtype)
+            d[self._keep] = kept
         d_tgt, d_memory = self.decoder.backward(d)
         return self.encoder.backward(d_memory), d_tgt
 

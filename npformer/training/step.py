@@ -11,7 +11,10 @@ Every model in npformer maps inputs to logits and has a hand-written
     optimizer.step()
 
 The translator's trainer, the small models' loop (``fit``), ``npformer bench``
-and the lessons all call ``train_step``.
+and the lessons all call ``train_step``. For a model that says ``forward_keeps_rows``
+(the ``Transformer``), the step asks for the logits of the real targets only,
+``model.forward(*inputs, keep=targets != ignore_index)``: the same loss and
+gradients without projecting padded positions onto the vocabulary.
 """
 
 from __future__ import annotations
@@ -51,7 +54,13 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
     A non-finite loss skips the update (nothing is changed) and is returned as it is,
     so that the caller can stop and keep its last good checkpoint.
     """
-    logits = model.forward(*inputs)
+    if getattr(model, "forward_keeps_rows", False) and ignore_index is not None:
+        # The fast form: logits only where a target counts (the same loss and gradients; the
+        # textbook line above is what it computes, checked by tests/test_train.py).
+        keep = targets != ignore_index
+        logits, targets = model.forward(*inputs, keep=keep), targets[keep]
+    else:
+        logits = model.forward(*inputs)
     loss, cache = ops.cross_entropy_forward(logits, targets, ignore_index=ignore_index,
                                             label_smoothing=label_smoothing)
     loss = float(loss)

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from conftest import import_crosscheck
-from npformer import nn, optim
+from npformer import backend, nn, optim
+
+host = backend.to_numpy  # the parameters live on the active backend (NumPy, CuPy or the strict stand-in)
 
 
 class Params(nn.Module):
@@ -14,8 +16,8 @@ class Params(nn.Module):
 
     def __init__(self, rng):
         super().__init__()
-        self.add_param("w", rng.standard_normal((3, 4)))
-        self.add_param("b", rng.standard_normal(4))
+        self.add_param("w", backend.asarray(rng.standard_normal((3, 4))))
+        self.add_param("b", backend.asarray(rng.standard_normal(4)))
 
 
 def gradient_sequence(rng, steps=6):
@@ -63,9 +65,9 @@ def test_adam_and_adamw_follow_the_closed_form_over_several_steps(cls, decoupled
     model, optimizer = run(cls, grads, **options)
     start = Params(np.random.default_rng(0))
     for key in ("w", "b"):
-        expected = adam_reference(getattr(start, key), [g[key] for g in grads], 0.01, (0.8, 0.95), 1e-6,
+        expected = adam_reference(host(getattr(start, key)), [g[key] for g in grads], 0.01, (0.8, 0.95), 1e-6,
                                   weight_decay, decoupled).reshape(getattr(start, key).shape)
-        np.testing.assert_allclose(getattr(model, key), expected, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(host(getattr(model, key)), expected, rtol=1e-12, atol=1e-14)
     assert optimizer.step_count == len(grads)  # steps, not parameter tensors
 
 
@@ -81,15 +83,15 @@ def test_sgd_with_momentum_nesterov_and_weight_decay():
     for nesterov, dampening in ((False, 0.2), (True, 0.0)):
         model, _ = run(optim.SGD, grads, lr=0.1, momentum=0.9, dampening=dampening,
                        weight_decay=0.01, nesterov=nesterov)
-        p = Params(np.random.default_rng(0)).w.copy()
+        p = host(Params(np.random.default_rng(0)).w)
         buffer = None
         for g in grads:
             d = g["w"] + 0.01 * p
             buffer = d.copy() if buffer is None else 0.9 * buffer + (1 - dampening) * d
             p = p - 0.1 * (d + 0.9 * buffer if nesterov else buffer)
-        np.testing.assert_allclose(model.w, p, rtol=1e-12)
+        np.testing.assert_allclose(host(model.w), p, rtol=1e-12)
     plain, _ = run(optim.SGD, grads[:1], lr=0.5)
-    np.testing.assert_allclose(plain.w, Params(np.random.default_rng(0)).w - 0.5 * grads[0]["w"])
+    np.testing.assert_allclose(host(plain.w), host(Params(np.random.default_rng(0)).w) - 0.5 * grads[0]["w"])
 
 
 def test_optimizer_state_dict_round_trip_continues_identically():
@@ -106,7 +108,7 @@ def test_optimizer_state_dict_round_trip_continues_identically():
         for key, value in g.items():
             resumed.grad[key][...] = value
         resumed_optimizer.step()
-    np.testing.assert_array_equal(resumed.w, straight.w)
+    np.testing.assert_array_equal(host(resumed.w), host(straight.w))
     with pytest.raises(ValueError, match="state is for 'AdamW', not 'SGD'"):
         optim.SGD(resumed).load_state_dict(saved_state)
 
@@ -139,7 +141,7 @@ def test_clip_grad_norm_scales_to_max_norm_and_returns_the_norm():
     assert optim.clip_grad_norm(model, 1.0) == pytest.approx(norm)
     clipped = math.sqrt(sum(float((g**2).sum()) for g in model.grads().values()))
     assert clipped == pytest.approx(1.0, rel=1e-5)
-    np.testing.assert_allclose(model.grad["w"] / model.grad["b"][0], 0.75)  # direction kept
+    np.testing.assert_allclose(host(model.grad["w"] / model.grad["b"][0]), 0.75)  # direction kept
     assert optim.clip_grad_norm(model, 10.0) == pytest.approx(clipped)  # below max: unchanged
     assert math.sqrt(sum(float((g**2).sum()) for g in model.grads().values())) == pytest.approx(clipped)
 
@@ -153,9 +155,9 @@ def test_optimizers_match_pytorch_when_it_is_installed():
     for ours, theirs, options in cases:
         model, _ = run(ours, grads, **options)
         start = Params(np.random.default_rng(0))
-        w = torch.tensor(start.w, requires_grad=True)
+        w = torch.tensor(host(start.w), requires_grad=True)
         reference = theirs([w], **options)
         for g in grads:
             w.grad = torch.tensor(g["w"])
             reference.step()
-        np.testing.assert_allclose(model.w, w.detach().numpy(), rtol=1e-10, err_msg=ours.__name__)
+        np.testing.assert_allclose(host(model.w), w.detach().numpy(), rtol=1e-10, err_msg=ours.__name__)

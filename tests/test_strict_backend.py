@@ -6,8 +6,9 @@
 2. The op, model, decoding and training tests run under it (a subprocess of pytest with
    ``NPFORMER_BACKEND=strict``): every op's gradients over hypothesis-drawn shapes, the whole
    model (textbook against fused attention, full-model gradient checks), decoding against
-   brute force, checkpoints, and the trainer end to end. The property tests written on host
-   arrays (``test_ops_properties``, ``test_nn_model``, ``test_optim``) stay on NumPy.
+   brute force, checkpoints, the optimizers against their closed forms, and the trainer end to
+   end. The property tests written on host arrays (``test_ops_properties``, ``test_nn_model``,
+   ``test_nn_gradients``) stay on NumPy.
 3. Every ``xp`` name that npformer looks up while training, checking and decoding exists in CuPy's
    namespace, and ``cupyx`` has what the embedding backward and the erf use. CuPy's wheel
    imports without a GPU (creating an array then fails, which this check does not need);
@@ -117,7 +118,7 @@ def test_the_library_runs_a_training_step_and_decoding_under_the_strict_backend(
 def test_op_model_decoding_and_training_tests_pass_under_the_strict_backend():
     """The library's own tests, run again with every array on the stand-in device."""
     modules = ["test_gradients.py", "test_architecture.py", "test_decoding_truth.py", "test_decode_checkpoint.py",
-               "test_train.py"]
+               "test_optim.py", "test_train.py"]
     env = dict(os.environ, NPFORMER_BACKEND="strict")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                              *[str(ROOT / "tests" / name) for name in modules]],

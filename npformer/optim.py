@@ -32,6 +32,7 @@ the schedules below compute it.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -41,16 +42,12 @@ from . import backend
 from .backend import xp
 
 
-_WORKER: list = []
-
-
+@functools.cache
 def _worker() -> Any:
     """One background thread, started on first use, shared by every optimizer."""
-    if not _WORKER:
-        from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
 
-        _WORKER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="npformer-optim"))
-    return _WORKER[0]
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="npformer-optim")
 
 
 def _split_in_two(items: list) -> tuple[list, list]:
@@ -96,8 +93,7 @@ class Optimizer:
         grads = self.model.grads()
         items = [(param, grads[key], self.state[key]) for key, param in self.model.params().items()]
         if backend.get_backend() != "numpy" or len(items) < 2:
-            for param, grad, state in items:
-                self._update(param, grad, state)
+            self._update_all(items)
             return
         first, second = _split_in_two(items)
         other_half = _worker().submit(self._update_all, second)

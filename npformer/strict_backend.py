@@ -174,7 +174,8 @@ class StrictArray:
         return (_wrap(row) for row in self._data)
 
     def __repr__(self) -> str:
-        return "strict" + repr(self._data)[5:] if repr(self._data).startswith("array") else repr(self._data)
+        text = repr(self._data)
+        return "strict" + text.removeprefix("array") if text.startswith("array") else text
 
     # -- indexing -------------------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:

@@ -55,8 +55,8 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
     so that the caller can stop and keep its last good checkpoint.
     """
     if getattr(model, "forward_keeps_rows", False) and ignore_index is not None:
-        # The fast form: logits only where a target counts (the same loss and gradients; the
-        # textbook line above is what it computes, checked by tests/test_train.py).
+        # The fast form: logits only where a target counts (the same loss and gradients as the
+        # textbook form of the module docstring, checked by tests/test_train.py).
         keep = targets != ignore_index
         logits, targets = model.forward(*inputs, keep=keep), targets[keep]
     else:

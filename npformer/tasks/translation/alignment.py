@@ -28,7 +28,7 @@ to ``argmax_j S[i, j]``:
   comes from npformer's own backward pass (``Transformer.backward_to_inputs``): the backward that
   trains the model explains it.
 
-``align_scores(run_or_model, ...)`` computes every matrix for a list of pairs and
+``explain(model, ...)`` computes every matrix for a batch of tokenised pairs and
 ``score_alignments`` turns them into alignment error rates (``metrics.alignment_error_rate``).
 """
 
@@ -120,17 +120,18 @@ class AlignmentScores:
     saliency: float
     pairs: int
 
+    def _each_head(self) -> list[tuple[int, int, float]]:
+        return [(layer, head, aer) for layer, row in enumerate(self.heads) for head, aer in enumerate(row)]
+
     def best_head(self) -> tuple[int, int, float]:
-        return min(((l, h, aer) for l, row in enumerate(self.heads) for h, aer in enumerate(row)),
-                   key=lambda item: item[2])
+        return min(self._each_head(), key=lambda item: item[2])
 
     def worst_head(self) -> tuple[int, int, float]:
-        return max(((l, h, aer) for l, row in enumerate(self.heads) for h, aer in enumerate(row)),
-                   key=lambda item: item[2])
+        return max(self._each_head(), key=lambda item: item[2])
 
     def rows(self) -> list[tuple[str, float]]:
         """``(name, AER)`` for every explanation, in the order of ``table``."""
-        named = [(f"layer {l}, head {h}", aer) for l, row in enumerate(self.heads) for h, aer in enumerate(row)]
+        named = [(f"layer {layer}, head {head}", aer) for layer, head, aer in self._each_head()]
         named += [(f"layer {l}, head average", aer) for l, aer in enumerate(self.layer_average)]
         return named + [("rollout", self.rollout), ("saliency (gradient x input)", self.saliency)]
 
@@ -139,10 +140,9 @@ class AlignmentScores:
         best, worst = self.best_head(), self.worst_head()
         lines = [f"AER on {self.pairs} sentence pairs (lower is better; 0 = the gold alignment)", "",
                  "| explanation | AER |", "| --- | ---: |"]
-        for layer, row in enumerate(self.heads):
-            for head, aer in enumerate(row):
-                mark = " (best head)" if (layer, head) == best[:2] else " (worst head)" if (layer, head) == worst[:2] else ""
-                lines.append(f"| layer {layer}, head {head}{mark} | {aer:.3f} |")
+        for layer, head, aer in self._each_head():
+            mark = " (best head)" if (layer, head) == best[:2] else " (worst head)" if (layer, head) == worst[:2] else ""
+            lines.append(f"| layer {layer}, head {head}{mark} | {aer:.3f} |")
         for layer, aer in enumerate(self.layer_average):
             lines.append(f"| layer {layer}, head average | {aer:.3f} |")
         lines.append(f"| rollout | {self.rollout:.3f} |")

@@ -15,11 +15,12 @@ from ... import backend
 from ...data import tokenize
 from ...tokens import BOS_TOKEN, BOS_ID, EOS_TOKEN
 from ...training import Run
+from ...viz import EXPLORER_KINDS
 from .translator import Translator
 
 KINDS = {"enc": "encoder", "dec": "decoder_self", "cross": "decoder_cross"}
-TITLES = {"enc": "Encoder self-attention", "dec": "Decoder self-attention (causal)",
-          "cross": "Decoder cross-attention: output token (row) -> source (column)"}
+# The figure titles are the explorer's (``viz.EXPLORER_KINDS``), in the order PNGs are written.
+TITLES = {kind: EXPLORER_KINDS[kind][1] for kind in ("enc", "dec", "cross")}
 
 
 @dataclass

@@ -32,34 +32,25 @@ the schedules below compute it.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
 import numpy
 
-from . import backend
+from . import backend, threads
 from .backend import xp
 
 
-@functools.cache
-def _worker() -> Any:
-    """One background thread, started on first use, shared by every optimizer."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="npformer-optim")
-
-
-def _split_in_two(items: list) -> tuple[list, list]:
-    """Two lists of ``(param, grad, state)`` whose parameters hold about as many numbers each
-    (largest first, each to the lighter half)."""
-    halves: tuple[list, list] = ([], [])
-    sizes = [0, 0]
+def _split_into(items: list, count: int) -> list[list]:
+    """``count`` lists of ``(param, grad, state)`` whose parameters hold about as many numbers
+    each (largest first, each to the lightest list so far); empty lists are dropped."""
+    groups: list[list] = [[] for _ in range(count)]
+    sizes = [0] * count
     for item in sorted(items, key=lambda item: -item[0].size):
-        lighter = 0 if sizes[0] <= sizes[1] else 1
-        halves[lighter].append(item)
-        sizes[lighter] += item[0].size
-    return halves
+        lightest = sizes.index(min(sizes))
+        groups[lightest].append(item)
+        sizes[lightest] += item[0].size
+    return [group for group in groups if group]
 
 
 class Optimizer:
@@ -84,21 +75,18 @@ class Optimizer:
     def step(self) -> None:
         """Update every parameter once from its gradient.
 
-        On NumPy the parameters are split into two halves of about equal size, and a second
-        thread updates one half while this one updates the other: the updates are independent,
-        and NumPy releases the interpreter lock inside its elementwise loops, so the second core
-        works too. The result is the same as updating them one after another.
+        On the CPU the parameters are split into one group per thread (``threads``), groups
+        of about equal size, and each thread updates its group: the updates are independent,
+        and NumPy releases the interpreter lock inside its elementwise loops, so every core
+        works. The result is the same as updating them one after another.
         """
         self.step_count += 1
         grads = self.model.grads()
         items = [(param, grads[key], self.state[key]) for key, param in self.model.params().items()]
-        if backend.get_backend() != "numpy" or len(items) < 2:
+        if backend.is_cupy():
             self._update_all(items)
             return
-        first, second = _split_in_two(items)
-        other_half = _worker().submit(self._update_all, second)
-        self._update_all(first)
-        other_half.result()
+        threads.parallel_items(self._update_all, _split_into(items, threads.get_threads()))
 
     def _update_all(self, items: list) -> None:
         for param, grad, state in items:

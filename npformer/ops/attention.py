@@ -27,7 +27,8 @@ Backward, with ``s = 1 / sqrt(Dh)``::
 
 Masked entries have ``weights = 0`` and hence ``dscores = 0``: no gradient
 flows to masked keys. Every product is one batched ``matmul`` over all batch
-entries and heads at once.
+entries and heads at once; on the CPU the batch is cut into one block per
+thread (``threads.parallel_rows``), and each block runs these same lines.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .. import threads
 from ..backend import xp
 from ._validate import check_broadcastable, check_float, check_ndim, check_same_dtype
 
@@ -67,6 +69,13 @@ def _check_attention_inputs(q: Any, k: Any, v: Any, mask: Any) -> None:
         check_broadcastable(op, "mask", mask, target, "(B, H, Tq, Tk)")
 
 
+def _batch_rows(mask: Any, rows: slice, batch: int) -> Any:
+    """The part of a mask broadcastable to ``(B, H, Tq, Tk)`` that serves the batch rows ``rows``."""
+    if mask.ndim == 4 and mask.shape[0] == batch:
+        return mask[rows]
+    return mask  # the same for every sequence
+
+
 def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, dict]:
     """``softmax(q k^T / sqrt(Dh), masked) @ v``.
 
@@ -83,22 +92,29 @@ def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, di
     _check_attention_inputs(q, k, v, mask)
     scale = 1.0 / math.sqrt(q.shape[-1])
 
-    scores = q @ k.swapaxes(-1, -2)
-    scores *= scale
-    if mask is not None:
-        xp.copyto(scores, -xp.inf, where=~mask)
+    batch, heads, q_len, k_len = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    weights = xp.empty((batch, heads, q_len, k_len), dtype=q.dtype)
+    out = xp.empty((batch, heads, q_len, v.shape[-1]), dtype=q.dtype)
 
-    # Stable softmax over the keys, written out so that fully masked rows give 0.
-    row_max = scores.max(axis=-1, keepdims=True)
-    if mask is not None:
-        row_max[~xp.isfinite(row_max)] = 0.0  # fully masked row: -inf - (-inf) would be NaN
-    scores -= row_max
-    weights = xp.exp(scores, out=scores)
-    row_sum = weights.sum(axis=-1, keepdims=True)
-    row_sum[row_sum == 0] = 1.0  # only fully masked rows sum to 0; they stay all-zero
-    weights /= row_sum
+    def attend(rows: slice) -> None:  # a block of the batch; sequences never interact
+        scores = xp.matmul(q[rows], k[rows].swapaxes(-1, -2), out=weights[rows])
+        scores *= scale
+        if mask is not None:
+            xp.copyto(scores, -xp.inf, where=~_batch_rows(mask, rows, batch))
 
-    out = weights @ v
+        # Stable softmax over the keys, written out so that fully masked rows give 0.
+        row_max = scores.max(axis=-1, keepdims=True)
+        if mask is not None:
+            row_max[~xp.isfinite(row_max)] = 0.0  # fully masked row: -inf - (-inf) would be NaN
+        scores -= row_max
+        xp.exp(scores, out=scores)
+        row_sum = scores.sum(axis=-1, keepdims=True)
+        row_sum[row_sum == 0] = 1.0  # only fully masked rows sum to 0; they stay all-zero
+        scores /= row_sum  # now the weights
+
+        xp.matmul(scores, v[rows], out=out[rows])
+
+    threads.parallel_rows(attend, batch, row_size=heads * q_len * (k_len + v.shape[-1]))
     cache = {"q": q, "k": k, "v": v, "weights": weights, "scale": scale}
     return out, cache
 
@@ -108,14 +124,21 @@ def attention_backward(dout: Any, cache: dict) -> tuple[Any, Any, Any]:
     q, k, v = cache["q"], cache["k"], cache["v"]
     weights, scale = cache["weights"], cache["scale"]
 
-    dv = weights.swapaxes(-1, -2) @ dout
-    dweights = dout @ v.swapaxes(-1, -2)
+    dq, dk, dv = (xp.empty(array.shape, dtype=dout.dtype) for array in (q, k, v))
 
-    dscores = dweights
-    dscores *= weights
-    dscores -= weights * dscores.sum(axis=-1, keepdims=True)
-    dscores *= scale
+    def gradients(rows: slice) -> None:  # a block of the batch, as in the forward pass
+        block_weights = weights[rows]
+        xp.matmul(block_weights.swapaxes(-1, -2), dout[rows], out=dv[rows])
+        dweights = dout[rows] @ v[rows].swapaxes(-1, -2)
 
-    dq = dscores @ k
-    dk = dscores.swapaxes(-1, -2) @ q
+        dscores = dweights
+        dscores *= block_weights
+        dscores -= block_weights * dscores.sum(axis=-1, keepdims=True)
+        dscores *= scale
+
+        xp.matmul(dscores, k[rows], out=dq[rows])
+        xp.matmul(dscores.swapaxes(-1, -2), q[rows], out=dk[rows])
+
+    batch, heads, q_len, k_len = weights.shape
+    threads.parallel_rows(gradients, batch, row_size=heads * q_len * (k_len + v.shape[-1]))
     return dq, dk, dv

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import threads
 from ..backend import xp
 from ..tokens import PAD_ID
 from ._validate import check_float, check_ids_in_range, check_integer, check_min_ndim
@@ -77,14 +78,22 @@ def cross_entropy_forward(
     )
     safe_ids = xp.where(kept, target_ids, 0)  # ignored positions read class 0, then count 0
     n_kept = int(kept.sum())
-    rows = xp.arange(z.shape[0])
+    n_rows = z.shape[0]
+    exps = xp.empty(z.shape, dtype=z.dtype)
+    normalizer = xp.empty(n_rows, dtype=z.dtype)
+    target_shifted = xp.empty(n_rows, dtype=z.dtype)
+    mean_shifted = xp.empty(n_rows, dtype=z.dtype)
 
     # With s = z - max(z):  log p_j = s_j - log_norm,  log_norm = log(sum_k exp(s_k)) >= 0.
-    shifted = z - z.max(axis=-1, keepdims=True)
-    target_shifted = shifted[rows, safe_ids]
-    mean_shifted = shifted.mean(axis=-1) if label_smoothing > 0 else None
-    exps = xp.exp(shifted, out=shifted)  # the same buffer, now exp(s); normalised in backward
-    normalizer = exps.sum(axis=-1)
+    def exponentiate(rows: slice) -> None:  # rows are independent: one block per thread
+        shifted = xp.subtract(z[rows], z[rows].max(axis=-1, keepdims=True), out=exps[rows])
+        target_shifted[rows] = shifted[xp.arange(shifted.shape[0]), safe_ids[rows]]
+        if label_smoothing > 0:
+            mean_shifted[rows] = shifted.mean(axis=-1)
+        xp.exp(shifted, out=shifted)  # the same buffer, now exp(s); normalised in backward
+        normalizer[rows] = shifted.sum(axis=-1)
+
+    threads.parallel_rows(exponentiate, n_rows, row_size=vocab_size)
     log_norm = xp.log(normalizer)
 
     per_position = (1.0 - label_smoothing) * (log_norm - target_shifted)  # -log p_target
@@ -122,8 +131,14 @@ def cross_entropy_backward(dloss: Any, cache: dict, out: Any = None) -> Any:
 
     # Per-position weight: dloss / n_kept where kept, else 0.
     weight = (kept * (xp.asarray(dloss, dtype=dtype) / max(cache["n_kept"], 1))).astype(dtype)
-    dlogits = xp.multiply(exps, (weight / cache["normalizer"])[:, None], out=out)  # p = exp(s) / sum: one pass
-    if eps > 0:
-        dlogits -= (eps / vocab_size * weight)[:, None]
+    row_scale = weight / cache["normalizer"]
+    dlogits = xp.empty(exps.shape, dtype=dtype) if out is None else out
+
+    def probabilities_minus_smoothing(rows: slice) -> None:
+        xp.multiply(exps[rows], row_scale[rows, None], out=dlogits[rows])  # p = exp(s) / sum: one pass
+        if eps > 0:
+            dlogits[rows] -= (eps / vocab_size * weight[rows])[:, None]
+
+    threads.parallel_rows(probabilities_minus_smoothing, exps.shape[0], row_size=vocab_size)
     dlogits[xp.arange(dlogits.shape[0]), target_ids] -= (1.0 - eps) * weight
     return dlogits.reshape(cache["logits_shape"])

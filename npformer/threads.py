@@ -1,0 +1,143 @@
+"""CPU threads: npformer splits its hot loops over rows, one block per core.
+
+NumPy runs every elementwise operation (``exp``, ``max``, ``+=``) on one core, and
+its BLAS parallelises only the matrix products, whose threads then spin, waiting
+for the next product, on the cores the elementwise work could have used. So
+npformer does its own splitting. An op that works row by row writes its body
+once, as a function of a block of rows, and hands it to ``parallel_rows``::
+
+    def normalise(rows):                      # rows: a slice of the first axis
+        xp.subtract(z[rows], z[rows].max(axis=-1, keepdims=True), out=shifted[rows])
+        ...
+    threads.parallel_rows(normalise, n_rows, row_size=z.shape[-1])
+
+``parallel_rows`` calls the body once per block of consecutive rows, each block
+on its own thread (NumPy releases the GIL inside its loops and BLAS calls), and
+returns when all are done. Rows never interact inside one call, so the result
+is the same as one call over every row: the split is a schedule, not new math.
+With one thread (``set_threads(1)``, or CuPy, or a small array) it *is* one call
+over every row, the textbook form.
+
+While npformer uses more than one thread, BLAS is limited to one thread (through
+``threadpoolctl``), so that npformer's threads and BLAS's do not compete for the
+same cores. ``set_threads(1)`` gives BLAS its threads back.
+
+The number of threads: ``NPFORMER_THREADS`` if set, else the cores this process
+may run on, at most 8.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from .backend import is_cupy
+
+__all__ = ["set_threads", "get_threads", "parallel_rows", "parallel_items", "MIN_BLOCK_SIZE"]
+
+# A block smaller than this many array elements is not worth a thread: handing
+# work to another thread costs tens of microseconds, about what NumPy needs for
+# 30,000 additions.
+MIN_BLOCK_SIZE = 1 << 15
+
+_threads = 1
+_blas_limit: Any = None  # threadpoolctl's limiter while BLAS is held to one thread
+_inside = threading.local()  # set while a thread runs a block: nested calls stay serial
+
+
+def _default_threads() -> int:
+    requested = os.environ.get("NPFORMER_THREADS", "").strip()
+    if requested:
+        if not requested.isdigit() or int(requested) < 1:
+            raise ValueError(f"NPFORMER_THREADS must be a whole number >= 1, got {requested!r}")
+        return int(requested)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
+@functools.cache
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """``workers`` background threads; the calling thread runs one block itself."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="npformer")
+
+
+def set_threads(count: int | None = None) -> None:
+    """Use ``count`` threads (None: the default above). 1 = one call over all rows, BLAS as it was."""
+    global _threads, _blas_limit
+    count = _default_threads() if count is None else count
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"set_threads: count must be an integer >= 1, got {count!r}")
+    _threads = count
+    if count > 1 and _blas_limit is None:
+        from threadpoolctl import threadpool_limits
+
+        _blas_limit = threadpool_limits(limits=1, user_api="blas")
+    elif count == 1 and _blas_limit is not None:
+        _blas_limit.restore_original_limits()
+        _blas_limit = None
+
+
+def get_threads() -> int:
+    """How many threads ``parallel_rows`` uses at most."""
+    return _threads
+
+
+def _blocks(n_rows: int, row_size: int) -> list[slice]:
+    """Consecutive row slices, one per thread, each at least ``MIN_BLOCK_SIZE`` elements."""
+    if _threads == 1 or getattr(_inside, "active", False):
+        return [slice(0, n_rows)]
+    if is_cupy():  # one kernel launch over every row; the GPU does the parallel part
+        return [slice(0, n_rows)]
+    count = min(_threads, n_rows, max(1, n_rows * max(row_size, 1) // MIN_BLOCK_SIZE))
+    edges = [n_rows * index // count for index in range(count + 1)]
+    return [slice(start, stop) for start, stop in zip(edges[:-1], edges[1:])]
+
+
+def _run_marked(block: Callable[[Any], None], part: Any) -> None:
+    _inside.active = True
+    try:
+        block(part)
+    finally:
+        _inside.active = False
+
+
+def parallel_items(block: Callable[[Any], None], parts: list) -> None:
+    """``block(part)`` for every part, the first on this thread and the others on the pool.
+
+    The parts must be independent (no part reads what another writes). Waits for
+    all of them; an exception in any part is raised here, after every part ended.
+    """
+    if len(parts) <= 1:
+        for part in parts:
+            block(part)
+        return
+    pending = [_pool(_threads - 1).submit(_run_marked, block, part) for part in parts[1:]]
+    try:
+        _run_marked(block, parts[0])
+    finally:
+        errors = [future.exception() for future in pending]
+    for error in errors:
+        if error is not None:
+            raise error
+
+
+def parallel_rows(block: Callable[[slice], None], n_rows: int, row_size: int = 1) -> None:
+    """``block(rows)`` over consecutive slices ``rows`` that together cover ``range(n_rows)``.
+
+    Args:
+        block: writes the results of its rows (into arrays made before the call);
+            it must not read what another block writes.
+        n_rows: the length of the axis being split.
+        row_size: about how many array elements one row touches; blocks smaller
+            than ``MIN_BLOCK_SIZE`` elements are merged, so small arrays run as one call.
+    """
+    parallel_items(block, _blocks(n_rows, row_size))
+
+
+set_threads()

@@ -23,7 +23,9 @@ While npformer uses more than one thread, BLAS is limited to one thread (through
 same cores. ``set_threads(1)`` gives BLAS its threads back.
 
 The number of threads: ``NPFORMER_THREADS`` if set, else the cores this process
-may run on, at most 8.
+may run on, at most 8. ``threadpoolctl`` is optional (``pip install "npformer[fast]"``):
+without it the default is one thread, npformer's blocks are not used, and BLAS
+keeps its own threads.
 """
 
 from __future__ import annotations
@@ -48,7 +50,15 @@ _blas_limit: Any = None  # threadpoolctl's limiter while BLAS is held to one thr
 _inside = threading.local()  # set while a thread runs a block: nested calls stay serial
 
 
+def _has_threadpoolctl() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("threadpoolctl") is not None
+
+
 def _default_threads() -> int:
+    if not _has_threadpoolctl():
+        return 1
     requested = os.environ.get("NPFORMER_THREADS", "").strip()
     if requested:
         if not requested.isdigit() or int(requested) < 1:
@@ -73,6 +83,9 @@ def set_threads(count: int | None = None) -> None:
     count = _default_threads() if count is None else count
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"set_threads: count must be an integer >= 1, got {count!r}")
+    if count > 1 and not _has_threadpoolctl():
+        raise ImportError("set_threads: more than one thread needs threadpoolctl, to hold BLAS to one "
+                          "thread meanwhile: pip install threadpoolctl (or npformer[fast])")
     _threads = count
     if count > 1 and _blas_limit is None:
         from threadpoolctl import threadpool_limits

@@ -208,3 +208,10 @@ def test_adam_over_threads_equals_adam_on_one(split_everything):
         return [model.params()[key] for key in sorted(model.params())]
 
     _same(_with_threads(1, train), _with_threads(3, train))
+
+
+def test_without_threadpoolctl_npformer_runs_one_block(monkeypatch):
+    monkeypatch.setattr(threads, "_has_threadpoolctl", lambda: False)
+    assert threads._default_threads() == 1
+    with pytest.raises(ImportError, match="set_threads: more than one thread needs threadpoolctl"):
+        threads.set_threads(2)

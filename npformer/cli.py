@@ -124,6 +124,10 @@ TRAIN_HELP = {
     "label_smoothing": "label smoothing of the loss",
     "min_freq": "vocabulary: minimum count",
     "max_vocab": "vocabulary: maximum size per language",
+    "tokenizer": "word: one id per word (rare words become <unk>); bpe: subword pieces learned by byte-pair "
+                 "encoding, so that no word made of known characters is <unk>",
+    "bpe_merges": "with --tokenizer bpe: merges to learn (the vocabulary is about this size plus the alphabet)",
+    "joint_vocab": "with --tokenizer bpe: one vocabulary learned on both languages",
     "token_budget": "padded tokens per batch",
     "lr": "peak learning rate",
     "warmup": "warm-up steps",
@@ -515,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .tasks.language_id import train_language_id
     from .tasks.language_model import sample, train_french_lm
     from .tasks.translation import PRESETS, TrainOptions
-    from .tasks.translation.options import DEFAULT_STEPS
+    from .tasks.translation.options import DEFAULT_STEPS, TOKENIZERS
 
     parser = _Parser(prog="npformer",
                                      description="A Transformer in pure NumPy with every backward pass written by hand.")
@@ -533,7 +537,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "--resume continues.")
     add_arguments(train, TrainOptions, {**TRAIN_HELP, "max_steps": TRAIN_HELP["max_steps"].format(steps=DEFAULT_STEPS)},
                   flags={"n_layers": "--layers", "n_heads": "--heads", "beam_size": "--beam"},
-                  choices={"preset": tuple(PRESETS), "norm": ("post", "pre"), "activation": ("relu", "gelu")})
+                  choices={"preset": tuple(PRESETS), "norm": ("post", "pre"), "activation": ("relu", "gelu"),
+                           "tokenizer": TOKENIZERS})
     train.set_defaults(handler=_run_train)
 
     translate = commands.add_parser(

@@ -1,11 +1,12 @@
 """Data: the embedded toy corpus, Tatoeba TSV files, tokenisation, vocabularies, batching."""
 
 from .batching import Batch, encode_pairs, make_batches, pad_batch, pad_rows
+from .bpe import BPE, BPEVocab, join_pieces, learn_merges
 from .tatoeba import ATTRIBUTION, LoadReport, load_pairs, sentence_splits, split_by_source
 from .tokenizer import detokenize, normalize, tokenize
 from .toy_corpus import Alignment, Splits, noun_phrase, sentence_pair, toy_corpus
 from .vocab import Vocab
 
-__all__ = ["Alignment", "Batch", "encode_pairs", "make_batches", "pad_batch", "pad_rows", "ATTRIBUTION", "LoadReport",
+__all__ = ["Alignment", "BPE", "BPEVocab", "join_pieces", "learn_merges", "Batch", "encode_pairs", "make_batches", "pad_batch", "pad_rows", "ATTRIBUTION", "LoadReport",
            "load_pairs", "sentence_splits", "split_by_source", "detokenize", "normalize", "tokenize", "Splits",
            "noun_phrase", "sentence_pair", "toy_corpus", "Vocab"]

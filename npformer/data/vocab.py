@@ -57,11 +57,41 @@ class Vocab:
             tokens.append(self.tokens[i])
         return tokens
 
+    def pieces(self, words: list[str]) -> list[str]:
+        """The tokens that ``encode(words)`` gives ids for: the words themselves (``BPEVocab``
+        splits them into pieces)."""
+        return list(words)
+
+    def join(self, tokens: list[str]) -> list[str]:
+        """The words that a sequence of this vocabulary's tokens spells: the tokens themselves
+        (``BPEVocab`` joins pieces)."""
+        return list(tokens)
+
+    def whole_word(self, word: str) -> str:
+        """The token that stands for all of ``word`` (copied from the source in place of ``<unk>``)."""
+        return word
+
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as file:
             json.dump({"tokens": self.tokens}, file, ensure_ascii=False)
 
     @classmethod
     def load(cls, path: str) -> "Vocab":
+        """A saved vocabulary: a ``BPEVocab`` when the file holds merges, else a word ``Vocab``."""
         with open(path, encoding="utf-8") as file:
-            return cls(json.load(file)["tokens"])
+            return cls.from_dict(json.load(file))
+
+    @staticmethod
+    def from_dict(saved: dict) -> "Vocab":
+        """What ``save`` wrote: ``{"tokens": [...]}``, plus ``"merges"`` for a ``BPEVocab``.
+        Raises ``KeyError``/``TypeError``/``ValueError`` for a document that is neither."""
+        if "merges" not in saved:
+            return Vocab(saved["tokens"])
+        from .bpe import BPEVocab
+
+        merges = saved["merges"]
+        if not isinstance(merges, list) or not all(
+                isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)
+                for pair in merges):
+            raise ValueError("its 'merges' must be a list of [first, second] pairs of strings")
+        return BPEVocab(saved["tokens"], [tuple(pair) for pair in merges])

@@ -89,7 +89,7 @@ class RunFolder:
         for name in ("src_vocab.json", "tgt_vocab.json"):
             document = self._json(name)
             try:
-                vocabularies.append(Vocab(document["tokens"]))
+                vocabularies.append(Vocab.from_dict(document))
             except (KeyError, TypeError, ValueError) as error:
                 reason = error.args[0] if isinstance(error, ValueError) else "it has no list of 'tokens'"
                 raise RunError(f"{self.path(name)} is damaged: {reason}") from None

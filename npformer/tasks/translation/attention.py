@@ -8,6 +8,7 @@ attention map with the tokens that label its rows and columns.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy
 
@@ -34,15 +35,26 @@ class SentenceAttention:
     labels: dict[str, tuple[list[str], list[str]]]
 
 
+def _labels(vocab: Any, typed: str, read: str) -> list[str]:
+    """The labels of one word's ids: the word as typed when it is one token, else its pieces
+    (without the end-of-word marker)."""
+    pieces = vocab.pieces([read])
+    return [typed] if len(pieces) == 1 else [piece.rstrip(" ") for piece in pieces]
+
+
 def attention_of(run: Run, sentence: str, beam_size: int = 4) -> SentenceAttention:
     """Translate ``sentence`` with a trained run and gather its attention maps."""
     model, max_len = run.model, run.model.config.max_len
     translator = Translator.from_run(run)
     [translation] = translator.translate([sentence], beam_size=beam_size)
-    src_tokens, read_tokens = translator.source_tokens(sentence)  # as typed (labels), as read (ids)
-    tgt_tokens = tokenize(translation, "fr")[: max_len - 1]
-    src = numpy.array([run.src_vocab.encode(read_tokens)])
-    tgt_in = numpy.array([[BOS_ID] + run.tgt_vocab.encode(tgt_tokens)])
+    typed_tokens, read_tokens = translator.source_tokens(sentence)  # as typed, as read (ids)
+    # One label per id: a word as typed, or, for a word of several BPE pieces, its pieces.
+    src_tokens = [label for typed, read in zip(typed_tokens, read_tokens)
+                  for label in _labels(run.src_vocab, typed, read)][:max_len]
+    tgt_words = tokenize(translation, "fr")
+    tgt_tokens = [label for word in tgt_words for label in _labels(run.tgt_vocab, word, word)][: max_len - 1]
+    src = numpy.array([run.src_vocab.encode(read_tokens)[:max_len]])
+    tgt_in = numpy.array([[BOS_ID] + run.tgt_vocab.encode(tgt_words)[: max_len - 1]])
     with model.evaluating():
         model.forward(backend.asarray(src), backend.asarray(tgt_in))
     maps = {kind: [backend.to_numpy(layer[0]) for layer in model.attention_maps()[name]]

@@ -20,6 +20,7 @@ PRESETS = {
     "base": dict(d_model=256, n_heads=8, d_ff=1024, n_layers=3),
 }
 DEFAULT_STEPS = 900  # the default run on the embedded corpus: steps, not minutes, so every machine agrees
+TOKENIZERS = ("word", "bpe")
 MODEL_OVERRIDES = ("d_model", "n_layers", "n_heads", "d_ff", "norm", "activation", "tie_embeddings")
 
 
@@ -38,6 +39,9 @@ class TrainOptions:
     lowercase: bool = False
     min_freq: int = 1
     max_vocab: int | None = None
+    tokenizer: str = "word"  # "word": one id per word; "bpe": byte-pair pieces (npformer.data.bpe)
+    bpe_merges: int = 8000
+    joint_vocab: bool = False  # with bpe: one vocabulary learned on both languages
     # model: a preset, then any override (None keeps the preset's value)
     preset: str = "tiny"
     d_model: int | None = None
@@ -92,6 +96,10 @@ class TrainOptions:
             kind = typing.get_args(hints[option.name]) or (hints[option.name],)
             if (int in kind or float in kind) and bool not in kind:
                 check_option(option.name, value)
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
+        if self.joint_vocab and self.tokenizer != "bpe":
+            raise ValueError("joint_vocab needs tokenizer bpe (a word vocabulary is per language)")
         model = self.model_options()
         try:
             # the vocabularies are not built yet: the smallest legal size stands in for them

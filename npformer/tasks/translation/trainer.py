@@ -38,7 +38,7 @@ import numpy
 from tqdm.auto import tqdm
 
 from ... import backend, optim
-from ...data import (ATTRIBUTION, Splits, Vocab, encode_pairs, load_pairs, make_batches, split_by_source,
+from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, encode_pairs, load_pairs, make_batches, split_by_source,
                      tokenize, toy_corpus)
 from ...models import Transformer, TransformerConfig
 from ...tokens import PAD_ID
@@ -69,6 +69,27 @@ def load_splits(options: TrainOptions, log: Any = print) -> tuple[Splits, dict]:
     return splits, info
 
 
+def build_vocabularies(options: TrainOptions, train_pairs: list, log: Any = print) -> tuple[Vocab, Vocab]:
+    """The source and target vocabularies, from the training split only: words (``min_freq``,
+    ``max_vocab``), or BPE pieces (``bpe_merges`` merges per language, or one joint set)."""
+    english = [tokenize(e, "en") for e, _ in train_pairs]
+    french = [tokenize(f, "fr") for _, f in train_pairs]
+    if options.tokenizer == "word":
+        return (Vocab.build(english, options.min_freq, options.max_vocab),
+                Vocab.build(french, options.min_freq, options.max_vocab))
+    if options.joint_vocab:
+        joint = BPEVocab.learn(english + french, options.bpe_merges)
+        src_vocab = tgt_vocab = joint
+    else:
+        src_vocab = BPEVocab.learn(english, options.bpe_merges)
+        tgt_vocab = BPEVocab.learn(french, options.bpe_merges)
+    words = sum(map(len, english)) + sum(map(len, french))
+    pieces = sum(len(src_vocab.pieces(s)) for s in english) + sum(len(tgt_vocab.pieces(s)) for s in french)
+    log(f"BPE: {len(src_vocab.merges):,} merges ({'joint' if options.joint_vocab else 'per language'}), "
+        f"{pieces / max(words, 1):.2f} pieces per word on the training split")
+    return src_vocab, tgt_vocab
+
+
 def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tuple[dict, Vocab, Vocab, Splits]:
     """Write a new run's configuration, vocabularies and splits (never over an existing run),
     and return them, as ``RunFolder.read`` would."""
@@ -77,8 +98,7 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tup
                        f"or --name for a new one")
     model_options = options.model_options()
     splits, data_info = load_splits(options, log)
-    src_vocab = Vocab.build((tokenize(e, "en") for e, _ in splits.train), options.min_freq, options.max_vocab)
-    tgt_vocab = Vocab.build((tokenize(f, "fr") for _, f in splits.train), options.min_freq, options.max_vocab)
+    src_vocab, tgt_vocab = build_vocabularies(options, splits.train, log)
     model = TransformerConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **model_options)
     # How the training text was written, so that input as people type it is read the same way:
     # the embedded corpus is lower-case and every sentence ends with a mark.

@@ -67,7 +67,7 @@ class Translator:
         unknown: dict[str, None] = {}
         for sentence in sentences:
             typed, read = self.source_tokens(sentence)
-            unknown.update((word, None) for word, token in zip(typed, read) if token not in self.src_vocab.index)
+            unknown.update((word, None) for word, token in zip(typed, read) if UNK_ID in self.src_vocab.encode([token]))
         return list(unknown)
 
     def translate(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = 0.6,
@@ -88,8 +88,10 @@ class Translator:
                          max_len: int | None) -> list[str]:
         limit = self.model.config.max_len
         typed_and_read = [self.source_tokens(sentence) for sentence in sentences]
-        source_tokens = [typed for typed, _ in typed_and_read]
-        encoded = [(self.src_vocab.encode(read), [BOS_ID, EOS_ID]) for _, read in typed_and_read]
+        # One entry per source id: the word as typed (a word of several BPE pieces repeats).
+        source_tokens = [[word for word, read_word in zip(typed, read) for _ in self.src_vocab.pieces([read_word])][:limit]
+                         for typed, read in typed_and_read]
+        encoded = [(self.src_vocab.encode(read)[:limit], [BOS_ID, EOS_ID]) for _, read in typed_and_read]
         src = backend.asarray(pad_batch(encoded).src)
         longest = max(len(tokens) for tokens in source_tokens)
         max_len = min(max_len or 2 * longest + 10, limit)
@@ -101,7 +103,7 @@ class Translator:
         unknown_rows = [row for row, ids in enumerate(hypotheses) if UNK_ID in ids]
         if unknown_rows:
             self._replace_unknown(src, hypotheses, words, source_tokens, unknown_rows)
-        return [detokenize(tokens, self.tgt_lang) for tokens in words]
+        return [detokenize(self.tgt_vocab.join(tokens), self.tgt_lang) for tokens in words]
 
     def _replace_unknown(self, src: Any, hypotheses: list[list[int]], words: list[list[str]],
                          source_tokens: list[list[str]], rows: list[int]) -> None:
@@ -116,4 +118,4 @@ class Translator:
                 if token_id == UNK_ID:
                     # decoder input position `position` predicts output token `position`
                     aligned = int(cross[i, position, : len(source_tokens[row])].argmax())
-                    words[row][position] = source_tokens[row][aligned]
+                    words[row][position] = self.tgt_vocab.whole_word(source_tokens[row][aligned])

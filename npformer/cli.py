@@ -120,6 +120,7 @@ TRAIN_HELP = {
     "norm": "residual layout",
     "activation": "feed-forward activation",
     "tie_embeddings": "tie the target embedding and the output projection",
+    "share_embeddings": "one embedding table for source and target (needs --joint-vocab)",
     "dropout": "dropout rate",
     "label_smoothing": "label smoothing of the loss",
     "min_freq": "vocabulary: minimum count",

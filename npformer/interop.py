@@ -66,6 +66,7 @@ _RENAMES = {
     (LayerNorm, "beta"): ("bias", False),
 }
 _TIED_KEY, _TIED_SOURCE = "out_proj.weight", "tgt_embed.weight"
+_SHARED_KEY, _SHARED_SOURCE = "tgt_embed.weight", "src_embed.weight"
 
 
 class ParameterPair(NamedTuple):
@@ -102,8 +103,17 @@ def parameter_map(model: Module) -> list[ParameterPair]:
     return pairs
 
 
-def _is_tied(model: Module) -> bool:
-    return bool(getattr(getattr(model, "config", None), "tie_embeddings", False))
+def _aliases(model: Module) -> dict[str, str]:
+    """PyTorch keys that name the same tensor as another key: ``{alias: source}``. Shared
+    embeddings make ``tgt_embed.weight`` the source table; tying makes ``out_proj.weight`` the
+    target table (in that order, so that with both, all three are one tensor)."""
+    config = getattr(model, "config", None)
+    aliases = {}
+    if getattr(config, "share_embeddings", False):
+        aliases[_SHARED_KEY] = _SHARED_SOURCE
+    if getattr(config, "tie_embeddings", False):
+        aliases[_TIED_KEY] = _TIED_SOURCE
+    return aliases
 
 
 def to_torch_layout(model: Module, arrays: Mapping[str, Any] | None = None) -> dict[str, numpy.ndarray]:
@@ -123,8 +133,8 @@ def to_torch_layout(model: Module, arrays: Mapping[str, Any] | None = None) -> d
     for pair in pairs:
         value = backend.to_numpy(arrays[pair.npformer_key])
         out[pair.torch_key] = numpy.array(value.T if pair.transposed else value, order="C")  # a copy
-    if _is_tied(model):
-        out[_TIED_KEY] = out[_TIED_SOURCE]
+    for alias, source in _aliases(model).items():
+        out[alias] = out[source]
     return out
 
 
@@ -137,17 +147,18 @@ def from_torch_layout(model: Module, torch_arrays: Mapping[str, Any]) -> dict[st
     """
     pairs = parameter_map(model)
     expected = {pair.torch_key for pair in pairs}
-    optional = {_TIED_KEY} if _is_tied(model) else set()
+    aliases = _aliases(model)
     missing = sorted(expected - set(torch_arrays))
-    unexpected = sorted(set(torch_arrays) - expected - optional)
+    unexpected = sorted(set(torch_arrays) - expected - set(aliases))
     if missing or unexpected:
         parts = ([f"missing keys {missing}"] if missing else []) + \
                 ([f"unexpected keys {unexpected}"] if unexpected else [])
         raise KeyError(f"from_torch_layout: the PyTorch arrays do not fit this model: {'; '.join(parts)}")
-    if _TIED_KEY in optional and _TIED_KEY in torch_arrays:
-        if not numpy.array_equal(numpy.asarray(torch_arrays[_TIED_KEY]), numpy.asarray(torch_arrays[_TIED_SOURCE])):
-            raise ValueError(f"from_torch_layout: the model ties its embeddings, but {_TIED_KEY} "
-                             f"differs from {_TIED_SOURCE}")
+    for alias, source in aliases.items():
+        if alias in torch_arrays and source in torch_arrays and not numpy.array_equal(
+                numpy.asarray(torch_arrays[alias]), numpy.asarray(torch_arrays[source])):
+            raise ValueError(f"from_torch_layout: the model ties its embeddings, but {alias} "
+                             f"differs from {source}")
     out = {}
     for pair in pairs:
         value = numpy.asarray(torch_arrays[pair.torch_key])
@@ -298,7 +309,7 @@ def torch_classes() -> Any:
             super().__init__()
             c = self.config = config
             self.src_embed = nn.Embedding(c.src_vocab, c.d_model)
-            self.tgt_embed = nn.Embedding(c.tgt_vocab, c.d_model)
+            self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab, c.d_model)
             self.encoder = TorchEncoder(c)
             self.decoder = TorchDecoder(c)
             self.out_proj = nn.Linear(c.d_model, c.tgt_vocab)

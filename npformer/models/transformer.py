@@ -43,6 +43,9 @@ class TransformerConfig:
     (``x + Sublayer(LayerNorm(x))`` plus a final LayerNorm in encoder and decoder).
     ``activation``: "relu" (the paper) or "gelu" (exact). ``tie_embeddings``: the
     output projection uses the target embedding table (transposed).
+    ``share_embeddings``: source and target use one embedding table (a joint
+    vocabulary, ``src_vocab == tgt_vocab``); its gradient sums both uses. With
+    both options, one matrix serves all three roles (Press and Wolf, 2017).
     ``label_smoothing``: of the model's loss (the paper uses 0.1).
     """
 
@@ -57,6 +60,7 @@ class TransformerConfig:
     norm: str = "post"
     activation: str = "relu"
     tie_embeddings: bool = False
+    share_embeddings: bool = False
     label_smoothing: float = 0.0
 
     def __post_init__(self) -> None:
@@ -69,6 +73,9 @@ class TransformerConfig:
         check_choice(owner, "norm", self.norm, ("post", "pre"))
         check_choice(owner, "activation", self.activation, ("relu", "gelu"))
         check_probability(owner, "label_smoothing", self.label_smoothing)
+        if self.share_embeddings and self.src_vocab != self.tgt_vocab:
+            raise ValueError(f"{owner}: share_embeddings needs one joint vocabulary (src_vocab == tgt_vocab), "
+                             f"got src_vocab={self.src_vocab}, tgt_vocab={self.tgt_vocab}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -88,17 +95,22 @@ class Transformer(Module):
                              dropout_rng=self.dropout_rng, pre_norm=c.norm == "pre",
                              activation=c.activation, rng=rng, dtype=self.dtype)
         self.src_embed = Embedding(c.src_vocab, c.d_model, rng=rng, dtype=self.dtype)
-        self.tgt_embed = Embedding(c.tgt_vocab, c.d_model, rng=rng, dtype=self.dtype)
+        self.tgt_embed = Embedding(c.tgt_vocab, c.d_model, rng=rng, dtype=self.dtype,
+                                   shared_with=self.src_embed if c.share_embeddings else None)
         self.encoder = Encoder(c.n_layers, c.d_model, **layer_options)
         self.decoder = Decoder(c.n_layers, c.d_model, **layer_options)
         self.out_proj = Linear(c.d_model, c.tgt_vocab, rng=rng, dtype=self.dtype,
-                               tied_to=self.tgt_embed if c.tie_embeddings else None)
+                               tied_to=self._target_table_owner() if c.tie_embeddings else None)
         self.src_dropout = Dropout(c.dropout, self.dropout_rng)
         self.tgt_dropout = Dropout(c.dropout, self.dropout_rng)
         self.positions = ops.positional_encoding(c.max_len, c.d_model, dtype=self.dtype)
         self.embed_scale = math.sqrt(c.d_model)
 
     # -- embeddings -------------------------------------------------------------------------
+
+    def _target_table_owner(self) -> Embedding:
+        """The block that owns the target table: ``tgt_embed``, or ``src_embed`` when shared."""
+        return self.src_embed if self.config.share_embeddings else self.tgt_embed
 
     def _embed(self, ids: Any, table: Embedding, dropout: Dropout, start: int = 0) -> Any:
         """``table(ids) * sqrt(D) + PE[start : start + T]``, then dropout."""

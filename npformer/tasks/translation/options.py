@@ -21,7 +21,8 @@ PRESETS = {
 }
 DEFAULT_STEPS = 900  # the default run on the embedded corpus: steps, not minutes, so every machine agrees
 TOKENIZERS = ("word", "bpe")
-MODEL_OVERRIDES = ("d_model", "n_layers", "n_heads", "d_ff", "norm", "activation", "tie_embeddings")
+MODEL_OVERRIDES = ("d_model", "n_layers", "n_heads", "d_ff", "norm", "activation", "tie_embeddings",
+                   "share_embeddings")
 
 
 @dataclass
@@ -51,6 +52,7 @@ class TrainOptions:
     norm: str = "post"
     activation: str = "relu"
     tie_embeddings: bool = False
+    share_embeddings: bool = False  # needs joint_vocab
     dropout: float = 0.1
     label_smoothing: float = 0.1
     # optimisation
@@ -100,6 +102,8 @@ class TrainOptions:
             raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.joint_vocab and self.tokenizer != "bpe":
             raise ValueError("joint_vocab needs tokenizer bpe (a word vocabulary is per language)")
+        if self.share_embeddings and not self.joint_vocab:
+            raise ValueError("share_embeddings needs joint_vocab (one vocabulary for both languages)")
         model = self.model_options()
         try:
             # the vocabularies are not built yet: the smallest legal size stands in for them

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import backend, ops
+from ... import backend, threads
 from ...backend import xp
 from ...models import Transformer
 from ...tokens import BOS_ID, EOS_ID, PAD_ID
@@ -69,6 +69,27 @@ def length_penalty_factor(length: Any, alpha: float) -> Any:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def top_k_log_probs(logits: Any, k: int) -> tuple[Any, Any]:
+    """The ``k`` most probable next tokens of each row of ``logits (N, V)`` (any order) and their
+    log probabilities in float64: ``z - max(z) - log(sum_j exp(z_j - max(z)))``, computed
+    without a full ``(N, V)`` log-softmax. Rows are split over threads (``threads.parallel_rows``)."""
+    n_rows, vocab = logits.shape
+    k = min(k, vocab)
+    tokens = xp.empty((n_rows, k), dtype=xp.int64)
+    log_probs = xp.empty((n_rows, k), dtype=xp.float64)
+
+    def best_of(rows: slice) -> None:
+        z = logits[rows]
+        row_max = z.max(axis=-1, keepdims=True)
+        log_norm = xp.log(xp.exp(z - row_max).sum(axis=-1, keepdims=True, dtype=xp.float64))
+        top = xp.argpartition(z, vocab - k, axis=-1)[:, vocab - k:]
+        tokens[rows] = top
+        log_probs[rows] = (xp.take_along_axis(z, top, axis=-1).astype(xp.float64) - row_max) - log_norm
+
+    threads.parallel_rows(best_of, n_rows, row_size=vocab)
+    return tokens, log_probs
+
+
 def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
                 length_penalty: float = 0.6) -> list[list[int]]:
     """Beam search with the GNMT length penalty. Returns one id list per source (no <eos>).
@@ -88,19 +109,17 @@ def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
         lengths = xp.zeros(batch * beams, dtype=xp.int64)
         history = xp.zeros((batch * beams, 0), dtype=xp.int64)
         for _ in range(max_len):
-            log_probs = ops.log_softmax(model.decode_step(cache, tokens).astype(xp.float64))
-            vocab = log_probs.shape[-1]
+            # The k best of beams x vocab continuations hold at most k of any one beam, so each
+            # beam offers only its own k best tokens: k x k candidates per sentence, not k x V.
+            top_tokens, top_log_probs = top_k_log_probs(model.decode_step(cache, tokens), beams)
             # A finished beam can only continue with <pad>, at no cost: its score stays.
-            log_probs[finished] = -xp.inf
-            log_probs[finished, PAD_ID] = 0.0
-            candidates = (scores.reshape(-1, 1) + log_probs).reshape(batch, beams * vocab)
-            best = xp.argpartition(-candidates, beams - 1, axis=-1)[:, :beams]  # the top k, unordered
+            top_tokens[finished, 0], top_log_probs[finished, 0], top_log_probs[finished, 1:] = PAD_ID, 0.0, -xp.inf
+            offered = top_tokens.shape[1]
+            candidates = (scores.reshape(-1, 1) + top_log_probs).reshape(batch, beams * offered)
+            best = xp.argsort(-candidates, axis=-1, kind="stable")[:, :beams]
             scores = xp.take_along_axis(candidates, best, axis=-1)
-            ranked = xp.argsort(-scores, axis=-1, kind="stable")
-            best = xp.take_along_axis(best, ranked, axis=-1)
-            scores = xp.take_along_axis(scores, ranked, axis=-1)
-            rows = (xp.arange(batch)[:, None] * beams + best // vocab).reshape(-1)
-            tokens = (best % vocab).reshape(-1)
+            rows = (xp.arange(batch)[:, None] * beams + best // offered).reshape(-1)
+            tokens = xp.take_along_axis(top_tokens.reshape(batch, beams * offered), best, axis=-1).reshape(-1)
             history = xp.concatenate([history[rows], tokens[:, None]], axis=1)
             was_finished = finished[rows]
             lengths = lengths[rows] + ~was_finished

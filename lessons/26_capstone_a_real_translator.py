@@ -10,6 +10,8 @@
 # 2. What do its translations look like? A few test sentences next to their references.
 # 3. Where does it look? Every kind of attention of the trained model, by layer and head, for one
 #    test sentence: encoder self-attention, decoder self-attention and cross-attention.
+# 4. Words or pieces? What byte-pair encoding learns from the same training sentences, and what
+#    it would change: the vocabulary, the length of every sentence, and the words that are `<unk>`.
 #
 # Everything goes through the library's translation API (`npformer.tasks.translation`), which is
 # also what the `npformer train`, `translate`, `evaluate` and `attention` commands run.
@@ -330,6 +332,68 @@ if not QUICK:
 # reads few tokens, not that it reads the right ones; the heatmaps and the alignment above are
 # where to check that.
 #
+# ## Words or pieces: byte-pair encoding
+#
+# The model above reads and writes whole words, and a word seen once in training is `<unk>`. Byte-pair
+# encoding (Sennrich et al., 2016; `npformer.data.bpe`) builds its vocabulary the other way round.
+# It starts from single characters, counts every pair of neighbouring symbols over the training
+# words (each word weighted by how often it occurs), merges the most frequent pair into a new
+# symbol, and repeats. The last character of each word carries a marker (written `␣` below), so
+# `s␣` (a word ending in s) and `s` (inside a word) are different pieces, and the pieces of a
+# sentence join back into exactly its words. Any word made of characters seen in training can be
+# spelled, so nothing but a new character is ever `<unk>`.
+#
+# The cell below learns 8,000 merges (500 in quick mode) on the French side of this run's training
+# split, then compares it with the word vocabulary the run trained with: what it merges first, the
+# vocabulary sizes, how many pieces a word takes on the test split, and what happens to the test
+# words that the word vocabulary calls `<unk>`.
+
+# %%
+from npformer.data import BPEVocab  # noqa: E402  (kept here, where the idea is introduced)
+
+train_pairs, test_pairs = RunFolder(folder).split("train"), RunFolder(folder).split("test")
+french_train = [tokenize(french, "fr") for _, french in train_pairs]
+french_test = [tokenize(french, "fr") for _, french in test_pairs]
+started = time.perf_counter()
+pieces_vocab = BPEVocab.learn(french_train, 500 if QUICK else 8000)
+print(f"learned {len(pieces_vocab.merges):,} merges on {len(french_train):,} French sentences "
+      f"in {time.perf_counter() - started:.1f} s")
+
+
+def shown(piece):
+    return piece.replace(" ", "␣")
+
+
+print("the first 12 merges:", ", ".join(f"{shown(a)}+{shown(b)}" for a, b in pieces_vocab.merges[:12]))
+word_vocab = trained.tgt_vocab
+test_words = [word for sentence in french_test for word in sentence]
+test_pieces = [piece for sentence in french_test for piece in pieces_vocab.pieces(sentence)]
+unknown = sorted({word for word in test_words if word not in word_vocab.index}, key=test_words.index)
+print(f"target vocabulary: {len(word_vocab):,} words (min_freq 2) against {len(pieces_vocab):,} pieces")
+print(f"test split: {len(test_words):,} words -> {len(test_pieces):,} pieces "
+      f"({len(test_pieces) / len(test_words):.2f} per word); <unk> as words: "
+      f"{sum(word not in word_vocab.index for word in test_words):,}, as pieces: "
+      f"{sum(piece not in pieces_vocab.index for piece in test_pieces):,}")
+print("test words the word vocabulary calls <unk>, as pieces:")
+for word in unknown[:8]:
+    print(f"  {word:>16} -> {' '.join(shown(p) for p in pieces_vocab.pieces([word]))}")
+d_model = trained.model.config.d_model
+print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs with words, "
+      f"{2 * d_model * len(pieces_vocab):,} with pieces; per test sentence, counting its extra pieces: "
+      f"{len(test_pieces) / len(test_words) * len(pieces_vocab) / len(word_vocab):.2f} times the word model's")
+
+# %% [markdown]
+# Read the merges first: the earliest are the commonest endings and short words of French, each
+# learned as a whole piece as soon as its pieces are frequent enough. The vocabulary sizes and the
+# pieces per word are the price and the gain: a sentence becomes longer (every step of the decoder
+# and every attention row grows with it) while the output layer, a product with one column per
+# vocabulary entry, changes with the vocabulary size; the last line puts the two together for the
+# output layer. The unknown test words are spelled from pieces, so a model trained on pieces can
+# copy a name piece by piece where the word model can only emit `<unk>` and hope its attention
+# finds the source word. Whether that translates better in the same time is an experiment:
+# `npformer train --tokenizer bpe --joint-vocab --share-embeddings` (exercise 6), and
+# `benchmarks/RESULTS.md` records the runs that chose the README's command.
+#
 # Data credit for the Tatoeba sentences: Tatoeba Project (tatoeba.org), CC-BY 2.0 FR, via
 # manythings.org/anki.
 #
@@ -349,3 +413,6 @@ if not QUICK:
 #    word that was copied, and what do the other layers do?
 # 5. Draw the attention of a sentence the model translates badly (a low sentence BLEU above). Is
 #    the cross-attention of that sentence more spread out than that of a good one?
+# 6. Train the same model with `tokenizer="bpe", bpe_merges=8000` and then with `joint_vocab=True,
+#    share_embeddings=True`, the steps and everything else equal. Compare the test BLEU, the time
+#    per step and the translations of the test sentences that hold a name.

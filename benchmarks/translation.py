@@ -2,6 +2,8 @@
 
     python benchmarks/translation.py toy                     # the default `npformer train`
     python benchmarks/translation.py fra --data ../shared/data/fra-eng/fra.txt   # 30 minutes
+    python benchmarks/translation.py fra --data ../shared/data/fra-eng/fra.txt --name bpe8k \
+        -- --tokenizer bpe --bpe-merges 8000 --joint-vocab    # anything after -- goes to npformer train
 
 ``toy`` runs the default ``npformer train`` (embedded corpus) in a fresh
 folder, times the whole command, then ``npformer evaluate`` on the full test
@@ -37,10 +39,13 @@ def run(command: list[str]) -> tuple[float, str]:
 
 
 def bleu_scores(evaluate_output: str) -> dict:
-    greedy = float(re.search(r"BLEU greedy\s+([\d.]+)", evaluate_output).group(1))
-    beam = float(re.search(r"BLEU beam \d+\s+([\d.]+)", evaluate_output).group(1))
+    def number(pattern: str) -> float:
+        return float(re.search(pattern, evaluate_output).group(1))
+
     sentences = int(re.search(r"([\d,]+) sentence pairs", evaluate_output).group(1).replace(",", ""))
-    return {"test_sentences": sentences, "bleu_greedy": greedy, "bleu_beam": beam}
+    return {"test_sentences": sentences, "bleu_greedy": number(r"BLEU greedy\s+([\d.]+)"),
+            "bleu_beam": number(r"BLEU beam \d+\s+([\d.]+)"), "chrf_greedy": number(r"chrF greedy\s+([\d.]+)"),
+            "chrf_beam": number(r"chrF beam \d+\s+([\d.]+)")}
 
 
 def main() -> None:
@@ -50,6 +55,8 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30.0, help="fra: time budget")
     parser.add_argument("--runs-dir", default=None, help="default: a new temporary folder")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--name", default="fra-small", help="fra: the run's name")
+    parser.add_argument("train_options", nargs="*", help="after --: more options for npformer train")
     args = parser.parse_args()
 
     runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="npformer-bench-")
@@ -59,12 +66,12 @@ def main() -> None:
     else:
         if not args.data or not os.path.isfile(args.data):
             sys.exit("the fra task needs --data pointing at fra.txt")
-        train = npformer + ["train", "--runs-dir", runs_dir, "--name", "fra-small", "--data", args.data,
+        train = npformer + ["train", "--runs-dir", runs_dir, "--name", args.name, "--data", args.data,
                             "--preset", "small", "--minutes", str(args.minutes), "--min-freq", "2",
                             "--token-budget", "4096", "--lr", "2e-3", "--warmup", "400",
-                            "--eval-every", "500"]
+                            "--eval-every", "500", *args.train_options]
     train_seconds, train_log = run(train)
-    folder = os.path.join(runs_dir, "toy" if args.task == "toy" else "fra-small")
+    folder = os.path.join(runs_dir, "toy" if args.task == "toy" else args.name)
     _, evaluate_log = run(npformer + ["evaluate", "--run", folder, "--beam", "4"])
     steps = [int(s) for s in re.findall(r"step (\d+)", train_log)]
     results = {
@@ -72,6 +79,7 @@ def main() -> None:
         "command": " ".join(train[2:]),
         "train_wall_seconds": round(train_seconds, 1),
         "steps": max(steps) if steps else None,
+        "tokens_per_second": int(re.findall(r"([\d,]+) tok/s", train_log)[-1].replace(",", "")),
         **bleu_scores(evaluate_log),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"),

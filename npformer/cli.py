@@ -256,6 +256,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     print(f"{len(pairs):,} sentence pairs from {args.data or os.path.join(run.folder, 'test.tsv')}")
     print(f"BLEU greedy      {record['bleu_greedy']:5.1f}")
     print(f"BLEU beam {args.beam:<2}     {record['bleu_beam']:5.1f}")
+    print(f"chrF greedy      {record['chrf_greedy']:5.1f}")
+    print(f"chrF beam {args.beam:<2}     {record['chrf_beam']:5.1f}")
     if record["worst"]:
         print(f"the {len(record['worst'])} worst translations (beam {args.beam}, by sentence BLEU):")
         for english, french, hypothesis, score in record["worst"]:

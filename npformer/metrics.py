@@ -122,6 +122,45 @@ def bleu(hypotheses: Sequence[str], references: Sequence, max_order: int = 4) ->
     return 100.0 * brevity * math.exp(log_precision_sum / max_order)
 
 
+def chrf(hypotheses: Sequence[str], references: Sequence[str], char_order: int = 6, beta: float = 2.0) -> float:
+    """Corpus chrF in [0, 100] (Popovic, 2015), written to agree with sacreBLEU's ``corpus_chrf``.
+
+    Character n-grams of orders ``n = 1 .. char_order``, spaces removed, summed over the
+    corpus: ``P_n = matched / hypothesis n-grams``, ``R_n = matched / reference n-grams``
+    (a match counts at most as often as in the other side; a sentence whose reference is too
+    short for order ``n`` adds no hypothesis n-grams to it). ``P`` and ``R`` average the
+    ``P_n`` and ``R_n`` over the orders that both sides have, and::
+
+        chrF = 100 * (1 + beta^2) P R / (beta^2 P + R)         (beta = 2: recall weighs more)
+
+    Unlike BLEU it gives credit for a word that is partly right (``chats`` for ``chat``).
+    ``references``: one string per hypothesis.
+    """
+    hypotheses, references = list(hypotheses), list(references)
+    if len(references) != len(hypotheses) or (references and not isinstance(references[0], str)):
+        raise ValueError(f"chrf: references must be one string per hypothesis ({len(hypotheses)}), "
+                         f"got {len(references)} of {type(references[0]).__name__ if references else 'nothing'}")
+    totals = [[0, 0, 0] for _ in range(char_order)]  # per order: hypothesis, reference, matched n-grams
+    for hypothesis, reference in zip(hypotheses, references):
+        hyp_chars, ref_chars = "".join(hypothesis.split()), "".join(reference.split())
+        for n in range(1, char_order + 1):
+            hyp_ngrams = Counter(hyp_chars[i:i + n] for i in range(len(hyp_chars) - n + 1))
+            ref_ngrams = Counter(ref_chars[i:i + n] for i in range(len(ref_chars) - n + 1))
+            # A reference too short to have n-grams of this order does not count the hypothesis's.
+            totals[n - 1][0] += sum(hyp_ngrams.values()) if ref_ngrams else 0
+            totals[n - 1][1] += sum(ref_ngrams.values())
+            totals[n - 1][2] += sum((hyp_ngrams & ref_ngrams).values())
+    orders = [(matched / hyp, matched / ref) for hyp, ref, matched in totals if hyp > 0 and ref > 0]
+    if not orders:
+        return 0.0
+    precision = sum(p for p, _ in orders) / len(orders)
+    recall = sum(r for _, r in orders) / len(orders)
+    if precision + recall == 0:
+        return 0.0
+    factor = beta * beta
+    return 100.0 * (1 + factor) * precision * recall / (factor * precision + recall)
+
+
 def attention_entropy(weights):
     """The entropy of each attention row, in nats: ``H = -sum_k w_k log w_k`` over the last axis.
 

@@ -63,3 +63,23 @@ def test_agrees_with_sacrebleu_when_installed():
         assert bleu(hyps, refs) == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-9)
         assert bleu(hyps, [refs, second]) == pytest.approx(
             sacrebleu.corpus_bleu(hyps, [refs, second]).score, abs=1e-9)
+
+
+def test_chrf_by_hand_and_against_sacrebleu():
+    from npformer.metrics import chrf
+
+    # "ab" against "ab": every n-gram matches -> 100; against "ac": 1-grams 1/2, 2-grams 0/1.
+    assert chrf(["ab"], ["ab"]) == pytest.approx(100.0)
+    p = r = (0.5 + 0.0) / 2  # orders 1 and 2 (both sides have them); P_n = R_n
+    assert chrf(["ab"], ["ac"]) == pytest.approx(100 * 5 * p * r / (4 * p + r))
+    assert chrf(["a b"], ["ab"]) == pytest.approx(100.0)  # spaces do not count
+    assert chrf([""], ["abc"]) == 0.0
+    with pytest.raises(ValueError, match="one string per hypothesis"):
+        chrf(["a", "b"], ["a"])
+    sacrebleu = import_crosscheck("sacrebleu", "sacreBLEU is not installed (optional cross-check)")
+    rng = np.random.default_rng(0)
+    words = ["le", "chat", "chats", "noir", "mange", "la", "pomme", "l'arbre", "!", "est-ce", "é", ""]
+    for _ in range(30):
+        hyps = [" ".join(rng.choice(words, rng.integers(0, 8))) for _ in range(rng.integers(1, 6))]
+        refs = [" ".join(rng.choice(words, rng.integers(0, 8))) for _ in hyps]
+        assert chrf(hyps, refs) == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score, abs=1e-9)

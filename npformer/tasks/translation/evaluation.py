@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...data import make_batches
-from ...metrics import bleu
+from ...metrics import bleu, chrf
 from ...training import evaluate_loss
 from .translator import Translator
 
@@ -36,9 +36,11 @@ def test_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: i
               worst: int = 0) -> dict:
     """Greedy and beam BLEU on ``pairs``, as a ``metrics.jsonl`` record; with ``worst``, also the
     ``worst`` beam translations by sentence BLEU, as (english, reference, translation, score)."""
-    greedy, _ = corpus_bleu(translator, pairs, 1, progress)
+    greedy, greedy_translations = corpus_bleu(translator, pairs, 1, progress)
     beam, beam_translations = corpus_bleu(translator, pairs, beam_size, progress)
+    references = [french for _, french in pairs]
     record = {"kind": "test", "sentences": len(pairs), "bleu_greedy": greedy, "bleu_beam": beam,
+              "chrf_greedy": chrf(greedy_translations, references), "chrf_beam": chrf(beam_translations, references),
               "beam_size": beam_size}
     if worst:
         scored = [(english, french, hypothesis, bleu([hypothesis], [french]))
@@ -51,5 +53,8 @@ test_bleu.__test__ = False  # not a pytest test, despite the name
 
 
 def metrics_line(record: dict[str, Any]) -> str:
-    return f"test BLEU on {record['sentences']} sentences: greedy {record['bleu_greedy']:.1f}, " \
+    line = f"test BLEU on {record['sentences']} sentences: greedy {record['bleu_greedy']:.1f}, " \
            f"beam {record['beam_size']} {record['bleu_beam']:.1f}"
+    if "chrf_greedy" in record:  # records written before chrF was reported lack it
+        line += f"; chrF greedy {record['chrf_greedy']:.1f}, beam {record['chrf_beam']:.1f}"
+    return line

@@ -11,7 +11,13 @@ seeds = st.integers(0, 2**16)
 
 
 def f64(rng, *shape):
+    """Float64 normals drawn on the host, moved to the active backend (NumPy, CuPy or the strict stand-in)."""
     return backend.asarray(rng.standard_normal(shape))
+
+
+def host(array):
+    """A host NumPy copy of an output, gradient or parameter, for NumPy's checks."""
+    return np.array(backend.to_numpy(array), copy=True)
 
 
 def assert_passes(report, context=""):
@@ -25,7 +31,7 @@ def assert_passes(report, context=""):
 def test_linear_module(seed, batch, length, d_in, d_out):
     rng = np.random.default_rng(seed)
     layer = nn.Linear(d_in, d_out, rng=rng, dtype=np.float64)
-    layer.b[...] = rng.standard_normal(d_out)
+    layer.b[...] = backend.asarray(rng.standard_normal(d_out))
     assert_passes(gradcheck.check_module(layer, {"x": f64(rng, batch, length, d_in)}, seed=seed))
 
 
@@ -36,10 +42,10 @@ def test_feedforward_and_layernorm_modules(seed, batch, length, d_model, activat
     ffn = nn.FeedForward(d_model, 2 * d_model + 1, activation, rng=rng, dtype=np.float64)
     x = f64(rng, batch, length, d_model)
     if activation == "relu":  # a finite difference across ReLU's kink measures nothing
-        assume(np.min(np.abs(ffn.fc1.forward(x))) > 0.01)
+        assume(np.min(np.abs(host(ffn.fc1.forward(x)))) > 0.01)
     assert_passes(gradcheck.check_module(ffn, {"x": x}, seed=seed))
     norm = nn.LayerNorm(d_model, dtype=np.float64)
-    norm.gamma[...] = 1 + 0.3 * rng.standard_normal(d_model)
+    norm.gamma[...] = backend.asarray(1 + 0.3 * rng.standard_normal(d_model))
     assert_passes(gradcheck.check_module(norm, {"x": 2 * f64(rng, batch, length, d_model)}, seed=seed))
 
 
@@ -134,7 +140,7 @@ def test_tied_gradient_is_the_sum_of_both_uses():
         model.zero_grad()
         _, cache = ops.cross_entropy_forward(model.forward(src, tgt_in), tgt_out)
         model.backward(ops.cross_entropy_backward(1.0, cache))
-        return {name: grad.copy() for name, grad in model.grads().items()}
+        return {name: host(grad) for name, grad in model.grads().items()}
 
     total, separate = gradients(tied), gradients(untied)
     lookup_share, projection_share = separate["tgt_embed.W"], separate["out_proj.W"].T
@@ -165,7 +171,7 @@ def test_zero_gradient_rows_pass_only_when_both_sides_are_zero(rng):
 def test_check_module_requires_float64(rng):
     with pytest.raises(TypeError, match="float64"):
         gradcheck.check_module(nn.Linear(2, 2, rng=rng, dtype=np.float32),
-                               {"x": np.zeros((1, 2))})
+                               {"x": backend.asarray(np.zeros((1, 2)))})
 
 
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "textbook"])
@@ -175,7 +181,7 @@ def test_self_attention_equals_cross_attention_of_x_over_itself(n_heads, fused, 
     same output; dx is d_query + d_memory; same parameter gradients."""
     attention = nn.SelfAttention(8, n_heads, rng=rng, dtype=np.float64, fused=fused)
     for linear in (attention.q, attention.k, attention.v, attention.o):
-        linear.b[...] = rng.standard_normal(8)
+        linear.b[...] = backend.asarray(rng.standard_normal(8))
     general = nn.MultiHeadAttention(8, n_heads, rng=np.random.default_rng(0), dtype=np.float64,
                                     fused=False)
     general.load_state_dict(attention.state_dict())
@@ -187,11 +193,11 @@ def test_self_attention_equals_cross_attention_of_x_over_itself(n_heads, fused, 
     general_out = general.forward(x, x, mask)
     general.zero_grad()
     d_query, d_memory = general.backward(dout)
-    np.testing.assert_allclose(self_out, general_out, rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(self_dx, d_query + d_memory, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(host(self_out), host(general_out), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(host(self_dx), host(d_query + d_memory), rtol=1e-12, atol=1e-13)
     self_grads = attention.grads()
     assert self_grads.keys() == general.grads().keys()
     for key, value in general.grads().items():
-        np.testing.assert_allclose(self_grads[key], value, rtol=1e-12, atol=1e-13, err_msg=key)
+        np.testing.assert_allclose(host(self_grads[key]), host(value), rtol=1e-12, atol=1e-13, err_msg=key)
     report = gradcheck.check_module(attention, {"x": x}, forward=lambda x: attention.forward(x, mask))
     assert_passes(report)

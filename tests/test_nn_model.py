@@ -5,7 +5,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npformer import backend, models, nn, ops, tokens
+from npformer import backend, models, ops, tokens
+
+xp = backend.xp  # the active array module: NumPy, CuPy or the strict stand-in
+
+
+def host(array):
+    """A host NumPy copy of a model output or parameter, for NumPy's checks."""
+    return np.array(backend.to_numpy(array), copy=True)
+
 
 SMALL = dict(src_vocab=17, tgt_vocab=19, d_model=16, n_heads=4, d_ff=24, n_layers=2, max_len=32,
              dropout=0.0)
@@ -30,12 +38,12 @@ def test_changing_later_target_tokens_leaves_earlier_logits_unchanged(seed, t, n
     rng = np.random.default_rng(seed)
     model = build(norm=norm, seed=seed).eval()
     src, tgt = random_ids(rng, 2, 5, 17), random_ids(rng, 2, 6, 19, bos=True)
-    logits = model.forward(src, tgt)
+    logits = host(model.forward(src, tgt))
     changed = tgt.copy()
     changed[:, t + 1:] = random_ids(rng, 2, 6, 19)[:, t + 1:]
-    new_logits = model.forward(src, changed)
+    new_logits = host(model.forward(src, changed))
     np.testing.assert_array_equal(new_logits[:, : t + 1], logits[:, : t + 1])
-    if t + 1 < 6 and not np.array_equal(changed, tgt):
+    if t + 1 < 6 and not np.array_equal(host(changed), host(tgt)):
         assert not np.allclose(new_logits[:, t + 1:], logits[:, t + 1:])
 
 
@@ -43,12 +51,12 @@ def test_changing_later_target_tokens_leaves_earlier_logits_unchanged(seed, t, n
 def test_appending_padding_leaves_the_real_logits_unchanged(norm, rng):
     model = build(norm=norm).eval()
     src, tgt = random_ids(rng, 3, 5, 17), random_ids(rng, 3, 4, 19, bos=True)
-    logits = model.forward(src, tgt)
-    padded_src = np.concatenate([src, np.zeros((3, 4), dtype=src.dtype)], axis=1)
-    padded_tgt = np.concatenate([tgt, np.zeros((3, 3), dtype=tgt.dtype)], axis=1)
-    np.testing.assert_allclose(model.forward(padded_src, tgt), logits, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(model.forward(src, padded_tgt)[:, :4], logits, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(model.forward(padded_src, padded_tgt)[:, :4], logits, rtol=0, atol=1e-12)
+    logits = host(model.forward(src, tgt))
+    padded_src = xp.concatenate([src, xp.zeros((3, 4), dtype=src.dtype)], axis=1)
+    padded_tgt = xp.concatenate([tgt, xp.zeros((3, 3), dtype=tgt.dtype)], axis=1)
+    np.testing.assert_allclose(host(model.forward(padded_src, tgt)), logits, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(host(model.forward(src, padded_tgt)[:, :4]), logits, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(host(model.forward(padded_src, padded_tgt)[:, :4]), logits, rtol=0, atol=1e-12)
 
 
 def test_a_source_of_only_padding_gives_finite_logits(rng):
@@ -66,9 +74,9 @@ def test_cached_decoding_gives_the_logits_of_the_full_pass(dtype, tolerance, nor
     model = build(dtype=dtype, norm=norm, tie_embeddings=norm == "pre").eval()
     src = backend.asarray(np.array([[5, 6, 7, 8, 0, 0], [9, 10, 11, 12, 13, 14]]))
     tgt = random_ids(rng, 2, 7, 19, bos=True)
-    full = model.forward(src, tgt)
+    full = host(model.forward(src, tgt))
     cache = model.start_decoding(src, max_len=10)
-    steps = [model.decode_step(cache, tgt[:, t]) for t in range(tgt.shape[1])]
+    steps = [host(model.decode_step(cache, tgt[:, t])) for t in range(tgt.shape[1])]
     stepped = np.stack(steps, axis=1)
     assert stepped.dtype == dtype and cache.length == 7
     np.testing.assert_allclose(stepped, full, rtol=0, atol=tolerance * np.abs(full).max())
@@ -96,8 +104,8 @@ def test_cache_select_reorders_rows_and_a_full_cache_is_an_error(rng):
     cache = model.start_decoding(src, max_len=2)
     model.decode_step(cache, backend.asarray(np.array([1, 1, 1])))
     chosen = cache.select(backend.asarray(np.array([2, 2, 0])))
-    np.testing.assert_array_equal(chosen.self_keys[0][0], cache.self_keys[0][2])
-    np.testing.assert_array_equal(chosen.memory_mask[2], cache.memory_mask[0])
+    np.testing.assert_array_equal(host(chosen.self_keys[0][0]), host(cache.self_keys[0][2]))
+    np.testing.assert_array_equal(host(chosen.memory_mask[2]), host(cache.memory_mask[0]))
     model.decode_step(cache, backend.asarray(np.array([5, 5, 5])))
     with pytest.raises(ValueError, match="cache is full"):
         model.decode_step(cache, backend.asarray(np.array([5, 5, 5])))
@@ -152,11 +160,11 @@ def test_base_model_summary_matches_the_hand_calculation():
 def test_state_dict_round_trip_is_exact(rng):
     model, other = build(seed=0), build(seed=1)
     src, tgt = random_ids(rng, 2, 4, 17), random_ids(rng, 2, 3, 19, bos=True)
-    assert not np.array_equal(model.forward(src, tgt), other.forward(src, tgt))
-    other.load_state_dict(model.state_dict())
-    np.testing.assert_array_equal(other.forward(src, tgt), model.forward(src, tgt))
+    assert not np.array_equal(host(model.forward(src, tgt)), host(other.forward(src, tgt)))
+    other.load_state_dict(model.state_dict())  # host (NumPy) arrays, by design
+    np.testing.assert_array_equal(host(other.forward(src, tgt)), host(model.forward(src, tgt)))
     for key, value in model.state_dict().items():
-        np.testing.assert_array_equal(other.params()[key], value)
+        np.testing.assert_array_equal(host(other.params()[key]), value)
 
 
 def test_load_state_dict_names_what_is_wrong():
@@ -174,7 +182,7 @@ def test_load_state_dict_names_what_is_wrong():
     with pytest.raises(TypeError):  # nothing was changed by the failed load
         model.load_state_dict({**{k: v + 1 for k, v in state.items()}, "out_proj.b": np.zeros(19, np.float32)})
     for key, value in before.items():
-        np.testing.assert_array_equal(model.params()[key], value)
+        np.testing.assert_array_equal(host(model.params()[key]), value)
 
 
 def test_params_and_grads_share_keys_and_zero_grad_clears(rng):
@@ -191,23 +199,25 @@ def test_params_and_grads_share_keys_and_zero_grad_clears(rng):
 def test_dropout_is_active_in_train_mode_only(rng):
     model = build(dropout=0.5)
     src, tgt = random_ids(rng, 2, 4, 17), random_ids(rng, 2, 3, 19, bos=True)
-    assert not np.array_equal(model.forward(src, tgt), model.forward(src, tgt))
+    assert not np.array_equal(host(model.forward(src, tgt)), host(model.forward(src, tgt)))
     model.eval()
     assert all(not m.training for _, m in model.named_modules())
     # In eval mode the output is the same model's without dropout (an independent model, same seed).
-    np.testing.assert_allclose(model.forward(src, tgt), build(dropout=0.0).forward(src, tgt), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(host(model.forward(src, tgt)), host(build(dropout=0.0).forward(src, tgt)),
+                               rtol=1e-12, atol=1e-12)
 
 
 def test_same_seed_same_model_and_float32_by_default():
     a, b = models.Transformer(models.TransformerConfig(**SMALL), seed=5), models.Transformer(models.TransformerConfig(**SMALL), seed=5)
     for key, value in a.params().items():
         assert value.dtype == np.float32, key
-        np.testing.assert_array_equal(value, b.params()[key])
+        np.testing.assert_array_equal(host(value), host(b.params()[key]))
 
 
 def _floating_arrays(value, path):
-    """Every floating array reachable from a cache (dicts, tuples, lists), with its path."""
-    if isinstance(value, np.ndarray):
+    """Every floating array reachable from a cache (dicts, tuples, lists), with its path: arrays of
+    the active backend and any host (NumPy) array."""
+    if isinstance(value, (np.ndarray, xp.ndarray)):
         if value.dtype.kind == "f":
             yield path, value
     elif isinstance(value, dict):
@@ -233,7 +243,7 @@ def test_a_float32_training_step_keeps_every_array_float32(rng, options):
     model.backward(ops.cross_entropy_backward(1.0, loss_cache))
     optim.clip_grad_norm(model, 1.0)
     optimizer.step()
-    assert logits.dtype == np.float32 and np.asarray(loss).dtype == np.float32
+    assert logits.dtype == np.float32 and host(loss).dtype == np.float32
     arrays = [item for path, cache in caches for item in _floating_arrays(cache, path)]
     assert len(arrays) > 50
     arrays += [(f"grad {k}", v) for k, v in model.grads().items()]

@@ -56,8 +56,9 @@ def main() -> None:
     parser.add_argument("--runs-dir", default=None, help="default: a new temporary folder")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--name", default="fra-small", help="fra: the run's name")
-    parser.add_argument("train_options", nargs="*", help="after --: more options for npformer train")
-    args = parser.parse_args()
+    own, _, train_options = " ".join(sys.argv[1:]).partition(" -- ")
+    args = parser.parse_args(own.split())
+    args.train_options = train_options.split()
 
     runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="npformer-bench-")
     npformer = [sys.executable, "-m", "npformer"]

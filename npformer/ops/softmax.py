@@ -48,9 +48,10 @@ def softmax_backward(dy: Any, cache: dict) -> Any:
 def log_softmax(x: Any, axis: int = -1) -> Any:
     """``log softmax(x)`` along ``axis``, never ``log(0)``: ``(x - m) - log(sum_j exp(x_j - m))``.
 
-    A helper without a backward pass, for scoring (beam search adds log
-    probabilities). The loss fuses the same formula into ``cross_entropy_forward``,
-    where it also keeps ``exp(x - m)`` for its gradient.
+    A helper without a backward pass, for scoring sequences by their log
+    probabilities. The loss fuses the same formula into ``cross_entropy_forward``,
+    where it also keeps ``exp(x - m)`` for its gradient; beam search needs only
+    each row's k best entries (``tasks.translation.decoding.top_k_log_probs``).
     """
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))

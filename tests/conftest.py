@@ -124,3 +124,14 @@ def import_crosscheck(module, reason):
         except ImportError as error:
             pytest.fail(f"{reason} and NPFORMER_REQUIRE_CROSSCHECKS=1 ({error})", pytrace=False)
     return pytest.importorskip(module, reason=reason)
+
+
+def loss_gradients(model, src, tgt_in, tgt_out):
+    """Every parameter's gradient of the mean cross-entropy of ``model`` on one batch, as host
+    arrays keyed like ``model.params()`` (the gradients are zeroed first)."""
+    from npformer import ops
+
+    model.zero_grad()
+    _, cache = ops.cross_entropy_forward(model.forward(src, tgt_in), tgt_out)
+    model.backward(ops.cross_entropy_backward(1.0, cache))
+    return {name: np.array(backend.to_numpy(grad), copy=True) for name, grad in model.grads().items()}

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import loss_gradients
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -136,13 +137,7 @@ def test_tied_gradient_is_the_sum_of_both_uses():
         untied_params[name][...] = value
     untied_params["out_proj.W"][...] = tied_params["tgt_embed.W"].T
 
-    def gradients(model):
-        model.zero_grad()
-        _, cache = ops.cross_entropy_forward(model.forward(src, tgt_in), tgt_out)
-        model.backward(ops.cross_entropy_backward(1.0, cache))
-        return {name: host(grad) for name, grad in model.grads().items()}
-
-    total, separate = gradients(tied), gradients(untied)
+    total, separate = loss_gradients(tied, src, tgt_in, tgt_out), loss_gradients(untied, src, tgt_in, tgt_out)
     lookup_share, projection_share = separate["tgt_embed.W"], separate["out_proj.W"].T
     assert np.abs(lookup_share).sum() > 0 and np.abs(projection_share).sum() > 0
     np.testing.assert_allclose(total["tgt_embed.W"], lookup_share + projection_share, rtol=1e-10, atol=1e-12)

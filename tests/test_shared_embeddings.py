@@ -4,8 +4,9 @@ finite differences and against an unshared twin holding the same numbers."""
 
 import numpy as np
 import pytest
+from conftest import loss_gradients
 
-from npformer import backend, gradcheck, models, ops, optim
+from npformer import backend, gradcheck, models, optim
 from npformer.gradcheck.modules import TINY_MODEL
 
 JOINT = dict(src_vocab=TINY_MODEL["src_vocab"], tgt_vocab=TINY_MODEL["src_vocab"])
@@ -36,13 +37,7 @@ def test_the_shared_table_is_one_parameter_and_its_gradient_sums_both_uses():
         twin_params[name][...] = value
     twin_params["tgt_embed.W"][...] = shared_params["src_embed.W"]
 
-    def gradients(model):
-        model.zero_grad()
-        _, cache = ops.cross_entropy_forward(model.forward(src, tgt_in), tgt_out)
-        model.backward(ops.cross_entropy_backward(1.0, cache))
-        return {key: host(value) for key, value in model.grads().items()}
-
-    shared_grads, twin_grads = gradients(shared), gradients(twin)
+    shared_grads, twin_grads = loss_gradients(shared, src, tgt_in, tgt_out), loss_gradients(twin, src, tgt_in, tgt_out)
     np.testing.assert_allclose(shared_grads["src_embed.W"], twin_grads["src_embed.W"] + twin_grads["tgt_embed.W"],
                                rtol=1e-12, atol=1e-14)
     assert np.abs(twin_grads["src_embed.W"]).max() > 0 and np.abs(twin_grads["tgt_embed.W"]).max() > 0

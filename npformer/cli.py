@@ -10,7 +10,7 @@ written once, in the library; this file holds only the help texts.
 Bad input never ends in a traceback:
 
 * every number is checked as it is parsed, by the rule of ``training.options``
-  (positive; ``seed >= 0``; ``dropout`` and ``label_smoothing`` in [0, 1)), and
+  (positive; ``seed >= 0``; ``dropout``, ``label_smoothing`` and ``unk_rate`` in [0, 1)), and
   every combination and output path before any work starts;
 * a user error (a value out of range, a missing or damaged run folder, empty
   input, a path that cannot be written) is one line on stderr, exit status 2;
@@ -129,6 +129,9 @@ TRAIN_HELP = {
                  "encoding, so that no word made of known characters is <unk>",
     "bpe_merges": "with --tokenizer bpe: merges to learn (the vocabulary is about this size plus the alphabet)",
     "joint_vocab": "with --tokenizer bpe: one vocabulary learned on both languages",
+    "unk_rate": "with --tokenizer word: the chance that an aligned word pair of a training sentence is hidden as "
+                "<unk> on both sides, drawn each epoch, so that the model learns to write <unk> where an unknown "
+                "source word belongs and translate copies names through (npformer.data.unknown_words)",
     "token_budget": "padded tokens per batch",
     "lr": "peak learning rate",
     "warmup": "warm-up steps",

@@ -5,8 +5,9 @@ from .bpe import BPE, BPEVocab, join_pieces, learn_merges
 from .tatoeba import ATTRIBUTION, LoadReport, load_pairs, sentence_splits, split_by_source
 from .tokenizer import detokenize, normalize, tokenize
 from .toy_corpus import Alignment, Splits, noun_phrase, sentence_pair, toy_corpus
+from .unknown_words import copy_links, hide_links, swap_in_words
 from .vocab import Vocab
 
 __all__ = ["Alignment", "BPE", "BPEVocab", "join_pieces", "learn_merges", "Batch", "encode_pairs", "make_batches", "pad_batch", "pad_rows", "ATTRIBUTION", "LoadReport",
            "load_pairs", "sentence_splits", "split_by_source", "detokenize", "normalize", "tokenize", "Splits",
-           "noun_phrase", "sentence_pair", "toy_corpus", "Vocab"]
+           "noun_phrase", "sentence_pair", "toy_corpus", "copy_links", "hide_links", "swap_in_words", "Vocab"]

@@ -1,6 +1,6 @@
 """The range of every numeric option, by its name: one rule for the library and the command line.
 
-* ``dropout``, ``label_smoothing``: a fraction in ``[0, 1)``;
+* ``dropout``, ``label_smoothing``, ``unk_rate``: a fraction in ``[0, 1)``;
 * ``seed``: an integer ``>= 0``;
 * every other number (sizes, steps, budgets, rates, beams, temperatures, tolerances): ``> 0``.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-FRACTIONS = ("dropout", "label_smoothing")
+FRACTIONS = ("dropout", "label_smoothing", "unk_rate")
 NON_NEGATIVE = ("seed",)
 
 

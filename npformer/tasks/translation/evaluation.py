@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...data import make_batches
+from ...data import make_batches, tokenize
 from ...metrics import bleu, chrf
 from ...training import evaluate_loss
 from .translator import Translator
@@ -50,6 +50,21 @@ def test_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: i
 
 
 test_bleu.__test__ = False  # not a pytest test, despite the name
+
+
+def unknown_words_copied(translator: Translator, pairs: list[tuple[str, str]], words: list[str],
+                         beam_size: int = 1) -> dict:
+    """How often unseen words pass through: ``pairs[n]`` holds ``words[n]`` on both sides
+    (``data.swap_in_words``); counts the translations that hold it as a token, and scores them.
+
+    Returns ``{"sentences", "copied", "bleu", "examples"}``, ``examples`` the first five
+    (english, reference, translation)."""
+    if len(words) != len(pairs):
+        raise ValueError(f"unknown_words_copied: {len(pairs)} pairs but {len(words)} words")
+    score, translations = corpus_bleu(translator, pairs, beam_size)
+    copied = sum(word in tokenize(translation, translator.tgt_lang) for word, translation in zip(words, translations))
+    return {"sentences": len(pairs), "copied": copied, "bleu": score,
+            "examples": [(english, french, translation) for (english, french), translation in zip(pairs[:5], translations)]}
 
 
 def metrics_line(record: dict[str, Any]) -> str:

@@ -7,10 +7,11 @@
    the training split, and write them, the splits and ``config.json`` into the
    run folder (``training.RunFolder``).
 2. **The loop** (``Trainer.run``): epochs of shuffled, length-bucketed batches
-   of ``token_budget`` tokens; each step is ``training.train_step`` (Adam with
-   betas 0.9/0.98 and eps 1e-9, as in the paper, the paper's warm-up schedule
-   scaled to peak at ``lr``, gradient clipping and label smoothing), with a
-   progress bar.
+   of ``token_budget`` tokens (with ``unk_rate``, some aligned word pairs hidden
+   as ``<unk>``, drawn anew each epoch: ``data.unknown_words``); each step is
+   ``training.train_step`` (Adam with betas 0.9/0.98 and eps 1e-9, as in the
+   paper, the paper's warm-up schedule scaled to peak at ``lr``, gradient
+   clipping and label smoothing), with a progress bar.
 3. **Evaluation** every ``eval_every`` steps (``evaluation.validate``):
    validation loss, token accuracy, greedy BLEU on a sample, three sample
    translations, a line in ``metrics.jsonl`` and the curves in ``curves.png``.
@@ -38,8 +39,8 @@ import numpy
 from tqdm.auto import tqdm
 
 from ... import backend, optim
-from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, encode_pairs, load_pairs, make_batches, split_by_source,
-                     tokenize, toy_corpus)
+from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, copy_links, encode_pairs, hide_links, load_pairs,
+                     make_batches, split_by_source, tokenize, toy_corpus)
 from ...models import Transformer, TransformerConfig
 from ...tokens import PAD_ID
 from ...training import (CheckpointError, RunError, RunFolder, check_folder_can_be_created, generator_state,
@@ -90,6 +91,19 @@ def build_vocabularies(options: TrainOptions, train_pairs: list, log: Any = prin
     return src_vocab, tgt_vocab
 
 
+def training_copy_links(options: TrainOptions, splits: Splits) -> list[list[tuple[int, int]]]:
+    """The aligned word pairs of every training pair that ``unk_rate`` may hide
+    (``data.unknown_words``): the gold one-to-one links on the embedded corpus, words written
+    the same on both sides otherwise."""
+    alignments = splits.alignments.get("train")
+    if alignments is None and options.data is None:  # a resumed run: the grammar rebuilds them
+        corpus = toy_corpus(n_train=options.max_pairs or 12000, seed=options.seed)
+        alignments = corpus.alignments["train"] if corpus.train == splits.train else None
+    alignments = alignments or [None] * len(splits.train)
+    return [copy_links(tokenize(source, "en"), tokenize(target, "fr"), alignment)
+            for (source, target), alignment in zip(splits.train, alignments)]
+
+
 def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tuple[dict, Vocab, Vocab, Splits]:
     """Write a new run's configuration, vocabularies and splits (never over an existing run),
     and return them, as ``RunFolder.read`` would."""
@@ -129,6 +143,7 @@ class Trainer:
         self.model_config = TransformerConfig(**config["model"])
         max_len = self.model_config.max_len
         self.train_examples = encode_pairs(splits.train, src_vocab, tgt_vocab, max_len)
+        self.train_links = training_copy_links(options, splits) if options.unk_rate else None
         self.valid_pairs = splits.valid
         self.valid_examples = encode_pairs(self.valid_pairs, src_vocab, tgt_vocab, max_len)
         self.test_pairs = splits.test
@@ -219,7 +234,10 @@ class Trainer:
             # The batches of an epoch are a function of the generator's state at its start,
             # so a resumed run rebuilds them exactly and skips the ones already done.
             set_generator_state(self.data_rng, position["epoch_rng_state"])
-            batches = make_batches(self.train_examples, options.token_budget, self.data_rng)
+            examples = self.train_examples
+            if options.unk_rate:  # some aligned word pairs become <unk>, anew each epoch
+                examples = hide_links(examples, self.train_links, options.unk_rate, self.data_rng)
+            batches = make_batches(examples, options.token_budget, self.data_rng)
             while position["batch_index"] < len(batches) and not out_of_budget() and not stop.requested:
                 batch = batches[position["batch_index"]]
                 self.optimizer.lr = self.schedule(position["step"] + 1)

@@ -1,0 +1,68 @@
+"""Do unseen words pass through? Put an invented name into test sentences and count the copies.
+
+    python benchmarks/unknown_words.py runs/toy-tiny                 # a run folder written by npformer train
+    python benchmarks/unknown_words.py runs/fra-small --sentences 1000 --beam 4
+
+Takes the run's test split and, in each pair that has one, replaces an aligned word pair by an
+invented name on both sides (``data.swap_in_words``): on the embedded corpus a noun of the gold
+alignment ("the cat sees the dog" -> "the cat sees the Zorvan"), on other data a word written
+the same on both sides (a name or a number). Then translates the English and counts the
+translations that hold the name (``unknown_words_copied``), with their BLEU against the changed
+references. A word model copies only if it learned to write ``<unk>`` (``--unk-rate``); a BPE
+model has to spell the name out of pieces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from npformer.data import copy_links, swap_in_words, tokenize
+from npformer.data.toy_corpus import NOUNS
+from npformer.tasks.translation import Translator
+from npformer.tasks.translation.alignment import gold_test_split
+from npformer.tasks.translation.evaluation import unknown_words_copied
+from npformer.training import RunFolder, load_run
+
+NAMES = ("Zorvan", "Quillet", "Brannoc", "Velmira", "Tosker", "Ardwyn", "Pelloza", "Himbertz", "Oskaru", "Fendrel")
+
+
+def test_pairs_with_links(run) -> tuple[list[tuple[str, str]], list[list[tuple[int, int]]]]:
+    """The run's test pairs and, for each, the aligned pairs a name may replace."""
+    if run.config["train"].get("data") is None:
+        pairs, golds = gold_test_split(run)
+        nouns = {word for singular, plural, *_ in NOUNS for word in (singular, plural)}
+        links = [[(s, t) for s, t in copy_links(tokenize(english, "en"), tokenize(french, "fr"), gold)
+                  if tokenize(english, "en")[s] in nouns] for (english, french), gold in zip(pairs, golds)]
+        return pairs, links
+    pairs = RunFolder(run.folder).split("test")
+    return pairs, [copy_links(tokenize(english, "en"), tokenize(french, "fr")) for english, french in pairs]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", help="a run folder written by npformer train")
+    parser.add_argument("--sentences", type=int, default=500, help="at most this many changed pairs")
+    parser.add_argument("--beam", type=int, default=1)
+    parser.add_argument("--json", help="write the result here")
+    args = parser.parse_args()
+
+    run = load_run(args.run)
+    translator = Translator.from_run(run)
+    # A word model's <unk>s; a BPE model knows every letter, and these names are in no training text.
+    unseen = translator.unknown_words(NAMES) or list(NAMES)
+    pairs, links = test_pairs_with_links(run)
+    swapped, words = swap_in_words(pairs, links, unseen)
+    swapped, words = swapped[: args.sentences], words[: args.sentences]
+    result = unknown_words_copied(translator, swapped, words, args.beam)
+    print(f"{args.run}: an unseen name in {result['sentences']} test sentences ({'greedy' if args.beam == 1 else f'beam {args.beam}'}): "
+          f"copied in {result['copied']} ({result['copied'] / max(result['sentences'], 1):.0%}), BLEU {result['bleu']:.1f}")
+    for english, reference, translation in result["examples"]:
+        print(f"  {english}  ->  {translation}   (reference: {reference})")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump({"run": args.run, "beam": args.beam, **result}, file, indent=1, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Hiding aligned word pairs as <unk> (npformer.data.unknown_words), and what it teaches."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import numpy
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from npformer.data import (Alignment, copy_links, encode_pairs, hide_links, noun_phrase, sentence_pair, swap_in_words, tokenize,
+                           toy_corpus, Vocab)
+from npformer.tasks.translation import TrainOptions, Translator, train
+from npformer.tasks.translation.trainer import training_copy_links
+from npformer.tokens import BOS_ID, EOS_ID, UNK_ID
+from npformer.training import load_run
+
+
+def test_gold_links_are_the_one_to_one_sure_links():
+    english, french, gold = sentence_pair("negation", "she", "see", noun_phrase("cat", "black"))
+    # she does not see the black cat . -> elle ne voit pas le chat noir .
+    assert english == ["she", "does", "not", "see", "the", "black", "cat", "."]
+    assert french == ["elle", "ne", "voit", "pas", "le", "chat", "noir", "."]
+    links = copy_links(english, french, gold)
+    pairs = {(english[s], french[t]) for s, t in links}
+    assert {("she", "elle"), ("see", "voit"), ("the", "le"), ("cat", "chat"), ("black", "noir")} <= pairs
+    assert not {word for word, _ in pairs} & {"not", "does"}  # "not" makes both "ne" and "pas"
+    assert not {word for _, word in pairs} & {"ne", "pas"}
+    assert links == sorted(links)
+    # A French word made of two English words ("a lot" -> "beaucoup") is not one to one either.
+    two_to_one = Alignment(sure=frozenset({(0, 1), (1, 1), (2, 0)}), possible=frozenset({(0, 1), (1, 1), (2, 0)}))
+    assert copy_links(["a", "lot", "read"], ["lire", "beaucoup"], two_to_one) == [(2, 0)]
+
+
+def test_without_an_alignment_the_links_are_words_written_alike_once_on_each_side():
+    english = tokenize("Tom gave Mary 3 apples in 1989, Tom said.", "en")
+    french = tokenize("Tom a donné 3 pommes à Mary en 1989.", "fr")
+    links = copy_links(english, french)
+    assert [(english[s], french[t]) for s, t in links] == [("Mary", "Mary"), ("3", "3"), ("1989", "1989")]
+    assert all(english[s] == french[t] for s, t in links)  # "Tom" twice in English; "." has no letter
+
+
+def test_the_embedded_corpus_has_links_in_almost_every_pair_and_tatoeba_style_text_in_some():
+    corpus = toy_corpus(n_train=300, n_valid=10, n_test=10)
+    links = [copy_links(tokenize(e, "en"), tokenize(f, "fr"), gold)
+             for (e, f), gold in zip(corpus.train, corpus.alignments["train"])]
+    assert sum(map(bool, links)) == len(links)
+    assert numpy.mean([len(pair_links) for pair_links in links]) >= 3
+
+
+def examples_and_links():
+    pairs = [("Tom saw Mary.", "Tom a vu Mary."), ("I am here.", "Je suis ici."), ("Paris is big.", "Paris est grand.")]
+    src_vocab = Vocab.build([tokenize(e, "en") for e, _ in pairs])
+    tgt_vocab = Vocab.build([tokenize(f, "fr") for _, f in pairs])
+    examples = encode_pairs(pairs, src_vocab, tgt_vocab, max_len=64)
+    links = [copy_links(tokenize(e, "en"), tokenize(f, "fr")) for e, f in pairs]
+    return pairs, examples, links
+
+
+def test_hiding_at_rate_one_replaces_exactly_the_linked_words_on_both_sides():
+    pairs, examples, links = examples_and_links()
+    original = [(list(s), list(t)) for s, t in examples]
+    hidden = hide_links(examples, links, 1.0, numpy.random.default_rng(0))
+    assert examples == original  # the examples given are not changed
+    assert links == [[(0, 0), (2, 3)], [], [(0, 0)]]
+    for (src, tgt), (new_src, new_tgt), pair_links in zip(examples, hidden, links):
+        expected_src, expected_tgt = list(src), list(tgt)
+        for s, t in pair_links:
+            expected_src[s], expected_tgt[t + 1] = UNK_ID, UNK_ID  # +1: <bos> comes first
+        assert (new_src, new_tgt) == (expected_src, expected_tgt)
+        assert new_tgt[0] == BOS_ID and new_tgt[-1] == EOS_ID
+    assert hide_links(examples, links, 0.0, numpy.random.default_rng(0)) == examples
+
+
+@settings(max_examples=30, deadline=None)
+@given(rate=st.floats(0.0, 1.0), seed=st.integers(0, 2**32 - 1), max_len=st.integers(1, 6))
+def test_each_link_is_hidden_whole_or_not_at_all_and_the_same_state_draws_the_same(rate, seed, max_len):
+    """Over drawn rates, seeds and length limits (which cut links off): a changed source position
+    always has its target changed too, nothing else changes, and the draws repeat."""
+    corpus = toy_corpus(n_train=40, n_valid=1, n_test=1)
+    src_vocab = Vocab.build([tokenize(e, "en") for e, _ in corpus.train])
+    tgt_vocab = Vocab.build([tokenize(f, "fr") for _, f in corpus.train])
+    examples = encode_pairs(corpus.train, src_vocab, tgt_vocab, max_len)
+    links = [copy_links(tokenize(e, "en"), tokenize(f, "fr"), gold)
+             for (e, f), gold in zip(corpus.train, corpus.alignments["train"])]
+    hidden = hide_links(examples, links, rate, numpy.random.default_rng(seed))
+    assert hidden == hide_links(examples, links, rate, numpy.random.default_rng(seed))
+    for (src, tgt), (new_src, new_tgt), pair_links in zip(examples, hidden, links):
+        assert len(new_src) == len(src) and len(new_tgt) == len(tgt)
+        changed_src = {i for i, (a, b) in enumerate(zip(src, new_src)) if a != b}
+        changed_tgt = {j - 1 for j, (a, b) in enumerate(zip(tgt, new_tgt)) if a != b}
+        assert all(new_src[i] == UNK_ID for i in changed_src) and all(new_tgt[j + 1] == UNK_ID for j in changed_tgt)
+        hidden_links = {(s, t) for s, t in pair_links if s in changed_src}
+        assert {s for s, _ in hidden_links} == changed_src and {t for _, t in hidden_links} == changed_tgt
+        assert all(s < len(src) and t + 1 < len(tgt) - 1 for s, t in hidden_links)
+    if rate == 1.0:
+        usable = sum(s < len(src) and t + 1 < len(tgt) - 1 for (src, tgt), pl in zip(examples, links) for s, t in pl)
+        assert sum(a != b for (src, _), (new, _) in zip(examples, hidden) for a, b in zip(src, new)) == usable
+
+
+def test_bad_arguments_are_named():
+    _, examples, links = examples_and_links()
+    with pytest.raises(ValueError, match="rate must be in"):
+        hide_links(examples, links, 1.5, numpy.random.default_rng(0))
+    with pytest.raises(ValueError, match="3 examples but links for 2"):
+        hide_links(examples, links[:2], 0.1, numpy.random.default_rng(0))
+    with pytest.raises(ValueError, match="no words"):
+        swap_in_words([("a", "b")], [[(0, 0)]], [])
+
+
+def test_swap_in_words_puts_the_word_on_both_sides_and_skips_pairs_without_links():
+    pairs, _, links = examples_and_links()
+    swapped, words = swap_in_words(pairs, links, ["Zorvan", "Quillet"])
+    assert swapped == [("Zorvan saw Mary.", "Zorvan a vu Mary."), ("Quillet is big.", "Quillet est grand.")]
+    assert words == ["Zorvan", "Quillet"]
+
+
+def test_a_resumed_toy_run_finds_the_same_gold_links_as_a_new_one():
+    options = TrainOptions(max_pairs=50)
+    corpus = toy_corpus(n_train=50)
+    from npformer.data import Splits
+
+    fresh = training_copy_links(options, corpus)
+    read_back = training_copy_links(options, Splits(corpus.train, corpus.valid, corpus.test))
+    assert fresh == read_back and all(fresh)
+
+
+def test_the_words_model_learns_to_write_unk_where_a_new_word_belongs(tmp_path):
+    """The point of it all. Trained on the embedded corpus with some aligned pairs hidden, a tiny
+    model writes <unk> for a new noun and the translator copies the noun through; trained
+    without, the same model never writes <unk>. 300 steps of d_model 32 (measured: 26 of 30
+    copied with unk_rate 0.1, 0 of 30 without)."""
+    copied = {}
+    for rate in (0.0, 0.1):
+        options = TrainOptions(name=f"rate{rate}", runs_dir=str(tmp_path), d_model=32, d_ff=64, max_steps=300,
+                               eval_every=10_000, test_sentences=10, beam_size=2, unk_rate=rate)
+        assert train(options, stream=io.StringIO()) == 0
+        translator = Translator.from_run(load_run(os.path.join(tmp_path, options.name)))
+        sentences = [f"the {noun} sees the cat." for noun in ("zorvan", "quillet", "brannoc")] * 10
+        outputs = translator.translate(sentences)
+        copied[rate] = sum(word in output for word, output in zip(["zorvan", "quillet", "brannoc"] * 10, outputs))
+    assert copied[0.0] == 0 and copied[0.1] >= 20, copied

@@ -129,9 +129,10 @@ TRAIN_HELP = {
                  "encoding, so that no word made of known characters is <unk>",
     "bpe_merges": "with --tokenizer bpe: merges to learn (the vocabulary is about this size plus the alphabet)",
     "joint_vocab": "with --tokenizer bpe: one vocabulary learned on both languages",
-    "unk_rate": "with --tokenizer word: the chance that an aligned word pair of a training sentence is hidden as "
-                "<unk> on both sides, drawn each epoch, so that the model learns to write <unk> where an unknown "
-                "source word belongs and translate copies names through (npformer.data.unknown_words)",
+    "unk_rate": "the chance that an aligned word pair of a training sentence (a name or number written alike on "
+                "both sides; on the embedded corpus a gold link) is made unknown on both sides, drawn each epoch: "
+                "<unk> with --tokenizer word, an invented word with --tokenizer bpe; so that the model learns to "
+                "copy what it does not know, and translate passes new names through (npformer.data.unknown_words)",
     "token_budget": "padded tokens per batch",
     "lr": "peak learning rate",
     "warmup": "warm-up steps",

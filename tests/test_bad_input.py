@@ -81,7 +81,6 @@ def test_the_walk_covers_the_options_that_matter():
     (["--lr", "inf"], ["--lr", "finite"]),
     (["--joint-vocab"], ["--joint-vocab", "--tokenizer bpe"]),
     (["--tokenizer", "bpe", "--bpe-merges", "0"], ["--bpe-merges", "0"]),
-    (["--tokenizer", "bpe", "--unk-rate", "0.1"], ["--unk-rate", "--tokenizer word"]),
     (["--unk-rate", "1"], ["--unk-rate", "[0, 1)"]),
 ])
 def test_train_checks_values_and_combinations_before_any_work(arguments, words, tmp_path, capsys):

@@ -61,12 +61,13 @@ def test_a_run_folder_holds_config_vocabularies_checkpoint_metrics_and_curves(ti
     assert run.model.config.d_model == 32 and not run.model.training
 
 
-@pytest.mark.parametrize("unk_rate", [0.0, 0.3])
-def test_resuming_reproduces_the_uninterrupted_losses_exactly(tmp_path, unk_rate):
+@pytest.mark.parametrize("unknown_words", [dict(), dict(unk_rate=0.3), dict(unk_rate=0.5, tokenizer="bpe", bpe_merges=100)])
+def test_resuming_reproduces_the_uninterrupted_losses_exactly(tmp_path, unknown_words):
     """200 training pairs make epochs of a few batches, so the 40 steps cross epoch
     boundaries and the resumption lands inside a later epoch. With ``unk_rate`` the words
-    hidden as <unk> are drawn anew each epoch, and a resumed run draws the same ones."""
-    small = dict(max_pairs=200, dropout=0.3, unk_rate=unk_rate)
+    made unknown (<unk>, or invented words with BPE) are drawn anew each epoch, and a resumed
+    run draws the same ones."""
+    small = dict(max_pairs=200, dropout=0.3, **unknown_words)
     assert train(options(tmp_path, "straight", max_steps=40, **small), stream=io.StringIO()) == 0
     assert train(options(tmp_path, "resumed", max_steps=23, **small), stream=io.StringIO()) == 0
     log = io.StringIO()

@@ -10,8 +10,8 @@ import numpy
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from npformer.data import (Alignment, copy_links, encode_pairs, hide_links, noun_phrase, sentence_pair, swap_in_words, tokenize,
-                           toy_corpus, Vocab)
+from npformer.data import (Alignment, BPEVocab, WordInventor, copy_links, drawn_links, encode_pairs, hide_links,
+                           invent_links, noun_phrase, sentence_pair, swap_in_words, tokenize, toy_corpus, Vocab)
 from npformer.tasks.translation import TrainOptions, Translator, train
 from npformer.tasks.translation.trainer import training_copy_links
 from npformer.tokens import BOS_ID, EOS_ID, UNK_ID
@@ -40,6 +40,9 @@ def test_without_an_alignment_the_links_are_words_written_alike_once_on_each_sid
     links = copy_links(english, french)
     assert [(english[s], french[t]) for s, t in links] == [("Mary", "Mary"), ("3", "3"), ("1989", "1989")]
     assert all(english[s] == french[t] for s, t in links)  # "Tom" twice in English; "." has no letter
+    # Lower-case look-alikes are left out: "a" and "me" are false friends ("has", "myself").
+    english, french = tokenize("Give me a plan.", "en"), tokenize("Il me donne un plan et a ri.", "fr")
+    assert copy_links(english, french) == []
 
 
 def test_the_embedded_corpus_has_links_in_almost_every_pair_and_tatoeba_style_text_in_some():
@@ -142,3 +145,64 @@ def test_the_words_model_learns_to_write_unk_where_a_new_word_belongs(tmp_path):
         outputs = translator.translate(sentences)
         copied[rate] = sum(word in output for word, output in zip(["zorvan", "quillet", "brannoc"] * 10, outputs))
     assert copied[0.0] == 0 and copied[0.1] >= 20, copied
+
+
+TEXT = ["chat", "chien", "Tom", "brannoc", "maison", "ami", "l'", "1989", "école"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), capital=st.booleans(), min_len=st.integers(1, 5), extra=st.integers(0, 6))
+def test_invented_words_follow_the_letter_pairs_of_their_text(seed, capital, min_len, extra):
+    """Every letter pair of an invented word, and its first and last letter, occurs so in some
+    word of the text; lengths stay in bounds; the same state invents the same word."""
+    inventor = WordInventor(TEXT)
+    words = [word.lower() for word in TEXT if word.isalpha()]
+    pairs = {word[k: k + 2] for word in words for k in range(len(word) - 1)}
+    word = inventor(numpy.random.default_rng(seed), capital, min_len, min_len + extra)
+    assert word == inventor(numpy.random.default_rng(seed), capital, min_len, min_len + extra)
+    assert min_len <= len(word) <= min_len + extra and word[0].isupper() == capital
+    letters = word.lower()
+    assert {letters[k: k + 2] for k in range(len(letters) - 1)} <= pairs
+    assert any(w.startswith(letters[0]) for w in words) and any(w.endswith(letters[-1]) for w in words)
+
+
+def test_invented_words_are_new_and_varied():
+    inventor = WordInventor(tokenize(" ".join(e + " " + f for e, f in toy_corpus(n_train=500).train), "en"))
+    rng = numpy.random.default_rng(0)
+    words = [inventor(rng, capital=False) for _ in range(200)]
+    assert len(set(words)) >= 150 and numpy.mean([len(w) for w in words]) >= 4
+    with pytest.raises(ValueError, match="no alphabetic words"):
+        WordInventor(["1989", "."])
+
+
+def test_invent_links_puts_one_new_word_on_both_sides_of_each_chosen_link():
+    pairs = [("Tom saw Mary.", "Tom a vu Mary."), ("I am here.", "Je suis ici."), ("Paris is big.", "Paris est grand.")]
+    tokens = [(tokenize(e, "en"), tokenize(f, "fr")) for e, f in pairs]
+    original = [(list(s), list(t)) for s, t in tokens]
+    links = [copy_links(s, t) for s, t in tokens]
+    inventor = WordInventor(word for s, t in tokens for word in s + t)
+    changed = invent_links(tokens, links, 1.0, numpy.random.default_rng(0), inventor)
+    assert tokens == original and sorted(changed) == [0, 2]  # pair 1 has no link
+    for n, (source, target) in changed.items():
+        differs = [(i, j) for i, j in links[n]]
+        assert [i for i, word in enumerate(source) if word != tokens[n][0][i]] == [i for i, _ in differs]
+        assert [j for j, word in enumerate(target) if word != tokens[n][1][j]] == [j for _, j in differs]
+        for i, j in differs:
+            assert source[i] == target[j] and source[i][0].isupper() and source[i] not in ("Tom", "Mary", "Paris")
+    assert changed == invent_links(tokens, links, 1.0, numpy.random.default_rng(0), inventor)
+    assert invent_links(tokens, links, 0.0, numpy.random.default_rng(0), inventor) == {}
+    # hide_links and invent_links choose the same links from the same state.
+    chosen = dict(drawn_links(links, 0.5, numpy.random.default_rng(7)))
+    assert sorted(invent_links(tokens, links, 0.5, numpy.random.default_rng(7), inventor)) == sorted(chosen)
+
+
+def test_an_invented_word_is_spelled_in_known_pieces():
+    """What a BPE model sees: an invented word is never <unk>, and usually several pieces."""
+    corpus = toy_corpus(n_train=500)
+    sentences = [tokenize(e, "en") for e, _ in corpus.train] + [tokenize(f, "fr") for _, f in corpus.train]
+    vocab = BPEVocab.learn(sentences, 200)
+    inventor = WordInventor(word for sentence in sentences for word in sentence)
+    rng = numpy.random.default_rng(1)
+    words = [inventor(rng, capital=False) for _ in range(100)]
+    assert all(3 not in vocab.encode([word]) for word in words)  # 3: <unk>
+    assert numpy.mean([len(vocab.pieces([word])) for word in words]) > 1.5

@@ -47,12 +47,16 @@ class Batch:
 def encode_pairs(pairs: list[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
                  max_len: int, src_lang: str = "en", tgt_lang: str = "fr") -> list[tuple[list[int], list[int]]]:
     """Tokenise and encode; sources and targets are cut to fit ``max_len`` positions."""
-    examples = []
-    for source, target in pairs:
-        src_ids = src_vocab.encode(tokenize(source, src_lang))[:max_len]
-        tgt_ids = tgt_vocab.encode(tokenize(target, tgt_lang))[: max_len - 1]
-        examples.append((src_ids, [BOS_ID] + tgt_ids + [EOS_ID]))
-    return examples
+    return [encode_tokens(tokenize(source, src_lang), tokenize(target, tgt_lang), src_vocab, tgt_vocab, max_len)
+            for source, target in pairs]
+
+
+def encode_tokens(src_tokens: list[str], tgt_tokens: list[str], src_vocab: Vocab, tgt_vocab: Vocab,
+                  max_len: int) -> tuple[list[int], list[int]]:
+    """One tokenised pair -> (source ids, ``<bos>`` target ids ``<eos>``), cut to ``max_len`` positions."""
+    src_ids = src_vocab.encode(src_tokens)[:max_len]
+    tgt_ids = tgt_vocab.encode(tgt_tokens)[: max_len - 1]
+    return src_ids, [BOS_ID] + tgt_ids + [EOS_ID]
 
 
 def pad_rows(rows: list[list[int]], min_length: int = 1) -> numpy.ndarray:

@@ -1,4 +1,4 @@
-"""Teaching a word-level translator to copy what it does not know: aligned word pairs hidden as ``<unk>``.
+"""Teaching a translator to copy what it does not know: aligned word pairs made unknown in training.
 
 A word vocabulary maps every word it lacks to ``<unk>``. At translation time the
 ``Translator`` replaces each ``<unk>`` the model writes by the source word its
@@ -7,19 +7,27 @@ writes ``<unk>`` only if its training targets held ``<unk>``, facing an
 ``<unk>`` in the source. The embedded corpus has no rare words at all, so a model
 trained on it never does, and renders a new name as some word it knows.
 
-The remedy: while training, **hide some aligned word pairs**. A word pair
-``(source position i, target position j)`` that translate one another becomes
-``<unk>`` on both sides, each pair with probability ``rate``, drawn anew each
-epoch. The model then learns the pattern the translator needs: an ``<unk>`` in
-the source is written as an ``<unk>`` in the target, at the place where that word
-belongs, with attention on it.
+The remedy: while training, **make some aligned word pairs unknown**. A word pair
+``(source position i, target position j)`` that translate one another is
+replaced on both sides, each pair with probability ``rate``, drawn anew each
+epoch:
+
+* with a word vocabulary, by ``<unk>`` (``hide_links``): the model learns that an
+  ``<unk>`` in the source is written as an ``<unk>`` in the target, at the place
+  where that word belongs, with attention on it;
+* with BPE pieces, by an invented word (``invent_links``, ``WordInventor``), the same
+  on both sides: a piece model has no ``<unk>`` to copy, so it must learn to copy
+  a run of pieces it never saw together, letter group by letter group.
 
 Which pairs translate one another (``copy_links``):
 
 * with a gold alignment (the embedded corpus, ``toy_corpus().alignments``): the
   sure links that are one to one (``cat``-``chat``; not ``not``-``ne``/``pas``);
 * without one (Tatoeba): words written the same on both sides, once each, with a
-  letter or a digit in them: names and numbers (``Tom``-``Tom``, ``1989``-``1989``).
+  capital letter or a digit in them: names and numbers (``Tom``-``Tom``,
+  ``1989``-``1989``). Lower-case look-alikes are left out: most are cognates, but
+  the two most frequent on Tatoeba are false friends (English ``me`` and ``a``
+  against French ``me`` and ``a``, "has").
 
 Positions count the tokens of ``tokenize``; the target's count starts after
 ``<bos>`` (``encode_pairs`` puts it in front), so link ``(i, j)`` hides
@@ -29,7 +37,7 @@ Positions count the tokens of ``tokenize``; the target's count starts after
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy
 
@@ -44,7 +52,7 @@ def copy_links(src_tokens: Sequence[str], tgt_tokens: Sequence[str], alignment: 
 
     With ``alignment``: its sure links whose source token has no other sure link and whose target
     token has no other sure link. Without: tokens written identically on both sides, occurring
-    once on each side, holding a letter or a digit. Sorted by source index.
+    once on each side, holding a capital letter or a digit. Sorted by source index.
     """
     if alignment is not None:
         per_source = Counter(source for source, _ in alignment.sure)
@@ -54,32 +62,95 @@ def copy_links(src_tokens: Sequence[str], tgt_tokens: Sequence[str], alignment: 
     in_source, in_target = Counter(src_tokens), Counter(tgt_tokens)
     where_in_target = {token: index for index, token in enumerate(tgt_tokens)}
     return [(index, where_in_target[token]) for index, token in enumerate(src_tokens)
-            if in_source[token] == 1 and in_target[token] == 1 and any(c.isalnum() for c in token)]
+            if in_source[token] == 1 and in_target[token] == 1 and any(c.isupper() or c.isdigit() for c in token)]
+
+
+def drawn_links(links: Sequence[Sequence[Link]], rate: float, rng: numpy.random.Generator) -> Iterator[tuple[int, list[Link]]]:
+    """The links chosen this time: ``(n, the chosen links of pair n)`` for each pair with at least
+    one. One draw per link, in order, all at once, so the same ``rng`` state chooses the same
+    links (a resumed run rebuilds its epoch exactly)."""
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"rate must be in [0, 1], got {rate}")
+    counts = numpy.fromiter(map(len, links), dtype=numpy.int64, count=len(links))
+    chosen = rng.random(int(counts.sum())) < rate
+    ends = numpy.cumsum(counts)
+    for n in numpy.unique(numpy.searchsorted(ends, numpy.flatnonzero(chosen), side="right")):
+        yield int(n), [link for link, hit in zip(links[n], chosen[ends[n] - counts[n]: ends[n]]) if hit]
 
 
 def hide_links(examples: Sequence[tuple[list[int], list[int]]], links: Sequence[Sequence[Link]], rate: float,
                rng: numpy.random.Generator) -> list[tuple[list[int], list[int]]]:
     """A copy of ``examples`` (source ids, ``<bos>`` target ``<eos>`` ids) in which each link
     ``(i, j)`` of ``links[n]`` is, with probability ``rate``, ``<unk>`` at ``src[i]`` and at
-    ``tgt[j + 1]``. Links cut off by ``encode_pairs``'s length limit are skipped; the examples
-    given are not changed. One draw per link, in order, so the same ``rng`` state gives the same
-    result (a resumed run rebuilds its epoch exactly)."""
+    ``tgt[j + 1]`` (``drawn_links``). Links cut off by ``encode_pairs``'s length limit are
+    skipped; the examples given are not changed."""
     if len(links) != len(examples):
         raise ValueError(f"hide_links: {len(examples)} examples but links for {len(links)}")
-    if not 0.0 <= rate <= 1.0:
-        raise ValueError(f"hide_links: rate must be in [0, 1], got {rate}")
-    counts = numpy.fromiter(map(len, links), dtype=numpy.int64, count=len(links))
-    hidden = rng.random(int(counts.sum())) < rate
-    ends = numpy.cumsum(counts)
     result = list(examples)
-    for n in numpy.unique(numpy.searchsorted(ends, numpy.flatnonzero(hidden), side="right")):
+    for n, chosen in drawn_links(links, rate, rng):
         src_ids, tgt_ids = list(examples[n][0]), list(examples[n][1])
-        for (source, target), hide in zip(links[n], hidden[ends[n] - counts[n]: ends[n]]):
-            if hide and source < len(src_ids) and target + 1 < len(tgt_ids) - 1:
+        for source, target in chosen:
+            if source < len(src_ids) and target + 1 < len(tgt_ids) - 1:
                 src_ids[source] = UNK_ID
                 tgt_ids[target + 1] = UNK_ID
         result[n] = (src_ids, tgt_ids)
     return result
+
+
+class WordInventor:
+    """Made-up words with the letter statistics of a text: a chain of letters in which each
+    letter is drawn given the one before, with the frequencies of the words it was built from.
+
+    ``P(next | previous)`` counts every neighbouring pair of letters in ``words`` (lower-cased,
+    alphabetic words only), with a start before the first letter and an end after the last. An
+    invented word such as ``"Vertonche"`` then has the clusters and pieces of real words
+    (``br``, ``ch``, ``-ent``), which matters: trained on words made of consonant-vowel syllables
+    only, a piece model learned to copy names but put vowels between clustered consonants
+    (``brannoc`` -> ``baranoc``).
+    """
+
+    def __init__(self, words: Iterable[str]) -> None:
+        words = sorted({word.lower() for word in words if word.isalpha()})
+        if not words:
+            raise ValueError("WordInventor: no alphabetic words to learn letters from")
+        self.letters = sorted(set("".join(words)))
+        index = {letter: code for code, letter in enumerate(self.letters, start=1)}  # 0: start and end
+        counts = numpy.zeros((len(self.letters) + 1, len(self.letters) + 1))
+        for word in words:
+            codes = [0] + [index[letter] for letter in word] + [0]
+            numpy.add.at(counts, (codes[:-1], codes[1:]), 1)
+        self.cumulative = numpy.cumsum(counts / counts.sum(axis=1, keepdims=True).clip(min=1), axis=1)
+
+    def __call__(self, rng: numpy.random.Generator, capital: bool = True, min_len: int = 3, max_len: int = 12) -> str:
+        """One word of ``min_len`` to ``max_len`` letters (drawn again until it fits)."""
+        while True:
+            codes, previous = [], 0
+            while len(codes) <= max_len:
+                previous = min(int(numpy.searchsorted(self.cumulative[previous], rng.random(), side="right")),
+                               len(self.letters))
+                if previous == 0:
+                    break
+                codes.append(previous)
+            if min_len <= len(codes) <= max_len and previous == 0:
+                word = "".join(self.letters[code - 1] for code in codes)
+                return word.capitalize() if capital else word
+
+
+def invent_links(token_pairs: Sequence[tuple[list[str], list[str]]], links: Sequence[Sequence[Link]], rate: float,
+                 rng: numpy.random.Generator, inventor: WordInventor) -> dict[int, tuple[list[str], list[str]]]:
+    """The pairs changed this time, by index: each link ``(i, j)`` of ``links[n]`` is, with
+    probability ``rate`` (``drawn_links``), one new word of ``inventor`` at ``source[i]`` and at
+    ``target[j]``, capitalised when the source word was. Pairs not in the result are unchanged;
+    the token lists given are not changed."""
+    if len(links) != len(token_pairs):
+        raise ValueError(f"invent_links: {len(token_pairs)} pairs but links for {len(links)}")
+    changed = {}
+    for n, chosen in drawn_links(links, rate, rng):
+        source, target = list(token_pairs[n][0]), list(token_pairs[n][1])
+        for i, j in chosen:
+            source[i] = target[j] = inventor(rng, capital=source[i][:1].isupper())
+        changed[n] = (source, target)
+    return changed
 
 
 def swap_in_words(pairs: Sequence[tuple[str, str]], links: Sequence[Sequence[Link]], words: Sequence[str],

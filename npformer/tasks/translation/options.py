@@ -43,7 +43,7 @@ class TrainOptions:
     tokenizer: str = "word"  # "word": one id per word; "bpe": byte-pair pieces (npformer.data.bpe)
     bpe_merges: int = 8000
     joint_vocab: bool = False  # with bpe: one vocabulary learned on both languages
-    unk_rate: float = 0.0  # with word: hide aligned word pairs as <unk> (npformer.data.unknown_words)
+    unk_rate: float = 0.0  # make aligned word pairs unknown: <unk> (word) or invented (bpe); data.unknown_words
     # model: a preset, then any override (None keeps the preset's value)
     preset: str = "tiny"
     d_model: int | None = None
@@ -89,10 +89,9 @@ class TrainOptions:
         """Every value and every combination, before any work starts; ``ValueError`` names the option.
 
         Numbers follow ``training.options`` (positive; ``seed >= 0``; ``dropout``,
-        ``label_smoothing`` and ``unk_rate`` in [0, 1)). Then: ``unk_rate`` goes with the word
-        tokenizer, the preset exists, the model's sizes fit together (heads divide ``d_model``),
-        and a batch of ``token_budget`` tokens can hold the longest example the model takes
-        (``max_len`` tokens).
+        ``label_smoothing`` and ``unk_rate`` in [0, 1)). Then: the preset exists, the model's
+        sizes fit together (heads divide ``d_model``), and a batch of ``token_budget`` tokens can
+        hold the longest example the model takes (``max_len`` tokens).
         """
         hints = typing.get_type_hints(type(self))
         for option in fields(self):
@@ -104,8 +103,6 @@ class TrainOptions:
             raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.joint_vocab and self.tokenizer != "bpe":
             raise ValueError("joint_vocab needs tokenizer bpe (a word vocabulary is per language)")
-        if self.unk_rate and self.tokenizer != "word":
-            raise ValueError("unk_rate needs tokenizer word (a BPE vocabulary has no unknown words to copy)")
         if self.share_embeddings and not self.joint_vocab:
             raise ValueError("share_embeddings needs joint_vocab (one vocabulary for both languages)")
         model = self.model_options()

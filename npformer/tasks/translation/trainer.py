@@ -7,8 +7,9 @@
    the training split, and write them, the splits and ``config.json`` into the
    run folder (``training.RunFolder``).
 2. **The loop** (``Trainer.run``): epochs of shuffled, length-bucketed batches
-   of ``token_budget`` tokens (with ``unk_rate``, some aligned word pairs hidden
-   as ``<unk>``, drawn anew each epoch: ``data.unknown_words``); each step is
+   of ``token_budget`` tokens (with ``unk_rate``, some aligned word pairs made
+   unknown, drawn anew each epoch: ``<unk>`` with words, an invented word with
+   BPE pieces; ``data.unknown_words``); each step is
    ``training.train_step`` (Adam with betas 0.9/0.98 and eps 1e-9, as in the
    paper, the paper's warm-up schedule scaled to peak at ``lr``, gradient
    clipping and label smoothing), with a progress bar.
@@ -39,8 +40,9 @@ import numpy
 from tqdm.auto import tqdm
 
 from ... import backend, optim
-from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, copy_links, encode_pairs, hide_links, load_pairs,
-                     make_batches, split_by_source, tokenize, toy_corpus)
+from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, copy_links, encode_pairs, encode_tokens, hide_links,
+                     invent_links, load_pairs, make_batches, split_by_source, tokenize, toy_corpus,
+                     WordInventor)
 from ...models import Transformer, TransformerConfig
 from ...tokens import PAD_ID
 from ...training import (CheckpointError, RunError, RunFolder, check_folder_can_be_created, generator_state,
@@ -144,6 +146,11 @@ class Trainer:
         max_len = self.model_config.max_len
         self.train_examples = encode_pairs(splits.train, src_vocab, tgt_vocab, max_len)
         self.train_links = training_copy_links(options, splits) if options.unk_rate else None
+        self.train_tokens = ([(tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train]
+                             if options.unk_rate and options.tokenizer == "bpe" else None)
+        if self.train_tokens is not None:  # invented words spelled with the training text's letters
+            self.inventor = WordInventor(word for pair in self.train_tokens for side in pair for word in side)
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.valid_pairs = splits.valid
         self.valid_examples = encode_pairs(self.valid_pairs, src_vocab, tgt_vocab, max_len)
         self.test_pairs = splits.test
@@ -154,6 +161,20 @@ class Trainer:
         self.schedule = optim.NoamSchedule(d_model, options.warmup, factor=factor)
         self.data_rng = numpy.random.default_rng(options.seed)
         self.translator = Translator.for_config(self.model, src_vocab, tgt_vocab, config)
+
+    def epoch_examples(self) -> list[tuple[list[int], list[int]]]:
+        """The training examples of the next epoch: with ``unk_rate``, some aligned word pairs
+        made unknown anew (``<unk>`` for words, an invented word spelled in pieces for BPE)."""
+        if not self.options.unk_rate:
+            return self.train_examples
+        if self.train_tokens is None:
+            return hide_links(self.train_examples, self.train_links, self.options.unk_rate, self.data_rng)
+        examples = list(self.train_examples)
+        changed = invent_links(self.train_tokens, self.train_links, self.options.unk_rate, self.data_rng,
+                               self.inventor)
+        for n, (source, target) in changed.items():
+            examples[n] = encode_tokens(source, target, self.src_vocab, self.tgt_vocab, self.model_config.max_len)
+        return examples
 
     def save(self, position: dict) -> None:
         """A checkpoint of the model, the optimizer and ``position`` (where the loop stands)."""
@@ -234,10 +255,7 @@ class Trainer:
             # The batches of an epoch are a function of the generator's state at its start,
             # so a resumed run rebuilds them exactly and skips the ones already done.
             set_generator_state(self.data_rng, position["epoch_rng_state"])
-            examples = self.train_examples
-            if options.unk_rate:  # some aligned word pairs become <unk>, anew each epoch
-                examples = hide_links(examples, self.train_links, options.unk_rate, self.data_rng)
-            batches = make_batches(examples, options.token_budget, self.data_rng)
+            batches = make_batches(self.epoch_examples(), options.token_budget, self.data_rng)
             while position["batch_index"] < len(batches) and not out_of_budget() and not stop.requested:
                 batch = batches[position["batch_index"]]
                 self.optimizer.lr = self.schedule(position["step"] + 1)

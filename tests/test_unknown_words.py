@@ -1,4 +1,5 @@
-"""Hiding aligned word pairs as <unk> (npformer.data.unknown_words), and what it teaches."""
+"""Aligned word pairs made unknown in training (npformer.data.unknown_words): hidden as <unk> for word
+vocabularies, replaced by invented words for BPE pieces; and what it teaches."""
 
 from __future__ import annotations
 
@@ -173,6 +174,23 @@ def test_invented_words_are_new_and_varied():
     assert len(set(words)) >= 150 and numpy.mean([len(w) for w in words]) >= 4
     with pytest.raises(ValueError, match="no alphabetic words"):
         WordInventor(["1989", "."])
+    with pytest.raises(ValueError, match="longest word learned from has 2"):
+        WordInventor(["ab"])(rng, min_len=3)
+    with pytest.raises(ValueError, match="min_len <= max_len"):
+        inventor(rng, min_len=5, max_len=4)
+
+
+def test_with_an_alphabet_every_invented_word_is_spelled_in_its_letters():
+    """Two vocabularies, one per language, know different letters: the inventor keeps to the
+    letters both know, the first one's capital included."""
+    words = ["garçon", "où", "window", "chat", "Tom", "été", "rat"]
+    known = set("abcdefghijklmnoprstuwyCT")  # no ç, ù, é; of the capitals only C and T
+    inventor = WordInventor(words, known)
+    assert set(inventor.letters) == set("windowchatomr")
+    rng = numpy.random.default_rng(0)
+    assert all(set(inventor(rng, capital, min_len=2)) <= known for capital in (False, True) for _ in range(50))
+    with pytest.raises(ValueError, match="with a known capital"):
+        WordInventor(["rat"], set("rat"))(rng, capital=True)
 
 
 def test_invent_links_puts_one_new_word_on_both_sides_of_each_chosen_link():
@@ -183,11 +201,10 @@ def test_invent_links_puts_one_new_word_on_both_sides_of_each_chosen_link():
     inventor = WordInventor(word for s, t in tokens for word in s + t)
     changed = invent_links(tokens, links, 1.0, numpy.random.default_rng(0), inventor)
     assert tokens == original and sorted(changed) == [0, 2]  # pair 1 has no link
-    for n, (source, target) in changed.items():
-        differs = [(i, j) for i, j in links[n]]
-        assert [i for i, word in enumerate(source) if word != tokens[n][0][i]] == [i for i, _ in differs]
-        assert [j for j, word in enumerate(target) if word != tokens[n][1][j]] == [j for _, j in differs]
-        for i, j in differs:
+    for n, (source, target) in changed.items():  # at rate 1, every link of the pair is replaced
+        assert [i for i, word in enumerate(source) if word != tokens[n][0][i]] == [i for i, _ in links[n]]
+        assert [j for j, word in enumerate(target) if word != tokens[n][1][j]] == [j for _, j in links[n]]
+        for i, j in links[n]:
             assert source[i] == target[j] and source[i][0].isupper() and source[i] not in ("Tom", "Mary", "Paris")
     assert changed == invent_links(tokens, links, 1.0, numpy.random.default_rng(0), inventor)
     assert invent_links(tokens, links, 0.0, numpy.random.default_rng(0), inventor) == {}
@@ -206,3 +223,18 @@ def test_an_invented_word_is_spelled_in_known_pieces():
     words = [inventor(rng, capital=False) for _ in range(100)]
     assert all(3 not in vocab.encode([word]) for word in words)  # 3: <unk>
     assert numpy.mean([len(vocab.pieces([word])) for word in words]) > 1.5
+
+
+def test_a_bpe_trainer_with_one_vocabulary_per_language_never_makes_unk(tmp_path):
+    """The letters of the English and French vocabularies differ (``w``, ``ç``, ``ù``): every
+    invented word is spelled in pieces both know, so an epoch's examples hold no <unk>."""
+    from npformer.tasks.translation.trainer import Trainer, start_run
+
+    options = TrainOptions(name="pieces", runs_dir=str(tmp_path), tokenizer="bpe", bpe_merges=100, unk_rate=0.9,
+                           max_pairs=400)
+    trainer = Trainer(options, stream=io.StringIO())
+    trainer._build(*start_run(options, trainer.run_folder, log=lambda *_: None))
+    assert set(trainer.src_vocab.index) != set(trainer.tgt_vocab.index)
+    examples = trainer.epoch_examples()
+    changed = sum(example != original for example, original in zip(examples, trainer.train_examples))
+    assert changed >= 300 and not any(UNK_ID in src + tgt for src, tgt in examples)

@@ -29,15 +29,16 @@ Which pairs translate one another (``copy_links``):
   the two most frequent on Tatoeba are false friends (English ``me`` and ``a``
   against French ``me`` and ``a``, "has").
 
-Positions count the tokens of ``tokenize``; the target's count starts after
-``<bos>`` (``encode_pairs`` puts it in front), so link ``(i, j)`` hides
-``src_ids[i]`` and ``tgt_ids[j + 1]``.
+A link's positions count the words of ``tokenize``. With a word vocabulary a word
+is one id and the target's ids start with ``<bos>`` (``encode_pairs`` puts it in
+front), so link ``(i, j)`` hides ``src_ids[i]`` and ``tgt_ids[j + 1]``; with
+pieces, ``invent_links`` changes the words and the pair is encoded again.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Iterator, Sequence
+from typing import Container, Iterable, Iterator, Sequence
 
 import numpy
 
@@ -99,18 +100,26 @@ def hide_links(examples: Sequence[tuple[list[int], list[int]]], links: Sequence[
 
 class WordInventor:
     """Made-up words with the letter statistics of a text: a chain of letters in which each
-    letter is drawn given the one before, with the frequencies of the words it was built from.
+    letter is drawn given the one before.
 
-    ``P(next | previous)`` counts every neighbouring pair of letters in ``words`` (lower-cased,
-    alphabetic words only), with a start before the first letter and an end after the last. An
-    invented word such as ``"Vertonche"`` then has the clusters and pieces of real words
-    (``br``, ``ch``, ``-ent``), which matters: trained on words made of consonant-vowel syllables
-    only, a piece model learned to copy names but put vowels between clustered consonants
-    (``brannoc`` -> ``baranoc``).
+    ``P(next | previous)`` counts every neighbouring pair of letters over the distinct words of
+    ``words`` (lower-cased, alphabetic words only), with a start before the first letter and an
+    end after the last. An invented word such as ``"Vertonche"`` then has the clusters and pieces
+    of real words (``br``, ``ch``, ``-ent``), which matters: trained on words made of
+    consonant-vowel syllables only, a piece model learned to copy names but put vowels between
+    clustered consonants (``brannoc`` -> ``baranoc``).
+
+    With ``alphabet``, only words whose letters are all in it are learned from, and a
+    capitalised word is drawn again until its capital is in it too, so that every invented word
+    is spelled in characters a vocabulary knows (two BPE vocabularies, one per language, know
+    different letters).
     """
 
-    def __init__(self, words: Iterable[str]) -> None:
+    def __init__(self, words: Iterable[str], alphabet: Container[str] | None = None) -> None:
         words = sorted({word.lower() for word in words if word.isalpha()})
+        if alphabet is not None:
+            words = [word for word in words if all(c in alphabet for c in word)]
+        self.alphabet = alphabet
         if not words:
             raise ValueError("WordInventor: no alphabetic words to learn letters from")
         self.letters = sorted(set("".join(words)))
@@ -119,21 +128,31 @@ class WordInventor:
         for word in words:
             codes = [0] + [index[letter] for letter in word] + [0]
             numpy.add.at(counts, (codes[:-1], codes[1:]), 1)
-        self.cumulative = numpy.cumsum(counts / counts.sum(axis=1, keepdims=True).clip(min=1), axis=1)
+        # Every row has a count: row 0 holds the first letters, and every letter is followed by
+        # another or by the end.
+        self.cumulative = numpy.cumsum(counts, axis=1)
+        self.longest = max(map(len, words))
 
     def __call__(self, rng: numpy.random.Generator, capital: bool = True, min_len: int = 3, max_len: int = 12) -> str:
-        """One word of ``min_len`` to ``max_len`` letters (drawn again until it fits)."""
-        while True:
+        """One word of ``min_len`` to ``max_len`` letters (drawn again until it fits, and its capital
+        is in the alphabet, at most 1,000 times)."""
+        if not 1 <= min_len <= max_len:
+            raise ValueError(f"WordInventor: need 1 <= min_len <= max_len, got {min_len} and {max_len}")
+        for _ in range(1000):
             codes, previous = [], 0
             while len(codes) <= max_len:
-                previous = min(int(numpy.searchsorted(self.cumulative[previous], rng.random(), side="right")),
-                               len(self.letters))
+                row = self.cumulative[previous]
+                previous = int(numpy.searchsorted(row, rng.random() * row[-1], side="right"))
                 if previous == 0:
                     break
                 codes.append(previous)
             if min_len <= len(codes) <= max_len and previous == 0:
                 word = "".join(self.letters[code - 1] for code in codes)
-                return word.capitalize() if capital else word
+                word = word.capitalize() if capital else word
+                if self.alphabet is None or word[0] in self.alphabet:
+                    return word
+        raise ValueError(f"WordInventor: no word of {min_len} to {max_len} letters{' with a known capital' if capital else ''} "
+                         f"in 1,000 draws (the longest word learned from has {self.longest})")
 
 
 def invent_links(token_pairs: Sequence[tuple[list[str], list[str]]], links: Sequence[Sequence[Link]], rate: float,

@@ -55,14 +55,19 @@ test_bleu.__test__ = False  # not a pytest test, despite the name
 def unknown_words_copied(translator: Translator, pairs: list[tuple[str, str]], words: list[str],
                          beam_size: int = 1) -> dict:
     """How often unseen words pass through: ``pairs[n]`` holds ``words[n]`` on both sides
-    (``data.swap_in_words``); counts the translations that hold it as a token, and scores them.
+    (``data.swap_in_words``); counts the translations that hold it as a token (in lower case
+    when the translator reads lower case), and scores them.
 
     Returns ``{"sentences", "copied", "bleu", "examples"}``, ``examples`` the first five
     (english, reference, translation)."""
     if len(words) != len(pairs):
         raise ValueError(f"unknown_words_copied: {len(pairs)} pairs but {len(words)} words")
     score, translations = corpus_bleu(translator, pairs, beam_size)
-    copied = sum(word in tokenize(translation, translator.tgt_lang) for word, translation in zip(words, translations))
+    def case(text: str) -> str:  # a run trained on lower-case text writes the name in lower case
+        return text.lower() if translator.lowercase else text
+
+    copied = sum(case(word) in tokenize(case(translation), translator.tgt_lang)
+                 for word, translation in zip(words, translations))
     return {"sentences": len(pairs), "copied": copied, "bleu": score,
             "examples": [(english, french, translation) for (english, french), translation in zip(pairs[:5], translations)]}
 

@@ -148,8 +148,9 @@ class Trainer:
         self.train_links = training_copy_links(options, splits) if options.unk_rate else None
         self.train_tokens = ([(tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train]
                              if options.unk_rate and options.tokenizer == "bpe" else None)
-        if self.train_tokens is not None:  # invented words spelled with the training text's letters
-            self.inventor = WordInventor(word for pair in self.train_tokens for side in pair for word in side)
+        if self.train_tokens is not None:  # invented words, in letters both vocabularies know
+            known = {token for token in src_vocab.index if len(token) == 1} & set(tgt_vocab.index)
+            self.inventor = WordInventor((word for pair in self.train_tokens for side in pair for word in side), known)
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.valid_pairs = splits.valid
         self.valid_examples = encode_pairs(self.valid_pairs, src_vocab, tgt_vocab, max_len)
@@ -169,11 +170,13 @@ class Trainer:
             return self.train_examples
         if self.train_tokens is None:
             return hide_links(self.train_examples, self.train_links, self.options.unk_rate, self.data_rng)
-        examples = list(self.train_examples)
+        examples, max_len = list(self.train_examples), self.model_config.max_len
         changed = invent_links(self.train_tokens, self.train_links, self.options.unk_rate, self.data_rng,
                                self.inventor)
         for n, (source, target) in changed.items():
-            examples[n] = encode_tokens(source, target, self.src_vocab, self.tgt_vocab, self.model_config.max_len)
+            # A pair the invented word makes too long would lose it on one side: it stays as it was.
+            if len(self.src_vocab.pieces(source)) <= max_len and len(self.tgt_vocab.pieces(target)) < max_len:
+                examples[n] = encode_tokens(source, target, self.src_vocab, self.tgt_vocab, max_len)
         return examples
 
     def save(self, position: dict) -> None:

@@ -389,8 +389,11 @@ print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs w
 # and every attention row grows with it) while the output layer, a product with one column per
 # vocabulary entry, changes with the vocabulary size; the last line puts the two together for the
 # output layer. The unknown test words are spelled from pieces, so a model trained on pieces can
-# copy a name piece by piece where the word model can only emit `<unk>` and hope its attention
-# finds the source word. Whether that translates better in the same time is an experiment:
+# write a new name piece by piece, where the word model can only emit `<unk>` and rely on its
+# attention to find the source word. Being able to spell a name is not knowing to copy it: a piece
+# model copies a name it never saw only if training showed it how, which `unk_rate` does by putting
+# invented words in place of the names that both sides of a pair share (`npformer.data.unknown_words`).
+# Whether pieces translate better in the same time is an experiment:
 # `npformer train --tokenizer bpe --joint-vocab --share-embeddings` (exercise 6), and
 # `benchmarks/RESULTS.md` records the runs that chose the README's command.
 #
@@ -415,4 +418,6 @@ print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs w
 #    the cross-attention of that sentence more spread out than that of a good one?
 # 6. Train the same model with `tokenizer="bpe", bpe_merges=8000` and then with `joint_vocab=True,
 #    share_embeddings=True`, the steps and everything else equal. Compare the test BLEU, the time
-#    per step and the translations of the test sentences that hold a name.
+#    per step and the translations of the test sentences that hold a name. Then add `unk_rate=0.5`
+#    and translate sentences with a name no training sentence holds: is it copied, letter for
+#    letter?

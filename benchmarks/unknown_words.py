@@ -32,8 +32,9 @@ def test_pairs_with_links(run) -> tuple[list[tuple[str, str]], list[list[tuple[i
     if run.config["train"].get("data") is None:
         pairs, golds = gold_test_split(run)
         nouns = {word for singular, plural, *_ in NOUNS for word in (singular, plural)}
-        links = [[(s, t) for s, t in copy_links(tokenize(english, "en"), tokenize(french, "fr"), gold)
-                  if tokenize(english, "en")[s] in nouns] for (english, french), gold in zip(pairs, golds)]
+        tokens = [(tokenize(english, "en"), tokenize(french, "fr")) for english, french in pairs]
+        links = [[(s, t) for s, t in copy_links(english, french, gold) if english[s] in nouns]
+                 for (english, french), gold in zip(tokens, golds)]
         return pairs, links
     pairs = RunFolder(run.folder).split("test")
     return pairs, [copy_links(tokenize(english, "en"), tokenize(french, "fr")) for english, french in pairs]

@@ -126,8 +126,9 @@ def test_a_resumed_toy_run_finds_the_same_gold_links_as_a_new_one():
     corpus = toy_corpus(n_train=50)
     from npformer.data import Splits
 
-    fresh = training_copy_links(options, corpus)
-    read_back = training_copy_links(options, Splits(corpus.train, corpus.valid, corpus.test))
+    token_pairs = [(tokenize(e, "en"), tokenize(f, "fr")) for e, f in corpus.train]
+    fresh = training_copy_links(options, corpus, token_pairs)
+    read_back = training_copy_links(options, Splits(corpus.train, corpus.valid, corpus.test), token_pairs)
     assert fresh == read_back and all(fresh)
 
 

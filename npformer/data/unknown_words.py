@@ -43,6 +43,7 @@ from typing import Container, Iterable, Iterator, Sequence
 import numpy
 
 from ..tokens import UNK_ID
+from .tokenizer import detokenize, tokenize
 from .toy_corpus import Alignment
 
 Link = tuple[int, int]
@@ -178,8 +179,6 @@ def swap_in_words(pairs: Sequence[tuple[str, str]], links: Sequence[Sequence[Lin
     first link's two words become ``words[k % len(words)]`` (``k`` counts the pairs changed).
     Pairs without a link are left out. Returns the new pairs and the word each one holds; a
     translator that passes unknown words through should write that word in its translation."""
-    from .tokenizer import detokenize, tokenize
-
     if not words:
         raise ValueError("swap_in_words: no words to swap in")
     if len(links) != len(pairs):

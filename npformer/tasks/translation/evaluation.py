@@ -63,6 +63,7 @@ def unknown_words_copied(translator: Translator, pairs: list[tuple[str, str]], w
     if len(words) != len(pairs):
         raise ValueError(f"unknown_words_copied: {len(pairs)} pairs but {len(words)} words")
     score, translations = corpus_bleu(translator, pairs, beam_size)
+
     def case(text: str) -> str:  # a run trained on lower-case text writes the name in lower case
         return text.lower() if translator.lowercase else text
 

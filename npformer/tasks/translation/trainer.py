@@ -93,17 +93,17 @@ def build_vocabularies(options: TrainOptions, train_pairs: list, log: Any = prin
     return src_vocab, tgt_vocab
 
 
-def training_copy_links(options: TrainOptions, splits: Splits) -> list[list[tuple[int, int]]]:
-    """The aligned word pairs of every training pair that ``unk_rate`` may hide
-    (``data.unknown_words``): the gold one-to-one links on the embedded corpus, words written
-    the same on both sides otherwise."""
+def training_copy_links(options: TrainOptions, splits: Splits,
+                        token_pairs: list[tuple[list[str], list[str]]]) -> list[list[tuple[int, int]]]:
+    """The aligned word pairs of every training pair (``token_pairs``: ``splits.train`` tokenised)
+    that ``unk_rate`` may hide (``data.unknown_words``): the gold one-to-one links on the embedded
+    corpus, words written the same on both sides otherwise."""
     alignments = splits.alignments.get("train")
     if alignments is None and options.data is None:  # a resumed run: the grammar rebuilds them
         corpus = toy_corpus(n_train=options.max_pairs or 12000, seed=options.seed)
         alignments = corpus.alignments["train"] if corpus.train == splits.train else None
     alignments = alignments or [None] * len(splits.train)
-    return [copy_links(tokenize(source, "en"), tokenize(target, "fr"), alignment)
-            for (source, target), alignment in zip(splits.train, alignments)]
+    return [copy_links(source, target, alignment) for (source, target), alignment in zip(token_pairs, alignments)]
 
 
 def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tuple[dict, Vocab, Vocab, Splits]:
@@ -145,9 +145,10 @@ class Trainer:
         self.model_config = TransformerConfig(**config["model"])
         max_len = self.model_config.max_len
         self.train_examples = encode_pairs(splits.train, src_vocab, tgt_vocab, max_len)
-        self.train_links = training_copy_links(options, splits) if options.unk_rate else None
-        self.train_tokens = ([(tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train]
-                             if options.unk_rate and options.tokenizer == "bpe" else None)
+        token_pairs = ([(tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train]
+                       if options.unk_rate else None)
+        self.train_links = training_copy_links(options, splits, token_pairs) if options.unk_rate else None
+        self.train_tokens = token_pairs if options.unk_rate and options.tokenizer == "bpe" else None
         if self.train_tokens is not None:  # invented words, in letters both vocabularies know
             known = {token for token in src_vocab.index if len(token) == 1} & set(tgt_vocab.index)
             self.inventor = WordInventor((word for pair in self.train_tokens for side in pair for word in side), known)

@@ -7,9 +7,10 @@ Takes the run's test split and, in each pair that has one, replaces an aligned w
 invented name on both sides (``data.swap_in_words``): on the embedded corpus a noun of the gold
 alignment ("the cat sees the dog" -> "the cat sees the Zorvan"), on other data a word written
 the same on both sides (a name or a number). Then translates the English and counts the
-translations that hold the name (``unknown_words_copied``), with their BLEU against the changed
-references. A word model copies only if it learned to write ``<unk>`` (``--unk-rate``); a BPE
-model has to spell the name out of pieces.
+translations that hold the name (``unknown_words_copied``), those that come within two letters of
+it instead ("Zorvan" -> "Forvan"), and their BLEU against the changed references. A word model
+copies only if it learned to write ``<unk>`` (``--unk-rate``); a BPE model has to spell the name
+out of pieces.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def main() -> None:
     swapped, words = swapped[: args.sentences], words[: args.sentences]
     result = unknown_words_copied(translator, swapped, words, args.beam)
     print(f"{args.run}: an unseen name in {result['sentences']} test sentences ({'greedy' if args.beam == 1 else f'beam {args.beam}'}): "
-          f"copied in {result['copied']} ({result['copied'] / max(result['sentences'], 1):.0%}), BLEU {result['bleu']:.1f}")
+          f"copied in {result['copied']} ({result['copied'] / max(result['sentences'], 1):.0%}), "
+          f"within two letters in {result['near']} more ({result['near'] / max(result['sentences'], 1):.0%}), BLEU {result['bleu']:.1f}")
     for english, reference, translation in result["examples"]:
         print(f"  {english}  ->  {translation}   (reference: {reference})")
     if args.json:

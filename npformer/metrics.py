@@ -199,3 +199,24 @@ def alignment_error_rate(hypotheses: Sequence[set], golds: Sequence) -> float:
     if proposed + sure_total == 0:
         raise ValueError("alignment_error_rate: no links at all, proposed or gold")
     return 1.0 - (sure_found + possible_found) / (proposed + sure_total)
+
+
+def edit_distance(first: str, second: str) -> int:
+    """Levenshtein distance: the fewest one-character insertions, deletions and substitutions
+    that turn ``first`` into ``second``.
+
+    Dynamic programming over prefixes, one row at a time: with ``D[i][j]`` the distance between
+    ``first[:i]`` and ``second[:j]``::
+
+        D[i][j] = min(D[i-1][j] + 1, D[i][j-1] + 1, D[i-1][j-1] + (first[i-1] != second[j-1]))
+
+    ``edit_distance("Brannoc", "Branoc") == 1``. Used to tell a name spelled nearly right from
+    one not written at all (``tasks.translation.evaluation.unknown_words_copied``).
+    """
+    previous = list(range(len(second) + 1))  # D[0][j] = j: insert the first j characters
+    for i, first_char in enumerate(first, 1):
+        current = [i]  # D[i][0] = i: delete the first i characters
+        for j, second_char in enumerate(second, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (first_char != second_char)))
+        previous = current
+    return previous[-1]

@@ -1,12 +1,15 @@
-"""BLEU: hand-computed cases, the 13a tokeniser, and agreement with sacreBLEU when installed."""
+"""BLEU: hand-computed cases, the 13a tokeniser, and agreement with sacreBLEU when installed;
+chrF; the edit distance."""
 
 import math
+from functools import lru_cache
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from conftest import import_crosscheck
-from npformer.metrics import bleu, tokenize_13a
+from npformer.metrics import bleu, edit_distance, tokenize_13a
 
 
 def test_identical_sentences_score_100():
@@ -83,3 +86,23 @@ def test_chrf_by_hand_and_against_sacrebleu():
         hyps = [" ".join(rng.choice(words, rng.integers(0, 8))) for _ in range(rng.integers(1, 6))]
         refs = [" ".join(rng.choice(words, rng.integers(0, 8))) for _ in hyps]
         assert chrf(hyps, refs) == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score, abs=1e-9)
+
+
+def test_edit_distance_by_hand():
+    assert edit_distance("kitten", "sitting") == 3  # k->s, e->i, insert g
+    assert edit_distance("Zorvan", "Forvan") == 1
+    assert edit_distance("Brannoc", "Bragirc") == 3  # n->g, n->i, o->r
+    assert edit_distance("", "abc") == edit_distance("abc", "") == 3
+    assert edit_distance("same", "same") == 0
+
+
+@given(st.text("abc", max_size=7), st.text("abc", max_size=7))
+def test_edit_distance_agrees_with_the_recursive_definition(first, second):
+    @lru_cache(maxsize=None)
+    def distance(i, j):  # first[i:] against second[j:], straight from the definition
+        if i == len(first) or j == len(second):
+            return len(first) - i + len(second) - j
+        return min(distance(i + 1, j) + 1, distance(i, j + 1) + 1,
+                   distance(i + 1, j + 1) + (first[i] != second[j]))
+
+    assert edit_distance(first, second) == distance(0, 0) == edit_distance(second, first)

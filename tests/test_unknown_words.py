@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 from npformer.data import (Alignment, BPEVocab, WordInventor, copy_links, drawn_links, encode_pairs, hide_links,
                            invent_links, noun_phrase, sentence_pair, swap_in_words, tokenize, toy_corpus, Vocab)
 from npformer.tasks.translation import TrainOptions, Translator, train
+from npformer.tasks.translation.evaluation import unknown_words_copied
 from npformer.tasks.translation.trainer import training_copy_links
 from npformer.tokens import BOS_ID, EOS_ID, UNK_ID
 from npformer.training import load_run
@@ -119,6 +120,32 @@ def test_swap_in_words_puts_the_word_on_both_sides_and_skips_pairs_without_links
     swapped, words = swap_in_words(pairs, links, ["Zorvan", "Quillet"])
     assert swapped == [("Zorvan saw Mary.", "Zorvan a vu Mary."), ("Quillet is big.", "Quillet est grand.")]
     assert words == ["Zorvan", "Quillet"]
+
+
+class FixedTranslations:
+    """A stand-in translator that answers with translations written in advance."""
+
+    def __init__(self, translations, lowercase=False):
+        self.translations, self.lowercase, self.tgt_lang = translations, lowercase, "fr"
+
+    def translate(self, sentences, beam_size=1, progress=False):
+        return self.translations[: len(sentences)]
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_names_are_counted_copied_near_or_missed(lowercase):
+    pairs = [("Zorvan is here.", "Zorvan est ici."), ("Zorvan is here.", "Zorvan est ici."),
+             ("I saw Brannoc.", "J'ai vu Brannoc."), ("I saw Brannoc.", "J'ai vu Brannoc."), ("Tosker!", "Tosker !"), ("Tosker!", "Tosker !")]
+    translations = ["Zorvan est ici.", "Forvan est ici.", "J'ai vu Bragirc.", "J'ai vu Branoc.", "Taskr !", ""]
+    if lowercase:
+        translations = [translation.lower() for translation in translations]
+    result = unknown_words_copied(FixedTranslations(translations, lowercase), pairs,
+                                  ["Zorvan", "Zorvan", "Brannoc", "Brannoc", "Tosker", "Tosker"])
+    # Forvan and Branoc are 1 edit off, Taskr 2, Bragirc 3; the empty translation misses
+    assert (result["sentences"], result["copied"], result["near"]) == (6, 1, 3)
+    assert result["examples"][1] == (*pairs[1], translations[1])
+    with pytest.raises(ValueError, match="6 pairs but 4 words"):
+        unknown_words_copied(FixedTranslations(translations), pairs, ["Zorvan"] * 4)
 
 
 def test_a_resumed_toy_run_finds_the_same_gold_links_as_a_new_one():

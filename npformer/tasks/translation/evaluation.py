@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...data import make_batches, tokenize
-from ...metrics import bleu, chrf
+from ...metrics import bleu, chrf, edit_distance
 from ...training import evaluate_loss
 from .translator import Translator
 
@@ -53,12 +53,13 @@ test_bleu.__test__ = False  # not a pytest test, despite the name
 
 
 def unknown_words_copied(translator: Translator, pairs: list[tuple[str, str]], words: list[str],
-                         beam_size: int = 1) -> dict:
+                         beam_size: int = 1, near: int = 2) -> dict:
     """How often unseen words pass through: ``pairs[n]`` holds ``words[n]`` on both sides
     (``data.swap_in_words``); counts the translations that hold it as a token (in lower case
-    when the translator reads lower case), and scores them.
+    when the translator reads lower case), those that instead hold a token within ``near``
+    edits of it (``metrics.edit_distance``: "Zorvan" -> "Forvan" is 1), and scores them.
 
-    Returns ``{"sentences", "copied", "bleu", "examples"}``, ``examples`` the first five
+    Returns ``{"sentences", "copied", "near", "bleu", "examples"}``, ``examples`` the first five
     (english, reference, translation)."""
     if len(words) != len(pairs):
         raise ValueError(f"unknown_words_copied: {len(pairs)} pairs but {len(words)} words")
@@ -67,9 +68,11 @@ def unknown_words_copied(translator: Translator, pairs: list[tuple[str, str]], w
     def case(text: str) -> str:  # a run trained on lower-case text writes the name in lower case
         return text.lower() if translator.lowercase else text
 
-    copied = sum(case(word) in tokenize(case(translation), translator.tgt_lang)
-                 for word, translation in zip(words, translations))
-    return {"sentences": len(pairs), "copied": copied, "bleu": score,
+    closest = [min((edit_distance(case(word), token) for token in tokenize(case(translation), translator.tgt_lang)),
+                   default=len(word))
+               for word, translation in zip(words, translations)]
+    return {"sentences": len(pairs), "copied": sum(distance == 0 for distance in closest),
+            "near": sum(0 < distance <= near for distance in closest), "bleu": score,
             "examples": [(english, french, translation) for (english, french), translation in zip(pairs[:5], translations)]}
 
 

@@ -30,15 +30,14 @@ NAMES = ("Zorvan", "Quillet", "Brannoc", "Velmira", "Tosker", "Ardwyn", "Pelloza
 
 def test_pairs_with_links(run) -> tuple[list[tuple[str, str]], list[list[tuple[int, int]]]]:
     """The run's test pairs and, for each, the aligned pairs a name may replace."""
-    if run.config["train"].get("data") is None:
-        pairs, golds = gold_test_split(run)
+    toy = run.config["train"].get("data") is None
+    pairs, golds = gold_test_split(run) if toy else (RunFolder(run.folder).split("test"), None)
+    tokens = [(tokenize(english, "en"), tokenize(french, "fr")) for english, french in pairs]
+    links = [copy_links(english, french, gold) for (english, french), gold in zip(tokens, golds or [None] * len(pairs))]
+    if toy:  # on the embedded corpus, only nouns of the gold alignment become names
         nouns = {word for singular, plural, *_ in NOUNS for word in (singular, plural)}
-        tokens = [(tokenize(english, "en"), tokenize(french, "fr")) for english, french in pairs]
-        links = [[(s, t) for s, t in copy_links(english, french, gold) if english[s] in nouns]
-                 for (english, french), gold in zip(tokens, golds)]
-        return pairs, links
-    pairs = RunFolder(run.folder).split("test")
-    return pairs, [copy_links(tokenize(english, "en"), tokenize(french, "fr")) for english, french in pairs]
+        links = [[(s, t) for s, t in pair_links if english[s] in nouns] for pair_links, (english, _) in zip(links, tokens)]
+    return pairs, links
 
 
 def main() -> None:
@@ -57,9 +56,10 @@ def main() -> None:
     swapped, words = swap_in_words(pairs, links, unseen)
     swapped, words = swapped[: args.sentences], words[: args.sentences]
     result = unknown_words_copied(translator, swapped, words, args.beam)
-    print(f"{args.run}: an unseen name in {result['sentences']} test sentences ({'greedy' if args.beam == 1 else f'beam {args.beam}'}): "
-          f"copied in {result['copied']} ({result['copied'] / max(result['sentences'], 1):.0%}), "
-          f"within two letters in {result['near']} more ({result['near'] / max(result['sentences'], 1):.0%}), BLEU {result['bleu']:.1f}")
+    share = {key: result[key] / max(result["sentences"], 1) for key in ("copied", "near")}
+    print(f"{args.run}: an unseen name in {result['sentences']} test sentences "
+          f"({'greedy' if args.beam == 1 else f'beam {args.beam}'}): copied in {result['copied']} ({share['copied']:.0%}), "
+          f"within two letters in {result['near']} more ({share['near']:.0%}), BLEU {result['bleu']:.1f}")
     for english, reference, translation in result["examples"]:
         print(f"  {english}  ->  {translation}   (reference: {reference})")
     if args.json:

@@ -135,7 +135,8 @@ class FixedTranslations:
 @pytest.mark.parametrize("lowercase", [False, True])
 def test_names_are_counted_copied_near_or_missed(lowercase):
     pairs = [("Zorvan is here.", "Zorvan est ici."), ("Zorvan is here.", "Zorvan est ici."),
-             ("I saw Brannoc.", "J'ai vu Brannoc."), ("I saw Brannoc.", "J'ai vu Brannoc."), ("Tosker!", "Tosker !"), ("Tosker!", "Tosker !")]
+             ("I saw Brannoc.", "J'ai vu Brannoc."), ("I saw Brannoc.", "J'ai vu Brannoc."),
+             ("Tosker!", "Tosker !"), ("Tosker!", "Tosker !")]
     translations = ["Zorvan est ici.", "Forvan est ici.", "J'ai vu Bragirc.", "J'ai vu Branoc.", "Taskr !", ""]
     if lowercase:
         translations = [translation.lower() for translation in translations]

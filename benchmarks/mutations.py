@@ -60,8 +60,8 @@ MUTANTS = [
     Mutant(
         "no-length-penalty", "npformer/tasks/translation/decoding.py",
         "beam search picks its final hypothesis without the GNMT length penalty",
-        "penalty = ((5.0 + lengths.reshape(batch, beams)) / 6.0) ** length_penalty",
-        "penalty = ((5.0 + lengths.reshape(batch, beams)) / 6.0) ** 0.0",
+        "    return ((5.0 + length) / 6.0) ** alpha",
+        "    return ((5.0 + length) / 6.0) ** 0.0",
         (TRUTH, "tests/test_decode_checkpoint.py"),
     ),
     Mutant(
@@ -74,8 +74,9 @@ MUTANTS = [
     Mutant(
         "unk-copies-next-word", "npformer/tasks/translation/translator.py",
         "<unk> replaced by the source word after the aligned one",
-        "words[row][position] = source_tokens[row][aligned]",
-        "words[row][position] = source_tokens[row][min(aligned + 1, len(source_tokens[row]) - 1)]",
+        "words[row][position] = self.tgt_vocab.whole_word(source_tokens[row][aligned])",
+        "words[row][position] = self.tgt_vocab.whole_word("
+        "source_tokens[row][min(aligned + 1, len(source_tokens[row]) - 1)])",
         (TRUTH, "tests/test_decode_checkpoint.py"),
     ),
     Mutant(
@@ -161,20 +162,30 @@ MUTANTS = [
         ("tests/test_metrics.py",),
     ),
     Mutant(
-        "adam-no-bias-correction", "npformer/optim.py",
-        "Adam's first and second moments are not bias-corrected",
-        "        bias_correction1 = 1.0 - beta1**self.step_count\n"
-        "        bias_correction2 = 1.0 - beta2**self.step_count\n",
-        "        bias_correction1 = 1.0\n"
-        "        bias_correction2 = 1.0\n",
-        ("tests/test_optim.py",),
+        "adam-no-bias-correction", "npformer/ops/fast/adam.py",
+        "Adam's first and second moments are not bias-corrected (the fast form, the default)",
+        "    scratch *= 1.0 / math.sqrt(1.0 - beta2**step)\n"
+        "    scratch += eps                                    # sqrt(v_hat) + eps\n"
+        "    xp.divide(m, scratch, out=scratch)\n"
+        "    scratch *= lr / (1.0 - beta1**step) ",
+        "    scratch += eps\n"
+        "    xp.divide(m, scratch, out=scratch)\n"
+        "    scratch *= lr ",
+        ("tests/test_optim.py", "tests/test_fast_ops.py"),
     ),
     Mutant(
-        "adam-no-second-bias-correction", "npformer/optim.py",
-        "Adam's second moment is not bias-corrected (the first still is)",
-        "        bias_correction2 = 1.0 - beta2**self.step_count\n",
-        "        bias_correction2 = 1.0\n",
-        ("tests/test_optim.py",),
+        "adam-no-second-bias-correction", "npformer/ops/fast/adam.py",
+        "Adam's second moment is not bias-corrected (the first still is; the fast form)",
+        "    scratch *= 1.0 / math.sqrt(1.0 - beta2**step)\n",
+        "",
+        ("tests/test_optim.py", "tests/test_fast_ops.py"),
+    ),
+    Mutant(
+        "textbook-adam-no-bias-correction", "npformer/ops/adam.py",
+        "the textbook Adam step's moments are not bias-corrected",
+        "    m_hat = m / (1.0 - beta1**step)\n    v_hat = v / (1.0 - beta2**step)\n",
+        "    m_hat = m\n    v_hat = v\n",
+        ("tests/test_optim.py", "tests/test_fast_ops.py"),
     ),
     Mutant(
         "kv-cache-skips-own-key", "npformer/nn/attention.py",
@@ -213,18 +224,32 @@ MUTANTS = [
         ("tests/test_data.py",),
     ),
     Mutant(
-        "label-smoothing-forward-weight", "npformer/ops/cross_entropy.py",
-        "smoothed loss keeps weight 1 (not 1 - eps) on the target term",
+        "label-smoothing-forward-weight", "npformer/ops/fast/cross_entropy.py",
+        "smoothed loss keeps weight 1 (not 1 - eps) on the target term (the fast form)",
         "per_position = (1.0 - label_smoothing) * (log_norm - target_shifted)",
         "per_position = 1.0 * (log_norm - target_shifted)",
-        ("tests/test_ops_properties.py", "tests/test_gradients.py"),
+        ("tests/test_ops_properties.py", "tests/test_gradients.py", "tests/test_fast_ops.py"),
     ),
     Mutant(
-        "label-smoothing-backward-weight", "npformer/ops/cross_entropy.py",
-        "smoothed loss gradient spreads eps / (V - 1) instead of eps / V",
-        "dlogits -= (eps / vocab_size * weight)[:, None]",
-        "dlogits -= (eps / (vocab_size - 1) * weight)[:, None]",
-        ("tests/test_ops_properties.py", "tests/test_gradients.py"),
+        "label-smoothing-backward-weight", "npformer/ops/fast/cross_entropy.py",
+        "smoothed loss gradient spreads eps / (V - 1) instead of eps / V (the fast form)",
+        "dlogits[rows] -= (eps / vocab_size * weight[rows])[:, None]",
+        "dlogits[rows] -= (eps / (vocab_size - 1) * weight[rows])[:, None]",
+        ("tests/test_ops_properties.py", "tests/test_gradients.py", "tests/test_fast_ops.py"),
+    ),
+    Mutant(
+        "textbook-label-smoothing-forward-weight", "npformer/ops/cross_entropy.py",
+        "the textbook smoothed loss keeps weight 1 (not 1 - eps) on the target term",
+        "per_position = (1.0 - eps) * nll + eps * -log_probs.mean(axis=-1)",
+        "per_position = nll + eps * -log_probs.mean(axis=-1)",
+        ("tests/test_ops_properties.py", "tests/test_gradients.py", "tests/test_fast_ops.py"),
+    ),
+    Mutant(
+        "textbook-label-smoothing-backward-weight", "npformer/ops/cross_entropy.py",
+        "the textbook smoothed loss gradient spreads eps / (V - 1) instead of eps / V",
+        "smoothed_targets = xp.zeros_like(probs) + eps / probs.shape[-1]",
+        "smoothed_targets = xp.zeros_like(probs) + eps / (probs.shape[-1] - 1)",
+        ("tests/test_ops_properties.py", "tests/test_gradients.py", "tests/test_fast_ops.py"),
     ),
     Mutant(
         "input-style-not-lowercased", "npformer/tasks/translation/translator.py",

@@ -125,7 +125,14 @@ def _time_steps(step: Any, batches: list) -> tuple[float, float]:
     return (time.perf_counter() - start) / (len(batches) - 2), _max_rss_mb() - rss_before
 
 
-def _measure_npformer(name: str, steps: int) -> dict:
+def _measure_npformer(name: str, steps: int, op_set: str = "fast") -> dict:
+    from . import backend, ops, optim
+
+    with ops.using(op_set):
+        return _measure_npformer_with_active_ops(name, steps)
+
+
+def _measure_npformer_with_active_ops(name: str, steps: int) -> dict:
     from . import backend, optim
     from .models import Transformer, TransformerConfig
     from .training import train_step
@@ -168,12 +175,11 @@ def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = 
     timer for the duration, and so is ``optimizer.step``; the first two batches warm up. Timers
     cost about a microsecond per call, a fraction of a percent of a step.
     """
-    from . import ops
+    from . import ops, threads
     from .training import train_step
 
     spent: dict[str, float] = {family: 0.0 for family in dict.fromkeys(PROFILE_FAMILIES.values())}
     spent["optimizer: Adam update"] = 0.0
-    originals = {}
 
     def timed(function: Any, family: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -184,31 +190,22 @@ def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = 
                 spent[family] += time.perf_counter() - start
         return call
 
-    for op, family in PROFILE_FAMILIES.items():
-        for direction in ("forward", "backward"):
-            name = f"{op}_{direction}"
-            originals[name] = getattr(ops, name)
-            setattr(ops, name, timed(originals[name], family))
-    from .nn import feedforward  # its table of activations holds the functions themselves
-
-    activations = dict(feedforward._ACTIVATIONS)
-    for name, (forward, backward) in activations.items():
-        feedforward._ACTIVATIONS[name] = (timed(forward, "activation"), timed(backward, "activation"))
+    timed_ops = {f"{op}_{direction}": timed(getattr(ops, f"{op}_{direction}"), family)
+                 for op, family in PROFILE_FAMILIES.items() for direction in ("forward", "backward")}
     original_step = optimizer.step
     optimizer.step = timed(original_step, "optimizer: Adam update")
+    hold_blas = ops.holds_blas()  # asked before the timers hide which ops are active
     try:
-        for src, tgt in batches[:2]:
-            train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index)
-        for family in spent:
-            spent[family] = 0.0
-        start = time.perf_counter()
-        for src, tgt in batches[2:]:
-            train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index)
-        total = (time.perf_counter() - start) / (len(batches) - 2)
+        with threads.blas_on_one_thread(when=hold_blas), ops.using(timed_ops, name="timed"):
+            for src, tgt in batches[:2]:
+                train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index)
+            for family in spent:
+                spent[family] = 0.0
+            start = time.perf_counter()
+            for src, tgt in batches[2:]:
+                train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index)
+            total = (time.perf_counter() - start) / (len(batches) - 2)
     finally:
-        for name, function in originals.items():
-            setattr(ops, name, function)
-        feedforward._ACTIVATIONS.update(activations)
         optimizer.step = original_step
     per_step = {family: seconds / (len(batches) - 2) for family, seconds in spent.items()}
     per_step["the rest: residuals, head split/merge, copies, Python"] = max(total - sum(per_step.values()), 0.0)
@@ -302,9 +299,10 @@ def _measure_torch(name: str, steps: int) -> dict:
             "torch_version": torch.__version__, "device": str(device)}
 
 
-def _subprocess(framework: str, name: str, steps: int) -> dict:
+def _subprocess(framework: str, name: str, steps: int, op_set: str = "fast") -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2", MKL_NUM_THREADS="2")
-    code = f"import json, npformer.bench as b; print(json.dumps(b._measure_{framework}({name!r}, {steps})))"
+    arguments = f"{name!r}, {steps}" + (f", {op_set!r}" if framework == "npformer" else "")
+    code = f"import json, npformer.bench as b; print(json.dumps(b._measure_{framework}({arguments})))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"bench: {framework} {name} failed:\n{result.stderr[-2000:]}")
@@ -317,7 +315,8 @@ def torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def _fastest(framework: str, name: str, steps: int, rounds: int, other: str | None) -> tuple[dict, dict | None]:
+def _fastest(framework: str, name: str, steps: int, rounds: int, other: str | None,
+             op_set: str = "fast") -> tuple[dict, dict | None]:
     """``rounds`` alternating measurements of ``framework`` (and ``other``); the fastest of each.
 
     This machine's speed drifts by 10-20% from minute to minute; alternating the two frameworks
@@ -325,7 +324,7 @@ def _fastest(framework: str, name: str, steps: int, rounds: int, other: str | No
     """
     ours = theirs = None
     for _ in range(rounds):
-        candidate = _subprocess(framework, name, steps)
+        candidate = _subprocess(framework, name, steps, op_set)
         if ours is None or candidate["seconds_per_step"] < ours["seconds_per_step"]:
             ours = candidate
         if other:
@@ -336,24 +335,30 @@ def _fastest(framework: str, name: str, steps: int, rounds: int, other: str | No
 
 
 def run(presets: list[str], steps: int = 10, with_torch: bool | None = None,
-        stream: Any = sys.stdout, rounds: int = 2) -> dict:
-    """Measure everything; print a table to ``stream`` and return the results."""
+        stream: Any = sys.stdout, rounds: int = 2, ops: str = "fast") -> dict:
+    """Measure everything; print a table to ``stream`` and return the results.
+
+    ``ops``: the op set npformer's steps run on (``npformer.ops.using``): "fast" (the
+    default set) or "textbook".
+    """
+    if ops not in ("fast", "textbook"):
+        raise ValueError(f"bench: ops must be 'fast' or 'textbook', got {ops!r}")
     with_torch = torch_available() if with_torch is None else with_torch
     peak = gemm_gflops()  # measured again at the end: the higher one is the limit (a stricter MFU)
     results: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
         "python": platform.python_version(), "numpy": numpy.__version__,
-        "date": time.strftime("%Y-%m-%d"), "gemm_gflops": peak, "presets": {},
+        "date": time.strftime("%Y-%m-%d"), "gemm_gflops": peak, "presets": {}, "ops": ops,
     }
     from . import backend, threads
 
     results["backend"], results["threads"] = backend.get_backend(), threads.get_threads()
-    print(f"backend: {results['backend']}, {results['threads']} threads; "
+    print(f"backend: {results['backend']}, {results['threads']} threads, {ops} ops; "
           f"NumPy float32 GEMM (2048^3): {peak:.0f} GFLOP/s", file=stream)
     for name in presets:
         print(f"measuring {name} ...", file=stream, flush=True)
         flops = step_flops(PRESETS[name])
-        ours, theirs = _fastest("npformer", name, steps, rounds, "torch" if with_torch else None)
+        ours, theirs = _fastest("npformer", name, steps, rounds, "torch" if with_torch else None, ops)
         entry = {**ours, "flops_per_step": flops, "gflops": flops / ours["seconds_per_step"] / 1e9}
         entry["tokens_per_second"] = ours["tokens_per_step"] / ours["seconds_per_step"]
         if with_torch:

@@ -406,6 +406,7 @@ def _run_lm(args: argparse.Namespace) -> int:
 BENCH_HELP = {
     "steps": "timed steps per preset",
     "rounds": "alternating measurements per framework; the fastest counts",
+    "ops": "npformer's op set: fast (the default) or textbook (npformer/ops/*.py)",
 }
 
 
@@ -598,7 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "presets (tokens/s, GFLOP/s, MFU, peak memory), KV-cached decoding, and the same model "
                     "in PyTorch eager when PyTorch is importable.")
     bench_parser.add_argument("--presets", nargs="+", default=["tiny", "small", "base"], choices=tuple(bench.PRESETS))
-    add_arguments(bench_parser, bench.run, BENCH_HELP)
+    add_arguments(bench_parser, bench.run, BENCH_HELP, choices={"ops": ("fast", "textbook")})
     bench_parser.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
     bench_parser.add_argument("--json", help="also write the results here")
     bench_parser.set_defaults(handler=_run_bench)

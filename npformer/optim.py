@@ -18,6 +18,9 @@ Adam(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0) (Kingma and Ba, 2015
     v = beta2 * v + (1 - beta2) * g^2
     p = p - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
 
+The last three lines are the op ``ops.adam_step`` (``npformer/ops/adam.py``), so that
+``ops.using`` chooses the update as it chooses every other op.
+
 AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2) (Loshchilov and
 Hutter, 2019): the same without the L2 term, and the decay applied to the
 parameter directly, before the Adam step::
@@ -37,7 +40,7 @@ from typing import Any
 
 import numpy
 
-from . import backend, threads
+from . import backend, ops, threads
 from .backend import xp
 
 
@@ -179,35 +182,18 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: eps must be >= 0, got {eps!r}")
         super().__init__(model, lr)
         self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
-        self._scratch: dict[int, Any] = {}
 
     def _update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
-        beta1, beta2 = self.betas
         if self._decoupled:
-            param *= 1.0 - self.lr * self.weight_decay
+            param *= 1.0 - self.lr * self.weight_decay    # AdamW: decay the parameter itself
             g = grad
         else:
-            g = grad + self.weight_decay * param if self.weight_decay else grad
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        # One scratch array per parameter (not saved): the update allocates nothing.
-        scratch = self._scratch.get(id(param))
-        if scratch is None or scratch.shape != param.shape:
-            scratch = self._scratch[id(param)] = xp.empty_like(param)
-        xp.multiply(g, 1.0 - beta1, out=scratch)
-        m *= beta1
-        m += scratch  # m = beta1 m + (1 - beta1) g
-        xp.multiply(g, g, out=scratch)
-        scratch *= 1.0 - beta2
-        v *= beta2
-        v += scratch  # v = beta2 v + (1 - beta2) g^2
-        bias_correction1 = 1.0 - beta1**self.step_count
-        bias_correction2 = 1.0 - beta2**self.step_count
-        xp.sqrt(v, out=scratch)
-        scratch *= 1.0 / math.sqrt(bias_correction2)
-        scratch += self.eps  # sqrt(v / bc2) + eps
-        xp.divide(m, scratch, out=scratch)
-        scratch *= self.lr / bias_correction1
-        param -= scratch
+            g = grad + self.weight_decay * param if self.weight_decay else grad   # Adam: L2 in g
+        beta1, beta2 = self.betas
+        new_param, state["exp_avg"], state["exp_avg_sq"] = ops.adam_step(
+            param, g, state["exp_avg"], state["exp_avg_sq"], self.step_count, self.lr, beta1, beta2, self.eps)
+        if new_param is not param:    # the textbook step returns a new array; the fast one updates in place
+            param[...] = new_param
 
     def _hyperparameters(self) -> dict[str, Any]:
         return {"betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}

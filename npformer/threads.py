@@ -18,35 +18,40 @@ is the same as one call over every row: the split is a schedule, not new math.
 With one thread (``set_threads(1)``, or CuPy, or a small array) it *is* one call
 over every row, the textbook form.
 
-While npformer uses more than one thread, BLAS is limited to one thread (through
+While a call splits its rows over threads, BLAS is held to one thread (through
 ``threadpoolctl``), so that npformer's threads and BLAS's do not compete for the
-same cores. ``set_threads(1)`` gives BLAS its threads back.
+same cores; BLAS gets its threads back as soon as the call returns. A training
+step or a decoding loop on the fast op set holds BLAS to one thread once for all
+its calls (``blas_on_one_thread``). Outside those, and after ``import npformer``,
+every thread pool of the process is as it was.
 
 The number of threads: ``NPFORMER_THREADS`` if set, else the cores this process
-may run on, at most 8. ``threadpoolctl`` is optional (``pip install "npformer[fast]"``):
-without it the default is one thread, npformer's blocks are not used, and BLAS
-keeps its own threads.
+may run on, at most 8. ``threadpoolctl`` is a dependency of npformer; where it is
+missing anyway, the default is one thread and npformer's blocks are not used.
+These threads serve the fast op set (``npformer/ops/fast/``); the textbook ops
+never split.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .backend import is_cupy
 
-__all__ = ["set_threads", "get_threads", "parallel_rows", "parallel_items", "MIN_BLOCK_SIZE"]
+__all__ = ["set_threads", "get_threads", "parallel_rows", "parallel_items", "blas_on_one_thread", "MIN_BLOCK_SIZE"]
 
 # A block smaller than this many array elements is not worth a thread: handing
 # work to another thread costs tens of microseconds, about what NumPy needs for
 # 30,000 additions.
 MIN_BLOCK_SIZE = 1 << 15
 
-_threads = 1
-_blas_limit: Any = None  # threadpoolctl's limiter while BLAS is held to one thread
+_blas_controller: Any = None  # threadpoolctl's controller, made at the first threaded call
+_held = 0  # 1 while BLAS is held to one thread
 _inside = threading.local()  # set while a thread runs a block: nested calls stay serial
 
 
@@ -78,22 +83,42 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 
 
 def set_threads(count: int | None = None) -> None:
-    """Use ``count`` threads (None: the default above). 1 = one call over all rows, BLAS as it was."""
-    global _threads, _blas_limit
+    """Use ``count`` threads (None: the default above); 1 = one call over all rows."""
+    global _threads
     count = _default_threads() if count is None else count
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"set_threads: count must be an integer >= 1, got {count!r}")
     if count > 1 and not _has_threadpoolctl():
         raise ImportError("set_threads: more than one thread needs threadpoolctl, to hold BLAS to one "
-                          "thread meanwhile: pip install threadpoolctl (or npformer[fast])")
+                          "thread meanwhile: pip install threadpoolctl")
     _threads = count
-    if count > 1 and _blas_limit is None:
-        from threadpoolctl import threadpool_limits
 
-        _blas_limit = threadpool_limits(limits=1, user_api="blas")
-    elif count == 1 and _blas_limit is not None:
-        _blas_limit.restore_original_limits()
-        _blas_limit = None
+
+@contextlib.contextmanager
+def blas_on_one_thread(when: bool = True) -> Iterator[None]:
+    """Hold BLAS to one thread inside the block (if ``when``), and give its threads back at the end.
+
+    ``parallel_rows`` holds it for each split call. A caller about to make many of them (a
+    training step, a decoding loop, on the fast op set) holds it once around all of them:
+    between two split calls, a small BLAS call on all cores would wake BLAS's own threads,
+    which then spin for a while on the cores that npformer's next split needs (measured: the
+    linear layer's forward and backward took 2x as long, toggled per call). Nested holds are
+    one hold; with one thread, or without threadpoolctl, it does nothing.
+    """
+    global _blas_controller, _held
+    if not when or _held or _threads == 1 or not _has_threadpoolctl():
+        yield
+        return
+    if _blas_controller is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas_controller = ThreadpoolController()
+    _held += 1
+    try:
+        with _blas_controller.limit(limits=1, user_api="blas"):
+            yield
+    finally:
+        _held -= 1
 
 
 def get_threads() -> int:
@@ -130,11 +155,12 @@ def parallel_items(block: Callable[[Any], None], parts: list) -> None:
         for part in parts:
             block(part)
         return
-    pending = [_pool(_threads - 1).submit(_run_marked, block, part) for part in parts[1:]]
-    try:
-        _run_marked(block, parts[0])
-    finally:
-        errors = [future.exception() for future in pending]
+    with blas_on_one_thread():
+        pending = [_pool(_threads - 1).submit(_run_marked, block, part) for part in parts[1:]]
+        try:
+            _run_marked(block, parts[0])
+        finally:
+            errors = [future.exception() for future in pending]
     for error in errors:
         if error is not None:
             raise error
@@ -153,4 +179,4 @@ def parallel_rows(block: Callable[[slice], None], n_rows: int, row_size: int = 1
     parallel_items(block, _blocks(n_rows, row_size))
 
 
-set_threads()
+_threads = _default_threads()

@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib.pyplot as plt
+
+def _pyplot() -> Any:
+    """``matplotlib.pyplot``, imported when the first figure is drawn (not by ``import npformer``)."""
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
 
 
 def _finish(figure: Any, path: Any) -> Any:
@@ -25,7 +30,7 @@ def _finish(figure: Any, path: Any) -> Any:
 
 def close(figure: Any) -> None:
     """Release ``figure``'s memory (Matplotlib keeps every open figure until it is closed)."""
-    plt.close(figure)
+    _pyplot().close(figure)
 
 
 def training_curves(records: list[dict], path: str | None = None, title: str = "") -> Any:
@@ -36,7 +41,7 @@ def training_curves(records: list[dict], path: str | None = None, title: str = "
     """
     train = [r for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
-    figure, (loss_axis, bleu_axis, lr_axis) = plt.subplots(1, 3, figsize=(14, 4), sharex=True,
+    figure, (loss_axis, bleu_axis, lr_axis) = _pyplot().subplots(1, 3, figsize=(14, 4), sharex=True,
                                                           constrained_layout=True)
     if train:
         loss_axis.plot([r["step"] for r in train], [r["loss"] for r in train],
@@ -67,7 +72,7 @@ def positional_encoding_figure(max_len: int = 64, d_model: int = 128, path: str 
     from . import backend, ops
 
     table = backend.to_numpy(ops.positional_encoding(max_len, d_model, dtype="float64"))
-    figure, (heat, curves) = plt.subplots(1, 2, figsize=(13, 4.5), constrained_layout=True,
+    figure, (heat, curves) = _pyplot().subplots(1, 2, figsize=(13, 4.5), constrained_layout=True,
                                           gridspec_kw={"width_ratios": [1.3, 1]})
     image = heat.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     heat.set(title=f"Positional encoding PE[p, j]  ({max_len} positions, d_model = {d_model})",
@@ -93,7 +98,7 @@ def masks_figure(tokens: list[str], pad_token: str = "<pad>", path: str | None =
     real = numpy.array([token != pad_token for token in tokens])
     padding = numpy.broadcast_to(real[None, :], (n, n))
     causal = numpy.tril(numpy.ones((n, n), dtype=bool))
-    figure, axes = plt.subplots(1, 3, figsize=(14, 4.8), constrained_layout=True)
+    figure, axes = _pyplot().subplots(1, 3, figsize=(14, 4.8), constrained_layout=True)
     panels = [("Padding mask: keys that are real tokens", padding),
               ("Look-ahead (causal) mask: key <= query", causal),
               ("Decoder self-attention: both", padding & causal)]
@@ -126,7 +131,7 @@ def attention_heatmaps(weights: list, query_tokens: list[str], key_tokens: list[
     size = max(len(query_tokens), len(key_tokens))
     cell = 0.22 * max(size, 12)  # a small grid still gets readable labels
     width = max(cell * n_heads + 1.8, 0.11 * len(title.split("\n")[-1]) + 1.0, 5.0)
-    figure, axes = plt.subplots(n_layers, n_heads, figsize=(width, cell * n_layers + 1.4),
+    figure, axes = _pyplot().subplots(n_layers, n_heads, figsize=(width, cell * n_layers + 1.4),
                                 squeeze=False, constrained_layout=True)
     vmax = max(float(numpy.max(layer)) for layer in layers)
     for row, layer in enumerate(layers):
@@ -228,7 +233,7 @@ def alignment_figure(panels: list, source: list[str], target: list[str], gold: A
     import numpy
     from matplotlib.patches import Rectangle
 
-    figure, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels) + 0.6, 0.34 * len(target) + 1.6),
+    figure, axes = _pyplot().subplots(1, len(panels), figsize=(3.3 * len(panels) + 0.6, 0.34 * len(target) + 1.6),
                                 squeeze=False, constrained_layout=True)
     for axis, (name, scores) in zip(axes[0], panels):
         shown = numpy.asarray(scores)[: len(target), : len(source)]
@@ -249,7 +254,7 @@ def aer_heatmap(heads: list[list[float]], path: str | None = None, title: str = 
     import numpy
 
     table = numpy.asarray(heads, dtype=float)
-    figure, axis = plt.subplots(figsize=(1.0 * table.shape[1] + 2.4, 0.8 * table.shape[0] + 1.6),
+    figure, axis = _pyplot().subplots(figsize=(1.0 * table.shape[1] + 2.4, 0.8 * table.shape[0] + 1.6),
                                 constrained_layout=True)
     image = axis.imshow(table, cmap="magma_r", vmin=0, vmax=1, interpolation="nearest")
     for layer in range(table.shape[0]):
@@ -269,7 +274,7 @@ def gradcheck_chart(report: Any, path: str | None = None, title: str = "") -> An
     labels = [f"{r.op}: {r.tensor}" for r in results]
     errors = [max(r.max_rel_error, 1e-16) for r in results]
     colours = ["tab:green" if r.passed else "tab:red" for r in results]
-    figure, axis = plt.subplots(figsize=(9, 0.28 * len(results) + 1.4), constrained_layout=True)
+    figure, axis = _pyplot().subplots(figsize=(9, 0.28 * len(results) + 1.4), constrained_layout=True)
     axis.barh(range(len(results)), errors, color=colours)
     axis.axvline(report.tol, color="black", linestyle="--", label=f"pass threshold {report.tol:.0e}")
     axis.set_xscale("log")
@@ -286,7 +291,7 @@ def mutants_chart(names: list[str], errors: list[float], tolerances: tuple[float
                   path: str | None = None, title: str = "") -> Any:
     """The worst relative error each bug causes (``gradcheck.mutants``), on a log scale, with the
     tolerances marked: a bug to the right of a tolerance is caught by a checker using it."""
-    figure, axis = plt.subplots(figsize=(9, 0.26 * len(names) + 1.5), constrained_layout=True)
+    figure, axis = _pyplot().subplots(figsize=(9, 0.26 * len(names) + 1.5), constrained_layout=True)
     shown = [min(max(error, 1e-16), 10.0) for error in errors]  # a wrong shape counts as infinite: drawn at 10
     colours = ["tab:red" if error > max(tolerances) else "tab:orange" if error > min(tolerances) else "tab:gray"
                for error in shown]

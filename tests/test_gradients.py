@@ -1,6 +1,7 @@
 """Every op's hand-written backward pass against central finite differences in float64.
 
-Shapes are drawn by hypothesis: batch 1-3, lengths 1-6, heads 1-4, odd
+Both op sets are checked, the textbook forms of ``npformer/ops/`` and the fast forms of
+``npformer/ops/fast/``. Shapes are drawn by hypothesis: batch 1-3, lengths 1-6, heads 1-4, odd
 widths, and masks with fully padded rows. The pass threshold is the project's:
 worst relative error below 1e-6 for every input tensor. The ``@example``
 cases are ones that once failed through finite-difference noise rather than
@@ -11,7 +12,7 @@ import numpy as np
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from npformer import backend, gradcheck
+from npformer import backend, gradcheck, ops
 
 batch_sizes = st.integers(1, 3)
 lengths = st.integers(1, 6)
@@ -22,11 +23,14 @@ seeds = st.integers(0, 2**16)
 
 
 def assert_gradients_match(name, seed, **sizes):
-    builder = gradcheck.OP_CASES[name]
-    forward, backward, inputs = builder(np.random.default_rng(seed), **sizes)
-    inputs = {k: backend.asarray(v) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
-    report = gradcheck.check_gradients(forward, backward, inputs, name=name, seed=seed)
-    assert report.passed, f"sizes {sizes}, seed {seed}\n{report}"
+    """The op's case, checked on the textbook form and on the fast form (where it has one)."""
+    for op_set in ("textbook", "fast"):
+        with ops.using(op_set):
+            builder = gradcheck.OP_CASES[name]
+            forward, backward, inputs = builder(np.random.default_rng(seed), **sizes)
+            inputs = {k: backend.asarray(v) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+            report = gradcheck.check_gradients(forward, backward, inputs, name=name, seed=seed)
+        assert report.passed, f"{op_set} ops, sizes {sizes}, seed {seed}\n{report}"
     return report
 
 

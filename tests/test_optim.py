@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import import_crosscheck
-from npformer import backend, nn, optim
+from npformer import backend, nn, ops, optim
 
 host = backend.to_numpy  # the parameters live on the active backend (NumPy, CuPy or the strict stand-in)
 
@@ -56,13 +56,15 @@ def adam_reference(p, grads, lr, betas, eps, weight_decay, decoupled):
     return p
 
 
+@pytest.mark.parametrize("op_set", ["fast", "textbook"])
 @pytest.mark.parametrize("cls, decoupled, weight_decay", [
     (optim.Adam, False, 0.0), (optim.Adam, False, 0.1), (optim.AdamW, True, 0.1), (optim.AdamW, True, 0.0),
 ])
-def test_adam_and_adamw_follow_the_closed_form_over_several_steps(cls, decoupled, weight_decay):
+def test_adam_and_adamw_follow_the_closed_form_over_several_steps(cls, decoupled, weight_decay, op_set):
     grads = gradient_sequence(np.random.default_rng(1))
     options = dict(lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=weight_decay)
-    model, optimizer = run(cls, grads, **options)
+    with ops.using(op_set):  # the optimizer's update is the op adam_step
+        model, optimizer = run(cls, grads, **options)
     start = Params(np.random.default_rng(0))
     for key in ("w", "b"):
         expected = adam_reference(host(getattr(start, key)), [g[key] for g in grads], 0.01, (0.8, 0.95), 1e-6,
@@ -146,14 +148,16 @@ def test_clip_grad_norm_scales_to_max_norm_and_returns_the_norm():
     assert math.sqrt(sum(float((g**2).sum()) for g in model.grads().values())) == pytest.approx(clipped)
 
 
-def test_optimizers_match_pytorch_when_it_is_installed():
+@pytest.mark.parametrize("op_set", ["fast", "textbook"])
+def test_optimizers_match_pytorch_when_it_is_installed(op_set):
     torch = import_crosscheck("torch","PyTorch is not installed (optional cross-check)")
     grads = gradient_sequence(np.random.default_rng(4), steps=5)
     cases = [(optim.Adam, torch.optim.Adam, dict(lr=0.01, weight_decay=0.05)),
              (optim.AdamW, torch.optim.AdamW, dict(lr=0.01, weight_decay=0.05)),
              (optim.SGD, torch.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01))]
     for ours, theirs, options in cases:
-        model, _ = run(ours, grads, **options)
+        with ops.using(op_set):
+            model, _ = run(ours, grads, **options)
         start = Params(np.random.default_rng(0))
         w = torch.tensor(host(start.w), requires_grad=True)
         reference = theirs([w], **options)

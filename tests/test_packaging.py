@@ -17,11 +17,11 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert f'pip install ".[test,course]" && {command}\n' in readme
 
 
-def test_runtime_dependencies_are_numpy_matplotlib_and_tqdm_only():
+def test_runtime_dependencies_are_numpy_matplotlib_tqdm_and_threadpoolctl_only():
     tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from 3.11")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {re.split(r"[<>=!~ \[]", dep)[0] for dep in project["dependencies"]}
-    assert names == {"numpy", "matplotlib", "tqdm"}
+    assert names == {"numpy", "matplotlib", "tqdm", "threadpoolctl"}  # threadpoolctl: the fast ops
     assert {"pytest", "hypothesis"} <= {re.split(r"[<>=!~ ]", d)[0]
                                         for d in project["optional-dependencies"]["test"]}
     assert project["scripts"]["npformer"] == "npformer.cli:main"

@@ -150,11 +150,13 @@ def test_every_name_npformer_uses_exists_in_cupy(strict):
     """Train a step, check gradients, decode, embed, GELU: record every ``xp`` name looked up,
     then find each one in CuPy's namespace."""
     cupy, cupyx = _cupy()
-    test_the_library_runs_a_training_step_and_decoding_under_the_strict_backend(strict)
     from npformer import gradcheck
 
-    report = gradcheck.check_all_ops(seed=0)  # every op, forward and backward, float64, on the stand-in
-    assert report.passed, str(report)
+    for op_set in ("fast", "textbook"):  # both op sets: the textbook's names must exist in CuPy too
+        with ops.using(op_set):
+            test_the_library_runs_a_training_step_and_decoding_under_the_strict_backend(strict)
+            report = gradcheck.check_all_ops(seed=0)  # every op, forward and backward, float64
+        assert report.passed, str(report)
     used = strict_backend.used_names()
     assert {"matmul", "zeros", "random.default_rng"} & used, used
     missing = []
@@ -165,7 +167,7 @@ def test_every_name_npformer_uses_exists_in_cupy(strict):
         if target is None:
             missing.append(name)
     assert not missing, f"npformer calls xp names that CuPy lacks: {missing}"
-    assert callable(cupyx.scatter_add), "ops/embedding.py's backward uses cupyx.scatter_add"
+    assert callable(cupyx.scatter_add), "ops/fast/embedding.py's backward uses cupyx.scatter_add"
     import cupyx.scipy.special
 
     assert callable(cupyx.scipy.special.erf) and callable(cupyx.scipy.special.erfc), "ops/special.py uses them"

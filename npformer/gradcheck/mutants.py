@@ -203,19 +203,19 @@ def _dropout_without_scale(original):
 
 
 def _cross_entropy_not_averaged(original):
-    def backward(dloss, cache, out=None):
+    def backward(dloss, cache):
         return original(dloss, cache) * max(cache["n_kept"], 1)  # a sum, not a mean
     return backward
 
 
 def _cross_entropy_counts_padding(original):
-    def backward(dloss, cache, out=None):
+    def backward(dloss, cache):
         return original(dloss, cache) * max(cache["n_kept"], 1) / cache["kept"].size  # divided by B * T
     return backward
 
 
 def _cross_entropy_leaks_into_padding(original):
-    def backward(dloss, cache, out=None):
+    def backward(dloss, cache):
         return original(dloss, {**cache, "kept": xp.ones_like(cache["kept"])})  # ignored targets count
     return backward
 
@@ -227,15 +227,15 @@ def _added_to_every_class(dlogits, dloss, cache, amount):
 
 
 def _label_smoothing_without_uniform_term(original):
-    def backward(dloss, cache, out=None):
-        eps, vocab = cache["label_smoothing"], cache["exps"].shape[-1]
+    def backward(dloss, cache):
+        eps, vocab = cache["label_smoothing"], cache["probs"].shape[-1]
         return _added_to_every_class(original(dloss, cache), dloss, cache, eps / vocab)  # eps/V dropped
     return backward
 
 
 def _label_smoothing_over_other_classes(original):
-    def backward(dloss, cache, out=None):
-        eps, vocab = cache["label_smoothing"], cache["exps"].shape[-1]
+    def backward(dloss, cache):
+        eps, vocab = cache["label_smoothing"], cache["probs"].shape[-1]
         # eps/(V-1) to every class, as if the target got none of it
         return _added_to_every_class(original(dloss, cache), dloss, cache, eps / (vocab - 1) - eps / vocab)
     return backward

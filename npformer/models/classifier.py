@@ -25,10 +25,7 @@ from ..tokens import PAD_ID
 from .base import start_model
 from .checks import check_choice, check_config, check_token_ids
 
-_POOLING = {
-    "mean": (ops.masked_mean_pool_forward, ops.masked_mean_pool_backward),
-    "max": (ops.masked_max_pool_forward, ops.masked_max_pool_backward),
-}
+_POOLING = ("mean", "max")  # ops.masked_<pooling>_pool_forward and _backward
 
 
 @dataclass
@@ -78,12 +75,12 @@ class EncoderClassifier(Module):
         check_token_ids("EncoderClassifier", "ids", ids, self.config.max_len)
         x = self.tok_embed.forward(ids) + self.pos_embed.forward(*ids.shape)
         hidden = self.encoder.forward(self.embed_dropout.forward(x), ops.padding_mask(ids, PAD_ID))
-        pool_forward, _ = _POOLING[self.config.pooling]
+        pool_forward = getattr(ops, f"masked_{self.config.pooling}_pool_forward")  # looked up now: ops.using
         pooled, self._pool_cache = pool_forward(hidden, ids != PAD_ID)
         return self.head.forward(pooled)
 
     def backward(self, dlogits: Any) -> None:
-        _, pool_backward = _POOLING[self.config.pooling]
+        pool_backward = getattr(ops, f"masked_{self.config.pooling}_pool_backward")
         d_hidden = pool_backward(self.head.backward(dlogits), self._pool_cache)
         d_x = self.embed_dropout.backward(self.encoder.backward(d_hidden))
         self.tok_embed.backward(d_x)

@@ -14,10 +14,7 @@ from .. import ops
 from .linear import Linear
 from .module import Module
 
-_ACTIVATIONS = {
-    "relu": (ops.relu_forward, ops.relu_backward),
-    "gelu": (ops.gelu_forward, ops.gelu_backward),
-}
+_ACTIVATIONS = ("relu", "gelu")  # ops.<name>_forward and ops.<name>_backward
 
 
 class FeedForward(Module):
@@ -35,11 +32,11 @@ class FeedForward(Module):
         self.fc2 = Linear(d_ff, d_model, rng=rng, dtype=dtype)
 
     def forward(self, x: Any) -> Any:
-        activation_forward, _ = _ACTIVATIONS[self.activation]
+        activation_forward = getattr(ops, f"{self.activation}_forward")  # looked up now: ops.using
         hidden, self._activation_cache = activation_forward(self.fc1.forward(x))
         return self.fc2.forward(hidden)
 
     def backward(self, dout: Any) -> Any:
-        _, activation_backward = _ACTIVATIONS[self.activation]
+        activation_backward = getattr(ops, f"{self.activation}_backward")
         d_hidden = activation_backward(self.fc2.backward(dout), self._activation_cache)
         return self.fc1.backward(d_hidden)

@@ -7,8 +7,15 @@
 arguments, in order: a tuple, or a single array when there is one. No state,
 no globals, no autograd tape. Each module's docstring gives the shapes, the
 forward equation and the derivation of the backward pass.
+
+The files of this folder are the textbook forms; ``ops/fast/`` holds the fast
+forms beside them. ``ops.using("textbook" | "fast" | your_ops)`` chooses which
+functions the names of this package stand for, and so which ones every block,
+model and optimizer calls (``ops.switch``); ``ops.active()`` tells. The default
+is ``"fast"``.
 """
 
+from .adam import adam_step
 from .attention import attention_backward, attention_forward
 from .cross_entropy import cross_entropy_backward, cross_entropy_forward
 from .dropout import dropout_backward, dropout_forward
@@ -24,6 +31,7 @@ from .positional import positional_encoding
 from .relu import relu_backward, relu_forward
 from .softmax import log_softmax, softmax_backward, softmax_forward
 from .special import erf, erfc
+from .switch import DEFAULT, OP_NAMES, active, holding_blas, holds_blas, using
 
 __all__ = [
     "linear_forward", "linear_backward",
@@ -39,5 +47,8 @@ __all__ = [
     "masked_max_pool_forward", "masked_max_pool_backward",
     "patches_forward", "patches_backward",
     "positional_encoding", "padding_mask", "causal_mask", "log_softmax",
-    "erf", "erfc",
+    "adam_step", "erf", "erfc",
+    "using", "active", "holds_blas", "holding_blas", "OP_NAMES",
 ]
+
+using(DEFAULT)

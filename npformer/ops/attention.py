@@ -10,7 +10,7 @@ Forward::
     scores  = q @ k^T / sqrt(Dh)                  (B, H, Tq, Tk)
     scores  = -inf where the mask is False
     weights = softmax(scores) over the keys       (B, H, Tq, Tk)
-    out     = weights @ v                         (B, H, Tq, Dh)
+    out     = weights @ v                         (B, H, Tq, Dv)
 
 A masked key gets ``exp(-inf) = 0``: exactly zero weight. A query row whose
 keys are all masked (a sequence that is all padding) would be ``0 / 0``; it
@@ -27,8 +27,8 @@ Backward, with ``s = 1 / sqrt(Dh)``::
 
 Masked entries have ``weights = 0`` and hence ``dscores = 0``: no gradient
 flows to masked keys. Every product is one batched ``matmul`` over all batch
-entries and heads at once; on the CPU the batch is cut into one block per
-thread (``threads.parallel_rows``), and each block runs these same lines.
+entries and heads at once. The fast form, ``npformer.ops.fast.attention``,
+runs these lines on one block of the batch per thread, in place.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import threads
 from ..backend import xp
 from ._validate import check_broadcastable, check_float, check_ndim, check_same_dtype
 
 
-def _check_attention_inputs(q: Any, k: Any, v: Any, mask: Any) -> None:
+def check_attention_inputs(q: Any, k: Any, v: Any, mask: Any) -> None:
+    """The checks of ``attention_forward``, shared with its fast twin."""
     op = "attention_forward"
     for name, value in (("q", q), ("k", k), ("v", v)):
         check_float(op, name, value)
@@ -69,11 +69,18 @@ def _check_attention_inputs(q: Any, k: Any, v: Any, mask: Any) -> None:
         check_broadcastable(op, "mask", mask, target, "(B, H, Tq, Tk)")
 
 
-def _batch_rows(mask: Any, rows: slice, batch: int) -> Any:
-    """The part of a mask broadcastable to ``(B, H, Tq, Tk)`` that serves the batch rows ``rows``."""
-    if mask.ndim == 4 and mask.shape[0] == batch:
-        return mask[rows]
-    return mask  # the same for every sequence
+def masked_softmax(scores: Any) -> Any:
+    """Softmax over the last axis where masked scores are ``-inf``; a fully masked row gives zeros.
+
+    The row maximum is subtracted first (stability). In a fully masked row it is ``-inf``,
+    and ``-inf - (-inf)`` would be NaN, so such a row subtracts 0 and its sum of 0 is
+    divided by 1 instead.
+    """
+    row_max = scores.max(axis=-1, keepdims=True)                     # (..., 1)
+    row_max = xp.where(xp.isfinite(row_max), row_max, 0.0)
+    exps = xp.exp(scores - row_max)                                  # (..., Tk), masked: 0
+    row_sum = exps.sum(axis=-1, keepdims=True)                       # (..., 1)
+    return exps / xp.where(row_sum > 0, row_sum, 1.0)
 
 
 def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, dict]:
@@ -89,32 +96,13 @@ def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, di
         ``out (B, H, Tq, Dv)`` and the cache; ``cache["weights"]`` is the
         ``(B, H, Tq, Tk)`` attention matrix (rows sum to 1, or to 0 when fully masked).
     """
-    _check_attention_inputs(q, k, v, mask)
+    check_attention_inputs(q, k, v, mask)
     scale = 1.0 / math.sqrt(q.shape[-1])
-
-    batch, heads, q_len, k_len = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
-    weights = xp.empty((batch, heads, q_len, k_len), dtype=q.dtype)
-    out = xp.empty((batch, heads, q_len, v.shape[-1]), dtype=q.dtype)
-
-    def attend(rows: slice) -> None:  # a block of the batch; sequences never interact
-        scores = xp.matmul(q[rows], k[rows].swapaxes(-1, -2), out=weights[rows])
-        scores *= scale
-        if mask is not None:
-            xp.copyto(scores, -xp.inf, where=~_batch_rows(mask, rows, batch))
-
-        # Stable softmax over the keys, written out so that fully masked rows give 0.
-        row_max = scores.max(axis=-1, keepdims=True)
-        if mask is not None:
-            row_max[~xp.isfinite(row_max)] = 0.0  # fully masked row: -inf - (-inf) would be NaN
-        scores -= row_max
-        xp.exp(scores, out=scores)
-        row_sum = scores.sum(axis=-1, keepdims=True)
-        row_sum[row_sum == 0] = 1.0  # only fully masked rows sum to 0; they stay all-zero
-        scores /= row_sum  # now the weights
-
-        xp.matmul(scores, v[rows], out=out[rows])
-
-    threads.parallel_rows(attend, batch, row_size=heads * q_len * (k_len + v.shape[-1]))
+    scores = (q @ k.swapaxes(-1, -2)) * scale                        # (B, H, Tq, Tk)
+    if mask is not None:
+        scores = xp.where(mask, scores, -xp.inf)
+    weights = masked_softmax(scores)                                 # (B, H, Tq, Tk)
+    out = weights @ v                                                # (B, H, Tq, Dv)
     cache = {"q": q, "k": k, "v": v, "weights": weights, "scale": scale}
     return out, cache
 
@@ -123,22 +111,9 @@ def attention_backward(dout: Any, cache: dict) -> tuple[Any, Any, Any]:
     """Gradients ``(dq, dk, dv)`` of ``attention_forward``, shaped like ``q, k, v``."""
     q, k, v = cache["q"], cache["k"], cache["v"]
     weights, scale = cache["weights"], cache["scale"]
-
-    dq, dk, dv = (xp.empty(array.shape, dtype=dout.dtype) for array in (q, k, v))
-
-    def gradients(rows: slice) -> None:  # a block of the batch, as in the forward pass
-        block_weights = weights[rows]
-        xp.matmul(block_weights.swapaxes(-1, -2), dout[rows], out=dv[rows])
-        dweights = dout[rows] @ v[rows].swapaxes(-1, -2)
-
-        dscores = dweights
-        dscores *= block_weights
-        dscores -= block_weights * dscores.sum(axis=-1, keepdims=True)
-        dscores *= scale
-
-        xp.matmul(dscores, k[rows], out=dq[rows])
-        xp.matmul(dscores.swapaxes(-1, -2), q[rows], out=dk[rows])
-
-    batch, heads, q_len, k_len = weights.shape
-    threads.parallel_rows(gradients, batch, row_size=heads * q_len * (k_len + v.shape[-1]))
+    dv = weights.swapaxes(-1, -2) @ dout                             # (B, H, Tk, Dv)
+    dweights = dout @ v.swapaxes(-1, -2)                             # (B, H, Tq, Tk)
+    dscores = weights * (dweights - (dweights * weights).sum(axis=-1, keepdims=True))
+    dq = (dscores @ k) * scale                                       # (B, H, Tq, Dh)
+    dk = (dscores.swapaxes(-1, -2) @ q) * scale                      # (B, H, Tk, Dh)
     return dq, dk, dv

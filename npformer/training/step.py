@@ -37,6 +37,7 @@ class StepResult:
     grad_norm: float
 
 
+@ops.holding_blas  # the fast ops split over npformer's threads: BLAS keeps to one (npformer.threads)
 def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
                ignore_index: int | None = PAD_ID, label_smoothing: float = 0.0,
                max_norm: float | None = None) -> StepResult:
@@ -67,9 +68,9 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
     if not math.isfinite(loss):
         return StepResult(loss, math.nan)
     model.zero_grad()
-    # The loss's cache is not needed after this line, so its (N, V) buffer exp(logits - max) can
-    # take the gradient: no new array of the logits' size (benchmarks/cross_entropy_purity.py).
-    model.backward(ops.cross_entropy_backward(1.0, cache, out=cache["exps"]))
+    dlogits = ops.cross_entropy_backward(1.0, cache)
+    del cache, logits  # the (N, V) probabilities and logits are not needed during backward
+    model.backward(dlogits)
     grad_norm = clip_grad_norm(model, max_norm) if max_norm is not None else math.nan
     optimizer.step()
     return StepResult(loss, grad_norm)

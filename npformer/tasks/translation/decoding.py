@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import backend, threads
+from ... import backend, ops, threads
 from ...backend import xp
 from ...models import Transformer
 from ...tokens import BOS_ID, EOS_ID, PAD_ID
@@ -38,6 +38,7 @@ def _strip(rows: Any) -> list[list[int]]:
     return out
 
 
+@ops.holding_blas
 def greedy_decode(model: Transformer, src_ids: Any, max_len: int) -> list[list[int]]:
     """The most probable next token at each step. Returns one id list per source (no <eos>).
 
@@ -90,6 +91,7 @@ def top_k_log_probs(logits: Any, k: int) -> tuple[Any, Any]:
     return tokens, log_probs
 
 
+@ops.holding_blas
 def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
                 length_penalty: float = 0.6) -> list[list[int]]:
     """Beam search with the GNMT length penalty. Returns one id list per source (no <eos>).

@@ -1,0 +1,166 @@
+"""Whose ops the model runs: ``npformer.ops.using(impl)``.
+
+Every block, model, optimizer and training step calls its ops as attributes of
+the ``npformer.ops`` package at the moment of the call (``ops.linear_forward(...)``,
+never a name imported once). ``using`` rebinds those attributes, so one call
+changes the ops of everything above::
+
+    from npformer import ops
+    with ops.using("textbook"):        # the readable forms of npformer/ops/*.py
+        model.forward(src, tgt_in)     # ... run here
+    ops.using(my_ops)                  # a plain call: stays in force (for scripts)
+
+``impl`` is one of:
+
+* ``"textbook"``: the functions of ``npformer/ops/*.py``, as the lessons derive them;
+* ``"fast"``: the same with the fast forms of ``npformer/ops/fast/`` in place of
+  their twins (the ops without a fast form stay textbook);
+* a module, an object or a dict that defines some of the names in ``OP_NAMES``
+  with the op signatures (``linear_forward(x, W, b) -> (y, cache)``,
+  ``linear_backward(dy, cache) -> (dx, dW, db)``, ...). The names it lacks come from
+  the set active before. A replaced backward receives the cache of the active
+  forward, so replace both halves of a pair unless you follow its cache's keys
+  (the textbook and fast forms share them).
+
+``active()`` says where each op comes from, e.g. ``{"linear_forward": "fast", ...}``.
+
+The default, set when ``npformer.ops`` is imported, is ``"fast"``: on the 2-core
+machines this project is measured on, its threads make the training step faster
+than the textbook set on both bench presets (``benchmarks/RESULTS.md``, "Op sets").
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from . import (adam, attention, cross_entropy, dropout, embedding, gelu, layernorm, linear, masks,
+               patches, pooling, positional, relu, softmax)
+
+__all__ = ["OP_NAMES", "using", "active", "DEFAULT", "holds_blas", "holding_blas"]
+
+DEFAULT = "fast"
+
+# The names an op set may define: every differentiable op's pair, the helpers the models call
+# through ``ops`` (masks, positions) and the optimizer's update.
+_TEXTBOOK_MODULES = {
+    linear: ("linear_forward", "linear_backward"),
+    relu: ("relu_forward", "relu_backward"),
+    gelu: ("gelu_forward", "gelu_backward"),
+    softmax: ("softmax_forward", "softmax_backward"),
+    layernorm: ("layernorm_forward", "layernorm_backward"),
+    embedding: ("embedding_forward", "embedding_backward"),
+    attention: ("attention_forward", "attention_backward"),
+    dropout: ("dropout_forward", "dropout_backward"),
+    cross_entropy: ("cross_entropy_forward", "cross_entropy_backward"),
+    pooling: ("masked_mean_pool_forward", "masked_mean_pool_backward",
+              "masked_max_pool_forward", "masked_max_pool_backward"),
+    patches: ("patches_forward", "patches_backward"),
+    masks: ("padding_mask", "causal_mask"),
+    positional: ("positional_encoding",),
+    adam: ("adam_step",),
+}
+OP_NAMES: tuple[str, ...] = tuple(name for names in _TEXTBOOK_MODULES.values() for name in names)
+
+_active: dict[str, tuple[Callable, str]] = {}  # name -> (function, where it comes from)
+
+
+def _textbook() -> dict[str, tuple[Callable, str]]:
+    return {name: (getattr(module, name), "textbook")
+            for module, names in _TEXTBOOK_MODULES.items() for name in names}
+
+
+def _fast() -> dict[str, tuple[Callable, str]]:
+    from . import fast
+
+    return {**_textbook(), **{name: (getattr(fast, name), "fast") for name in fast.__all__}}
+
+
+def _resolve(impl: Any, name: str | None) -> dict[str, tuple[Callable, str]]:
+    """``impl`` as ``{op name: (function, label)}``, checked before anything changes."""
+    if isinstance(impl, str):
+        builtin = {"textbook": _textbook, "fast": _fast}.get(impl)
+        if builtin is None:
+            raise ValueError(f"ops.using: impl must be 'fast', 'textbook', or a module, object or dict "
+                             f"of ops, got {impl!r}")
+        return builtin()
+    if isinstance(impl, Mapping):
+        unknown = sorted(set(impl) - set(OP_NAMES))
+        if unknown:
+            raise ValueError(f"ops.using: {unknown} are not op names; the op names are {list(OP_NAMES)}")
+        functions, label = dict(impl), name or "custom"
+    else:
+        functions = {op: getattr(impl, op) for op in OP_NAMES if getattr(impl, op, None) is not None}
+        default_label = impl.__name__ if isinstance(impl, types.ModuleType) else type(impl).__name__
+        label = name or default_label
+    if not functions:
+        raise ValueError(f"ops.using: {label!r} defines none of the op names {list(OP_NAMES)}")
+    for op, function in functions.items():
+        if not callable(function):
+            raise TypeError(f"ops.using: {op} must be callable, got {type(function).__name__}")
+    return {op: (function, label) for op, function in functions.items()}
+
+
+def _install(table: dict[str, tuple[Callable, str]]) -> None:
+    package = sys.modules[__name__.rpartition(".")[0]]
+    _active.clear()
+    _active.update(table)
+    for op, (function, _) in table.items():
+        setattr(package, op, function)
+
+
+class using:  # noqa: N801 -- a function to its callers (like numpy.errstate)
+    """Make ``impl``'s ops the active ones now; as a context manager, restore the previous set on exit.
+
+    Args:
+        impl: ``"fast"``, ``"textbook"``, or a module, object or dict of op functions.
+        name: how ``active()`` labels ``impl``'s ops (default: the module's or type's
+            name, or "custom" for a dict).
+    """
+
+    def __init__(self, impl: Any, *, name: str | None = None) -> None:
+        resolved = _resolve(impl, name)
+        self._previous = dict(_active)
+        _install({**_active, **resolved})
+
+    def __enter__(self) -> "using":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _install(self._previous)
+
+
+def active() -> dict[str, str]:
+    """Where each op comes from now: ``{op name: "fast" | "textbook" | the label of a set}``."""
+    return {op: label for op, (_, label) in _active.items()}
+
+
+def holds_blas() -> bool:
+    """Whether a training step or a decoding loop should hold BLAS to one thread while it runs.
+
+    True when the active linear layer is the fast form, which splits every matrix product over
+    npformer's own threads (``npformer.threads``) and more than one thread is set; the textbook
+    products instead leave the cores to BLAS's threads. The linear layer decides because its
+    products are most of a step's BLAS work.
+    """
+    from .. import threads
+    from . import fast
+
+    linear_is_fast = all(_active[op][0] is getattr(fast, op) for op in ("linear_forward", "linear_backward"))
+    return linear_is_fast and threads.get_threads() > 1
+
+
+def holding_blas(function: Callable) -> Callable:
+    """Decorator: ``function`` runs with BLAS held to one thread whenever ``holds_blas()`` is true
+    at the time of the call (``training.train_step``, greedy and beam decoding)."""
+    from .. import threads
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with threads.blas_on_one_thread(when=holds_blas()):
+            return function(*args, **kwargs)
+
+    return call

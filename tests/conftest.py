@@ -4,12 +4,19 @@ Matplotlib draws with the file-only Agg backend (``npformer.viz`` leaves the
 choice to its caller).
 
 Hypothesis runs a bounded, derandomised profile by default so that the suite
-is reproducible and stays well under three minutes on two cores (about 10 s). Set
-``NPFORMER_HYPOTHESIS=thorough`` for many more, freshly random examples.
+is reproducible. Set ``NPFORMER_HYPOTHESIS=thorough`` for many more, freshly
+random examples.
 """
 
 import os
 import sys
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One pytest-xdist worker per core: each worker (and what it starts: lessons, notebooks' kernels)
+    # keeps to one thread, BLAS's and npformer's own, so that the workers do not fight for the cores.
+    # Set before NumPy is imported, which reads them once. The tests of threading set their own.
+    for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NPFORMER_THREADS"):
+        os.environ.setdefault(_variable, "1")
 
 import matplotlib
 
@@ -69,16 +76,35 @@ def _git_status():
         return None
 
 
+# Outside the repository, only pytest's own temporary folder (``--basetemp``, inside the repository's
+# ignored ``.pytest_tmp``) is written; this folder is where a lesson in quick mode would put its
+# figures when no test told it where (``npformer.viz.figures_dir``): it must not appear.
+_QUICK_FIGURES = os.path.join(__import__("tempfile").gettempdir(), "npformer-quick-figures")
+
+
+def _is_controller(session):
+    """True in the process that runs the session (not in a pytest-xdist worker)."""
+    return not hasattr(session.config, "workerinput")
+
+
 def pytest_sessionstart(session):
-    session.config.npformer_git_status = _git_status()
+    if _is_controller(session):
+        session.config.npformer_git_status = _git_status()
+        session.config.npformer_quick_figures = os.path.exists(_QUICK_FIGURES)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Fail the run when a test left a tracked file changed or an untracked file behind."""
+    """Fail the run when a test left a tracked file changed or an untracked file behind, or left
+    figures in the system's temporary folder."""
+    if not _is_controller(session):
+        return
     before, after = getattr(session.config, "npformer_git_status", None), _git_status()
     if before is not None and after is not None and after != before:
         changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
         print(f"\nthe tests changed the repository (git status --porcelain): {changed}", file=sys.stderr)
+        session.exitstatus = 1
+    if os.path.exists(_QUICK_FIGURES) and not getattr(session.config, "npformer_quick_figures", True):
+        print(f"\nthe tests left figures in {_QUICK_FIGURES}", file=sys.stderr)
         session.exitstatus = 1
 
 

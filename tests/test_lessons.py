@@ -1,12 +1,15 @@
-"""Every lesson runs to the end, in quick mode: as a script (every graded exercise passes, the
-figures are written), as an executed notebook (the figures inline), and as its student edition
-(every graded exercise reports "not implemented yet", and the lesson still runs to the end)."""
+"""Every lesson runs to the end, in quick mode, once: as an executed notebook, which runs the same
+cells as the script does (every graded exercise passes, the figures are written to files and shown
+inline). Its student edition differs from it only in the stubs, so what is run of it is what
+changes: each stub against the grader ("not implemented yet"), and a check that nothing else in
+the lesson calls a stub (so the rest runs as it does in the instructor's edition)."""
 
+import ast
+import contextlib
+import io
 import os
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -34,24 +37,6 @@ EXPECTED_FIGURES = {
 GRADED = {path.name: graded_exercises(path.read_text(encoding="utf-8")) for path in LESSONS}
 
 
-def _environment(figures, **extra):
-    return dict(os.environ, NPFORMER_QUICK="1", NPFORMER_FIGURES=str(figures), MPLBACKEND="Agg",
-                NPFORMER_BACKEND="numpy", **extra)
-
-
-def _run(script, workdir, **extra):
-    result = subprocess.run([sys.executable, str(script)], cwd=workdir, env=_environment(workdir / "figures", **extra),
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    """One working folder for all lessons, so lesson 15 finds lesson 13's run."""
-    return tmp_path_factory.mktemp("lessons")
-
-
 def test_the_lessons_are_numbered_in_order_in_percent_format():
     assert [path.name[:2] for path in LESSONS] == [f"{n:02d}" for n in range(1, len(LESSONS) + 1)]
     assert len(LESSONS) >= 17
@@ -73,32 +58,42 @@ def test_the_markdown_math_is_latex():
         assert not formulas, f"{path.name}: write math as $...$, not in backticks: {formulas[:3]}"
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=[path.stem for path in LESSONS])
-def test_lesson_runs_as_a_script_passes_its_exercises_and_writes_its_figures(lesson, workdir):
-    # strict: a graded exercise whose published solution fails stops the lesson with its report
-    output = _run(lesson, workdir, NPFORMER_GRADER="strict")
-    for name in GRADED[lesson.name]:
-        assert f"exercise {name}: passed" in output, name
-    for name in EXPECTED_FIGURES[lesson.name[:2]]:
-        assert (workdir / "figures" / name).is_file(), name
+GRADED_LESSONS = [path for path in LESSONS if GRADED[path.name]]
 
 
-@pytest.fixture(scope="module")
-def student_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("student")
+def test_a_lesson_without_graded_exercises_has_no_solution_block():
+    for path in LESSONS:
+        if not GRADED[path.name]:
+            assert BEGIN not in path.read_text(encoding="utf-8"), f"{path.name}: a solution block that nothing grades"
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=[path.stem for path in LESSONS])
-def test_the_student_edition_runs_to_the_end_with_every_exercise_not_implemented_yet(lesson, student_dir, workdir):
-    if not GRADED[lesson.name]:
-        assert BEGIN not in lesson.read_text(encoding="utf-8"), "a solution block that nothing grades"
-        pytest.skip("no graded exercise: the student edition is the lesson itself")
-    [student] = [path for path in student_edition(LESSONS_DIR, student_dir) if path.name == lesson.name]
+def _uses_outside_check_calls(tree, name):
+    """Line numbers where ``name`` is read other than as an argument of ``check(...)``."""
+    inside_checks = {id(node) for call in ast.walk(tree) if isinstance(call, ast.Call)
+                     and getattr(call.func, "id", None) == "check" for node in ast.walk(call)}
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == name
+            and isinstance(node.ctx, ast.Load) and id(node) not in inside_checks]
+
+
+@pytest.mark.parametrize("lesson", GRADED_LESSONS, ids=[path.stem for path in GRADED_LESSONS])
+def test_the_student_edition_grades_every_stub_as_not_implemented_and_nothing_else_calls_a_stub(lesson, tmp_path):
+    [student] = [path for path in student_edition(LESSONS_DIR, tmp_path) if path.name == lesson.name]
     text = student.read_text(encoding="utf-8")
     assert BEGIN not in text and END not in text and text.count("raise NotImplementedError") >= len(GRADED[lesson.name])
-    output = _run(student, workdir)  # in the lessons' folder: lesson 15 reads lesson 13's run
+    tree = ast.parse(text)
+    definitions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    namespace = {}
+    exec("from npformer.course import check", namespace)
+    output = io.StringIO()
     for name in GRADED[lesson.name]:
-        assert f"exercise {name}: not implemented yet" in output, name
+        assert not _uses_outside_check_calls(tree, name), (
+            f"{lesson.name}: line(s) {_uses_outside_check_calls(tree, name)} of the student edition call the stub {name}: it "
+            "would stop there")
+        exec(compile(ast.Module([definitions[name]], []), str(student), "exec"), namespace)
+        with contextlib.redirect_stdout(output):
+            print(namespace["check"](name, namespace[name]))
+    for name in GRADED[lesson.name]:
+        assert f"exercise {name}: not implemented yet" in output.getvalue(), name
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +127,5 @@ def test_lesson_runs_as_a_notebook_with_its_figures_inline(lesson, notebook_dir,
         assert f"exercise {name}: passed" in text, name
     images = sum("image/png" in output.get("data", {}) for output in outputs)
     assert images >= len(EXPECTED_FIGURES[lesson.name[:2]]), f"{images} inline figures"
+    for name in EXPECTED_FIGURES[lesson.name[:2]]:
+        assert (notebook_dir / "figures" / name).is_file(), f"{name} not written"

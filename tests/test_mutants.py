@@ -1,5 +1,8 @@
 """The gradient checker measured against realistic backward bugs: every mutant caught, and named."""
 
+import contextlib
+import io
+
 import pytest
 
 from npformer import ops
@@ -10,10 +13,31 @@ SUBTLE = {"layer norm: eps forgotten in backward"}
 
 
 @pytest.fixture(scope="module")
-def results():
-    found = mutants.run_mutants()
-    print("\n" + mutants.results_table(found))
-    return found
+def command():
+    """``npformer gradcheck --mutants``, run once: its exit status, its output, and the results its
+    ``run_mutants`` call returned (recorded on the way), which the tests below read."""
+    from npformer.cli import main
+
+    recorded, original = [], mutants.run_mutants
+
+    def recording(*args, **kwargs):
+        recorded.append(original(*args, **kwargs))
+        return recorded[-1]
+
+    output = io.StringIO()
+    mutants.run_mutants = recording
+    try:
+        with contextlib.redirect_stdout(output):
+            status = main(["gradcheck", "--mutants"])
+    finally:
+        mutants.run_mutants = original
+    assert len(recorded) == 1, "the command runs the catalogue once"
+    return status, output.getvalue(), recorded[0]
+
+
+@pytest.fixture(scope="module")
+def results(command):
+    return command[2]
 
 
 def test_the_catalogue_has_at_least_30_mutants_over_every_kind_of_check():
@@ -62,10 +86,8 @@ def test_a_mutant_is_removed_after_its_block():
     assert ops.linear_backward is original
 
 
-def test_the_command_prints_the_table(capsys):
-    from npformer.cli import main
-
-    assert main(["gradcheck", "--mutants"]) == 0
-    output = capsys.readouterr().out
+def test_the_command_prints_the_table(command):
+    status, output, _ = command
+    assert status == 0
     assert f"caught {len(mutants.MUTANTS)} of {len(mutants.MUTANTS)} mutants (100%)" in output
     assert "transposed" in output and "constant factor" in output

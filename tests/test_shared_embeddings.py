@@ -4,7 +4,7 @@ finite differences and against an unshared twin holding the same numbers."""
 
 import numpy as np
 import pytest
-from conftest import loss_gradients
+from conftest import import_crosscheck, loss_gradients
 
 from npformer import backend, gradcheck, models, optim
 from npformer.gradcheck.modules import TINY_MODEL
@@ -61,7 +61,7 @@ def test_sharing_needs_one_vocabulary():
 
 @pytest.mark.parametrize("tie", [False, True])
 def test_the_pytorch_twin_shares_the_table_too(tie):
-    torch = pytest.importorskip("torch")
+    torch = import_crosscheck("torch", "PyTorch is not installed (optional cross-check): pip install torch==2.13.0")
     from npformer import interop
 
     model = gradcheck.model_case(seed=5, share_embeddings=True, tie_embeddings=tie, dropout=0.0, **JOINT)[0]

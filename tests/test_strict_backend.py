@@ -3,17 +3,14 @@
 1. The strict stand-in backend (``npformer.strict_backend``, ``NPFORMER_BACKEND=strict``) behaves
    like CuPy at the device boundary: no implicit conversion to NumPy, no host arrays in device
    math. Shown on its own, and shown to catch a host conversion slipped into an op.
-2. The op, model, decoding and training tests run under it (a subprocess of pytest with
-   ``NPFORMER_BACKEND=strict``): every op's gradients over hypothesis-drawn shapes, the whole
-   model (textbook against fused attention, full-model gradient checks), decoding against
-   brute force, checkpoints, the optimizers against their closed forms, the trainer end to
-   end, and the property tests of the ops and the model (``test_ops_properties``,
-   ``test_nn_model``: inputs drawn on the host, moved with ``backend.asarray``, results checked
-   after ``backend.to_numpy``). ``test_nn_gradients`` is written the same way and passes under
-   the stand-in (``NPFORMER_BACKEND=strict python -m pytest tests/test_nn_gradients.py``, 6
-   minutes: every array call pays the stand-in's bookkeeping), but stays out of this run to keep
-   the suite's time: its module checks are finite differences of the ops that
-   ``test_gradients`` checks here, and ``test_architecture`` runs the whole model under it.
+2. The tests that can tell the stand-in from NumPy run under it (a subprocess of pytest with
+   ``NPFORMER_BACKEND=strict``, ``STRICT_TESTS``): every op's gradients over hypothesis-drawn
+   shapes in both op sets, one training step of the model, the optimizer, cached decoding and
+   beam search against the full forward pass, one checkpoint round trip, and the textbook
+   against the fused attention. The other test files pass under the stand-in as well
+   (``NPFORMER_BACKEND=strict python -m pytest tests/test_nn_gradients.py ...``, minutes each:
+   every array call pays the stand-in's bookkeeping) and stay out of this run to keep the
+   suite's time: they repeat the same device paths at other sizes, or are host-only logic.
 3. Every ``xp`` name that npformer looks up while training, checking and decoding exists in CuPy's
    namespace, and ``cupyx`` has what the embedding backward and the erf use. CuPy's wheel
    imports without a GPU (creating an array then fails, which this check does not need);
@@ -120,13 +117,29 @@ def test_the_library_runs_a_training_step_and_decoding_under_the_strict_backend(
         assert len(beam_search(model, src, beam_size=2, max_len=5)) == 2
 
 
-def test_op_model_decoding_and_training_tests_pass_under_the_strict_backend():
-    """The library's own tests, run again with every array on the stand-in device."""
-    modules = ["test_gradients.py", "test_architecture.py", "test_decoding_truth.py", "test_decode_checkpoint.py",
-               "test_optim.py", "test_train.py", "test_ops_properties.py", "test_nn_model.py"]
+# The tests that can tell the stand-in from NumPy: every op (both op sets) over hypothesis-drawn
+# shapes, one model training step, the optimizer, decoding against the full forward pass, and one
+# checkpoint round trip. The rest of the suite is NumPy-only logic (data, metrics, the command
+# line, plots) or repeats these paths at other sizes.
+STRICT_TESTS = [
+    "test_gradients.py",
+    "test_nn_model.py::test_a_float32_training_step_keeps_every_array_float32",
+    "test_nn_model.py::test_cached_decoding_gives_the_logits_of_the_full_pass",
+    "test_optim.py::test_adam_and_adamw_follow_the_closed_form_over_several_steps",
+    "test_decode_checkpoint.py::test_greedy_decoding_matches_the_full_forward_argmax",
+    "test_decode_checkpoint.py::test_beam_of_one_is_greedy",
+    "test_decode_checkpoint.py::test_checkpoint_round_trip_restores_parameters_optimizer_and_meta",
+    "test_decoding_truth.py::test_beam_search_finds_the_best_translation_that_greedy_misses",
+    "test_architecture.py::test_transformer_textbook_and_fused_attention_agree",
+]
+
+
+def test_op_model_decoding_and_checkpoint_tests_pass_under_the_strict_backend(tmp_path):
+    """The library's own tests, run again with every array on the stand-in device (in this worker:
+    ``-n 0``; its own temporary folder, since pytest clears the one it is given)."""
     env = dict(os.environ, NPFORMER_BACKEND="strict")
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                             *[str(ROOT / "tests" / name) for name in modules]],
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-n", "0",
+                             f"--basetemp={tmp_path / 'strict'}", *[str(ROOT / "tests" / name) for name in STRICT_TESTS]],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     tail = "\n".join(result.stdout.splitlines()[-25:])
     assert result.returncode == 0, f"under NPFORMER_BACKEND=strict:\n{tail}\n{result.stderr[-2000:]}"

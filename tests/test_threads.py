@@ -2,6 +2,7 @@
 npformer's threads run, and Adam over threads equals Adam on one. (That every fast op split over
 threads equals its textbook twin is ``tests/test_fast_ops.py``.)"""
 
+import os
 import subprocess
 import sys
 import threading
@@ -85,13 +86,18 @@ def _blas_threads():
 
 
 def test_blas_is_held_to_one_thread_only_while_npformer_splits(split_everything):
+    from threadpoolctl import threadpool_limits
+
     if not _blas_threads():
         pytest.skip("threadpoolctl sees no BLAS library")
     threads.set_threads(2)
-    before, inside = _blas_threads(), []
-    threads.parallel_rows(lambda rows: inside.append(_blas_threads()), 2)
+    with threadpool_limits(limits=2, user_api="blas"):  # a test worker may run with BLAS on one thread
+        before, inside = _blas_threads(), []
+        threads.parallel_rows(lambda rows: inside.append(_blas_threads()), 2)
+        after = _blas_threads()
+    assert before == [2] * len(before), "BLAS must start on 2 threads, or this test cannot fail"
     assert inside and all(counts == [1] * len(before) for counts in inside)
-    assert _blas_threads() == before  # given back as soon as the call returns
+    assert after == before  # given back as soon as the call returns
 
 
 def test_import_and_a_fast_training_step_leave_blas_threads_as_they_were():
@@ -115,8 +121,10 @@ with ops.using("fast"):
     training.train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optim.Adam(model))
 print(before, after_import, blas(), "matplotlib" in __import__("sys").modules)
 """
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     before, after_import, after_step, matplotlib_loaded = result.stdout.split("] ")
+    assert before.strip("[") not in ("", "1"), "BLAS must start on 2 threads, or this test cannot fail"
     assert before + "]" == after_import + "]" == after_step + "]", result.stdout
     assert matplotlib_loaded.strip() == "False", "a training step must not load matplotlib"
 

@@ -22,6 +22,7 @@ Bad input never ends in a traceback:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import os
 import sys
@@ -156,7 +157,23 @@ def _with_flags(message: str, flags: dict[str, str]) -> str:
                   lambda match: flags.get(match.group(1), "--" + match.group(1).replace("_", "-")), message)
 
 
+def _student_ops(command: str, args: argparse.Namespace) -> Any:
+    """The op set of ``--ops FILE`` (its report printed), None without ``--ops``, or the exit status
+    of a one-line error, before any work."""
+    if not args.ops:
+        return None
+    from .course import StudentOpsError, load_student_ops
+
+    try:
+        student = load_student_ops(args.ops, allow_failing=args.allow_failing)
+    except StudentOpsError as error:
+        return _fail(command, str(error))
+    print(student.report(), flush=True)
+    return student
+
+
 def _run_train(args: argparse.Namespace) -> int:
+    from . import ops
     from .tasks.translation import TrainOptions, train
     from .training import RunError
 
@@ -165,10 +182,17 @@ def _run_train(args: argparse.Namespace) -> int:
         options.check()  # the combinations; each number was checked as it was parsed
     except ValueError as error:
         return _fail("train", _with_flags(str(error), TRAIN_FLAGS))
+    student = _student_ops("train", args)
+    if isinstance(student, int):
+        return student
     try:
-        return train(options)
+        with ops.using(student) if student is not None else contextlib.nullcontext():
+            status = train(options)
     except (RunError, FileNotFoundError) as error:
         return _fail("train", str(error))
+    if student is not None:
+        print(f"trained on your ops: {len(student)} of {len(ops.OP_NAMES)} ({args.ops}); the rest npformer's")
+    return status
 
 
 def _resolve_run(command: str, folder: str | None) -> str | int:
@@ -459,7 +483,7 @@ def _run_mutants(args: argparse.Namespace) -> int:
 def _run_gradcheck(args: argparse.Namespace) -> int:
     import time
 
-    from . import gradcheck
+    from . import gradcheck, ops
 
     if args.list:
         print("\n".join(gradcheck.OP_CASES))
@@ -468,13 +492,19 @@ def _run_gradcheck(args: argparse.Namespace) -> int:
         return _run_mutants(args)
     if (args.fast or args.base) and not args.model:
         return _fail("gradcheck", "--fast and --base apply to --model: npformer gradcheck --model --fast --base")
+    if args.ops and not args.model:
+        return _fail("gradcheck", "--ops applies to --model: npformer gradcheck --model --ops FILE")
     if args.model:
+        student = _student_ops("gradcheck", args)
+        if isinstance(student, int):
+            return student
         config = {**_values(args, GRADCHECK_MODEL_HELP), **(BASE_SIZES if args.base else {})}
         sizes = {k: config.get(k, gradcheck.TINY_MODEL[k]) for k in ("d_model", "n_heads", "d_ff", "n_layers")}
         config = {k: v for k, v in config.items() if k not in sizes}  # the rest: options, vocabularies, batch
         started = time.perf_counter()
-        report = gradcheck.check_model(seed=args.seed, tol=args.tol, directions=1 if args.fast else None,
-                                       **config, **sizes)
+        with ops.using(student) if student is not None else contextlib.nullcontext():
+            report = gradcheck.check_model(seed=args.seed, tol=args.tol, directions=1 if args.fast else None,
+                                           **config, **sizes)
         seconds = time.perf_counter() - started
         method = "one random direction per tensor" if args.fast else "every entry"
         print(f"backend: {backend.get_backend()}, float64, seed {args.seed}; "
@@ -484,6 +514,8 @@ def _run_gradcheck(args: argparse.Namespace) -> int:
               f"loss = cross-entropy on a padded batch; {method}")
         print(report.table())
         print(f"{seconds:.1f} s")
+        if student is not None:
+            print(_blame_student_ops(args, student, report))
         return 0 if report.passed else 1
     unknown = [name for name in args.op or [] if name not in gradcheck.OP_CASES]
     if unknown:
@@ -494,10 +526,43 @@ def _run_gradcheck(args: argparse.Namespace) -> int:
     return 0 if report.passed else 1
 
 
+def _blame_student_ops(args: argparse.Namespace, student: Any, report: Any) -> str:
+    """The verdict on a model check through the student's ops; on a failure, each of the student's
+    ops is checked alone (its op case) to name the one, and its lesson, that breaks the model."""
+    from . import gradcheck, ops
+    from .course.student_ops import EXERCISE_OPS
+
+    if report.passed:
+        return f"the model's gradients through your ops pass ({len(student)} of {len(ops.OP_NAMES)} ops yours)"
+    culprits = []
+    for entry in (entry for entry in student.exercises if entry.used):
+        cases = {op.rsplit("_", 1)[0] for op in EXERCISE_OPS[entry.name]} & set(gradcheck.OP_CASES)
+        with ops.using({op: student[op] for op in EXERCISE_OPS[entry.name] if op in student}, name="yours"):
+            for case in sorted(cases):
+                try:
+                    passed = gradcheck.check_op(case, seed=args.seed).passed
+                except Exception:  # noqa: BLE001 -- the student's function raising is a failure too
+                    passed = False
+                if not passed:
+                    culprits.append(f"{entry.name} (lesson {entry.lesson})")
+                    break
+    return ("the model's gradients fail through your ops; "
+            + (f"the op check fails for: {', '.join(culprits)}" if culprits
+               else "each of your ops passes its own check: look at how they combine"))
+
+
 def _run_course(args: argparse.Namespace) -> int:
     from . import course
 
     command = f"course {args.action}"
+    if args.action == "collect":
+        if not args.out:
+            return _fail(command, "needs the folder of your lessons: npformer course collect FOLDER --out my_npformer.py")
+        try:
+            print(course.collect(args.out, args.module).summary())
+        except (FileNotFoundError, OSError) as error:
+            return _fail(command, str(error))
+        return 0
     if args.action != "exercises" and not args.out:
         return _fail(command, f"needs an output folder: npformer course {args.action} OUT")
     try:
@@ -519,6 +584,14 @@ def _run_course(args: argparse.Namespace) -> int:
 
 
 # -- the parser -------------------------------------------------------------------------------
+
+
+def _add_ops_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--ops", metavar="FILE", default=None,
+                        help=f"{what}: the module that npformer course collect wrote (each graded function "
+                             "that passes its exercise replaces npformer's op; the rest stay npformer's)")
+    parser.add_argument("--allow-failing", action="store_true",
+                        help="with --ops: use a function that fails its exercise anyway (to see what it does)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -547,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
                   flags={"n_layers": "--layers", "n_heads": "--heads", "beam_size": "--beam"},
                   choices={"preset": tuple(PRESETS), "norm": ("post", "pre"), "activation": ("relu", "gelu"),
                            "tokenizer": TOKENIZERS})
+    _add_ops_arguments(train, "train on your own ops")
     train.set_defaults(handler=_run_train)
 
     translate = commands.add_parser(
@@ -641,15 +715,21 @@ def build_parser() -> argparse.ArgumentParser:
                        help=GRADCHECK_MODEL_HELP["dropout"] + " (default: %(default)s)")
     add_arguments(check, gradcheck.check_all_ops, {"seed": "seed for inputs and upstream gradients",
                                                    "tol": "pass threshold on the worst relative error"})
+    _add_ops_arguments(check, "with --model: check the model's gradients through your own ops")
     check.set_defaults(handler=_run_gradcheck)
 
     course_parser = commands.add_parser(
         "course", help="the course: the student edition, the lessons as notebooks, the exercise table",
         description="student OUT: the lessons with every solution replaced by a stub that raises "
                     "NotImplementedError. notebooks OUT: the lessons as executed Jupyter notebooks (needs "
-                    "the course extra). exercises: the table of graded exercises and open questions.")
-    course_parser.add_argument("action", choices=("student", "notebooks", "exercises"))
-    course_parser.add_argument("out", nargs="?", help="output folder (student, notebooks)")
+                    "the course extra). exercises: the table of graded exercises and open questions. "
+                    "collect FOLDER --out FILE: your graded functions, from your lessons, in one module "
+                    "for npformer train --ops FILE and npformer gradcheck --model --ops FILE.")
+    course_parser.add_argument("action", choices=("student", "notebooks", "exercises", "collect"))
+    course_parser.add_argument("out", nargs="?", help="output folder (student, notebooks); for collect, the "
+                                                      "folder of your filled-in lessons (.py or .ipynb)")
+    course_parser.add_argument("--out", dest="module", default="my_npformer.py",
+                               help="collect: the module to write (default: %(default)s)")
     course_parser.add_argument("--lessons", default="lessons",
                                help="the lessons folder of the repository (default: %(default)s)")
     course_parser.add_argument("--notebooks", action="store_true",

@@ -7,6 +7,8 @@
     edition.py    student_edition: the lessons with every solution replaced by a stub;
                   exercise_table: the lessons' graded exercises and open questions
     notebooks.py  lesson_notebooks: the lessons as Jupyter notebooks, executed or not (extra "course")
+    collect.py    collect: a student's graded functions from their lessons into one module
+    student_ops.py  student_ops: those functions as an op set for ops.using (train, gradcheck)
 
 Example, in a lesson::
 
@@ -20,10 +22,13 @@ Example, in a lesson::
     print(check("layernorm_backward", layernorm_backward))
 """
 
+from .collect import collect
 from .edition import BEGIN, END, exercise_table, student_edition, student_source
 from .exercises import EXERCISES, Case, Exercise
 from .grader import ExerciseFailed, ExerciseReport, check
 from .notebooks import lesson_notebooks
+from .student_ops import StudentOps, StudentOpsError, load_student_ops, student_ops
 
 __all__ = ["check", "EXERCISES", "Exercise", "Case", "ExerciseReport", "ExerciseFailed",
-           "student_edition", "student_source", "exercise_table", "lesson_notebooks", "BEGIN", "END"]
+           "student_edition", "student_source", "exercise_table", "lesson_notebooks", "BEGIN", "END",
+           "collect", "student_ops", "load_student_ops", "StudentOps", "StudentOpsError"]

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy
 
-from .. import backend
+from .. import backend, ops
 from ..gradcheck.engine import numerical_gradient
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
@@ -194,7 +194,8 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     active = backend.get_backend()
     backend.set_backend("numpy")  # the student writes NumPy, and the cases are NumPy arrays
     try:
-        report = _grade(exercise, student_fn, seed)
+        with ops.using("textbook"):  # the references: npformer's textbook ops, whatever set is active
+            report = _grade(exercise, student_fn, seed)
     finally:
         backend.set_backend(active)
     if strict is None:

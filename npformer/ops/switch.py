@@ -20,7 +20,8 @@ changes the ops of everything above::
   ``linear_backward(dy, cache) -> (dx, dW, db)``, ...). The names it lacks come from
   the set active before. A replaced backward receives the cache of the active
   forward, so replace both halves of a pair unless you follow its cache's keys
-  (the textbook and fast forms share them).
+  (the textbook and fast forms share them). A dict's ops are labelled "custom", or by its
+  ``name`` attribute when it has one (``course.student_ops`` makes a dict named "yours").
 
 ``active()`` says where each op comes from, e.g. ``{"linear_forward": "fast", ...}``.
 
@@ -91,12 +92,14 @@ def _resolve(impl: Any, name: str | None) -> dict[str, tuple[Callable, str]]:
         unknown = sorted(set(impl) - set(OP_NAMES))
         if unknown:
             raise ValueError(f"ops.using: {unknown} are not op names; the op names are {list(OP_NAMES)}")
-        functions, label = dict(impl), name or "custom"
+        functions, label = dict(impl), name or getattr(impl, "name", None) or "custom"
     else:
         functions = {op: getattr(impl, op) for op in OP_NAMES if getattr(impl, op, None) is not None}
         default_label = impl.__name__ if isinstance(impl, types.ModuleType) else type(impl).__name__
         label = name or default_label
-    if not functions:
+    # An empty dict changes nothing (a student with no exercise solved yet); a module or an object
+    # that defines no op name is a mistake.
+    if not functions and not isinstance(impl, Mapping):
         raise ValueError(f"ops.using: {label!r} defines none of the op names {list(OP_NAMES)}")
     for op, function in functions.items():
         if not callable(function):

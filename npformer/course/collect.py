@@ -1,0 +1,147 @@
+"""Collecting a student's graded functions into one importable module.
+
+``npformer course collect FOLDER --out my_npformer.py`` reads the student's filled-in lessons
+(``NN_topic.py`` in the percent format, or ``NN_topic.ipynb`` as Jupyter saved them) and writes
+one module: the lessons' imports, then each graded function in lesson order, with a comment
+naming its lesson, and the helper functions it calls. Nothing in the student's files changes.
+
+What cannot be collected is reported by name and left out: a function in a cell that does not
+parse, an exercise whose lesson file is missing. The module then serves as an op set
+(``course.student_ops``, ``npformer train --ops``, ``npformer gradcheck --model --ops``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .exercises import EXERCISES
+
+__all__ = ["collect", "CollectResult", "lesson_source"]
+
+_CELL = re.compile(r"^# %%.*$", re.MULTILINE)
+_DEF = re.compile(r"^def\s+(\w+)\s*\(", re.MULTILINE)
+
+
+@dataclass
+class CollectResult:
+    """What ``collect`` wrote and what it left out."""
+
+    out: Path
+    functions: list[tuple[str, str]] = field(default_factory=list)   # (lesson file, function name)
+    problems: list[str] = field(default_factory=list)                # one line each
+
+    def summary(self) -> str:
+        lines = [f"wrote {self.out}: {len(self.functions)} graded function(s) from "
+                 f"{len({lesson for lesson, _ in self.functions})} lesson(s)"]
+        lines += [f"  left out: {problem}" for problem in self.problems]
+        return "\n".join(lines)
+
+
+def lesson_source(path: Path) -> str:
+    """The Python source of a lesson file: the text of a ``.py``, the code cells of an ``.ipynb``
+    (IPython's ``%`` and ``!`` lines dropped)."""
+    if path.suffix == ".ipynb":
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        cells = []
+        for cell in notebook.get("cells", []):
+            if cell.get("cell_type") == "code":
+                text = "".join(cell.get("source", []))
+                cells.append("\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        return "\n\n# %%\n".join(cells) + "\n"
+    return path.read_text(encoding="utf-8")
+
+
+def _parsed_cells(source: str, path: Path, problems: list[str]) -> list[ast.Module]:
+    """The whole file as one tree when it parses; else each cell alone, naming the functions of the
+    cells that do not parse."""
+    try:
+        return [ast.parse(source)]
+    except SyntaxError:
+        pass
+    trees = []
+    for cell in _CELL.split(source):
+        try:
+            trees.append(ast.parse(cell))
+        except SyntaxError as error:
+            for name in _DEF.findall(cell) or ["(a cell without a function)"]:
+                problems.append(f"{path.name}: {name} does not parse ({error.msg}, line {error.lineno} of its cell)")
+    return trees
+
+
+def _names_used(node: ast.AST) -> set[str]:
+    return {child.id for child in ast.walk(node) if isinstance(child, ast.Name)}
+
+
+def _imports_used(imports: list[ast.stmt], used: set[str]) -> list[str]:
+    """The import lines that bind a name the collected functions use, each once, in order."""
+    lines: list[str] = []
+    for node in imports:
+        for alias in node.names:
+            bound = alias.asname or alias.name.split(".")[0]
+            if bound in used:
+                single = (ast.Import(names=[alias]) if isinstance(node, ast.Import)
+                          else ast.ImportFrom(module=node.module, names=[alias], level=node.level))
+                line = ast.unparse(single)
+                if line not in lines:
+                    lines.append(line)
+    return lines
+
+
+def _lesson_files(folder: Path) -> dict[str, Path]:
+    """Lesson number -> file; a notebook wins over a script of the same lesson (it is what Jupyter saved)."""
+    files: dict[str, Path] = {}
+    for path in sorted(folder.glob("[0-9][0-9]_*.py")) + sorted(folder.glob("[0-9][0-9]_*.ipynb")):
+        files[path.name[:2]] = path
+    return files
+
+
+def collect(folder: str | Path, out: str | Path) -> CollectResult:
+    """Write the graded functions of the lessons in ``folder`` into the module ``out``."""
+    folder, out = Path(folder), Path(out)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"course collect: {folder} is not a folder of lessons")
+    files = _lesson_files(folder)
+    if not files:
+        raise FileNotFoundError(f"course collect: {folder} holds no lesson (NN_topic.py or NN_topic.ipynb)")
+    result = CollectResult(out)
+    imports: list[ast.stmt] = []
+    sections: list[str] = []
+    used_names: set[str] = set()
+    by_lesson: dict[str, list[str]] = {}
+    for name, exercise in EXERCISES.items():
+        by_lesson.setdefault(exercise.lesson, []).append(name)
+    for lesson in sorted(by_lesson):
+        if lesson not in files:
+            result.problems.append(f"lesson {lesson} is missing: {', '.join(by_lesson[lesson])}")
+            continue
+        path = files[lesson]
+        source = lesson_source(path)
+        trees = _parsed_cells(source, path, result.problems)
+        definitions = {node.name: node for tree in trees for node in tree.body if isinstance(node, ast.FunctionDef)}
+        imports += [node for tree in trees for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        wanted = [name for name in by_lesson[lesson] if name in definitions]
+        for name in by_lesson[lesson]:
+            if name not in definitions and not any(name in problem for problem in result.problems):
+                result.problems.append(f"{path.name}: no function {name}")
+        chosen, queue = [], list(wanted)
+        while queue:  # the graded functions, then the helpers they call
+            name = queue.pop(0)
+            if name in chosen:
+                continue
+            chosen.append(name)
+            queue += sorted(used for used in _names_used(definitions[name]) & set(definitions) if used not in chosen)
+        used_names.update(*(_names_used(definitions[name]) for name in chosen))
+        if chosen:
+            sections.append(f"# -- lesson {path.stem} ({path.name}) " + "-" * max(0, 70 - len(path.stem)))
+            sections += [ast.unparse(definitions[name]) + "\n" for name in chosen]
+        result.functions += [(path.name, name) for name in wanted]
+    header = (f'"""The graded functions of the lessons in {folder}, collected by npformer course collect.\n\n'
+              f'Use them as an op set: npformer train --ops {out.name}\n"""\n')
+    text = header + "\n".join(_imports_used(imports, used_names)) + "\n\n\n" + "\n\n".join(sections) + "\n"
+    compile(text, str(out), "exec")  # what is written must import
+    out.write_text(text, encoding="utf-8")
+    return result

@@ -1,0 +1,365 @@
+"""The student's graded functions as an op set: ``ops.using(course.student_ops(my_module))``.
+
+A student writes each exercise with its natural signature (``linear_backward(x, W, b, dout)``,
+``layernorm_backward(x, gamma, beta, dout)``, ...): the inputs of the forward pass and the
+upstream gradient, never npformer's caches. The model calls ops with the op signatures
+(``linear_backward(dy, cache)``). The adapter here joins the two: for each exercise the
+student got right, a forward op that keeps the inputs in its cache (the forward itself is the
+textbook's, or the student's own where the student wrote one: attention, the masks, the
+positional table) and a backward op that hands those inputs and the upstream gradient to the
+student's function::
+
+    linear_forward(x, W, b)  ->  y, {"x": x, "W": W, "b": b}          (textbook y = x @ W + b)
+    linear_backward(dy, cache)  ->  student.linear_backward(x, W, b, dy)
+
+Each function is graded first (``course.check``, on the public cases): what is missing, raises,
+or fails keeps npformer's op (the set active before), and ``StudentOps.report()`` says which is
+which. ``allow_failing=True`` uses a failing function anyway (a lesson that shows what a wrong
+gradient does to training).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .. import backend, ops
+from ..tokens import PAD_ID
+from .exercises import EXERCISES
+from .grader import NOT_IMPLEMENTED, PASSED, check
+
+__all__ = ["StudentOps", "student_ops", "load_student_ops", "EXERCISE_OPS", "StudentOpsError"]
+
+
+class StudentOpsError(ValueError):
+    """A student's module cannot serve as an op set (no graded function, a wrong signature)."""
+
+
+def _cast(values: Any, dtype: Any) -> Any:
+    """The student's result(s) in the model's dtype: NumPy turns float32 into float64 at the first
+    NumPy scalar (``x / np.sqrt(d)``), and the lessons' exercises are graded in float64."""
+    if isinstance(values, tuple):
+        return tuple(_cast(value, dtype) for value in values)
+    if values is None or not hasattr(values, "astype") or values.dtype.kind != "f":
+        return values
+    return values.astype(dtype, copy=False)
+
+
+def _as_sequences(array: Any) -> Any:
+    """``(B, T, D)`` as it is; any other shape ``(..., D)`` as one batch of rows ``(1, N, D)``."""
+    return array if array.ndim == 3 else array.reshape(1, -1, array.shape[-1])
+
+
+def _linear(student: Callable) -> dict[str, Callable]:
+    def linear_forward(x: Any, W: Any, b: Any = None) -> tuple[Any, dict]:
+        y, _ = ops.linear.linear_forward(x, W, b)
+        return y, {"x": x, "W": W, "b": b}
+
+    def linear_backward(dy: Any, cache: dict) -> tuple[Any, Any, Any]:
+        x, W, b = cache["x"], cache["W"], cache["b"]
+        bias = b if b is not None else backend.xp.zeros(W.shape[1], dtype=W.dtype)
+        # the exercise's x is (B, T, Din): rows of any other shape go in as one sequence
+        dx, dW, db = _cast(student(_as_sequences(x), W, bias, _as_sequences(dy)), W.dtype)
+        return dx.reshape(x.shape), dW, db if b is not None else None
+
+    return {"linear_forward": linear_forward, "linear_backward": linear_backward}
+
+
+def _elementwise(name: str, student: Callable, textbook: Any) -> dict[str, Callable]:
+    """ReLU or GELU: the student's backward for the exact function; GELU's tanh approximation,
+    which the exercise does not cover, keeps the textbook's backward."""
+    forward, backward = getattr(textbook, f"{name}_forward"), getattr(textbook, f"{name}_backward")
+
+    def op_forward(x: Any, **options: Any) -> tuple[Any, dict]:
+        out, cache = forward(x, **options)
+        return out, {"x": x, "textbook": cache, "theirs": options.get("approximate", "none") == "none"}
+
+    def op_backward(dout: Any, cache: dict) -> Any:
+        if not cache["theirs"]:
+            return backward(dout, cache["textbook"])
+        return _cast(student(cache["x"], dout), dout.dtype)
+
+    return {f"{name}_forward": op_forward, f"{name}_backward": op_backward}
+
+
+def _layernorm(student: Callable) -> dict[str, Callable]:
+    def layernorm_forward(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> tuple[Any, dict]:
+        return ops.layernorm.layernorm_forward(x, gamma, beta, eps)[0], {"x": x, "gamma": gamma, "beta": beta}
+
+    def layernorm_backward(dy: Any, cache: dict) -> tuple[Any, Any, Any]:
+        return _cast(student(cache["x"], cache["gamma"], cache["beta"], dy), dy.dtype)
+
+    return {"layernorm_forward": layernorm_forward, "layernorm_backward": layernorm_backward}
+
+
+def _embedding(student: Callable) -> dict[str, Callable]:
+    def embedding_forward(ids: Any, W: Any) -> tuple[Any, dict]:
+        return ops.embedding.embedding_forward(ids, W)[0], {"ids": ids, "W": W}
+
+    def embedding_backward(dout: Any, cache: dict) -> Any:
+        return _cast(student(cache["ids"], cache["W"], dout), cache["W"].dtype)
+
+    return {"embedding_forward": embedding_forward, "embedding_backward": embedding_backward}
+
+
+def _dropout(student: Callable) -> dict[str, Callable]:
+    def dropout_forward(x: Any, p: float, rng: Any, training: bool) -> tuple[Any, dict]:
+        out, cache = ops.dropout.dropout_forward(x, p, rng, training)
+        keep = None if cache["keep_scale"] is None else cache["keep_scale"] > 0
+        return out, {"x": x, "keep": keep, "p": p}
+
+    def dropout_backward(dout: Any, cache: dict) -> Any:
+        return dout if cache["keep"] is None else _cast(student(cache["x"], cache["keep"], cache["p"], dout), dout.dtype)
+
+    return {"dropout_forward": dropout_forward, "dropout_backward": dropout_backward}
+
+
+def _attention(student_forward: Callable | None, student_backward: Callable | None) -> dict[str, Callable]:
+    """The weights in the cache come from the textbook forward (the model keeps them for plots);
+    the output is the student's own when ``attention`` is theirs."""
+    functions: dict[str, Callable] = {}
+
+    def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, dict]:
+        out, cache = ops.attention.attention_forward(q, k, v, mask)
+        if student_forward is not None:
+            out = _cast(student_forward(q, k, v, mask), q.dtype)
+        return out, {**cache, "mask": mask}
+
+    def attention_backward(dout: Any, cache: dict) -> tuple[Any, Any, Any]:
+        q, k, mask = cache["q"], cache["k"], cache["mask"]
+        if mask is None:  # the exercise always passes a mask
+            mask = backend.xp.ones((1, 1, q.shape[2], k.shape[2]), dtype=bool)
+        return _cast(student_backward(q, k, cache["v"], mask, dout), dout.dtype)
+
+    functions["attention_forward"] = attention_forward
+    if student_backward is not None:
+        functions["attention_backward"] = attention_backward
+    return functions
+
+
+def _cross_entropy(plain: Callable | None, smoothed: Callable | None) -> dict[str, Callable]:
+    """``cross_entropy_backward(logits, targets, dloss)`` serves the loss without smoothing and
+    ``smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss)`` the loss with it;
+    a loss the student has no function for keeps npformer's backward."""
+
+    def cross_entropy_forward(logits: Any, targets: Any, ignore_index: int | None = PAD_ID,
+                              label_smoothing: float = 0.0) -> tuple[Any, dict]:
+        loss, cache = ops.cross_entropy.cross_entropy_forward(logits, targets, ignore_index, label_smoothing)
+        return loss, {**cache, "logits": logits, "targets": targets, "ignore_index": ignore_index}
+
+    def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
+        smoothing = cache["label_smoothing"]
+        student = smoothed if smoothing > 0 else plain
+        if student is None or cache["ignore_index"] != PAD_ID:  # the exercises ignore <pad> = 0
+            return ops.cross_entropy.cross_entropy_backward(dloss, cache)
+        logits, targets = _as_sequences(cache["logits"]), cache["targets"].reshape(_as_sequences(cache["logits"]).shape[:-1])
+        if smoothing > 0:
+            dlogits = student(logits, targets, smoothing, dloss)
+        else:
+            dlogits = student(logits, targets, dloss)
+        return _cast(dlogits, logits.dtype).reshape(cache["logits"].shape)
+
+    return {"cross_entropy_forward": cross_entropy_forward, "cross_entropy_backward": cross_entropy_backward}
+
+
+def _padding_mask(student: Callable) -> dict[str, Callable]:
+    def padding_mask(ids: Any, pad_id: int = PAD_ID) -> Any:
+        if pad_id != PAD_ID:  # the exercise masks <pad> = 0
+            return ops.masks.padding_mask(ids, pad_id)
+        return student(ids)
+
+    return {"padding_mask": padding_mask}
+
+
+def _positional(student: Callable) -> dict[str, Callable]:
+    def positional_encoding(max_len: int, d_model: int, dtype: Any = None) -> Any:
+        table = backend.asarray(student(max_len, d_model))
+        return table.astype(dtype or backend.get_default_dtype())
+
+    return {"positional_encoding": positional_encoding}
+
+
+# exercise -> the op names it provides (for the report)
+EXERCISE_OPS: dict[str, tuple[str, ...]] = {
+    "linear_backward": ("linear_forward", "linear_backward"),
+    "relu_backward": ("relu_forward", "relu_backward"),
+    "gelu_backward": ("gelu_forward", "gelu_backward"),
+    "layernorm_backward": ("layernorm_forward", "layernorm_backward"),
+    "embedding_backward": ("embedding_forward", "embedding_backward"),
+    "dropout_backward": ("dropout_forward", "dropout_backward"),
+    "attention": ("attention_forward",),
+    "attention_backward": ("attention_forward", "attention_backward"),
+    "cross_entropy_backward": ("cross_entropy_forward", "cross_entropy_backward"),
+    "smoothed_cross_entropy_backward": ("cross_entropy_forward", "cross_entropy_backward"),
+    "padding_mask": ("padding_mask",),
+    "causal_mask": ("causal_mask",),
+    "positional_encoding": ("positional_encoding",),
+    "adam_step": ("adam_step",),
+}
+
+
+@dataclass
+class ExerciseStatus:
+    """One exercise of the op set: whether the student's function is used, and why."""
+
+    name: str
+    lesson: str
+    status: str          # "passed", "failing" (used only with allow_failing), "failed", "missing", "not implemented"
+    used: bool
+    message: str = ""
+
+
+class StudentOps(dict):
+    """``{op name: function}`` built from a student's functions; ``ops.using`` labels them "yours".
+
+    ``exercises`` has one ``ExerciseStatus`` per exercise that could feed an op; ``report()``
+    prints them with the ops they give.
+    """
+
+    name = "yours"
+
+    def __init__(self, functions: dict[str, Callable], exercises: list[ExerciseStatus], source: str) -> None:
+        super().__init__(functions)
+        self.exercises = exercises
+        self.source = source
+
+    def report(self) -> str:
+        """Which ops are the student's and which are npformer's, exercise by exercise."""
+        owned = sorted(self)
+        lines = [f"{len(owned)} of {len(ops.OP_NAMES)} ops are yours (from {self.source}); "
+                 f"the others are npformer's ({ops.DEFAULT} set)"]
+        for entry in self.exercises:
+            gives = ", ".join(EXERCISE_OPS[entry.name])
+            verdict = {"passed": "yours", "failing": "yours, FAILING its exercise (allowed)"}.get(
+                entry.status, f"npformer's ({entry.status}{': ' + entry.message if entry.message else ''})")
+            lines.append(f"  lesson {entry.lesson}  {entry.name:32s} -> {gives}: {verdict}")
+        return "\n".join(lines)
+
+
+def _parameters(exercise_name: str) -> list[str]:
+    """The parameter names of an exercise's natural signature, from its reference."""
+    return list(inspect.signature(EXERCISES[exercise_name].reference).parameters)
+
+
+def _check_signature(source: str, name: str, function: Callable) -> None:
+    expected = _parameters(name)
+    try:
+        inspect.signature(function).bind(*expected)
+    except TypeError:
+        raise StudentOpsError(f"{source}: {name} must take ({', '.join(expected)}), got "
+                              f"{name}{inspect.signature(function)}") from None
+    except ValueError:  # a builtin without a signature: let the grader judge it
+        pass
+
+
+def _collect(module: Any) -> dict[str, Callable]:
+    if isinstance(module, dict):
+        return {name: value for name, value in module.items() if name in EXERCISE_OPS and callable(value)}
+    return {name: getattr(module, name) for name in EXERCISE_OPS if callable(getattr(module, name, None))}
+
+
+def student_ops(module: Any, *, allow_failing: bool = False, source: str | None = None) -> StudentOps:
+    """The op set made of ``module``'s graded functions (a module, an object or a dict).
+
+    Every function is graded first; one that fails keeps npformer's op unless ``allow_failing``.
+    Raises ``StudentOpsError`` when ``module`` defines none of the exercises' names, or a
+    function whose parameters do not fit its exercise's signature.
+    """
+    source = source or getattr(module, "__file__", None) or getattr(module, "__name__", "the module")
+    found = _collect(module)
+    if not found:
+        raise StudentOpsError(f"{source}: defines none of the graded functions that make ops "
+                              f"({', '.join(EXERCISE_OPS)})")
+    for name, function in found.items():
+        _check_signature(source, name, function)
+    exercises, usable = [], {}
+    for name in sorted(EXERCISE_OPS, key=lambda name: EXERCISES[name].lesson):
+        lesson = EXERCISES[name].lesson
+        if name not in found:
+            exercises.append(ExerciseStatus(name, lesson, "missing", False))
+            continue
+        report = check(name, found[name], strict=False)
+        if report.status == PASSED:
+            exercises.append(ExerciseStatus(name, lesson, "passed", True))
+            usable[name] = found[name]
+        elif report.status == NOT_IMPLEMENTED:
+            exercises.append(ExerciseStatus(name, lesson, "not implemented", False))
+        elif allow_failing:
+            exercises.append(ExerciseStatus(name, lesson, "failing", True, _first_line(report)))
+            usable[name] = found[name]
+        else:
+            exercises.append(ExerciseStatus(name, lesson, "failed", False, _first_line(report)))
+    return StudentOps(_ops_from(usable), exercises, str(source))
+
+
+def _first_line(report: Any) -> str:
+    lines = [line for line in str(report).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def _ops_from(usable: dict[str, Callable]) -> dict[str, Callable]:
+    """The op functions that the usable exercises give."""
+    functions: dict[str, Callable] = {}
+    if "linear_backward" in usable:
+        functions.update(_linear(usable["linear_backward"]))
+    for name, textbook in (("relu", ops.relu), ("gelu", ops.gelu)):
+        if f"{name}_backward" in usable:
+            functions.update(_elementwise(name, usable[f"{name}_backward"], textbook))
+    if "layernorm_backward" in usable:
+        functions.update(_layernorm(usable["layernorm_backward"]))
+    if "embedding_backward" in usable:
+        functions.update(_embedding(usable["embedding_backward"]))
+    if "dropout_backward" in usable:
+        functions.update(_dropout(usable["dropout_backward"]))
+    if "attention" in usable or "attention_backward" in usable:
+        functions.update(_attention(usable.get("attention"), usable.get("attention_backward")))
+    if "cross_entropy_backward" in usable or "smoothed_cross_entropy_backward" in usable:
+        functions.update(_cross_entropy(usable.get("cross_entropy_backward"),
+                                        usable.get("smoothed_cross_entropy_backward")))
+    if "padding_mask" in usable:
+        functions.update(_padding_mask(usable["padding_mask"]))
+    if "causal_mask" in usable:
+        functions["causal_mask"] = usable["causal_mask"]
+    if "positional_encoding" in usable:
+        functions.update(_positional(usable["positional_encoding"]))
+    if "adam_step" in usable:
+        def adam_step(param: Any, grad: Any, m: Any, v: Any, step: int, lr: float, beta1: float,
+                      beta2: float, eps: float) -> tuple[Any, Any, Any]:
+            return _cast(usable["adam_step"](param, grad, m, v, step, lr, beta1, beta2, eps), param.dtype)
+        functions["adam_step"] = adam_step
+    return functions
+
+
+def load_student_ops(path: str, *, allow_failing: bool = False) -> StudentOps:
+    """``student_ops`` of the Python file ``path`` (as ``npformer course collect`` writes it).
+
+    Every problem is a one-line ``StudentOpsError`` naming the file (and the function), raised
+    before any work: a missing file, a file that is not Python or does not import, no graded
+    function, a wrong signature, and (unless ``allow_failing``) a function that fails its exercise.
+    """
+    import importlib.util
+    import pathlib
+
+    file = pathlib.Path(path)
+    if not file.is_file():
+        raise StudentOpsError(f"{path}: no such file (write it with: npformer course collect LESSONS --out {path})")
+    try:
+        compile(file.read_bytes(), str(file), "exec")
+    except (SyntaxError, ValueError) as error:
+        where = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
+        raise StudentOpsError(f"{path}: not Python{where}: {getattr(error, 'msg', error)}") from None
+    spec = importlib.util.spec_from_file_location(f"student_ops_{file.stem}", file)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # the student's module: any error is theirs, reported in one line
+        raise StudentOpsError(f"{path}: importing it raised {type(error).__name__}: {error}") from None
+    student = student_ops(module, allow_failing=allow_failing, source=str(path))
+    failed = [entry for entry in student.exercises if entry.status == "failed"]
+    if failed:
+        first = failed[0]
+        raise StudentOpsError(
+            f"{path}: {first.name} (lesson {first.lesson}) fails its exercise ({first.message}); fix it, "
+            f"or pass --allow-failing to use it anyway" + (f" ({len(failed) - 1} more failing)" if len(failed) > 1 else ""))
+    return student

@@ -1,0 +1,182 @@
+"""The student's own functions as npformer's ops: collected from the lessons, graded, run through the
+whole model (``course.student_ops``, ``npformer course collect``, ``train --ops``, ``gradcheck --model
+--ops``); a wrong function is refused or named with its lesson; bad modules are one-line errors."""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from npformer import gradcheck, ops, optim
+from npformer.cli import main
+from npformer.course import StudentOpsError, collect, load_student_ops, student_edition, student_ops
+from npformer.training import train_step
+
+LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory):
+    """The repository's lessons (solutions filled in), collected into one module."""
+    out = tmp_path_factory.mktemp("student") / "my_npformer.py"
+    result = collect(LESSONS, out)
+    assert not result.problems, result.problems
+    return out
+
+
+def test_collect_writes_every_graded_function_in_lesson_order_with_its_lesson(collected):
+    text = collected.read_text()
+    compile(text, str(collected), "exec")
+    for name, lesson in (("linear_backward", "02_linear_and_relu"), ("layernorm_backward", "04_layer_normalization"),
+                         ("attention_backward", "07_scaled_dot_product_attention"), ("adam_step", "12_adam_and_warmup")):
+        assert f"def {name}(" in text and f"# -- lesson {lesson}" in text, name
+    assert text.index("def linear_backward(") < text.index("def layernorm_backward(") < text.index("def adam_step(")
+    assert "BEGIN SOLUTION" not in text and "check(" not in text
+
+
+def test_the_lessons_own_functions_give_20_of_the_28_ops_and_pass_the_whole_model_check(collected):
+    student = load_student_ops(str(collected))
+    assert len(student) == 20 and all(entry.status in ("passed", "missing") for entry in student.exercises)
+    assert student.report().startswith(f"20 of {len(ops.OP_NAMES)} ops are yours")
+    with ops.using(student):
+        labels = ops.active()
+        assert sum(label == "yours" for label in labels.values()) == 20
+        assert labels["linear_backward"] == labels["adam_step"] == labels["attention_backward"] == "yours"
+        report = gradcheck.check_model(seed=0, directions=1)
+    assert report.passed, report.table()
+
+
+def test_a_training_step_on_the_students_ops_equals_npformers(collected):
+    student = load_student_ops(str(collected))
+    losses, params = {}, {}
+    for label, op_set in (("npformer", "textbook"), ("student", student)):
+        model, src, tgt_in, tgt_out = gradcheck.model_case(seed=2, dropout=0.0)
+        optimizer = optim.Adam(model, lr=1e-2)
+        with ops.using(op_set):
+            losses[label] = [train_step(model, (src, tgt_in), tgt_out, optimizer).loss for _ in range(3)]
+        params[label] = model.params()
+    np.testing.assert_allclose(losses["student"], losses["npformer"], rtol=1e-10)
+    for key, value in params["npformer"].items():
+        np.testing.assert_allclose(params["student"][key], value, rtol=1e-8, atol=1e-10, err_msg=key)
+
+
+def test_the_untouched_student_edition_gives_no_op_and_trains_on_npformers(tmp_path):
+    student_dir = tmp_path / "student"
+    student_edition(LESSONS, student_dir)
+    result = collect(student_dir, tmp_path / "mine.py")
+    student = load_student_ops(str(tmp_path / "mine.py"))
+    assert len(student) == 0 and student.report().startswith("0 of")
+    assert {entry.status for entry in student.exercises} == {"not implemented"}
+    assert result.functions  # the stubs were collected: they just are not written yet
+    model, src, tgt_in, tgt_out = gradcheck.model_case(seed=2, dropout=0.0)
+    with ops.using(student):
+        assert "yours" not in ops.active().values()
+        assert np.isfinite(train_step(model, (src, tgt_in), tgt_out, optim.Adam(model)).loss)
+
+
+# Realistic wrong versions of the lessons' functions (the natural-signature twins of gradient mutants
+# in npformer.gradcheck.mutants), each appended to the collected module so that it replaces the right one.
+WRONG = {
+    "linear_backward": ("dW from the last row only", """
+def linear_backward(x, W, b, dout):
+    dx, dW, db = _right(x, W, b, dout)
+    return dx, x[-1, -1:].T @ dout[-1, -1:], db
+"""),
+    "relu_backward": ("the mask forgotten", """
+def relu_backward(x, dout):
+    return dout
+"""),
+    "gelu_backward": ("the Gaussian term missing", """
+def gelu_backward(x, dout):
+    from math import sqrt
+    from npformer.ops import erf
+    return dout * 0.5 * (1 + erf(x / sqrt(2)))
+"""),
+    "layernorm_backward": ("the mean term missing", """
+def layernorm_backward(x, gamma, beta, dout):
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    x_hat = (x - mu) / np.sqrt(var + 1e-5)
+    g = dout * gamma
+    dx = (g - x_hat * (g * x_hat).mean(-1, keepdims=True)) / np.sqrt(var + 1e-5)
+    _, dgamma, dbeta = _right(x, gamma, beta, dout)
+    return dx, dgamma, dbeta
+"""),
+    "embedding_backward": ("repeated ids overwrite instead of adding", """
+def embedding_backward(ids, W, dout):
+    dW = np.zeros_like(W)
+    dW[ids.reshape(-1)] = dout.reshape(-1, W.shape[1])
+    return dW
+"""),
+    "attention_backward": ("the 1/sqrt(Dh) scale forgotten in dq and dk", """
+def attention_backward(q, k, v, mask, dout):
+    dq, dk, dv = _right(q, k, v, mask, dout)
+    return dq * np.sqrt(q.shape[-1]), dk * np.sqrt(q.shape[-1]), dv
+"""),
+    "smoothed_cross_entropy_backward": ("a sum over positions, not a mean", """
+def smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss):
+    return _right(logits, targets, label_smoothing, dloss) * max(int((targets != 0).sum()), 1)
+"""),
+    "dropout_backward": ("the 1 / (1 - p) scale forgotten", """
+def dropout_backward(x, keep, p, dout):
+    return dout * keep
+"""),
+}
+
+
+def _wrong_module(collected, tmp_path, name):
+    source = collected.read_text() + f"\n_right = {name}\n" + WRONG[name][1]
+    path = tmp_path / f"wrong_{name}.py"
+    path.write_text(source)
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_wrong_function_is_refused_and_with_allow_failing_the_model_check_names_it(collected, tmp_path, name, capsys):
+    path = _wrong_module(collected, tmp_path, name)
+    model_options = ["--activation", "gelu"] if name == "gelu_backward" else []  # the default model uses ReLU
+    assert main(["gradcheck", "--model", "--fast", "--ops", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert f"{path}: {name} (lesson" in error and "fails its exercise" in error and "--allow-failing" in error
+    assert len(error.strip().splitlines()) == 1
+    assert main(["gradcheck", "--model", "--fast", "--ops", str(path), "--allow-failing", *model_options]) == 1
+    output = capsys.readouterr().out
+    assert "yours, FAILING its exercise (allowed)" in output
+    culprit_line = output.strip().splitlines()[-1]
+    assert "the op check fails for:" in culprit_line and name in culprit_line and "(lesson" in culprit_line, output
+
+
+@pytest.mark.parametrize("content, message", [
+    ("x = (\n", "not Python (line 1)"),
+    ("def helper():\n    pass\n", "defines none of the graded functions"),
+    ("def relu_backward(x):\n    return x\n", "relu_backward must take (x, dout), got relu_backward(x)"),
+    ("def relu_backward(x, dout):\n    return dout[..., :1]\n", "relu_backward (lesson 02) fails its exercise"),
+    ("import numpy as np\nraise RuntimeError('half-written')\n", "importing it raised RuntimeError: half-written"),
+])
+def test_bad_modules_are_one_line_errors_naming_the_file_before_any_work(tmp_path, capsys, content, message):
+    path = tmp_path / "mine.py"
+    path.write_text(content)
+    assert main(["train", "--ops", str(path), "--runs-dir", str(tmp_path / "runs")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and str(path) in error and message in error, error
+    assert not (tmp_path / "runs").exists(), "nothing may start before the module is accepted"
+    with pytest.raises(StudentOpsError, match=message.split(" (")[0]):
+        load_student_ops(str(path))
+
+
+def test_ops_applies_to_the_model_check_only(tmp_path, capsys):
+    assert main(["gradcheck", "--ops", str(tmp_path / "mine.py")]) == 2
+    assert "--ops applies to --model" in capsys.readouterr().err
+
+
+def test_collect_reports_what_it_cannot_collect_and_changes_nothing(tmp_path):
+    lessons = tmp_path / "mine"
+    student_edition(LESSONS, lessons)
+    broken = lessons / "04_layer_normalization.py"
+    broken.write_text(broken.read_text().replace("raise NotImplementedError", "raise NotImplementedError(", 1))
+    (lessons / "12_adam_and_warmup.py").unlink()
+    before = {path.name: path.read_text() for path in lessons.iterdir()}
+    result = collect(lessons, tmp_path / "out.py")
+    assert any("layernorm_backward does not parse" in problem for problem in result.problems), result.problems
+    assert any(problem.startswith("lesson 12 is missing: adam_step") for problem in result.problems), result.problems
+    assert {path.name: path.read_text() for path in lessons.iterdir()} == before
+    assert main(["course", "collect", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x.py")]) == 2

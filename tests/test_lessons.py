@@ -33,6 +33,7 @@ EXPECTED_FIGURES = {
     "24": ["24_layernorm_against_batchnorm.png"], "25": ["25_torch_agreement.png"],
     "26": ["26_training_curves.png", "26_encoder_self_attention.png", "26_decoder_self_attention.png",
            "26_cross_attention.png"],
+    "27": ["27_your_transformer.png"],
 }
 GRADED = {path.name: graded_exercises(path.read_text(encoding="utf-8")) for path in LESSONS}
 

@@ -8,6 +8,9 @@ import pytest
 from npformer import ops
 from npformer.gradcheck import mutants
 
+# One worker runs this module, so that the catalogue (the command's run) is computed once.
+pytestmark = pytest.mark.xdist_group("mutant-catalogue")
+
 # The mutants whose relative error is small: a checker with its tolerance raised to 1e-2 lets them through.
 SUBTLE = {"layer norm: eps forgotten in backward"}
 

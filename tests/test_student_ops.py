@@ -180,3 +180,21 @@ def test_collect_reports_what_it_cannot_collect_and_changes_nothing(tmp_path):
     assert any(problem.startswith("lesson 12 is missing: adam_step") for problem in result.problems), result.problems
     assert {path.name: path.read_text() for path in lessons.iterdir()} == before
     assert main(["course", "collect", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x.py")]) == 2
+
+
+def test_the_capstone_in_an_untouched_student_edition_trains_on_npformers_ops(tmp_path):
+    """Lesson 27 run where a student who solved nothing would run it: in the student edition's
+    folder. It collects the stubs, says that none of the ops is the student's, and runs to the end."""
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "student"
+    student_edition(LESSONS, folder)
+    env = dict(os.environ, NPFORMER_QUICK="1", NPFORMER_FIGURES=str(tmp_path / "figures"), MPLBACKEND="Agg",
+               NPFORMER_BACKEND="numpy")
+    result = subprocess.run([sys.executable, str(folder / "27_your_transformer.py")], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"0 of {len(ops.OP_NAMES)} ops are yours" in result.stdout
+    assert "not implemented" in result.stdout and (tmp_path / "figures" / "27_your_transformer.png").is_file()

@@ -1,0 +1,176 @@
+# %% [markdown]
+# # Lesson 27 — Your Transformer
+#
+# Since lesson 2 you have written the backward passes of a Transformer one at a time: the linear
+# layer, ReLU and GELU, the loss, layer normalisation, the embedding, dropout, attention, the masks,
+# the positional table and Adam's update. Each was graded alone. This lesson puts them together:
+# your functions become the ops that npformer's blocks call, and the translator of lesson 13 trains
+# on them.
+#
+# 1. **Collect** your graded functions from your lessons into one module, `my_npformer.py`.
+# 2. **Plug them in**: `course.student_ops` turns each function that passes its exercise into an op
+#    (`linear_backward(x, W, b, dout)` becomes the op `linear_backward(dy, cache)`), and
+#    `ops.using(...)` makes every block, the loss and Adam call them. What you have not written, or
+#    not yet got right, stays npformer's, and the report says which is which.
+# 3. **Check** the whole model's gradients through your ops against finite differences.
+# 4. **Train** the translator on your ops and on npformer's, and compare the two runs.
+# 5. **Break** one backward pass on purpose, and see what the check and the training say.
+#
+# The same three steps are commands: `npformer course collect LESSONS --out my_npformer.py`,
+# `npformer gradcheck --model --ops my_npformer.py`, `npformer train --ops my_npformer.py`.
+
+# %%
+import io
+import json
+import os
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import npformer
+from npformer import course, gradcheck, ops, viz
+from npformer.tasks.translation import TrainOptions, train
+
+QUICK = os.environ.get("NPFORMER_QUICK") == "1"
+
+# %% [markdown]
+# ## 1. Collect
+#
+# Your lessons are the files you have been filling in: run this notebook in their folder. (When the
+# folder holds no lessons, the lesson uses the repository's own, whose solutions are filled in.)
+
+# %%
+def lessons_folder():
+    """The folder of your lessons: the current one if it holds them, else the repository's."""
+    here = Path.cwd()
+    if any(here.glob("02_linear_and_relu.*")):
+        return here
+    return Path(npformer.__file__).resolve().parents[1] / "lessons"
+
+
+folder = lessons_folder()
+collected = course.collect(folder, "my_npformer.py")
+print(collected.summary())
+
+# %% [markdown]
+# ## 2. Plug them in
+#
+# Each function is graded first, on its exercise's cases; a function that is missing, not written
+# yet, or failing keeps npformer's op.
+
+# %%
+yours = course.load_student_ops("my_npformer.py")  # a function that fails its exercise stops here, named
+print(yours.report())
+n_yours = len(yours)
+
+# %% [markdown]
+# ## 3. Check the whole model
+#
+# `gradcheck.check_model` builds a tiny float64 Transformer, with padding, dropout and label
+# smoothing, and compares the gradient of every parameter with finite differences of the loss, one
+# random direction per tensor. Under `ops.using(yours)` every gradient flows through your backward
+# passes, from the loss down to the embedding tables.
+
+# %%
+with ops.using(yours):
+    model_check = gradcheck.check_model(seed=0, directions=1)
+print(model_check.table().splitlines()[-1])
+assert model_check.passed, "the whole model's gradients must pass through your ops"
+
+# %% [markdown]
+# ## 4. Train on your ops, and on npformer's
+#
+# The same command twice: `npformer train` on the embedded corpus (lesson 13), once on your ops and
+# once on npformer's, from the same seed.
+
+# %%
+def run(name, op_set):
+    """Train, and return (training losses by step, test BLEU greedy, seconds)."""
+    options = TrainOptions(name=name, runs_dir="runs", max_steps=40 if QUICK else 900,
+                           eval_every=40 if QUICK else 300, test_sentences=100 if QUICK else 1000, log_every=5)
+    start = time.perf_counter()
+    with ops.using(op_set):
+        assert train(options, stream=io.StringIO()) == 0
+    seconds = time.perf_counter() - start
+    with open(os.path.join("runs", name, "metrics.jsonl"), encoding="utf-8") as file:
+        records = [json.loads(line) for line in file]
+    losses = {r["step"]: r["loss"] for r in records if r["kind"] == "train"}
+    test = next(r for r in records if r["kind"] == "test")
+    return losses, test["bleu_greedy"], seconds
+
+
+results = {"yours": run("lesson-27-yours", yours), "npformer's": run("lesson-27-npformer", "fast")}
+print(f"{n_yours} of {len(ops.OP_NAMES)} ops were yours")
+for label, (losses, bleu, seconds) in results.items():
+    print(f"{label:10s} last training loss {list(losses.values())[-1]:.5f}, test BLEU (greedy) {bleu:.1f}, "
+          f"{seconds:.0f} s")
+gap = max(abs(results["yours"][0][step] - results["npformer's"][0][step]) for step in results["yours"][0])
+print(f"largest difference between the two loss curves: {gap:.1e}")
+
+# %% [markdown]
+# When all your functions are right, the two runs compute the same numbers up to float32 rounding,
+# in a different order: the printed gap between the curves is that rounding, grown over the steps
+# of training, and the test BLEU is the same. Your run is slower: your functions are the textbook
+# forms, without npformer's fast forms (lesson 16), and every op hands its inputs to your function.
+
+# %% [markdown]
+# ## 5. One wrong backward pass
+#
+# The bug zoo of lesson 22, applied to your own code: ReLU's backward that forgets its mask
+# (`dx = dout` everywhere). The grader refuses it, so it is used here with `allow_failing=True`,
+# as `npformer train --ops ... --allow-failing` would.
+
+# %%
+import importlib.util  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("my_npformer", "my_npformer.py")
+my_npformer = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(my_npformer)
+
+
+def relu_backward_without_mask(x, dout):
+    return dout
+
+
+functions = {name: value for name, value in vars(my_npformer).items() if callable(value)}
+functions["relu_backward"] = relu_backward_without_mask
+broken = course.student_ops(functions, allow_failing=True, source="my_npformer.py, relu_backward broken")
+with ops.using(broken):
+    broken_check = gradcheck.check_model(seed=0, directions=1)
+print(broken_check.table().splitlines()[-1])
+right = [row.tensor for row in broken_check.results if row.passed]
+print(f"{len(broken_check.failures)} of {len(broken_check.results)} gradients wrong; right: {', '.join(right)}")
+assert not broken_check.passed, "a backward pass without ReLU's mask must fail the model check"
+results["relu mask forgotten"] = run("lesson-27-broken", broken)
+losses, bleu, seconds = results["relu mask forgotten"]
+print(f"relu mask forgotten: last training loss {list(losses.values())[-1]:.5f}, test BLEU (greedy) {bleu:.1f}")
+
+figure, axis = plt.subplots(figsize=(7, 3.6), constrained_layout=True)
+for (label, (losses, bleu, _)), style in zip(results.items(), ("-", "--", ":")):
+    axis.plot(list(losses), list(losses.values()), style, label=f"{label} (test BLEU {bleu:.1f})")
+axis.set(xlabel="step", ylabel="training loss (label-smoothed)",
+         title=f"The translator on your ops ({n_yours} of {len(ops.OP_NAMES)} yours) and on npformer's")
+axis.legend()
+figure.savefig(viz.figures_dir() / "27_your_transformer.png", dpi=110)
+
+# %% [markdown]
+# The model check names the parameters whose gradients went wrong, and the printed list of those
+# still right is short: the parameters that the loss reaches before it passes back through any
+# ReLU (the output projection, the last layer norm, the last feed-forward layer's `fc2`), and the
+# key biases, whose gradient is zero whatever the backward pass does (adding one number to every
+# score of a row leaves its softmax unchanged). Everything under a ReLU receives the wrong gradient. Training does not stop: it goes on along that wrong gradient, and the figure
+# and the printed numbers show where it ends next to the two right runs. A wrong gradient rarely
+# crashes a run, which is why the check comes before the training.
+#
+# ## Exercises
+#
+# 1. Break a different function of yours (`layernorm_backward` without its mean term, `adam_step`
+#    without its bias correction) and compare the three curves again. Which mistake costs the most?
+#    Why can the model check not see the Adam mistake?
+# 2. `npformer gradcheck --model --ops my_npformer.py --allow-failing` names the exercise that breaks
+#    the model when one of your functions fails. How does it find it? (Read `_blame_student_ops` in
+#    `npformer/cli.py`.)
+# 3. Time both runs with `npformer train --ops my_npformer.py` and `npformer train`. Where does your
+#    run spend the extra time? (Lesson 16's profile, and `npformer bench --ops textbook`.)

@@ -101,11 +101,10 @@ assert library.passed
 # %% [markdown]
 # ## The residual connection
 #
-# npformer's residual connection, forward and backward:
+# npformer's residual connection, forward:
 
 # %%
 print(inspect.getsource(residual.residual_forward))
-print(inspect.getsource(residual.residual_backward))
 
 # %% [markdown]
 # The backward pass follows the two arrows out of $x$. The identity path passes the gradient
@@ -120,11 +119,40 @@ print(inspect.getsource(residual.residual_backward))
 #
 # $$dx = dy + J_{\mathrm{LN}}^\top J_F^\top\, D_p(dy)$$
 #
-# The whole layer's backward pass is the forward pass in reverse.
+# ### Your turn
+#
+# Write `residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm)`.
+# The three backward passes are given as functions of an upstream gradient: `sublayer_backward(g)`
+# is $J_F^\top g$, `norm_backward(g)` is $J_{\mathrm{LN}}^\top g$, `dropout_backward(g)` is
+# $D_p(g)$ (in a layer, they are the `.backward` methods of its blocks). Return $dx$, for a
+# post-norm block when `pre_norm` is False and a pre-norm block when it is True. The grader hands
+# your function linear maps with random matrices, so a missing path or a norm in the wrong place
+# changes the numbers. Your function is the op `ops.residual_backward`, which every encoder and
+# decoder layer calls (lesson 27 trains the model on yours).
+
+# %%
+def residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm):
+    """dx of a residual block: post-norm LN(x + D(F(x))) or pre-norm x + D(F(LN(x)))."""
+    ### BEGIN SOLUTION
+    if pre_norm:
+        return dout + norm_backward(sublayer_backward(dropout_backward(dout)))
+    d_sum = norm_backward(dout)
+    return d_sum + sublayer_backward(dropout_backward(d_sum))
+    ### END SOLUTION
+
+
+# %%
+print(check("residual_backward", residual_backward))
+
+# %% [markdown]
+# The whole layer's backward pass is the forward pass in reverse: the feed-forward block's
+# residual backward, then the self-attention block's.
 # The finite-difference check below builds the layer with GELU rather than ReLU: among the many
 # hidden units of the feed-forward network, one whose input lies within the step $h$ of ReLU's kink
 # at $0$ makes the finite difference straddle the kink (lesson 2), and the check fails for that
-# reason alone. The backward code is the same for both activations apart from that one op.
+# reason alone. The backward code is the same for both activations apart from that one op. It runs
+# with your `residual_backward` as the op (`ops.using`), so the check is of your function inside
+# the real layer.
 
 # %%
 print(inspect.getsource(nn.EncoderLayer.backward))
@@ -132,8 +160,10 @@ for pre_norm in (False, True):
     layer = nn.EncoderLayer(6, n_heads=2, d_ff=12, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
                             activation="gelu", rng=rng, dtype=np.float64)
     mask = ops.padding_mask(np.array([[5, 6, 7, 0], [5, 6, 7, 8]]))
-    report = gradcheck.check_module(layer, {"x": rng.standard_normal((2, 4, 6))},
-                                    forward=lambda x: layer.forward(x, mask))
+    passed = check("residual_backward", residual_backward, strict=False).passed  # yours, when it passes
+    with ops.using({"residual_backward": residual_backward} if passed else {}, name="yours"):
+        report = gradcheck.check_module(layer, {"x": rng.standard_normal((2, 4, 6))},
+                                        forward=lambda x: layer.forward(x, mask))
     print(f"pre_norm={pre_norm}:", report.table().splitlines()[-1])
     assert report.passed, f"the encoder layer (pre_norm={pre_norm}) must pass the finite-difference check"
 

@@ -78,24 +78,79 @@ print(inspect.getsource(nn.DecoderLayer.forward))
 print(inspect.getsource(nn.DecoderLayer.backward))
 
 # %% [markdown]
+# The layer's second block, cross-attention, reads two inputs: $x$ and the encoder's output, the
+# memory $M$. Its backward returns `(d_input, d_memory)`, and so must the residual block around
+# it: the identity path and the norm concern $x$ only, and the memory's gradient comes out of the
+# sub-layer as it is.
+#
+# ### Your turn (1)
+#
+# Write `residual_backward_with_memory(dout, sublayer_backward, norm_backward, dropout_backward,
+# pre_norm)`, lesson 9's `residual_backward` for a sub-layer whose backward returns
+# `(d_input, d_memory)`. Return `(dx, d_memory)`.
+
+# %%
+def residual_backward_with_memory(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm):
+    """(dx, d_memory) of a residual block around a sub-layer that also reads the memory."""
+    ### BEGIN SOLUTION
+    if pre_norm:
+        d_input, d_memory = sublayer_backward(dropout_backward(dout))
+        return dout + norm_backward(d_input), d_memory
+    d_sum = norm_backward(dout)
+    d_input, d_memory = sublayer_backward(dropout_backward(d_sum))
+    return d_sum + d_input, d_memory
+    ### END SOLUTION
+
+
+# %%
+print(check("residual_backward_with_memory", residual_backward_with_memory))
+
+# %% [markdown]
 # Every decoder layer reads the same `memory` $M$, so the encoder's output receives the **sum** of
 # the cross-attention gradients of all $N$ decoder layers,
 #
 # $$\frac{\partial L}{\partial M} = \sum_{l=1}^{N} J_{l}^\top\, d_l,$$
 #
 # where $J_l$ is the Jacobian of layer $l$'s output with respect to $M$ and $d_l$ is the gradient
-# that reaches that output. The layer returns `(dx, d_memory)`, and `Decoder.backward` adds the
-# `d_memory` up. The finite-difference check below uses the decoder mask on padded targets and a
-# padding mask on the memory:
+# that reaches that output.
+#
+# ### Your turn (2)
+#
+# Write `stack_backward_with_memory(dout, layer_backwards)`: `layer_backwards` holds each layer's
+# backward pass in the order of the forward pass, each a function from the gradient of the layer's
+# output to `(dx, d_memory)`. Go through the layers last first, and return the gradient of the
+# first layer's input and the memory's gradient summed over every layer.
+
+# %%
+def stack_backward_with_memory(dout, layer_backwards):
+    """(dx, d_memory) of a stack of layers that all read the memory."""
+    ### BEGIN SOLUTION
+    d, d_memory = dout, 0
+    for layer_backward in reversed(layer_backwards):
+        d, d_layer_memory = layer_backward(d)
+        d_memory = d_memory + d_layer_memory
+    return d, d_memory
+    ### END SOLUTION
+
+
+# %%
+print(check("stack_backward_with_memory", stack_backward_with_memory))
+
+# %% [markdown]
+# Both are ops (`ops.residual_backward_with_memory`, `ops.stack_backward_with_memory`) that the
+# decoder calls, like lesson 9's `residual_backward`. The finite-difference check below runs a
+# decoder layer on yours, with the decoder mask on padded targets and a padding mask on the memory:
 
 # %%
 layer = nn.DecoderLayer(6, n_heads=2, d_ff=12, dropout=0.0, dropout_rng=None, pre_norm=False,
                         activation="relu", rng=rng, dtype=np.float64)
 self_mask = ops.padding_mask(np.array([[5, 6, 7, 0], [5, 6, 7, 8]])) & ops.causal_mask(4)
 memory_mask = ops.padding_mask(np.array([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]]))
-report = gradcheck.check_module(
-    layer, {"x": rng.standard_normal((2, 4, 6)), "memory": rng.standard_normal((2, 5, 6))},
-    forward=lambda x, memory: layer.forward(x, memory, self_mask, memory_mask))
+passed = check("residual_backward_with_memory", residual_backward_with_memory, strict=False).passed
+with ops.using({"residual_backward_with_memory": residual_backward_with_memory} if passed else {}, name="yours"):
+    report = gradcheck.check_module(
+        layer, {"x": rng.standard_normal((2, 4, 6)), "memory": rng.standard_normal((2, 5, 6))},
+        forward=lambda x, memory: layer.forward(x, memory, self_mask, memory_mask))
 print(report.table().splitlines()[-1])
 assert report.passed
 

@@ -3,7 +3,8 @@
 #
 # Since lesson 2 you have written the backward passes of a Transformer one at a time: the linear
 # layer, ReLU and GELU, the loss, layer normalisation, the embedding, dropout, attention, the masks,
-# the positional table and Adam's update. Each was graded alone. This lesson puts them together:
+# the positional table, the residual blocks of the encoder and decoder layers (lessons 9 and 10),
+# and Adam's update. Each was graded alone. This lesson puts them together:
 # your functions become the ops that npformer's blocks call, and the translator of lesson 13 trains
 # on them.
 #

@@ -534,8 +534,12 @@ def _blame_student_ops(args: argparse.Namespace, student: Any, report: Any) -> s
 
     if report.passed:
         return f"the model's gradients through your ops pass ({len(student)} of {len(ops.OP_NAMES)} ops yours)"
-    culprits = []
-    for entry in (entry for entry in student.exercises if entry.used):
+    failing = [entry for entry in student.exercises if entry.status == "failing"]  # allowed in, yet wrong
+    culprits = [f"{entry.name} (lesson {entry.lesson})" for entry in failing]
+    blamed_ops = {op for entry in failing for op in EXERCISE_OPS[entry.name]}
+    for entry in (entry for entry in student.exercises if entry.status == "passed"):
+        if blamed_ops & set(EXERCISE_OPS[entry.name]):
+            continue  # it shares its op with a function already named (the loss, with and without smoothing)
         cases = {op.rsplit("_", 1)[0] for op in EXERCISE_OPS[entry.name]} & set(gradcheck.OP_CASES)
         with ops.using({op: student[op] for op in EXERCISE_OPS[entry.name] if op in student}, name="yours"):
             for case in sorted(cases):
@@ -547,8 +551,8 @@ def _blame_student_ops(args: argparse.Namespace, student: Any, report: Any) -> s
                     culprits.append(f"{entry.name} (lesson {entry.lesson})")
                     break
     return ("the model's gradients fail through your ops; "
-            + (f"the op check fails for: {', '.join(culprits)}" if culprits
-               else "each of your ops passes its own check: look at how they combine"))
+            + (f"the culprits (each fails its exercise or its op check): {', '.join(culprits)}" if culprits
+               else "each of your ops passes its exercise and its own check: look at how they combine"))
 
 
 def _run_course(args: argparse.Namespace) -> int:

@@ -112,6 +112,15 @@ WRONG = {
                                                      for i in range(len(hyp) - n + 1)), max(len(hyp) - n + 1, 0)),
                            "not clipped"),
     "length_penalty": (lambda length, alpha: ((5 + length) / 6) * alpha, "FAILED"),
+    "residual_backward": (lambda dout, sublayer, norm, dropout, pre_norm: (
+        norm(sublayer(dropout(dout))) if pre_norm else sublayer(dropout(norm(dout)))),
+        "add the identity path's gradient too"),
+    "residual_backward_with_memory": (lambda dout, sublayer, norm, dropout, pre_norm: _reference(
+        "residual_backward_with_memory")(dout, sublayer, norm, dropout, not pre_norm),
+        "the post-norm formula for a pre-norm block"),
+    "stack_backward_with_memory": (lambda dout, layers: (
+        _reference("stack_backward_with_memory")(dout, layers)[0], layers[-1](dout)[1]),
+        "only the last layer's memory gradient"),
 }
 
 

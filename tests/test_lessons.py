@@ -69,11 +69,9 @@ def test_a_lesson_without_graded_exercises_has_no_solution_block():
 
 
 def _uses_outside_check_calls(tree, name):
-    """Line numbers where ``name`` is read other than as an argument of ``check(...)``."""
-    inside_checks = {id(node) for call in ast.walk(tree) if isinstance(call, ast.Call)
-                     and getattr(call.func, "id", None) == "check" for node in ast.walk(call)}
-    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == name
-            and isinstance(node.ctx, ast.Load) and id(node) not in inside_checks]
+    """Line numbers where the function ``name`` is called, other than by the grader."""
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name]
 
 
 @pytest.mark.parametrize("lesson", GRADED_LESSONS, ids=[path.stem for path in GRADED_LESSONS])

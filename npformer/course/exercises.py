@@ -533,6 +533,87 @@ def _length_penalty_cases(rng):
             Case("alpha = 1", {"length": [1, 3, 12], "alpha": 1.0})]
 
 
+# -- residual blocks and the decoder stack (lessons 9 and 10) -------------------------------------------
+# The student composes backward passes given as functions. In the cases each is a linear map with
+# its own random matrix (the backward of a linear sub-layer, of a norm frozen at a point, of a
+# fixed dropout mask), so a mistake in the composition changes the numbers.
+
+def _linear_map(rng, d_model):
+    matrix = _normal(rng, d_model, d_model) / math.sqrt(d_model)
+    return lambda d: d @ matrix
+
+
+def _dropout_map(rng, shape, p=0.25):
+    keep = rng.random(shape) >= p
+    return lambda d: d * keep / (1.0 - p)
+
+
+def _residual_cases(rng):
+    cases = []
+    for label, shape, pre_norm in (("post-norm, (2, 3, 4)", (2, 3, 4), False), ("pre-norm, (2, 3, 4)", (2, 3, 4), True),
+                                   ("post-norm, one position (1, 1, 5)", (1, 1, 5), False),
+                                   ("pre-norm, (3, 2, 3)", (3, 2, 3), True)):
+        cases.append(Case(label, {"dout": _normal(rng, *shape), "sublayer_backward": _linear_map(rng, shape[-1]),
+                                  "norm_backward": _linear_map(rng, shape[-1]),
+                                  "dropout_backward": _dropout_map(rng, shape), "pre_norm": pre_norm}))
+    return cases
+
+
+def _memory_map(rng, shape, memory_length):
+    """A cross-attention-like backward: ``d (B, Tq, D)`` -> ``(d_input, d_memory (B, Tk, D))``."""
+    to_input, to_memory = _linear_map(rng, shape[-1]), _normal(rng, shape[1], memory_length)
+    return lambda d: (to_input(d), numpy.einsum("bqd,qk->bkd", d, to_memory))
+
+
+def _residual_memory_cases(rng):
+    cases = []
+    for label, shape, memory_length, pre_norm in (("post-norm, (2, 3, 4), memory 5", (2, 3, 4), 5, False),
+                                                  ("pre-norm, (2, 3, 4), memory 2", (2, 3, 4), 2, True),
+                                                  ("post-norm, one position, memory 1", (1, 1, 3), 1, False)):
+        cases.append(Case(label, {"dout": _normal(rng, *shape), "sublayer_backward": _memory_map(rng, shape, memory_length),
+                                  "norm_backward": _linear_map(rng, shape[-1]),
+                                  "dropout_backward": _dropout_map(rng, shape), "pre_norm": pre_norm}))
+    return cases
+
+
+def _stack_cases(rng):
+    def layers(count, shape, memory_length):
+        return [_memory_map(rng, shape, memory_length) for _ in range(count)]
+    return [Case("3 layers, (2, 3, 4), memory 5", {"dout": _normal(rng, 2, 3, 4), "layer_backwards": layers(3, (2, 3, 4), 5)}),
+            Case("1 layer, (1, 2, 3), memory 2", {"dout": _normal(rng, 1, 2, 3), "layer_backwards": layers(1, (1, 2, 3), 2)}),
+            Case("2 layers, (2, 1, 3), memory 4", {"dout": _normal(rng, 2, 1, 3), "layer_backwards": layers(2, (2, 1, 3), 4)})]
+
+
+def _identity_path_hint(got, expected, inputs, output):
+    """The classic mistakes of a residual block: the identity path's gradient not added, or the
+    norm placed as in the other kind of block."""
+    if output != "dx":
+        return ""
+    def sublayer(d):  # the sub-layer's gradient to its input (cross-attention also returns d_memory)
+        result = inputs["sublayer_backward"](d)
+        return result[0] if isinstance(result, tuple) else result
+    dout, norm, dropout, pre_norm = inputs["dout"], inputs["norm_backward"], inputs["dropout_backward"], inputs["pre_norm"]
+    only_sublayer = norm(sublayer(dropout(dout))) if pre_norm else sublayer(dropout(norm(dout)))
+    if numpy.allclose(got, only_sublayer, rtol=1e-9, atol=1e-12):
+        return "only the sub-layer's path: add the identity path's gradient too (x feeds the sum directly)"
+    other_kind = ops.residual.residual_backward(dout, sublayer, norm, dropout, not pre_norm)
+    if numpy.allclose(got, other_kind, rtol=1e-9, atol=1e-12):
+        return "the post-norm formula for a pre-norm block (or the reverse): where is the norm in the forward pass?"
+    return ""
+
+
+def _memory_summed_hint(got, expected, inputs, output):
+    if output != "d_memory" or len(inputs["layer_backwards"]) < 2:
+        return ""
+    d = inputs["dout"]
+    for layer_backward in reversed(inputs["layer_backwards"]):
+        d, last = layer_backward(d)
+        break
+    if numpy.allclose(got, last, rtol=1e-9, atol=1e-12):
+        return "only the last layer's memory gradient: every layer reads the memory, so add all of them"
+    return ""
+
+
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
     Exercise("central_difference", "central_difference(f, x, h) -> the gradient of the scalar f at x", "01",
              _central_difference, _scalar_functions, ("gradient",)),
@@ -601,4 +682,14 @@ EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
              metrics.attention_entropy, _entropy_cases, ("entropy",)),
     Exercise("length_penalty", "length_penalty(length, alpha) -> ((5 + length) / 6) ** alpha", "14",
              length_penalty_factor, _length_penalty_cases, ("penalty",), call=_pointwise("length")),
+    Exercise("residual_backward",
+             "residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm) -> dx", "09",
+             ops.residual.residual_backward, _residual_cases, ("dx",), hints=(_identity_path_hint,)),
+    Exercise("residual_backward_with_memory",
+             "residual_backward_with_memory(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm) "
+             "-> (dx, d_memory)", "10", ops.residual.residual_backward_with_memory, _residual_memory_cases,
+             ("dx", "d_memory"), hints=(_identity_path_hint,)),
+    Exercise("stack_backward_with_memory", "stack_backward_with_memory(dout, layer_backwards) -> (dx, d_memory)",
+             "10", ops.residual.stack_backward_with_memory, _stack_cases, ("dx", "d_memory"),
+             hints=(_memory_summed_hint,)),
 ]}

@@ -195,6 +195,9 @@ EXERCISE_OPS: dict[str, tuple[str, ...]] = {
     "padding_mask": ("padding_mask",),
     "causal_mask": ("causal_mask",),
     "positional_encoding": ("positional_encoding",),
+    "residual_backward": ("residual_backward",),
+    "residual_backward_with_memory": ("residual_backward_with_memory",),
+    "stack_backward_with_memory": ("stack_backward_with_memory",),
     "adam_step": ("adam_step",),
 }
 
@@ -323,6 +326,9 @@ def _ops_from(usable: dict[str, Callable]) -> dict[str, Callable]:
         functions["causal_mask"] = usable["causal_mask"]
     if "positional_encoding" in usable:
         functions.update(_positional(usable["positional_encoding"]))
+    for name in ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory"):
+        if name in usable:  # the blocks' backward passes: the op has the exercise's own signature
+            functions[name] = usable[name]
     if "adam_step" in usable:
         def adam_step(param: Any, grad: Any, m: Any, v: Any, step: int, lr: float, beta1: float,
                       beta2: float, eps: float) -> tuple[Any, Any, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy
 
+from .. import ops
 from .attention import MultiHeadAttention, SelfAttention
 from .dropout import Dropout
 from .feedforward import FeedForward
@@ -95,11 +96,7 @@ class Decoder(Module):
     def backward(self, dout: Any) -> tuple[Any, Any]:
         """Returns ``(dx, d_memory)``, ``d_memory`` summed over the layers."""
         d = dout if self.norm is None else self.norm.backward(dout)
-        d_memory = 0
-        for layer in reversed(self.layers):
-            d, d_layer_memory = layer.backward(d)
-            d_memory = d_memory + d_layer_memory
-        return d, d_memory
+        return ops.stack_backward_with_memory(d, [layer.backward for layer in self.layers])
 
     def step(self, x: Any, position: int, cache: "DecoderCache") -> Any:
         """``x (B, 1, D)`` at ``position`` through every layer, reading and filling ``cache``."""

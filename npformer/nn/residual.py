@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .. import ops
 from .dropout import Dropout
 from .layernorm import LayerNorm
 
@@ -38,18 +39,13 @@ def residual_forward(x: Any, sublayer: Callable[[Any], Any], norm: LayerNorm,
 
 def residual_backward_with_memory(dout: Any, sublayer_backward: Callable[[Any], tuple[Any, Any]],
                                   norm: LayerNorm, dropout: Dropout, pre_norm: bool) -> tuple[Any, Any]:
-    """``(dx, d_memory)`` for a sub-layer whose backward returns ``(d_input, d_memory)``."""
-    if pre_norm:
-        d_sublayer_input, d_memory = sublayer_backward(dropout.backward(dout))
-        return dout + norm.backward(d_sublayer_input), d_memory
-    d_sum = norm.backward(dout)
-    d_sublayer_input, d_memory = sublayer_backward(dropout.backward(d_sum))
-    return d_sum + d_sublayer_input, d_memory
+    """``(dx, d_memory)`` for a sub-layer whose backward returns ``(d_input, d_memory)``: the op
+    ``ops.residual_backward_with_memory`` with this block's norm and dropout."""
+    return ops.residual_backward_with_memory(dout, sublayer_backward, norm.backward, dropout.backward, pre_norm)
 
 
 def residual_backward(dout: Any, sublayer_backward: Callable[[Any], Any], norm: LayerNorm,
                       dropout: Dropout, pre_norm: bool) -> Any:
-    """``dx`` for a sub-layer with one input."""
-    dx, _ = residual_backward_with_memory(dout, lambda d: (sublayer_backward(d), None),
-                                          norm, dropout, pre_norm)
-    return dx
+    """``dx`` for a sub-layer with one input: the op ``ops.residual_backward`` (``npformer/ops/residual.py``,
+    where the equations are) with this block's norm and dropout."""
+    return ops.residual_backward(dout, sublayer_backward, norm.backward, dropout.backward, pre_norm)

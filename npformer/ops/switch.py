@@ -39,14 +39,14 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from . import (adam, attention, cross_entropy, dropout, embedding, gelu, layernorm, linear, masks,
-               patches, pooling, positional, relu, softmax)
+               patches, pooling, positional, relu, residual, softmax)
 
 __all__ = ["OP_NAMES", "using", "active", "DEFAULT", "holds_blas", "holding_blas"]
 
 DEFAULT = "fast"
 
 # The names an op set may define: every differentiable op's pair, the helpers the models call
-# through ``ops`` (masks, positions) and the optimizer's update.
+# through ``ops`` (masks, positions), the residual blocks' backward passes and the optimizer's update.
 _TEXTBOOK_MODULES = {
     linear: ("linear_forward", "linear_backward"),
     relu: ("relu_forward", "relu_backward"),
@@ -62,6 +62,7 @@ _TEXTBOOK_MODULES = {
     patches: ("patches_forward", "patches_backward"),
     masks: ("padding_mask", "causal_mask"),
     positional: ("positional_encoding",),
+    residual: ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory"),
     adam: ("adam_step",),
 }
 OP_NAMES: tuple[str, ...] = tuple(name for names in _TEXTBOOK_MODULES.values() for name in names)

@@ -39,16 +39,20 @@ QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 # %% [markdown]
 # ## 1. Collect
 #
-# Your lessons are the files you have been filling in: run this notebook in their folder. (When the
-# folder holds no lessons, the lesson uses the repository's own, whose solutions are filled in.)
+# Your lessons are the files you have been filling in: run this notebook in their folder, or set
+# `NPFORMER_LESSONS` to it. (Otherwise the lesson uses the repository's own lessons, whose
+# solutions are filled in, when npformer runs from a clone.)
 
 # %%
 def lessons_folder():
-    """The folder of your lessons: the current one if it holds them, else the repository's."""
-    here = Path.cwd()
-    if any(here.glob("02_linear_and_relu.*")):
-        return here
-    return Path(npformer.__file__).resolve().parents[1] / "lessons"
+    """The folder of your lessons: the current one if it holds them, else $NPFORMER_LESSONS, else
+    the repository's."""
+    for folder in (Path.cwd(), Path(os.environ.get("NPFORMER_LESSONS", Path.cwd())),
+                   Path(npformer.__file__).resolve().parents[1] / "lessons"):
+        if any(folder.glob("02_linear_and_relu.*")):
+            return folder
+    raise FileNotFoundError("no lessons here: run this lesson in the folder of your lessons, "
+                            "or set NPFORMER_LESSONS to it")
 
 
 folder = lessons_folder()

@@ -117,6 +117,7 @@ def test_lesson_runs_as_a_notebook_with_its_figures_inline(lesson, notebook_dir,
     monkeypatch.setenv("NPFORMER_FIGURES", str(notebook_dir / "figures"))
     monkeypatch.setenv("NPFORMER_GRADER", "strict")
     monkeypatch.setenv("NPFORMER_BACKEND", "numpy")
+    monkeypatch.setenv("NPFORMER_LESSONS", str(LESSONS_DIR))  # lesson 27 collects the lessons' functions
     monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend draws the figures
     [path] = lesson_notebooks(LESSONS_DIR, notebook_dir, quick=True, only=[lesson.name[:2]], timeout=300)
     notebook = nbformat.read(path, as_version=4)

@@ -8,14 +8,11 @@ import pytest
 from npformer import ops
 from npformer.gradcheck import mutants
 
-# One worker runs this module, so that the catalogue (the command's run) is computed once.
-pytestmark = pytest.mark.xdist_group("mutant-catalogue")
-
 # The mutants whose relative error is small: a checker with its tolerance raised to 1e-2 lets them through.
 SUBTLE = {"layer norm: eps forgotten in backward"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker that needs it, even with other tests in between
 def command():
     """``npformer gradcheck --mutants``, run once: its exit status, its output, and the results its
     ``run_mutants`` call returned (recorded on the way), which the tests below read."""
@@ -38,7 +35,7 @@ def command():
     return status, output.getvalue(), recorded[0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def results(command):
     return command[2]
 

@@ -51,7 +51,7 @@ __all__ = ["set_threads", "get_threads", "parallel_rows", "parallel_items", "bla
 MIN_BLOCK_SIZE = 1 << 15
 
 _blas_controller: Any = None  # threadpoolctl's controller, made at the first threaded call
-_held = 0  # 1 while BLAS is held to one thread
+_held = False  # True while BLAS is held to one thread
 _inside = threading.local()  # set while a thread runs a block: nested calls stay serial
 
 
@@ -103,22 +103,23 @@ def blas_on_one_thread(when: bool = True) -> Iterator[None]:
     between two split calls, a small BLAS call on all cores would wake BLAS's own threads,
     which then spin for a while on the cores that npformer's next split needs (measured: the
     linear layer's forward and backward took 2x as long, toggled per call). Nested holds are
-    one hold; with one thread, or without threadpoolctl, it does nothing.
+    one hold; with one thread it does nothing (more than one thread needs threadpoolctl:
+    ``set_threads`` and the default make sure of it).
     """
     global _blas_controller, _held
-    if not when or _held or _threads == 1 or not _has_threadpoolctl():
+    if not when or _held or _threads == 1:
         yield
         return
     if _blas_controller is None:
         from threadpoolctl import ThreadpoolController
 
         _blas_controller = ThreadpoolController()
-    _held += 1
+    _held = True
     try:
         with _blas_controller.limit(limits=1, user_api="blas"):
             yield
     finally:
-        _held -= 1
+        _held = False
 
 
 def get_threads() -> int:

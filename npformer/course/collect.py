@@ -133,8 +133,9 @@ def collect(folder: str | Path, out: str | Path) -> CollectResult:
             if name in chosen:
                 continue
             chosen.append(name)
-            queue += sorted(used for used in _names_used(definitions[name]) & set(definitions) if used not in chosen)
-        used_names.update(*(_names_used(definitions[name]) for name in chosen))
+            names = _names_used(definitions[name])
+            used_names |= names  # for the imports to keep
+            queue += sorted(used for used in names & set(definitions) if used not in chosen)
         if chosen:
             sections.append(f"# -- lesson {path.stem} ({path.name}) " + "-" * max(0, 70 - len(path.stem)))
             sections += [ast.unparse(definitions[name]) + "\n" for name in chosen]

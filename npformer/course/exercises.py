@@ -605,11 +605,8 @@ def _identity_path_hint(got, expected, inputs, output):
 def _memory_summed_hint(got, expected, inputs, output):
     if output != "d_memory" or len(inputs["layer_backwards"]) < 2:
         return ""
-    d = inputs["dout"]
-    for layer_backward in reversed(inputs["layer_backwards"]):
-        d, last = layer_backward(d)
-        break
-    if numpy.allclose(got, last, rtol=1e-9, atol=1e-12):
+    _, last_layers_memory = inputs["layer_backwards"][-1](inputs["dout"])  # the first one undone
+    if numpy.allclose(got, last_layers_memory, rtol=1e-9, atol=1e-12):
         return "only the last layer's memory gradient: every layer reads the memory, so add all of them"
     return ""
 

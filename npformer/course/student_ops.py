@@ -204,12 +204,12 @@ EXERCISE_OPS: dict[str, tuple[str, ...]] = {
 
 @dataclass
 class ExerciseStatus:
-    """One exercise of the op set: whether the student's function is used, and why."""
+    """One exercise of the op set: whether the student's function is used ("passed", or "failing"
+    when allowed), and why."""
 
     name: str
     lesson: str
     status: str          # "passed", "failing" (used only with allow_failing), "failed", "missing", "not implemented"
-    used: bool
     message: str = ""
 
 
@@ -280,19 +280,19 @@ def student_ops(module: Any, *, allow_failing: bool = False, source: str | None 
     for name in sorted(EXERCISE_OPS, key=lambda name: EXERCISES[name].lesson):
         lesson = EXERCISES[name].lesson
         if name not in found:
-            exercises.append(ExerciseStatus(name, lesson, "missing", False))
+            exercises.append(ExerciseStatus(name, lesson, "missing"))
             continue
         report = check(name, found[name], strict=False)
         if report.status == PASSED:
-            exercises.append(ExerciseStatus(name, lesson, "passed", True))
+            exercises.append(ExerciseStatus(name, lesson, "passed"))
             usable[name] = found[name]
         elif report.status == NOT_IMPLEMENTED:
-            exercises.append(ExerciseStatus(name, lesson, "not implemented", False))
+            exercises.append(ExerciseStatus(name, lesson, "not implemented"))
         elif allow_failing:
-            exercises.append(ExerciseStatus(name, lesson, "failing", True, _first_line(report)))
+            exercises.append(ExerciseStatus(name, lesson, "failing", _first_line(report)))
             usable[name] = found[name]
         else:
-            exercises.append(ExerciseStatus(name, lesson, "failed", False, _first_line(report)))
+            exercises.append(ExerciseStatus(name, lesson, "failed", _first_line(report)))
     return StudentOps(_ops_from(usable), exercises, str(source))
 
 

@@ -559,12 +559,20 @@ def _run_course(args: argparse.Namespace) -> int:
     from . import course
 
     command = f"course {args.action}"
-    if args.action == "collect":
+    if args.action in ("collect", "grade"):
+        what = "the folder of your lessons" if args.action == "collect" else "the folder of submissions (one per student)"
         if not args.out:
-            return _fail(command, "needs the folder of your lessons: npformer course collect FOLDER --out my_npformer.py")
+            return _fail(command, f"needs {what}: npformer course {args.action} FOLDER --out FILE")
         try:
-            print(course.collect(args.out, args.module).summary())
-        except (FileNotFoundError, OSError) as error:
+            if args.action == "collect":
+                print(course.collect(args.out, args.module or "my_npformer.py").summary())
+            else:
+                graded = course.grade_class(args.out, args.module or "grades.csv", timeout=args.timeout,
+                                            seed=args.seed, progress=lambda name: print(f"grading {name} ...",
+                                                                                         flush=True))
+                print(course.grading.summary(graded))
+                print(f"wrote {args.module or 'grades.csv'} and the feedback beside it")
+        except (FileNotFoundError, OSError, ValueError) as error:
             return _fail(command, str(error))
         return 0
     if args.action != "exercises" and not args.out:
@@ -572,17 +580,18 @@ def _run_course(args: argparse.Namespace) -> int:
     try:
         if args.action == "exercises":
             print(course.exercise_table(args.lessons))
-        elif args.action == "student":
+        elif args.action in ("student", "instructor"):
+            student = args.action == "student"
             if args.notebooks:
-                files = course.lesson_notebooks(args.lessons, args.out, execute=False, student=True)
+                files = course.lesson_notebooks(args.lessons, args.out, execute=False, student=student)
             else:
-                files = course.student_edition(args.lessons, args.out)
-            print(f"wrote the student edition of {len(files)} lessons to {args.out}")
+                files = (course.student_edition if student else course.instructor_edition)(args.lessons, args.out)
+            print(f"wrote the {args.action} edition of {len(files)} lessons to {args.out}")
         else:
             files = course.lesson_notebooks(args.lessons, args.out, execute=not args.no_execute,
                                             student=args.student, quick=args.quick)
             print(f"wrote {len(files)} {'executed ' if not args.no_execute else ''}notebooks to {args.out}")
-    except (FileNotFoundError, ValueError, ImportError, course.notebooks.NotebookError) as error:
+    except (FileNotFoundError, FileExistsError, ValueError, ImportError, course.notebooks.NotebookError) as error:
         return _fail(command, str(error))
     return 0
 
@@ -723,25 +732,37 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_run_gradcheck)
 
     course_parser = commands.add_parser(
-        "course", help="the course: the student edition, the lessons as notebooks, the exercise table",
-        description="student OUT: the lessons with every solution replaced by a stub that raises "
-                    "NotImplementedError. notebooks OUT: the lessons as executed Jupyter notebooks (needs "
-                    "the course extra). exercises: the table of graded exercises and open questions. "
-                    "collect FOLDER --out FILE: your graded functions, from your lessons, in one module "
-                    "for npformer train --ops FILE and npformer gradcheck --model --ops FILE.")
-    course_parser.add_argument("action", choices=("student", "notebooks", "exercises", "collect"))
-    course_parser.add_argument("out", nargs="?", help="output folder (student, notebooks); for collect, the "
-                                                      "folder of your filled-in lessons (.py or .ipynb)")
-    course_parser.add_argument("--out", dest="module", default="my_npformer.py",
-                               help="collect: the module to write (default: %(default)s)")
-    course_parser.add_argument("--lessons", default="lessons",
-                               help="the lessons folder of the repository (default: %(default)s)")
+        "course", help="the course: both editions, notebooks, the exercise table, collecting and grading",
+        description="student OUT: the lessons without the solutions (each a stub that raises "
+                    "NotImplementedError), the classic-mistake cells and the answers. instructor OUT: the lessons "
+                    "with all of them. notebooks OUT: the lessons as executed Jupyter notebooks (needs the course "
+                    "extra). exercises: the table of graded exercises and open questions. collect FOLDER --out "
+                    "FILE: your graded functions, from your lessons, in one module for npformer train --ops FILE. "
+                    "grade SUBMISSIONS --out grades.csv: every student folder of SUBMISSIONS graded in fresh "
+                    "processes, one CSV row per student, feedback files beside the CSV. The lessons come with "
+                    "the installed package (--lessons to use other ones).")
+    course_parser.add_argument("action", choices=("student", "instructor", "notebooks", "exercises", "collect",
+                                                  "grade"))
+    course_parser.add_argument("out", nargs="?", help="output folder (student, instructor, notebooks); for "
+                                                      "collect, the folder of your filled-in lessons (.py or "
+                                                      ".ipynb); for grade, the folder of submissions")
+    course_parser.add_argument("--out", dest="module", default=None,
+                               help="collect: the module to write (default: my_npformer.py); grade: the CSV "
+                                    "(default: grades.csv)")
+    course_parser.add_argument("--lessons", default=None,
+                               help="a lessons folder (default: the lessons installed with npformer)")
     course_parser.add_argument("--notebooks", action="store_true",
-                               help="student: write .ipynb notebooks (not executed) instead of .py scripts")
+                               help="student, instructor: write .ipynb notebooks (not executed) instead of .py "
+                                    "scripts; the student's carry nbgrader's cell metadata")
     course_parser.add_argument("--student", action="store_true", help="notebooks: of the student edition")
     course_parser.add_argument("--no-execute", action="store_true", help="notebooks: convert without running")
     course_parser.add_argument("--quick", action="store_true",
                                help="notebooks: short trainings (NPFORMER_QUICK=1), as the tests run them")
+    course_parser.add_argument("--timeout", type=float, default=30.0,
+                               help="grade: seconds one exercise may run (default: %(default)s)")
+    course_parser.add_argument("--seed", type=int, default=None,
+                               help="grade: the seed of the unseen cases, the same for the whole class "
+                                    "(default: drawn once, written in the feedback)")
     course_parser.set_defaults(handler=_run_course)
     return parser
 

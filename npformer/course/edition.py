@@ -1,49 +1,103 @@
-"""The student edition of the lessons, and the table of their exercises.
+"""The two editions of the lessons, where they are installed, and the table of their exercises.
 
-A lesson holds each graded exercise's solution between two marker lines (the
-convention of nbgrader)::
+The lesson files are the instructor edition. Two things in them are for the instructor only:
 
-    def relu_backward(x, dout):
-        ### BEGIN SOLUTION
-        return dout * (x > 0)
-        ### END SOLUTION
+* each graded exercise's solution, between two marker lines (the convention of nbgrader)::
 
-The student edition replaces everything from ``### BEGIN SOLUTION`` to
-``### END SOLUTION`` by a stub at the same indentation::
+      def relu_backward(x, dout):
+          ### BEGIN SOLUTION
+          return dout * (x > 0)
+          ### END SOLUTION
+
+* whole cells tagged ``instructor`` in their header line (jupytext's cell metadata, so the tag
+  also reaches the notebooks): the classic-mistake cells, whose wrong solution is the answer minus
+  one term, and the answers to the open questions::
+
+      # %% [markdown] tags=["instructor"]
+      # ### Answers (instructor edition)
+
+The student edition (``student_source``, ``npformer course student OUT``) replaces every solution
+by a stub at the same indentation and leaves every ``instructor`` cell out::
 
     def relu_backward(x, dout):
         # YOUR CODE HERE
         raise NotImplementedError
 
-Everything else is unchanged, so the student edition runs to the end: the grader
-reports each stub as "not implemented yet", and the lesson goes on with the
-library's own version. The full lessons are the published solutions.
+Everything else is unchanged, so the student edition runs to the end: the grader reports each
+stub as "not implemented yet", and the lesson goes on with the library's own version.
+``instructor_only(text)`` is what the student edition leaves out (the tests check that none of it
+reaches a student).
+
+The lessons travel inside the installed package (``npformer/lessons`` in the wheel, the
+repository's ``lessons/`` folder in a clone), so ``lessons_folder()`` finds them without a clone.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
+import shutil
 from pathlib import Path
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError")
+INSTRUCTOR = "instructor"
+_CELL_HEADER = re.compile(r"^# %%")
+_TAGS = re.compile(r"\btags=(\[[^\]]*\])")
 _CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([a-z_]+)["'](?![^\n]*strict=False)""")
 _QUESTION = re.compile(r"^# \d+\. ")
 
 
-def lesson_files(lessons_dir: str | Path) -> list[Path]:
-    """The lessons of a folder, ``NN_topic.py``, in order; a clear error when there are none."""
-    folder = Path(lessons_dir)
+def lessons_folder() -> Path:
+    """The installed lessons: ``npformer/lessons`` of the wheel, or the repository's ``lessons/``
+    when npformer is installed from a clone (editable); a clear error when neither is there."""
+    spec = importlib.util.find_spec("npformer.lessons")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if any(Path(location).glob("[0-9][0-9]_*.py")):
+            return Path(location)
+    clone = Path(__file__).resolve().parents[2] / "lessons"
+    if any(clone.glob("[0-9][0-9]_*.py")):
+        return clone
+    raise FileNotFoundError("the lessons are not installed with this copy of npformer: reinstall it "
+                            "(pip install npformer, or pip install . from a clone), or pass --lessons FOLDER")
+
+
+def lesson_files(lessons_dir: str | Path | None = None) -> list[Path]:
+    """The lessons of a folder (default: the installed ones), ``NN_topic.py``, in order."""
+    folder = lessons_folder() if lessons_dir is None else Path(lessons_dir)
     files = sorted(folder.glob("[0-9][0-9]_*.py"))
     if not files:
-        raise FileNotFoundError(f"no lessons (NN_topic.py files) in {str(folder)!r}: pass the repository's "
-                                "lessons folder (the lessons are not part of the installed package)")
+        raise FileNotFoundError(f"no lessons (NN_topic.py files) in {str(folder)!r}")
     return files
 
 
-def student_source(text: str, name: str = "lesson") -> str:
-    """``text`` with every solution block replaced by a stub that raises ``NotImplementedError``."""
-    lines, out, start = text.splitlines(keepends=True), [], None
+def cells(text: str) -> list[str]:
+    """The cells of a percent-format script: the text before the first ``# %%`` line, then one
+    string per cell, each starting with its header line; ``"".join(cells(text)) == text``."""
+    pieces, current = [], []
+    for line in text.splitlines(keepends=True):
+        if _CELL_HEADER.match(line) and current:
+            pieces.append("".join(current))
+            current = []
+        current.append(line)
+    return pieces + ["".join(current)] if current else pieces
+
+
+def cell_tags(cell: str) -> list[str]:
+    """The tags in a cell's header line (``# %% [markdown] tags=["instructor"]``)."""
+    header = cell.split("\n", 1)[0]
+    found = _TAGS.search(header) if _CELL_HEADER.match(header) else None
+    return json.loads(found.group(1)) if found else []
+
+
+def is_instructor_cell(cell: str) -> bool:
+    return INSTRUCTOR in cell_tags(cell)
+
+
+def _stub_solutions(text: str, name: str, keep: bool) -> tuple[str, str]:
+    """(``text`` with each solution replaced by a stub, the solutions' lines)."""
+    lines, out, removed, start = text.splitlines(keepends=True), [], [], None
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
         if stripped == BEGIN:
@@ -51,29 +105,63 @@ def student_source(text: str, name: str = "lesson") -> str:
                 raise ValueError(f"{name}:{number}: {BEGIN} inside the block opened at line {start}")
             start = number
             indent = line[: len(line) - len(line.lstrip())]
-            out += [f"{indent}{stub}\n" for stub in STUB]
+            out += [line] if keep else [f"{indent}{stub}\n" for stub in STUB]
         elif stripped == END:
             if start is None:
                 raise ValueError(f"{name}:{number}: {END} without a {BEGIN} before it")
             start = None
-        elif start is None:
+            out += [line] if keep else []
+        elif start is None or keep:
             out.append(line)
+            if start is not None:
+                removed.append(line)
+        else:
+            removed.append(line)
     if start is not None:
         raise ValueError(f"{name}:{start}: {BEGIN} is never closed by {END}")
-    return "".join(out)
+    return "".join(out), "".join(removed)
 
 
-def student_edition(lessons_dir: str | Path, out_dir: str | Path) -> list[Path]:
-    """Write the student edition of every lesson of ``lessons_dir`` into ``out_dir``; return the files."""
+def student_source(text: str, name: str = "lesson") -> str:
+    """``text`` without its ``instructor`` cells and with every solution replaced by a stub."""
+    kept = "".join(cell for cell in cells(text) if not is_instructor_cell(cell))
+    _stub_solutions(text, name, keep=True)  # the markers are checked on the whole file
+    return _stub_solutions(kept, name, keep=False)[0]
+
+
+def instructor_only(text: str, name: str = "lesson") -> str:
+    """What the student edition of ``text`` leaves out: the solutions' lines and the ``instructor`` cells."""
+    tagged = "".join(cell for cell in cells(text) if is_instructor_cell(cell))
+    kept = "".join(cell for cell in cells(text) if not is_instructor_cell(cell))
+    return _stub_solutions(kept, name, keep=False)[1] + tagged
+
+
+def _write_edition(lessons_dir: str | Path | None, out_dir: str | Path, student: bool) -> list[Path]:
     files = lesson_files(lessons_dir)
-    editions = [(path.name, student_source(path.read_text(encoding="utf-8"), path.name)) for path in files]
+    texts = [(path, path.read_text(encoding="utf-8")) for path in files]
+    editions = [(path.name, student_source(text, path.name) if student else text) for path, text in texts]
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for filename, text in editions:
         (out / filename).write_text(text, encoding="utf-8")
         written.append(out / filename)
+    readme = files[0].parent / "README.md"
+    if readme.exists():
+        shutil.copyfile(readme, out / "README.md")
     return written
+
+
+def student_edition(lessons_dir: str | Path | None, out_dir: str | Path) -> list[Path]:
+    """Write the student edition of every lesson (default: the installed ones) into ``out_dir``."""
+    return _write_edition(lessons_dir, out_dir, student=True)
+
+
+def instructor_edition(lessons_dir: str | Path | None, out_dir: str | Path) -> list[Path]:
+    """Write the instructor edition (the lessons as they are: solutions, mistakes, answers) into ``out_dir``."""
+    return _write_edition(lessons_dir, out_dir, student=False)
 
 
 def graded_exercises(text: str) -> list[str]:
@@ -83,12 +171,14 @@ def graded_exercises(text: str) -> list[str]:
 
 
 def open_questions(text: str) -> int:
-    """How many numbered questions the lesson's ``## Exercises`` section asks."""
+    """How many numbered questions the lesson's ``## Exercises`` section asks (its answers, in the
+    instructor cells after it, are not counted)."""
     section = text.split("# ## Exercises", 1)[-1] if "# ## Exercises" in text else ""
-    return sum(1 for line in section.splitlines() if _QUESTION.match(line))
+    asked = "".join(cell for cell in cells(section) if not is_instructor_cell(cell))
+    return sum(1 for line in asked.splitlines() if _QUESTION.match(line))
 
 
-def exercise_table(lessons_dir: str | Path) -> str:
+def exercise_table(lessons_dir: str | Path | None = None) -> str:
     """A Markdown table: each lesson, its graded exercises and its number of open questions."""
     rows = ["| lesson | graded exercises (`npformer.course.check`) | open questions |", "|---|---|---|"]
     for path in lesson_files(lessons_dir):

@@ -21,10 +21,11 @@ from typing import Callable
 
 import numpy
 
-from .. import metrics, models, ops, optim
+from .. import metrics, models, nn, ops, optim
 from ..gradcheck.engine import numerical_gradient
 from ..tasks.translation.decoding import length_penalty_factor
 from ..tokens import PAD_ID
+from . import hints
 
 Inputs = dict  # argument name -> value, in the order the student's function takes them
 
@@ -50,6 +51,10 @@ class Exercise:
     this exercise can recognise (repeated ids, a bias correction at the wrong step).
     ``call`` applies a function to a case's inputs (default: ``fn(*inputs.values())``);
     a scalar rule such as a learning-rate schedule is called once per point.
+    ``unseen`` draws the cases a student never sees (other shapes and values, from a
+    generator seeded per check). ``library`` names npformer's own functions that compute
+    the answer: they are unavailable while the student's function is graded. ``points``:
+    what the exercise is worth in a class's grades (a backward pass 2, the rest 1).
     """
 
     name: str
@@ -63,6 +68,9 @@ class Exercise:
     exact: bool = False
     hints: tuple[Callable, ...] = ()
     call: Callable | None = None
+    unseen: Callable[[numpy.random.Generator], list[Case]] | None = None
+    library: tuple[Callable, ...] = ()
+    points: int = 1
 
 
 def _normal(rng: numpy.random.Generator, *shape: int) -> numpy.ndarray:
@@ -273,6 +281,8 @@ def _mask_cases(rng):
 
 
 def _inverted_mask_hint(got, expected, inputs, output):
+    if expected.all() or not expected.any():  # one value only: inverted or not, it cannot tell
+        return ""
     if got.shape == expected.shape and numpy.array_equal(got.astype(bool), ~expected.astype(bool)):
         return "inverted: True must mean 'may attend' (a real token, a key at or before the query)"
     return ""
@@ -381,6 +391,21 @@ def _multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask,
     return dquery, dkeys + dvalues, dWq, dWk, dWv, dWo
 
 
+def _memory_paths_hint(got, expected, inputs, output):
+    """dmemory from one of the memory's two paths (through the keys, through the values) only."""
+    if output != "dmemory":
+        return ""
+    forward_inputs = {key: value for key, value in inputs.items() if key != "dout"}
+    _, (caches, attention_cache, out_cache) = _multi_head_attention_pieces(*forward_inputs.values())
+    d_merged = ops.linear_backward(inputs["dout"], out_cache)[0]
+    _, dk, dv = ops.attention_backward(_split_heads(d_merged, inputs["n_heads"]), attention_cache)
+    for d_head, cache, path in ((dk, caches[1], "keys'"), (dv, caches[2], "values'")):
+        if hints._explains(ops.linear_backward(_merge_heads(d_head), cache)[0], got):
+            return (f"only the {path} path: the memory feeds both the keys and the values, so dmemory is the "
+                    "sum of the two paths' gradients")
+    return ""
+
+
 def _multi_head_attention_inputs(r, batch, t_query, t_memory, d_model, n_heads, mask):
     return {"query": _normal(r, batch, t_query, d_model), "memory": _normal(r, batch, t_memory, d_model),
             "Wq": _normal(r, d_model, d_model) / math.sqrt(d_model),
@@ -458,8 +483,11 @@ def _adam_cases(rng):
                 "eps": 1e-9}
     first = make(1, (3, 4))
     first["m"], first["v"] = numpy.zeros((3, 4)), numpy.zeros((3, 4))
+    tiny = make(3, (2, 3))
+    tiny.update(grad=1e-7 * tiny["grad"], m=1e-7 * tiny["m"], v=1e-14 * tiny["v"], eps=1e-8)
     return [Case("step 1, m = v = 0, (3, 4)", first), Case("step 7, (5,)", make(7, (5,))),
-            Case("step 1000, (2, 2)", make(1000, (2, 2)))]
+            Case("step 1000, (2, 2)", make(1000, (2, 2))),
+            Case("step 3, gradients near 1e-7: where eps matters", tiny)]
 
 
 def _adam_step_hint(got, expected, inputs, output):
@@ -603,90 +631,336 @@ def _identity_path_hint(got, expected, inputs, output):
 
 
 def _memory_summed_hint(got, expected, inputs, output):
+    """d_memory from one layer only: every layer's cross-attention reads the memory."""
     if output != "d_memory" or len(inputs["layer_backwards"]) < 2:
         return ""
-    _, last_layers_memory = inputs["layer_backwards"][-1](inputs["dout"])  # the first one undone
-    if numpy.allclose(got, last_layers_memory, rtol=1e-9, atol=1e-12):
-        return "only the last layer's memory gradient: every layer reads the memory, so add all of them"
+    d_layer, each_layer = inputs["dout"], []
+    for layer_backward in reversed(inputs["layer_backwards"]):
+        d_layer, d_memory = layer_backward(d_layer)
+        each_layer.append(d_memory)
+    if any(numpy.allclose(got, d_memory, rtol=1e-9, atol=1e-12) for d_memory in each_layer):
+        return "only one layer's memory gradient: every layer reads the memory, so add all of them"
     return ""
+
+
+# -- the cases a student never sees ------------------------------------------------------------------
+# Each draws its shapes and values from the generator the grader seeds afresh for every check, within
+# the ranges where the exercise is defined (a layer norm needs D >= 2; ReLU's inputs stay clear of the
+# kink, where a finite difference straddles it).
+
+def _size(rng, low, high):
+    return int(rng.integers(low, high + 1))
+
+
+def _unseen_scalar_functions(rng):
+    shape = (_size(rng, 1, 4), _size(rng, 1, 4))
+    scale = float(rng.uniform(0.5, 2.0))
+
+    def quartic(x):
+        return scale * numpy.sum(x**4) / 4 + numpy.sum(x[..., :1])
+
+    return [Case(f"f(x) = {scale:.2f} sum(x^4) / 4 + sum(x[..., 0]), x {shape}",
+                 {"f": quartic, "x": rng.standard_normal(shape), "h": 1e-5})]
+
+
+def _unseen_linear(rng):
+    shape = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 1, 5), _size(rng, 1, 5))
+    batch, length, d_in, d_out = shape
+    inputs = {"x": _normal(rng, batch, length, d_in), "W": _normal(rng, d_in, d_out), "b": _normal(rng, d_out)}
+    return [Case(f"B={batch}, T={length}, {d_in} -> {d_out}", _with_dout(rng, inputs, _linear))]
+
+
+def _unseen_elementwise(forward, away_from_zero=False):
+    def cases(rng):
+        shape = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 1, 5))
+        x = 3 * _normal(rng, *shape)
+        if away_from_zero:  # a kink at 0: keep every entry at least 0.05 from it
+            x = numpy.sign(x) * (0.05 + numpy.abs(x))
+        return [Case(f"shape {shape}", _with_dout(rng, {"x": x}, forward))]
+    return cases
+
+
+def _unseen_softmax(rng):
+    shape = (_size(rng, 1, 3), _size(rng, 1, 6))
+    return [Case(f"shape {shape}, scores around 500", {"x": 500 + 3 * _normal(rng, *shape)})]
+
+
+def _unseen_loss(smoothing):
+    def cases(rng):
+        batch, length, vocab = _size(rng, 2, 4), _size(rng, 1, 5), _size(rng, 2, 7)
+        targets = rng.integers(1, vocab, size=(batch, length))
+        targets[rng.random((batch, length)) < 0.3] = PAD_ID
+        inputs = {"logits": 2 * _normal(rng, batch, length, vocab), "targets": targets}
+        if smoothing:
+            inputs["label_smoothing"] = float(rng.uniform(0.05, 0.3))
+        return [Case(f"B={batch}, T={length}, V={vocab}, random padding", {**inputs, "dloss": float(rng.uniform(0.5, 2))})]
+    return cases
+
+
+def _unseen_layernorm(rng):
+    shape = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 3, 7))  # D = 2 leaves x_hat = +-1: no test
+    inputs = {"x": rng.uniform(-5, 5) + 2 * _normal(rng, *shape), "gamma": 1 + 0.5 * _normal(rng, shape[-1]),
+              "beta": _normal(rng, shape[-1])}
+    return [Case(f"B={shape[0]}, T={shape[1]}, D={shape[2]}", _with_dout(rng, inputs, _layernorm))]
+
+
+def _unseen_positional(rng):
+    max_len, d_model = _size(rng, 1, 40), _size(rng, 2, 12)
+    return [Case(f"max_len={max_len}, d_model={d_model}", {"max_len": max_len, "d_model": d_model})]
+
+
+def _padded_ids(rng, batch, length):
+    ids = rng.integers(1, 9, size=(batch, length))
+    for row, real in enumerate(rng.integers(0, length + 1, size=batch)):
+        ids[row, real:] = PAD_ID
+    return ids
+
+
+def _unseen_padding_mask(rng):
+    batch, length = _size(rng, 1, 4), _size(rng, 1, 6)
+    return [Case(f"B={batch}, T={length}, random padded tails", {"ids": _padded_ids(rng, batch, length)})]
+
+
+def _unseen_decoder_mask(rng):
+    batch, length = _size(rng, 1, 4), _size(rng, 1, 6)
+    return [Case(f"B={batch}, T={length}, random padded tails", {"tgt_ids": _padded_ids(rng, batch, length)})]
+
+
+def _unseen_causal_mask(rng):
+    length = _size(rng, 3, 12)
+    return [Case(f"T={length}", {"length": length})]
+
+
+def _unseen_embedding(rng):
+    vocab, batch, length = _size(rng, 2, 6), _size(rng, 1, 3), _size(rng, 2, 6)
+    inputs = {"ids": rng.integers(0, vocab, size=(batch, length)), "W": _normal(rng, vocab, _size(rng, 1, 4))}
+    return [Case(f"V={vocab}, B={batch}, T={length}, ids drawn with repeats", _with_dout(rng, inputs, _embedding))]
+
+
+def _unseen_dropout(rng):
+    shape, p = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 1, 5)), float(rng.uniform(0.05, 0.6))
+    inputs = {"x": _normal(rng, *shape), "keep": rng.random(shape) >= p, "p": p}
+    return [Case(f"shape {shape}, p = {p:.2f}", _with_dout(rng, inputs, _dropout))]
+
+
+def _unseen_attention_inputs(rng):
+    batch, heads, t_query, t_key, head_dim = (_size(rng, 1, 2), _size(rng, 1, 3), _size(rng, 1, 4),
+                                              _size(rng, 1, 5), _size(rng, 1, 4))
+    mask = rng.random((batch, 1, t_query, t_key)) < 0.75
+    label = f"B={batch}, H={heads}, Tq={t_query}, Tk={t_key}, Dh={head_dim}, random mask"
+    return label, _attention_inputs(rng, batch, heads, t_query, t_key, head_dim, mask)
+
+
+def _unseen_attention(rng):
+    label, inputs = _unseen_attention_inputs(rng)
+    return [Case(label, inputs)]
+
+
+def _unseen_attention_backward(rng):
+    label, inputs = _unseen_attention_inputs(rng)
+    return [Case(label, _with_dout(rng, inputs, _attention))]
+
+
+def _unseen_split(rng):
+    batch, length, heads, head_dim = _size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 1, 4), _size(rng, 1, 3)
+    return [Case(f"B={batch}, T={length}, {heads} heads of {head_dim}",
+                 {"x": _normal(rng, batch, length, heads * head_dim), "n_heads": heads})]
+
+
+def _unseen_merge(rng):
+    return [Case(case.label, {"x": _split_heads(case.inputs["x"], case.inputs["n_heads"])}) for case in _unseen_split(rng)]
+
+
+def _unseen_multi_head_attention_inputs(rng):
+    batch, t_query, t_memory, heads, head_dim = (_size(rng, 1, 2), _size(rng, 1, 3), _size(rng, 1, 4),
+                                                 _size(rng, 1, 3), _size(rng, 1, 3))
+    mask = rng.random((batch, 1, 1, t_memory)) < 0.8
+    mask[..., 0] = True  # every query sees at least one key
+    label = f"B={batch}, Tq={t_query}, Tm={t_memory}, D={heads * head_dim}, {heads} heads, random padding"
+    return label, _multi_head_attention_inputs(rng, batch, t_query, t_memory, heads * head_dim, heads, mask)
+
+
+def _unseen_multi_head_attention(rng):
+    label, inputs = _unseen_multi_head_attention_inputs(rng)
+    return [Case(label, inputs)]
+
+
+def _unseen_multi_head_attention_backward(rng):
+    label, inputs = _unseen_multi_head_attention_inputs(rng)
+    return [Case(label, _with_dout(rng, inputs, _multi_head_attention))]
+
+
+def _unseen_transformer_parameters(rng):
+    sizes = {"src_vocab": _size(rng, 4, 3000), "tgt_vocab": _size(rng, 4, 3000), "d_model": 4 * _size(rng, 1, 32),
+             "d_ff": 4 * _size(rng, 1, 128), "n_layers": _size(rng, 1, 6)}
+    return [Case(", ".join(f"{key}={value}" for key, value in sizes.items()), sizes)]
+
+
+def _unseen_adam(rng):
+    shape, step = (_size(rng, 1, 4), _size(rng, 1, 4)), _size(rng, 1, 3000)
+    return [Case(f"step {step}, shape {shape}", {
+        "param": _normal(rng, *shape), "grad": _normal(rng, *shape), "m": 0.1 * _normal(rng, *shape),
+        "v": 0.1 * rng.random(shape), "step": step, "lr": float(rng.uniform(1e-4, 1e-2)),
+        "beta1": float(rng.uniform(0.8, 0.95)), "beta2": float(rng.uniform(0.95, 0.999)), "eps": 1e-8})]
+
+
+def _unseen_noam(rng):
+    warmup = _size(rng, 2, 5000)
+    steps = sorted({1, warmup - 1, warmup, warmup + 1, *(int(s) for s in rng.integers(1, 4 * warmup, size=4))})
+    d_model = 8 * _size(rng, 1, 128)
+    return [Case(f"d_model={d_model}, warm-up {warmup}", {"step": steps, "d_model": d_model, "warmup_steps": warmup})]
+
+
+def _unseen_precision(rng):
+    words = ["le", "chat", "est", "sur", "tapis"]
+    hypothesis = [words[i] for i in rng.integers(0, 3, size=_size(rng, 1, 7))]
+    references = [[words[i] for i in rng.integers(0, 5, size=_size(rng, 2, 7))] for _ in range(_size(rng, 1, 3))]
+    n = _size(rng, 1, 3)
+    return [Case(f"{len(hypothesis)} words drawn from 3, {len(references)} reference(s), n={n}",
+                 {"hypothesis": hypothesis, "references": references, "n": n})]
+
+
+def _unseen_entropy(rng):
+    shape = (_size(rng, 1, 2), _size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 2, 6))
+    weights = ops.softmax_forward(3 * _normal(rng, *shape))[0]
+    weights[..., 0, :] = 0.0  # a fully masked query
+    weights[..., -1, 1:] = 0.0  # a one-hot row
+    weights[..., -1, 0] = 1.0
+    return [Case(f"shape {shape}, a fully masked and a one-hot row", {"weights": weights})]
+
+
+def _unseen_length_penalty(rng):
+    return [Case("random lengths and alpha", {"length": [int(n) for n in rng.integers(1, 60, size=5)],
+                                               "alpha": float(rng.uniform(0, 2))})]
+
+
+def _unseen_residual(rng):
+    shape, pre_norm = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 2, 5)), bool(rng.integers(2))
+    return [Case(f"{'pre' if pre_norm else 'post'}-norm, {shape}", {
+        "dout": _normal(rng, *shape), "sublayer_backward": _linear_map(rng, shape[-1]),
+        "norm_backward": _linear_map(rng, shape[-1]), "dropout_backward": _dropout_map(rng, shape),
+        "pre_norm": pre_norm})]
+
+
+def _unseen_residual_memory(rng):
+    shape, pre_norm, memory = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 2, 5)), bool(rng.integers(2)), _size(rng, 1, 5)
+    return [Case(f"{'pre' if pre_norm else 'post'}-norm, {shape}, memory {memory}", {
+        "dout": _normal(rng, *shape), "sublayer_backward": _memory_map(rng, shape, memory),
+        "norm_backward": _linear_map(rng, shape[-1]), "dropout_backward": _dropout_map(rng, shape),
+        "pre_norm": pre_norm})]
+
+
+def _unseen_stack(rng):
+    shape, count, memory = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 2, 5)), _size(rng, 1, 4), _size(rng, 1, 5)
+    return [Case(f"{count} layers, {shape}, memory {memory}", {
+        "dout": _normal(rng, *shape), "layer_backwards": [_memory_map(rng, shape, memory) for _ in range(count)]})]
 
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
     Exercise("central_difference", "central_difference(f, x, h) -> the gradient of the scalar f at x", "01",
-             _central_difference, _scalar_functions, ("gradient",)),
+             _central_difference, _scalar_functions, ("gradient",), unseen=_unseen_scalar_functions,
+             library=(numerical_gradient,)),
     Exercise("linear_backward", "linear_backward(x, W, b, dout) -> (dx, dW, db)", "02", _linear_backward,
-             _linear_cases, ("dx", "dW", "db"), _linear, ("x", "W", "b")),
+             _linear_cases, ("dx", "dW", "db"), _linear, ("x", "W", "b"), hints=(hints.summed_over_rows_hint,),
+             unseen=_unseen_linear, library=(ops.linear.linear_backward,), points=2),
     Exercise("relu_backward", "relu_backward(x, dout) -> dx", "02", _relu_backward,
-             _elementwise_cases(_relu), ("dx",), _relu, ("x",)),
+             _elementwise_cases(_relu), ("dx",), _relu, ("x",), unseen=_unseen_elementwise(_relu, away_from_zero=True),
+             library=(ops.relu.relu_backward,), points=2),
     Exercise("gelu_backward", "gelu_backward(x, dout) -> dx", "02", _gelu_backward,
-             _elementwise_cases(_gelu), ("dx",), _gelu, ("x",)),
+             _elementwise_cases(_gelu), ("dx",), _gelu, ("x",), unseen=_unseen_elementwise(_gelu),
+             library=(ops.gelu.gelu_backward,), points=2),
     Exercise("softmax", "softmax(x) -> probabilities over the last axis", "03", _softmax,
-             _softmax_cases, ("probabilities",)),
+             _softmax_cases, ("probabilities",), unseen=_unseen_softmax,
+             library=(ops.softmax.softmax_forward, ops.softmax.log_softmax)),
     Exercise("softmax_backward", "softmax_backward(x, dout) -> dx", "03", _softmax_backward,
-             _elementwise_cases(_softmax), ("dx",), _softmax, ("x",)),
+             _elementwise_cases(_softmax), ("dx",), _softmax, ("x",), hints=(hints.softmax_diagonal_hint,),
+             unseen=_unseen_elementwise(_softmax), library=(ops.softmax.softmax_backward,), points=2),
     Exercise("cross_entropy_backward", "cross_entropy_backward(logits, targets, dloss) -> dlogits", "03",
-             _cross_entropy_backward, _loss_cases(False), ("dlogits",), _cross_entropy, ("logits",)),
+             _cross_entropy_backward, _loss_cases(False), ("dlogits",), _cross_entropy, ("logits",),
+             unseen=_unseen_loss(False), library=(ops.cross_entropy.cross_entropy_backward,), points=2),
     Exercise("smoothed_cross_entropy_backward",
              "smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss) -> dlogits", "03",
-             _smoothed_cross_entropy_backward, _loss_cases(True), ("dlogits",), _cross_entropy, ("logits",)),
+             _smoothed_cross_entropy_backward, _loss_cases(True), ("dlogits",), _cross_entropy, ("logits",),
+             unseen=_unseen_loss(True), library=(ops.cross_entropy.cross_entropy_backward,), points=2),
     Exercise("layernorm_backward", "layernorm_backward(x, gamma, beta, dout) -> (dx, dgamma, dbeta)", "04",
-             _layernorm_backward, _layernorm_cases, ("dx", "dgamma", "dbeta"), _layernorm, ("x", "gamma", "beta")),
+             _layernorm_backward, _layernorm_cases, ("dx", "dgamma", "dbeta"), _layernorm, ("x", "gamma", "beta"),
+             hints=(hints.layernorm_dx_hint, hints.summed_over_rows_hint), unseen=_unseen_layernorm,
+             library=(ops.layernorm.layernorm_backward,), points=2),
     Exercise("positional_encoding", "positional_encoding(max_len, d_model) -> (max_len, d_model) table", "05",
              _positional_encoding, lambda rng: [Case("max_len=10, d_model=8", {"max_len": 10, "d_model": 8}),
                                                 Case("max_len=1, d_model=2", {"max_len": 1, "d_model": 2}),
                                                 Case("max_len=50, d_model=6", {"max_len": 50, "d_model": 6}),
                                                 Case("max_len=7, d_model=5: odd", {"max_len": 7, "d_model": 5})],
-             ("table",)),
+             ("table",), unseen=_unseen_positional, library=(ops.positional.positional_encoding,)),
     Exercise("padding_mask", "padding_mask(ids) -> boolean (B, 1, 1, T), True where ids != <pad> (0)", "06",
-             _padding_mask, _mask_cases, ("mask",), exact=True, hints=(_inverted_mask_hint,)),
+             _padding_mask, _mask_cases, ("mask",), exact=True, hints=(_inverted_mask_hint,),
+             unseen=_unseen_padding_mask, library=(ops.masks.padding_mask,)),
     Exercise("causal_mask", "causal_mask(length) -> boolean (T, T), True where key <= query", "06",
              _causal_mask, lambda rng: [Case(f"T={t}", {"length": t}) for t in (1, 2, 5)], ("mask",),
-             exact=True, hints=(_inverted_mask_hint,)),
+             exact=True, hints=(hints.causal_diagonal_hint, _inverted_mask_hint), unseen=_unseen_causal_mask,
+             library=(ops.masks.causal_mask,)),
     Exercise("decoder_mask", "decoder_mask(tgt_ids) -> boolean (B, 1, T, T): padding and causal", "10",
              _decoder_mask, lambda rng: [Case(case.label, {"tgt_ids": case.inputs["ids"]}) for case in _mask_cases(rng)]
              + [Case("a row of padding only", {"tgt_ids": numpy.array([[4, 5, 2], [PAD_ID, PAD_ID, PAD_ID]])})],
-             ("mask",), exact=True, hints=(_inverted_mask_hint,)),
+             ("mask",), exact=True, hints=(_inverted_mask_hint, hints.causal_diagonal_hint),
+             unseen=_unseen_decoder_mask, library=(ops.masks.padding_mask, ops.masks.causal_mask)),
     Exercise("embedding_backward", "embedding_backward(ids, W, dout) -> dW", "05", _embedding_backward,
-             _embedding_cases, ("dW",), _embedding, ("W",), hints=(_repeated_id_hint,)),
+             _embedding_cases, ("dW",), _embedding, ("W",), hints=(_repeated_id_hint,), unseen=_unseen_embedding,
+             library=(ops.embedding.embedding_backward,), points=2),
     Exercise("dropout_backward", "dropout_backward(x, keep, p, dout) -> dx", "09", _dropout_backward,
-             _dropout_cases, ("dx",), _dropout, ("x",)),
-    Exercise("attention", "attention(q, k, v, mask) -> out", "07", _attention, _attention_cases, ("out",)),
+             _dropout_cases, ("dx",), _dropout, ("x",), unseen=_unseen_dropout,
+             library=(ops.dropout.dropout_backward,), points=2),
+    Exercise("attention", "attention(q, k, v, mask) -> out", "07", _attention, _attention_cases, ("out",),
+             unseen=_unseen_attention, library=(ops.attention.attention_forward,)),
     Exercise("attention_backward", "attention_backward(q, k, v, mask, dout) -> (dq, dk, dv)", "07",
-             _attention_backward, _attention_backward_cases, ("dq", "dk", "dv"), _attention, ("q", "k", "v")),
+             _attention_backward, _attention_backward_cases, ("dq", "dk", "dv"), _attention, ("q", "k", "v"),
+             hints=(hints.attention_backward_hint,), unseen=_unseen_attention_backward,
+             library=(ops.attention.attention_backward,), points=2),
     Exercise("split_heads", "split_heads(x, n_heads) -> (B, H, T, D / H)", "08", _split_heads, _split_cases,
-             ("heads",), hints=(_transpose_forgotten_hint,)),
+             ("heads",), hints=(_transpose_forgotten_hint,), unseen=_unseen_split,
+             library=(nn.MultiHeadAttention.split_heads,)),
     Exercise("merge_heads", "merge_heads(x) -> (B, T, H * Dh)", "08", _merge_heads, _merge_cases, ("merged",),
-             hints=(_transpose_forgotten_hint,)),
+             hints=(_transpose_forgotten_hint,), unseen=_unseen_merge, library=(nn.MultiHeadAttention.merge_heads,)),
     Exercise("multi_head_attention",
              "multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask) -> out", "08",
-             _multi_head_attention, _multi_head_attention_cases, ("out",)),
+             _multi_head_attention, _multi_head_attention_cases, ("out",), unseen=_unseen_multi_head_attention,
+             library=(nn.MultiHeadAttention.forward,)),
     Exercise("multi_head_attention_backward",
              "multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout) "
              "-> (dquery, dmemory, dWq, dWk, dWv, dWo)", "08", _multi_head_attention_backward,
              _multi_head_attention_backward_cases, ("dquery", "dmemory", "dWq", "dWk", "dWv", "dWo"),
-             _multi_head_attention, ("query", "memory", "Wq", "Wk", "Wv", "Wo")),
+             _multi_head_attention, ("query", "memory", "Wq", "Wk", "Wv", "Wo"), hints=(_memory_paths_hint,),
+             unseen=_unseen_multi_head_attention_backward, library=(nn.MultiHeadAttention.backward,), points=2),
     Exercise("transformer_parameters",
              "transformer_parameters(src_vocab, tgt_vocab, d_model, d_ff, n_layers) -> int (post-norm, untied)",
              "11", _transformer_parameters, _transformer_parameter_cases, ("count",), exact=True,
-             hints=(_parameter_count_hint,)),
+             hints=(_parameter_count_hint,), unseen=_unseen_transformer_parameters,
+             library=(models.Transformer.__init__, nn.Module.num_params)),
     Exercise("adam_step", "adam_step(param, grad, m, v, step, lr, beta1, beta2, eps) -> (param, m, v)", "12",
-             _adam_step, _adam_cases, ("param", "m", "v"), hints=(_adam_step_hint,)),
+             _adam_step, _adam_cases, ("param", "m", "v"), hints=(_adam_step_hint, hints.adam_eps_hint),
+             unseen=_unseen_adam, library=(ops.adam.adam_step, optim.Adam.step)),
     Exercise("noam_lr", "noam_lr(step, d_model, warmup_steps) -> learning rate", "12", _noam_lr, _noam_cases,
-             ("lr",), call=_pointwise("step")),
+             ("lr",), call=_pointwise("step"), unseen=_unseen_noam, library=(optim.NoamSchedule.__call__,)),
     Exercise("modified_precision", "modified_precision(hypothesis, references, n) -> (matches, total)", "13",
-             _modified_precision, _precision_cases, ("matches", "total"), exact=True, hints=(_unclipped_hint,)),
+             _modified_precision, _precision_cases, ("matches", "total"), exact=True, hints=(_unclipped_hint,),
+             unseen=_unseen_precision, library=(metrics.modified_precision, metrics.bleu)),
     Exercise("attention_entropy", "attention_entropy(weights) -> entropy of each row, in nats", "15",
-             metrics.attention_entropy, _entropy_cases, ("entropy",)),
+             metrics.attention_entropy, _entropy_cases, ("entropy",), unseen=_unseen_entropy,
+             library=(metrics.attention_entropy,)),
     Exercise("length_penalty", "length_penalty(length, alpha) -> ((5 + length) / 6) ** alpha", "14",
-             length_penalty_factor, _length_penalty_cases, ("penalty",), call=_pointwise("length")),
+             length_penalty_factor, _length_penalty_cases, ("penalty",), call=_pointwise("length"),
+             unseen=_unseen_length_penalty, library=(length_penalty_factor,)),
     Exercise("residual_backward",
              "residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm) -> dx", "09",
-             ops.residual.residual_backward, _residual_cases, ("dx",), hints=(_identity_path_hint,)),
+             ops.residual.residual_backward, _residual_cases, ("dx",), hints=(_identity_path_hint,),
+             unseen=_unseen_residual, library=(ops.residual.residual_backward,), points=2),
     Exercise("residual_backward_with_memory",
              "residual_backward_with_memory(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm) "
              "-> (dx, d_memory)", "10", ops.residual.residual_backward_with_memory, _residual_memory_cases,
-             ("dx", "d_memory"), hints=(_identity_path_hint,)),
+             ("dx", "d_memory"), hints=(_identity_path_hint,), unseen=_unseen_residual_memory,
+             library=(ops.residual.residual_backward_with_memory,), points=2),
     Exercise("stack_backward_with_memory", "stack_backward_with_memory(dout, layer_backwards) -> (dx, d_memory)",
              "10", ops.residual.stack_backward_with_memory, _stack_cases, ("dx", "d_memory"),
-             hints=(_memory_summed_hint,)),
+             hints=(_memory_summed_hint,), unseen=_unseen_stack,
+             library=(ops.residual.stack_backward_with_memory,), points=2),
 ]}

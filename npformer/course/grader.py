@@ -10,6 +10,13 @@ gets a hint (``gradcheck.hints.diagnose`` and the exercise's own hints): off by 
 constant factor, transposed, wrong sign, a missing sum over a broadcast axis,
 gradient leaking into masked positions, repeated ids overwriting each other.
 
+Each check grades the public cases (``exercises.EXERCISES``, the same every time) and an
+unseen one, drawn with a new seed for every check (the report prints it; ``unseen_seed=``
+repeats it). While the student's function runs, npformer's own answer to the exercise (its
+``library`` functions, their fast twins, the reference, and for a gradient the finite
+differences) is unavailable: a call to it stops the function, and the exercise fails with a
+message that names what was called.
+
 A stub that raises ``NotImplementedError`` is "not implemented yet"; any other
 exception is reported as a failure with its message. ``check`` never raises for
 the student's mistakes, so a lesson runs to the end whatever the student wrote,
@@ -20,7 +27,9 @@ published lessons that way). Grading runs on NumPy, whatever the active backend.
 from __future__ import annotations
 
 import copy
+import importlib
 import os
+import sys
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -40,6 +49,10 @@ class ExerciseFailed(AssertionError):
     """Raised by ``check`` under ``NPFORMER_GRADER=strict`` when an exercise fails."""
 
 
+class LibraryAnswerUsed(Exception):
+    """Raised inside a student's function when it calls npformer's own answer to the exercise."""
+
+
 @dataclass
 class Row:
     """One returned tensor of one case: against the reference and (gradients) finite differences."""
@@ -50,6 +63,7 @@ class Row:
     reference: TensorCheck
     finite_differences: TensorCheck | None = None
     hint: str = ""
+    named: bool = False  # the hint names a mistake of this exercise (not a generic pattern)
 
     @property
     def passed(self) -> bool:
@@ -64,6 +78,8 @@ class ExerciseReport:
     status: str
     rows: list[Row] = field(default_factory=list)
     message: str = ""
+    unseen_seed: int | None = None
+    reason: str = ""  # the verdict's short form of ``message``
 
     @property
     def passed(self) -> bool:
@@ -79,7 +95,7 @@ class ExerciseReport:
         if self.status == PASSED:
             return f"exercise {name}: {PASSED} ({len(self.rows)} tensors in {cases} cases)"
         wrong = sorted({row.tensor for row in self.rows if not row.passed})
-        detail = f"{', '.join(wrong)} wrong" if wrong else self.message
+        detail = f"{', '.join(wrong)} wrong" if wrong else (self.reason or self.message)
         return f"exercise {name}: {FAILED} ({detail})"
 
     def table(self) -> str:
@@ -89,6 +105,9 @@ class ExerciseReport:
             return "\n".join(lines + [self.verdict])
         if self.message:
             lines.append(f"  {self.message}")
+        if self.unseen_seed is not None:
+            lines.append(f"  unseen cases drawn with seed {self.unseen_seed} "
+                         f"(check(..., unseen_seed={self.unseen_seed}) draws them again)")
         if self.rows:
             header = ("case", "tensor", "shape", "against the reference", "against finite differences")
             cells = [header] + [(row.case, row.tensor, str(row.shape), _cell(row.reference),
@@ -96,12 +115,18 @@ class ExerciseReport:
             widths = [max(len(cell[i]) for cell in cells) for i in range(len(header))]
             for cell in cells:
                 lines.append("  " + "  ".join(text.ljust(width) for text, width in zip(cell, widths)).rstrip())
-            shown = set()
-            for row in self.rows:  # one hint per tensor, from its first failing case
-                if row.hint and row.tensor not in shown:
-                    shown.add(row.tensor)
-                    lines.append(f"  hint for {row.tensor} ({row.case}): {row.hint}")
+            for row in self.hints():
+                lines.append(f"  hint for {row.tensor} ({row.case}): {row.hint}")
         return "\n".join(lines + [self.verdict])
+
+    def hints(self) -> list[Row]:
+        """One row per wrong tensor, for its hint: the first case whose hint names a mistake of this
+        exercise, else the first case with a generic hint."""
+        chosen: dict[str, Row] = {}
+        for row in self.rows:
+            if row.hint and (row.tensor not in chosen or (row.named and not chosen[row.tensor].named)):
+                chosen[row.tensor] = row
+        return list(chosen.values())
 
     def __str__(self) -> str:
         return self.table()
@@ -128,6 +153,47 @@ def _call(exercise: Exercise, fn: Callable, inputs: dict) -> tuple:
     if exercise.call is not None:
         return exercise.call(fn, arguments)
     return _as_outputs(fn(*arguments.values()), len(exercise.outputs))
+
+
+def library_answers(exercise: Exercise) -> dict[Any, str]:
+    """The code objects of npformer's own answers to ``exercise`` -> their dotted names: its
+    ``library`` functions and their fast twins (``npformer.ops.fast.<module>``), its reference,
+    and for a gradient the finite differences (``gradcheck.engine.numerical_gradient``)."""
+    functions = list(exercise.library) + [exercise.reference]
+    if exercise.forward is not None:
+        functions.append(numerical_gradient)
+    for function in exercise.library:
+        module = getattr(function, "__module__", "") or ""
+        if module.startswith("npformer.ops.") and not module.startswith("npformer.ops.fast"):
+            try:
+                fast = importlib.import_module(module.replace("npformer.ops.", "npformer.ops.fast.", 1))
+            except ImportError:
+                continue
+            if callable(getattr(fast, function.__name__, None)):
+                functions.append(getattr(fast, function.__name__))
+    return {function.__code__: f"{function.__module__}.{function.__qualname__}"
+            for function in functions if hasattr(function, "__code__")}
+
+
+def _call_without_library(exercise: Exercise, fn: Callable, inputs: dict) -> tuple:
+    """``_call`` with npformer's own answers unavailable: a call to one raises ``LibraryAnswerUsed``
+    (and is remembered, should the student's code catch it)."""
+    answers, called = library_answers(exercise), []
+
+    def refuse(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in answers:
+            called.append(answers[frame.f_code])
+            raise LibraryAnswerUsed(answers[frame.f_code])
+
+    previous = sys.getprofile()
+    sys.setprofile(refuse)
+    try:
+        result = _call(exercise, fn, inputs)
+    finally:
+        sys.setprofile(previous)
+    if called:
+        raise LibraryAnswerUsed(called[0])
+    return result
 
 
 def _finite_differences(exercise: Exercise, case: Case) -> dict[str, numpy.ndarray]:
@@ -161,10 +227,20 @@ def _compare(exercise: Exercise, case: Case, name: str, got: Any, expected: Any,
         if numeric is not None:
             row.finite_differences = _judge("", [(name, shape, got, numeric, "")], DEFAULT_TOL).results[0]
     if not row.passed:
-        hints = [hint(got, expected, case.inputs, name) for hint in exercise.hints]
+        hints = [_try_hint(hint, got, expected, case.inputs, name) for hint in exercise.hints]
         generic = _mask_hint(got, expected) if expected.dtype == bool else diagnose(got, expected)
         row.hint = next((text for text in hints if text), "") or generic
+        row.named = any(hints)
     return row
+
+
+def _try_hint(hint: Callable, got: numpy.ndarray, expected: numpy.ndarray, inputs: dict, name: str) -> str:
+    """An exercise's hint, or "" when its wrong formula does not even apply to these shapes."""
+    try:
+        with numpy.errstate(all="ignore"):
+            return hint(got, expected, inputs, name)
+    except (ValueError, IndexError, TypeError, ZeroDivisionError):
+        return ""
 
 
 def _mask_hint(got: numpy.ndarray, expected: numpy.ndarray) -> str:
@@ -179,23 +255,27 @@ def _mask_hint(got: numpy.ndarray, expected: numpy.ndarray) -> str:
     return f"{allows} entries True that must be False and {forbids} False that must be True"
 
 
-def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = None) -> ExerciseReport:
+def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = None,
+          unseen_seed: int | None = None) -> ExerciseReport:
     """Grade ``student_fn`` for the exercise ``name`` (see ``exercises.EXERCISES``).
 
     Returns an ``ExerciseReport``: print it for the table, one row per returned
     tensor per case, and its verdict line; ``report.passed`` is True when every
-    tensor of every case agrees. ``strict``: raise ``ExerciseFailed`` on a failure;
-    None (the default) follows ``NPFORMER_GRADER=strict``. A lesson that shows a
-    mistake on purpose passes ``strict=False``.
+    tensor of every case agrees. ``seed`` draws the public cases; ``unseen_seed`` the
+    unseen ones (None: a new seed, printed in the report). ``strict``: raise
+    ``ExerciseFailed`` on a failure; None (the default) follows ``NPFORMER_GRADER=strict``.
+    A lesson that shows a mistake on purpose passes ``strict=False``.
     """
     if name not in EXERCISES:
         raise KeyError(f"check: unknown exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
+    if not callable(student_fn):
+        raise TypeError(f"check: {name} must be given a function, not {type(student_fn).__name__}")
     exercise = EXERCISES[name]
     active = backend.get_backend()
     backend.set_backend("numpy")  # the student writes NumPy, and the cases are NumPy arrays
     try:
         with ops.using("textbook"):  # the references: npformer's textbook ops, whatever set is active
-            report = _grade(exercise, student_fn, seed)
+            report = _grade(exercise, student_fn, seed, unseen_seed)
     finally:
         backend.set_backend(active)
     if strict is None:
@@ -205,14 +285,32 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     return report
 
 
-def _grade(exercise: Exercise, student_fn: Callable, seed: int) -> ExerciseReport:
-    report = ExerciseReport(exercise, PASSED)
-    for case in exercise.cases(numpy.random.default_rng(seed)):
+def _cases(exercise: Exercise, seed: int, unseen_seed: int | None) -> tuple[list[Case], int | None]:
+    """The public cases, then the unseen ones (labelled "unseen: ..."), and the seed they were drawn with."""
+    cases = list(exercise.cases(numpy.random.default_rng(seed)))
+    if exercise.unseen is None:
+        return cases, None
+    if unseen_seed is None:
+        unseen_seed = int(numpy.random.SeedSequence().entropy % 1_000_000)
+    unseen = exercise.unseen(numpy.random.default_rng(unseen_seed))
+    return cases + [Case(f"unseen: {case.label}", case.inputs) for case in unseen], unseen_seed
+
+
+def _grade(exercise: Exercise, student_fn: Callable, seed: int, unseen_seed: int | None) -> ExerciseReport:
+    cases, unseen_seed = _cases(exercise, seed, unseen_seed)
+    report = ExerciseReport(exercise, PASSED, unseen_seed=unseen_seed)
+    for case in cases:
         expected = _call(exercise, exercise.reference, case.inputs)
         try:
-            got = _call(exercise, student_fn, case.inputs)
+            got = _call_without_library(exercise, student_fn, case.inputs)
         except NotImplementedError:
             report.status = NOT_IMPLEMENTED
+            break
+        except LibraryAnswerUsed as used:
+            report.status = FAILED
+            report.reason = f"calls npformer's own answer, {used}"
+            report.message = (f"calls {used}, npformer's own answer to this exercise: it is unavailable while "
+                              "your function is graded; write the computation yourself, with NumPy")
             break
         except Exception as error:  # the student's bug, reported rather than raised
             where = traceback.extract_tb(error.__traceback__)[-1]

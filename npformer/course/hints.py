@@ -1,0 +1,164 @@
+"""Hints that name the classic mistakes of the exercises, each recognised from the student's output.
+
+A hint is ``hint(got, expected, inputs, output) -> str``: ``got`` and ``expected`` are one
+returned tensor (float64, the same shape), ``inputs`` the case's inputs and ``output`` the
+tensor's name; it returns a sentence that names the mistake, or "" when the mistake is not its
+own. The grader tries an exercise's hints before ``gradcheck.hints.diagnose``'s generic ones.
+
+Two ways to recognise a mistake, both from what a correct answer must be:
+
+* an **invariant** the right answer keeps and a wrong one breaks: each row of layer norm's
+  ``dx`` sums to zero (a shift of a whole row changes nothing after normalisation) and is
+  orthogonal to ``x_hat`` (so is a rescaling of it, up to eps); each row of a softmax gradient
+  sums to zero (softmax ignores a shift shared by the whole row);
+* the **wrong answer itself**, recomputed from the inputs: the softmax Jacobian's diagonal
+  alone, ``dk`` from the scores instead of their transpose, Adam's ``eps`` under the square root.
+"""
+
+from __future__ import annotations
+
+import numpy
+
+MATCH = 1e-6  # a wrong formula explains ``got`` when it reproduces it to this fraction of its size
+
+
+def _explains(candidate, got) -> bool:
+    candidate = numpy.asarray(candidate, dtype=numpy.float64)
+    if candidate.shape != got.shape:
+        return False
+    scale = max(float(numpy.abs(got).max(initial=0.0)), 1e-300)
+    return bool(numpy.all(numpy.abs(candidate - got) <= MATCH * scale))
+
+
+def _rows_sum_to_zero(values, reference) -> bool:
+    scale = max(float(numpy.abs(reference).max(initial=0.0)), 1e-300)
+    return bool(numpy.all(numpy.abs(values.sum(axis=-1)) <= 1e-6 * scale * values.shape[-1]))
+
+
+# -- layer norm ------------------------------------------------------------------------------------
+
+def _x_hat(x, eps=1e-5):
+    return (x - x.mean(axis=-1, keepdims=True)) / numpy.sqrt(x.var(axis=-1, keepdims=True) + eps)
+
+
+def layernorm_dx_hint(got, expected, inputs, output):
+    """dx: the invariants of the compact form tell which of its two mean terms is wrong."""
+    if output != "dx" or got.shape != expected.shape or inputs["x"].shape[-1] < 2:
+        return ""
+    if not _rows_sum_to_zero(got, expected):
+        return ("the rows of dx do not sum to zero, but a right dx's rows do (shifting a whole row changes "
+                "nothing after normalisation): check the - mean(g) term, with g = dout * gamma")
+    x_hat = _x_hat(inputs["x"])
+    along_x_hat = numpy.abs((got * x_hat).sum(axis=-1)).max()
+    allowed = numpy.abs((expected * x_hat).sum(axis=-1)).max() + 1e-6 * numpy.abs(expected).max() * x_hat.shape[-1]
+    if along_x_hat > 10 * allowed:
+        return ("each row of dx sums to zero, but dx is not orthogonal to x_hat as a right dx is (rescaling a "
+                "row changes nothing after normalisation): check the sign and the form of the "
+                "- x_hat * mean(g * x_hat) term")
+    return ""
+
+
+def summed_over_rows_hint(got, expected, inputs, output):
+    """A parameter shared by every position (gamma, beta, a bias): averaged, or one row only."""
+    if got.shape != expected.shape or got.ndim != 1 or "dout" not in inputs:
+        return ""
+    rows = inputs["dout"].size // expected.shape[0]
+    if rows > 1 and _explains(expected / rows, got):
+        return (f"{output} = (right answer) / {rows}: it is shared by all {rows} positions, so their gradients "
+                "add up (a sum over the rows, not a mean)")
+    if rows > 1 and any(_explains(candidate, got) for candidate in _single_row_candidates(inputs, output)):
+        return f"{output} from one position only: sum the gradient over every row of the batch"
+    return ""
+
+
+def _single_row_candidates(inputs, output):
+    dout = inputs["dout"].reshape(-1, inputs["dout"].shape[-1])
+    if output == "dbeta" or output == "db":
+        return [dout[0], dout[-1]]
+    if output == "dgamma":
+        x_hat = _x_hat(inputs["x"]).reshape(-1, dout.shape[-1])
+        return [dout[0] * x_hat[0], dout[-1] * x_hat[-1]]
+    return []
+
+
+# -- softmax and attention -------------------------------------------------------------------------
+
+def _softmax(scores):
+    shifted = numpy.exp(scores - scores.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def softmax_diagonal_hint(got, expected, inputs, output):
+    """softmax_backward: the Jacobian's diagonal alone, p (1 - p) dout."""
+    if output != "dx" or got.shape != expected.shape:
+        return ""
+    p = _softmax(inputs["x"])
+    if _explains(inputs["dout"] * p * (1 - p), got):
+        return ("only the diagonal of the Jacobian, p_i (1 - p_i): softmax mixes the row, dp_i/dx_j = "
+                "-p_i p_j for j != i too, so dx = p * (dout - sum(dout * p)) over the row")
+    if not _rows_sum_to_zero(got, expected):
+        return ("the rows of dx do not sum to zero, but a softmax gradient's rows do (softmax ignores a shift "
+                "shared by the whole row): the - sum(dout * p) term is missing or wrong")
+    return ""
+
+
+def _attention_pieces(inputs):
+    q, k, v, mask, dout = (inputs[name] for name in ("q", "k", "v", "mask", "dout"))
+    scale = 1.0 / numpy.sqrt(q.shape[-1])
+    scores = q @ k.swapaxes(-1, -2) * scale
+    allowed = numpy.ones(scores.shape, dtype=bool) if mask is None else numpy.broadcast_to(mask, scores.shape)
+    scores = numpy.where(allowed, scores, -numpy.inf)
+    with numpy.errstate(invalid="ignore"):
+        weights = numpy.nan_to_num(_softmax(numpy.where(allowed.any(-1, keepdims=True), scores, 0.0))) * allowed
+    d_weights = dout @ v.swapaxes(-1, -2)
+    d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))
+    return q, k, scale, weights, d_weights, d_scores
+
+
+def attention_backward_hint(got, expected, inputs, output):
+    """dq, dk, dv: the transposes, the scale and the softmax Jacobian of attention's backward pass."""
+    if got.shape != expected.shape or output not in ("dq", "dk", "dv"):
+        return ""
+    q, k, scale, weights, d_weights, d_scores = _attention_pieces(inputs)
+    d_diagonal = weights * (1 - weights) * d_weights
+    wrong = {"dq": [(d_diagonal @ k * scale, "only the diagonal of the softmax Jacobian")],
+             "dk": [(d_scores @ q * scale, "dS Q instead of dS^T Q: the scores' rows are queries, so dk needs "
+                                           "the transpose of dS"),
+                    (d_diagonal.swapaxes(-1, -2) @ q * scale, "only the diagonal of the softmax Jacobian")],
+             "dv": [(weights @ inputs["dout"], "P dout instead of P^T dout: a transpose is missing")]}[output]
+    for candidate, words in wrong:
+        if _explains(candidate, got):
+            return words
+    if output in ("dq", "dk") and _explains(expected / scale, got):
+        return f"{output} without the 1/sqrt(d_head) = {scale:.4g} of the scores: the scale is part of the forward pass"
+    if output in ("dq", "dk") and _explains(expected * scale, got):
+        return f"{output} scaled twice by 1/sqrt(d_head)"
+    return ""
+
+
+# -- the optimiser ---------------------------------------------------------------------------------
+
+def adam_eps_hint(got, expected, inputs, output):
+    """Adam's update with eps under the square root, or added to v before the bias correction."""
+    if output != "param":
+        return ""
+    beta1, beta2, step, eps = inputs["beta1"], inputs["beta2"], inputs["step"], inputs["eps"]
+    m = beta1 * inputs["m"] + (1 - beta1) * inputs["grad"]
+    v = beta2 * inputs["v"] + (1 - beta2) * inputs["grad"] ** 2
+    m_hat, v_hat = m / (1 - beta1**step), v / (1 - beta2**step)
+    if _explains(inputs["param"] - inputs["lr"] * m_hat / numpy.sqrt(v_hat + eps), got):
+        return ("eps under the square root: the rule is m_hat / (sqrt(v_hat) + eps); the two differ where the "
+                "gradients are tiny, exactly where eps matters")
+    return ""
+
+
+# -- masks -----------------------------------------------------------------------------------------
+
+def causal_diagonal_hint(got, expected, inputs, output):
+    """A causal mask without its diagonal: a query may attend to its own position."""
+    if got.shape != expected.shape or got.ndim < 2 or expected.shape[-1] < 2:
+        return ""
+    strict = numpy.tril(numpy.ones(expected.shape[-2:], dtype=bool), k=-1)
+    if numpy.array_equal(got.astype(bool), expected.astype(bool) & strict):
+        return "False on the diagonal: a query may attend to its own position (key <= query, not key < query)"
+    return ""

@@ -1,0 +1,28 @@
+"""The grader against its catalogue of realistic wrong solutions: every one fails, every classic one
+is named by its hint, whatever unseen cases a check draws."""
+
+import pytest
+
+from npformer.course import EXERCISES, wrong_solutions
+
+
+def test_every_exercise_has_wrong_solutions_in_the_catalogue():
+    covered = {wrong.exercise for wrong in wrong_solutions.catalogue()}
+    assert covered == set(EXERCISES)
+
+
+@pytest.mark.parametrize("unseen_seed", [0, 1, 2])
+def test_the_grader_catches_every_wrong_solution_and_names_the_classic_ones(unseen_seed):
+    outcomes = wrong_solutions.run(unseen_seed)
+    missed = [(o.wrong.exercise, o.wrong.mistake) for o in outcomes if not o.caught]
+    unnamed = [(o.wrong.exercise, o.wrong.mistake, o.wrong.hint) for o in outcomes if not o.named]
+    assert not missed and not unnamed, (missed, unnamed)
+
+
+@pytest.mark.parametrize("mistake", ["the variance term with the wrong sign", "dgamma not summed over rows",
+                                     "only the diagonal of the Jacobian", "dk from dS, not dS^T (transposed)",
+                                     "eps under the square root"])
+def test_the_mistakes_that_used_to_pass_or_get_a_generic_message_are_named(mistake):
+    [outcome] = [o for o in wrong_solutions.run() if o.wrong.mistake == mistake]
+    assert outcome.caught and outcome.wrong.hint and outcome.named, outcome.report
+    assert "wrong at every entry" not in str(outcome.report)

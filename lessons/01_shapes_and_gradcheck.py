@@ -216,3 +216,79 @@ assert all_ops.passed, "every op of npformer must pass the finite-difference che
 #    `dout`, and both again without `dout=` (a random upstream gradient). What is the exact gradient
 #    of $L = \sum_k \operatorname{softmax}(x)_k$? Why does the all-ones check give the wrong
 #    backward and the right one the same verdict, and why does the random `dout` tell them apart?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. $\sin' = \cos$, so the forward keeps `x` as its cache and the backward returns
+#    `dout * np.cos(cache)`. Full marks: both functions, and a report that passes (run below).
+# 2. The error of $D(h)$ is about $E(h) = a h^2 + b\varepsilon / h$, with $a = |f'''(x_0)|/6$ and
+#    $b$ of the order of $|f(x_0)|$. $E'(h) = 2ah - b\varepsilon/h^2 = 0$ gives
+#    $h^* = (b\varepsilon / 2a)^{1/3} \sim \varepsilon^{1/3} \approx 6 \cdot 10^{-6}$ in float64, and a
+#    smallest error of order $\varepsilon^{2/3} \approx 4 \cdot 10^{-11}$. The fourth-order form has
+#    truncation error $\frac{h^4}{30} |f^{(5)}(x_0)|$ (expanding $D(h)$ to $h^4$), so balancing $h^4$
+#    against $\varepsilon/h$ gives $h^* \sim \varepsilon^{1/5} \approx 7 \cdot 10^{-4}$ and an error
+#    of order $\varepsilon^{4/5} \approx 3 \cdot 10^{-13}$. The measured minima over `steps` agree
+#    with these to within the grid's spacing and the constants (printed below). Full marks needs
+#    the balancing step, both exponents $1/3$ and $1/5$, and the comparison.
+# 3. $\sum_k \operatorname{softmax}(x)_k = 1$ for every $x$, so the exact gradient is $0$. With
+#    `dout` all ones, the scalar that the check differentiates is this constant: the zeros
+#    backward is exactly right, the correct backward returns $p \odot (1 - \sum_k p_k)$, zero up
+#    to rounding, and the finite differences see nothing but rounding noise. The two analytic
+#    answers agree to rounding, so they get the same verdict (here both FAIL against the noise;
+#    the sizes are printed below), and that verdict says nothing about either backward pass. A
+#    random `dout` makes $L = \sum_k \texttt{dout}_k\, p_k$ depend on $x$, with the gradient
+#    $p \odot (\texttt{dout} - \sum_k \texttt{dout}_k p_k)$, far above the noise: the zeros backward
+#    is wrong at every entry and fails, and the correct one passes.
+
+# %% tags=["instructor"]
+def sin_forward(x):
+    return np.sin(x), x
+
+
+def sin_backward(dout, cache):
+    return dout * np.cos(cache)
+
+
+sin_x = np.random.default_rng(1).standard_normal((3, 4))
+sin_report = gradcheck.check_gradients(sin_forward, sin_backward, {"x": sin_x}, name="sin")
+print("answer 1:")
+print(sin_report)
+assert sin_report.passed
+
+# %% tags=["instructor"]
+unit_roundoff = np.finfo(np.float64).eps
+best_central, best_fourth = steps[int(np.argmin(central_error))], steps[int(np.argmin(fourth_order))]
+print(f"answer 2: central difference: smallest error {min(central_error):.1e} at h = {best_central:.1e} "
+      f"(eps^(1/3) = {unit_roundoff ** (1 / 3):.1e}); fourth-order form: smallest error {min(fourth_order):.1e} "
+      f"at h = {best_fourth:.1e} (eps^(1/5) = {unit_roundoff ** (1 / 5):.1e})")
+assert abs(np.log10(best_central / unit_roundoff ** (1 / 3))) < 1, "the best h must be near eps^(1/3)"
+assert abs(np.log10(best_fourth / unit_roundoff ** (1 / 5))) < 1, "the best h must be near eps^(1/5)"
+
+# %% tags=["instructor"]
+from npformer import ops  # noqa: E402
+
+
+def zeros_backward(dout, cache):
+    return np.zeros_like(dout)
+
+
+softmax_x = np.random.default_rng(2).standard_normal((2, 5))
+verdicts = {}
+for backward_name, backward in (("zeros", zeros_backward), ("ops.softmax_backward", ops.softmax_backward)):
+    for dout_name, dout in (("all-ones dout", np.ones((2, 5))), ("random dout", None)):
+        softmax_report = gradcheck.check_gradients(ops.softmax_forward, backward, {"x": softmax_x}, dout=dout,
+                                                   name=backward_name)
+        verdicts[backward_name, dout_name] = softmax_report.passed
+        print(f"answer 3: {backward_name:20s} with {dout_name}: {'pass' if softmax_report.passed else 'FAIL'} "
+              f"(worst relative error {softmax_report.results[0].max_rel_error:.1e})")
+with_ones = ops.softmax_backward(np.ones((2, 5)), ops.softmax_forward(softmax_x)[1])
+probe = softmax_x.copy()  # numerical_gradient nudges it in place
+noise = gradcheck.numerical_gradient(lambda: ops.softmax_forward(probe)[0], probe, np.ones((2, 5)))
+random_dout = np.random.default_rng(3).standard_normal((2, 5))
+true_gradient = ops.softmax_backward(random_dout, ops.softmax_forward(softmax_x)[1])
+print(f"answer 3: with an all-ones dout, the correct backward returns entries up to {np.abs(with_ones).max():.1e} "
+      f"and the finite differences up to {np.abs(noise).max():.1e}; with a random dout the gradient reaches "
+      f"{np.abs(true_gradient).max():.2f}")
+assert verdicts["zeros", "all-ones dout"] == verdicts["ops.softmax_backward", "all-ones dout"]
+assert not verdicts["zeros", "random dout"] and verdicts["ops.softmax_backward", "random dout"]

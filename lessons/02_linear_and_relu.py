@@ -216,3 +216,84 @@ assert gelu_slope.min() < 0 < grid[gelu_slope.argmax()] and gelu_slope.max() > 1
 #    almost $1$. Compute $\Phi(-10)$ that way and as $\frac{1}{2}\operatorname{erfc}(-x/\sqrt 2)$ with
 #    `ops.erfc`: how many correct digits does each keep? Why does a `gelu_backward` written with
 #    `erf` still pass the grader, whose cases reach $|x| \approx 13$? (The pass rule is in lesson 1.)
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. `dW = np.einsum("bti,btj->ij", x, dout)`: the repeated indices $b, t$ are summed, which is
+#    $X^\top dY$ over every row. Full marks: the one call, and the copy passing the grader (run
+#    below, with `dx` and `db` as before).
+# 2. $W$ is shared: the same $W_{ij}$ multiplies $X_{ni}$ in every row $n$, so $L$ depends on it
+#    through every row, and the chain rule adds the contributions of all those paths. $X_{ni}$
+#    belongs to one example and reaches $L$ only through row $n$ of $Y$, so its gradient is that
+#    row's alone. A full answer names the sharing (one parameter, many uses: sum) against the
+#    per-example input (one use: no sum); $db$ sums for the same reason as $dW$.
+# 3. Forward $\max(x, 0.01x)$, that is `np.where(x > 0, x, 0.01 * x)`, cached `x > 0`; backward
+#    `dout * np.where(mask, 1.0, 0.01)`. The check must keep the inputs away from the kink at $0$,
+#    as the ReLU check does. Reference code and a passing check below.
+# 4. $\operatorname{erf}(-10/\sqrt 2) = -1 + 1.5 \cdot 10^{-23}$ rounds to $-1$ in float64 (whose
+#    spacing near 1 is about $10^{-16}$), so $\frac{1}{2}(1 + \operatorname{erf})$ gives exactly
+#    $0$: no correct digit of $\Phi(-10) \approx 7.6 \cdot 10^{-24}$. $\frac{1}{2}\operatorname{erfc}$
+#    never subtracts nearly equal numbers and keeps nearly all of float64's digits (both printed
+#    below). The `erf` form still passes because of the pass rule of lesson 1: where $\Phi(x)$
+#    loses digits (very negative $x$), the gradient $\Phi(x) + x\varphi(x)$ is itself tiny, so the
+#    absolute error is far below $10^{-9}$ times the largest gradient entry of the case, which is
+#    of order 1. The relative error of such an entry can be far above $10^{-6}$ (printed below, for
+#    the grader's case "with large $|x|$"), but the entry passes on the absolute test. Full marks:
+#    the cancellation in $1 + \operatorname{erf}$, and the absolute part of the pass rule.
+
+# %% tags=["instructor"]
+def linear_backward_einsum(x, W, b, dout):
+    dx = dout @ W.T
+    dW = np.einsum("bti,btj->ij", x, dout)
+    db = dout.sum(axis=(0, 1))
+    return dx, dW, db
+
+
+einsum_report = check("linear_backward", linear_backward_einsum, strict=False)
+print("answer 1:", einsum_report.verdict)
+assert einsum_report.passed
+
+# %% tags=["instructor"]
+def leaky_relu_forward(x):
+    mask = x > 0
+    return np.where(mask, x, 0.01 * x), mask
+
+
+def leaky_relu_backward(dout, mask):
+    return dout * np.where(mask, 1.0, 0.01)
+
+
+leaky_x = np.random.default_rng(3).standard_normal((3, 5))
+leaky_x += np.where(leaky_x >= 0, 0.05, -0.05)  # keep away from the kink at 0
+leaky_report = gradcheck.check_gradients(leaky_relu_forward, leaky_relu_backward, {"x": leaky_x}, name="leaky relu")
+print("answer 3:")
+print(leaky_report)
+assert leaky_report.passed
+
+# %% tags=["instructor"]
+import math  # noqa: E402
+
+from npformer.course.exercises import EXERCISES  # noqa: E402
+
+exact_phi = 0.5 * math.erfc(10 / math.sqrt(2))  # the standard library's erfc, as a reference
+phi_with_erf = float(0.5 * (1 + ops.erf(np.array(-10 / np.sqrt(2)))))
+phi_with_erfc = float(0.5 * ops.erfc(np.array(10 / np.sqrt(2))))
+
+
+def correct_digits(value):
+    return 0.0 if value == 0 else -np.log10(abs(value - exact_phi) / exact_phi)
+
+
+print(f"answer 4: Phi(-10) = {exact_phi:.6e}; with erf: {phi_with_erf:.6e} ({correct_digits(phi_with_erf):.0f} "
+      f"correct digits); with erfc: {phi_with_erfc:.6e} ({correct_digits(phi_with_erfc):.1f} correct digits)")
+assert phi_with_erf == 0 and correct_digits(phi_with_erfc) > 13
+large = [case for case in EXERCISES["gelu_backward"].cases(np.random.default_rng(0)) if "large" in case.label][0]
+with_erf = gelu_backward(**large.inputs)
+reference = ops.gelu_backward(large.inputs["dout"], ops.gelu_forward(large.inputs["x"])[1])
+relative = np.abs(with_erf - reference) / np.maximum(np.abs(with_erf) + np.abs(reference), 1e-12)
+print(f"answer 4: on the case '{large.label}' (|x| up to {np.abs(large.inputs['x']).max():.1f}), the erf form "
+      f"differs by at most {np.abs(with_erf - reference).max():.1e} in absolute terms, against 1e-9 x "
+      f"{np.abs(reference).max():.2f} allowed; its worst relative error is {relative.max():.1e}, at "
+      f"x = {large.inputs['x'].flat[relative.argmax()]:.2f}")
+assert np.abs(with_erf - reference).max() < 1e-9 * np.abs(reference).max()

@@ -206,8 +206,8 @@ print(check("smoothed_cross_entropy_backward", smoothed_cross_entropy_backward))
 # %% [markdown]
 # npformer's `ops.cross_entropy_forward` and `ops.cross_entropy_backward` fuse all of this
 # (`ignore_index=0` names `<pad>`, `label_smoothing` is $\varepsilon$). Below, their loss with and
-# without smoothing, and checks of each claim above: zero gradient at padding, $p - q$ averaged over
-# the positions that count, padding adding nothing to the loss, finite losses for logits of $10^4$.
+# without smoothing, and checks of claims above: zero gradient at padding, a gradient that sums to
+# $0$ over the vocabulary, padding adding nothing to the loss, finite losses for logits of $10^4$.
 
 # %%
 logits = 2 * rng.standard_normal((2, 4, 7))
@@ -220,12 +220,6 @@ for eps in (0.0, 0.1):
     dz = ops.cross_entropy_backward(1.0, cache)
     assert np.all(dz[targets == 0] == 0), "padding positions must get zero gradient"
     assert np.abs(dz.sum(-1)).max() < 1e-12, "dz = p - q sums to 0 over the vocabulary at every position"
-    p = np.exp(logits - logits.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    q = (1 - eps) * np.eye(7)[targets] + eps / 7
-    counted = targets != 0
-    assert np.abs(dz[counted] - (p - q)[counted] / counted.sum()).max() < 1e-12, \
-        "the gradient must be (p - q), averaged over the positions that count"
 assert smoothed_losses[0.1] > smoothed_losses[0.0], "label smoothing raises the loss here"
 padded_away = ops.cross_entropy_forward(np.where(targets[..., None] == 0, 1e4, logits), targets, ignore_index=0)[0]
 assert abs(float(padded_away) - smoothed_losses[0.0]) < 1e-12, "padding positions must add nothing to the loss"
@@ -240,6 +234,19 @@ assert not np.isfinite(unfused), "log(softmax(z)) must reach log(0) for logits o
 report = gradcheck.check_op("cross_entropy")
 print(report)
 assert report.passed, "cross_entropy_backward must pass the finite-difference check"
+
+# %% tags=["instructor"]
+# The library's gradient against p - q, averaged over the positions that count: the body of the
+# exercise's solution, so it stays out of the student edition.
+for eps in (0.0, 0.1):
+    loss, cache = ops.cross_entropy_forward(logits, targets, ignore_index=0, label_smoothing=eps)
+    dz = ops.cross_entropy_backward(1.0, cache)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    q = (1 - eps) * np.eye(7)[targets] + eps / 7
+    counted = targets != 0
+    assert np.abs(dz[counted] - (p - q)[counted] / counted.sum()).max() < 1e-12, \
+        "the gradient must be (p - q), averaged over the positions that count"
 
 # %% [markdown]
 # What smoothing does to the loss as the model grows confident: the correct logit is a
@@ -283,3 +290,51 @@ for eps in (0.1, 0.3):
 # 3. The loss divides by $N$, the number of targets that are not `<pad>`, not by the number of
 #    positions $B \cdot T$. What would dividing by $B \cdot T$ do to the gradient of a batch of short
 #    sentences padded to a long one, compared with a batch of long sentences?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. At a counted position $dz = \frac{\texttt{dloss}}{N}(p - q)$, and
+#    $\sum_j p_j = 1 = \sum_j q_j$ (for $q$: $(1 - \varepsilon) + V \cdot \varepsilon / V = 1$), so
+#    $\sum_j dz_j = 0$; at a padding position $dz = 0$. It must be so because the loss depends on
+#    the logits only through softmax, which ignores a shift $z \to z + c\mathbf{1}$: the derivative
+#    of $L$ along $\mathbf{1}$, which is $\sum_j dz_j$, is zero. Full marks needs both the algebra
+#    and the shift invariance. Checked below on the student's function.
+# 2. With $z_t = m$ and the other $V - 1$ logits $0$, $p_t = e^m / (e^m + V - 1)$, and
+#    $\partial \ell / \partial m = p_t - q_t$ with $q_t = 1 - \varepsilon + \varepsilon/V$. Setting
+#    $p_t = q_t$:
+#    $$m^* = \log \frac{(V - 1)\, q_t}{1 - q_t} = \log\left(1 + \frac{V (1 - \varepsilon)}{\varepsilon}\right),$$
+#    $\log 91 \approx 4.51$ for $\varepsilon = 0.1$ and $\log(73/3) \approx 3.19$ for $\varepsilon = 0.3$
+#    ($V = 10$), within one grid step ($14/199 \approx 0.07$) of the printed minima. At $m^*$, $p = q$
+#    (by symmetry the other $p_j$ equal the other $q_j$ too), so the smallest loss is
+#    $-\sum_j q_j \log q_j = H(q)$, the entropy of the smoothed target distribution:
+#    $-(1 - \varepsilon + \frac{\varepsilon}{V}) \log(1 - \varepsilon + \frac{\varepsilon}{V})
+#    - (V - 1)\frac{\varepsilon}{V} \log \frac{\varepsilon}{V}$, since
+#    $\ell = H(q) + \operatorname{KL}(q \,\|\, p) \ge H(q)$. Both formulas against the grid below.
+# 3. Every counted position's gradient would be $\frac{1}{BT}(p - q)$ instead of $\frac{1}{N}(p - q)$:
+#    smaller by the factor $N / (BT)$, the fraction of real tokens. A batch of short sentences
+#    padded to a long one has $N \ll BT$, so its tokens get a much smaller step than the tokens of a
+#    batch of long sentences ($N \approx BT$): the effective learning rate would depend on how much
+#    padding the batch happens to hold (and the reported loss would fall as padding grows). Full
+#    marks: the factor $N/(BT)$, and that the weight of a token then depends on its batch rather
+#    than being equal for all tokens.
+
+# %% tags=["instructor"]
+answer_rng = np.random.default_rng(5)
+answer_logits = 3 * answer_rng.standard_normal((2, 3, 6))
+answer_targets = np.array([[2, 4, 0], [1, 0, 0]])
+answer_dz = smoothed_cross_entropy_backward(answer_logits, answer_targets, 0.1, 1.0)
+print(f"answer 1: largest |sum_j dz_j| over the positions: {np.abs(answer_dz.sum(-1)).max():.1e}")
+assert np.abs(answer_dz.sum(-1)).max() < 1e-14
+
+# %% tags=["instructor"]
+for eps in (0.1, 0.3):
+    vocab = 10
+    best_margin = np.log(1 + vocab * (1 - eps) / eps)
+    q_target, q_other = 1 - eps + eps / vocab, eps / vocab
+    entropy = -q_target * np.log(q_target) - (vocab - 1) * q_other * np.log(q_other)
+    grid_best = int(np.argmin(curves[eps]))
+    print(f"answer 2: eps = {eps}: margin log(1 + V(1 - eps)/eps) = {best_margin:.3f} "
+          f"(grid: {margins[grid_best]:.3f}); entropy of q = {entropy:.4f} (grid: {curves[eps][grid_best]:.4f})")
+    assert abs(best_margin - margins[grid_best]) < margins[1] - margins[0]
+    assert 0 <= curves[eps][grid_best] - entropy < 1e-3

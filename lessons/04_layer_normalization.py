@@ -67,16 +67,18 @@ def layernorm_backward(x, gamma, beta, dout, eps=1e-5):
 # %%
 print(check("layernorm_backward", layernorm_backward))
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # **The classic mistake** is to forget that $\sigma^2$ depends on $x$, which drops the last term.
 # The grader says which tensor is wrong, by how much, and where:
 
-# %%
+# %% tags=["instructor"]
 def layernorm_backward_without_variance_term(x, gamma, beta, dout, eps=1e-5):
-    _, dgamma, dbeta = ops.layernorm_backward(dout, ops.layernorm_forward(x, gamma, beta, eps)[1])
     rstd = 1.0 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
+    x_hat = (x - x.mean(axis=-1, keepdims=True)) * rstd
     g = dout * gamma
-    return rstd * (g - g.mean(axis=-1, keepdims=True)), dgamma, dbeta
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True))  # the term - x_hat * mean(g * x_hat) is missing
+    d_model = x.shape[-1]
+    return dx, (dout * x_hat).reshape(-1, d_model).sum(axis=0), dout.reshape(-1, d_model).sum(axis=0)
 
 
 mistake = check("layernorm_backward", layernorm_backward_without_variance_term, strict=False)
@@ -84,7 +86,8 @@ print(mistake)
 assert not mistake.passed and {row.tensor for row in mistake.rows if not row.passed} == {"dx"}
 
 # %% [markdown]
-# npformer's own `ops.layernorm_backward` is the compact form; it passes the same test:
+# npformer's own `ops.layernorm_backward` is the compact form; it passes the finite-difference
+# check of lesson 1:
 
 # %%
 library = gradcheck.check_op("layernorm")
@@ -129,3 +132,94 @@ assert np.abs(y.var(-1) - 1).max() < 1e-4, "after layer norm every row must have
 #    backward pass, then check it with `gradcheck.check_gradients`.
 # 3. Why does the grader check a row of three numbers? What goes wrong in the variance term
 #    for $D = 1$?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. $\sum_i \hat x_i = 0$ exactly (it is $r \sum_i (x_i - \mu)$), so
+#    $$\sum_i dx_i = r\Bigl(\sum_i g_i - D \operatorname{mean}(g)
+#    - \operatorname{mean}(g \odot \hat x) \sum_i \hat x_i\Bigr) = 0.$$
+#    With $\sum_i \hat x_i^2 = D \sigma^2 r^2 = D\sigma^2 / (\sigma^2 + \epsilon)$:
+#    $$\sum_i dx_i \hat x_i = r\Bigl(\sum_i g_i \hat x_i - \operatorname{mean}(g) \cdot 0
+#    - \frac{1}{D}\sum_j g_j \hat x_j \cdot \frac{D\sigma^2}{\sigma^2 + \epsilon}\Bigr)
+#    = r\,\frac{\epsilon}{\sigma^2 + \epsilon} \sum_i g_i \hat x_i .$$
+#    So $dx$ is orthogonal to $\mathbf{1}$ and, up to $\epsilon$, to $\hat x$: layer norm passes no
+#    gradient in the directions that shift the row or rescale it about its mean, because its output
+#    does not change (shift) or hardly changes (rescaling, only through $\epsilon$) along them.
+#    Only the $D - 2$ other directions carry gradient (up to $\epsilon$). Checked below, on rows
+#    with a small $\sigma^2$ so that the $\epsilon$ term is visible.
+# 2. With $\rho = \sqrt{\operatorname{mean}(x^2) + \epsilon}$, $\hat x = x / \rho$, $y = \gamma \odot \hat x$
+#    and $g = dy \odot \gamma$: $\partial \rho / \partial x_j = x_j / (D\rho)$, so
+#    $\partial \hat x_i / \partial x_j = \frac{1}{\rho}\left(\delta_{ij} - \frac{\hat x_i \hat x_j}{D}\right)$ and
+#    $$dx = \frac{1}{\rho}\left(g - \hat x \operatorname{mean}(g \odot \hat x)\right), \qquad
+#    d\gamma = \sum_{\text{rows}} dy \odot \hat x.$$
+#    It is layer norm's compact form without the $\operatorname{mean}(g)$ term (no mean is removed).
+#    Full marks: the formula and a passing `check_gradients` (reference code below).
+# 3. Small $D$ is where the $1/D$ terms weigh most and where each row is most strongly curved, so
+#    slips whose effect fades as $D$ grows (the unbiased variance, off by $D/(D-1)$) show up
+#    clearly; and $D = 3$ is the smallest $D$ at which $dx$ is not degenerate. For $D = 1$:
+#    $x - \mu = 0$, so $\sigma^2 = 0$, $\hat x = 0$ and $y = \beta$ whatever $x$ is; both
+#    $g - \operatorname{mean}(g)$ and the variance term vanish, $dx = 0$ exactly, and a backward that
+#    drops the variance term (or returns zeros) cannot be told from a correct one (an unbiased
+#    variance would even divide by $D - 1 = 0$). For $D = 2$,
+#    $\hat x = \pm\sqrt{\sigma^2 / (\sigma^2 + \epsilon)}\,(1, -1)$, almost $\pm(1, -1)$ whatever $x$
+#    is, and $g - \operatorname{mean}(g)$ lies along $\hat x$: the variance term cancels it almost
+#    entirely, and the true $dx$ is the gradient without that term times
+#    $\epsilon / (\sigma^2 + \epsilon)$. The output hardly depends on $x$, so the check would compare
+#    tiny, $\epsilon$-driven gradients. From $D = 3$ on, a row has a direction orthogonal to both
+#    $\mathbf{1}$ and $\hat x$, and $dx$ is of order 1. The sizes are printed below.
+
+# %% tags=["instructor"]
+answer_rng = np.random.default_rng(4)
+small_x = 0.01 * answer_rng.standard_normal((4, 6))  # sigma^2 near 1e-4: epsilon = 1e-5 is not negligible
+answer_gamma, answer_dout = 1 + 0.5 * answer_rng.standard_normal(6), answer_rng.standard_normal((4, 6))
+answer_dx = layernorm_backward(small_x, answer_gamma, np.zeros(6), answer_dout)[0]
+variance = small_x.var(-1)
+rstd = 1 / np.sqrt(variance + 1e-5)
+x_hat = (small_x - small_x.mean(-1, keepdims=True)) * rstd[:, None]
+along_x_hat = (answer_dx * x_hat).sum(-1)
+predicted = rstd * 1e-5 / (variance + 1e-5) * (answer_dout * answer_gamma * x_hat).sum(-1)
+print(f"answer 1: largest |sum_i dx_i| = {np.abs(answer_dx.sum(-1)).max():.1e} (largest |dx_i| "
+      f"{np.abs(answer_dx).max():.1e}); sum_i dx_i x_hat_i per row: {np.round(along_x_hat, 4)}, "
+      f"predicted {np.round(predicted, 4)}")
+assert np.abs(answer_dx.sum(-1)).max() < 1e-12 * np.abs(answer_dx).max()
+assert np.allclose(along_x_hat, predicted, rtol=1e-9, atol=0)
+
+# %% tags=["instructor"]
+def rmsnorm_forward(x, gamma, eps=1e-5):
+    rms = np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    x_hat = x / rms
+    return gamma * x_hat, (x_hat, rms, gamma)
+
+
+def rmsnorm_backward(dout, cache):
+    x_hat, rms, gamma = cache
+    g = dout * gamma
+    dx = (g - x_hat * (g * x_hat).mean(-1, keepdims=True)) / rms
+    dgamma = (dout * x_hat).reshape(-1, x_hat.shape[-1]).sum(0)
+    return dx, dgamma
+
+
+rms_report = gradcheck.check_gradients(rmsnorm_forward, rmsnorm_backward,
+                                       {"x": answer_rng.standard_normal((2, 3, 5)),
+                                        "gamma": 1 + 0.5 * answer_rng.standard_normal(5)}, name="rmsnorm")
+print("answer 2:")
+print(rms_report)
+assert rms_report.passed
+
+# %% tags=["instructor"]
+for width in (1, 2, 3, 5):
+    rows = 3 + 2 * answer_rng.standard_normal((6, width))
+    row_gamma, row_dout = 1 + 0.5 * answer_rng.standard_normal(width), answer_rng.standard_normal((6, width))
+    right = layernorm_backward(rows, row_gamma, np.zeros(width), row_dout)[0]
+    g = row_dout * row_gamma
+    without_variance_term = (g - g.mean(-1, keepdims=True)) / np.sqrt(rows.var(-1, keepdims=True) + 1e-5)
+    print(f"answer 3: D = {width}: largest |dx| {np.abs(right).max():.1e}, without the variance term "
+          f"{np.abs(without_variance_term).max():.1e}")
+    if width == 1:
+        assert np.all(right == 0) and np.all(without_variance_term == 0)
+    if width == 2:
+        shrink = 1e-5 / (rows.var(-1, keepdims=True) + 1e-5)
+        assert np.allclose(right, shrink * without_variance_term, rtol=1e-6, atol=0)
+    if width >= 3:
+        assert np.abs(right).max() > 0.1

@@ -53,17 +53,21 @@ print(check("positional_encoding", positional_encoding))
 
 # %% [markdown]
 # npformer's `ops.positional_encoding` computes the same table (in float64, then cast to the
-# dtype asked for). Below, 64 positions of a 128-wide model, checked column by column against
-# the formula, and drawn:
+# dtype asked for). Below, 64 positions of a 128-wide model, drawn:
 
 # %%
 table = ops.positional_encoding(64, 128, dtype=np.float64)
 print(table.shape, "PE[0] even columns:", table[0, :6:2], "odd:", table[0, 1:6:2])
+assert np.all(table[0, 0::2] == 0) and np.all(table[0, 1::2] == 1), "position 0: sin 0 = 0 and cos 0 = 1"
+figure = viz.positional_encoding_figure(64, 128, path=viz.figures_dir() / "05_positional_encoding.png")
+
+# %% tags=["instructor"]
+# The table against the formula, column by column: the body of the exercise's solution, so it stays
+# out of the student edition.
 positions, pairs = np.arange(64)[:, None], np.arange(0, 128, 2)[None, :]
 angles = positions / 10000 ** (pairs / 128)
 assert np.abs(table[:, 0::2] - np.sin(angles)).max() < 1e-12, "even columns must be sin(p / 10000^(2i/d))"
 assert np.abs(table[:, 1::2] - np.cos(angles)).max() < 1e-12, "odd columns must be cos(p / 10000^(2i/d))"
-figure = viz.positional_encoding_figure(64, 128, path=viz.figures_dir() / "05_positional_encoding.png")
 
 # %% [markdown]
 # ## Why sinusoids
@@ -138,12 +142,12 @@ def embedding_backward(ids, W, dout):
 # %%
 print(check("embedding_backward", embedding_backward))
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # **The classic mistake** is the assignment. It gives the right answer whenever no id repeats,
 # which is why a test with distinct ids does not catch it. The grader's cases repeat ids, and it
 # recognises the pattern of the error:
 
-# %%
+# %% tags=["instructor"]
 def embedding_backward_overwriting(ids, W, dout):
     dW = np.zeros_like(W)
     dW[ids.reshape(-1)] = dout.reshape(-1, W.shape[1])  # a repeated id: only one write survives
@@ -206,3 +210,102 @@ assert abs(table_rms - 1 / np.sqrt(2)) < 1e-12, "every pair of the table has sin
 #    `embedding_backward` with the position ids: for a batch of $B$ sentences padded to length $T$,
 #    how many upstream rows are added into row $p$ of $W_{\text{pos}}$, and which rows get no
 #    gradient at all? What does that mean for sentences longer than any seen in training?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. With $\theta = p\,\omega_i$ and $\phi = k\,\omega_i$, the angle-addition formulas give
+#    $\sin(\theta + \phi) = \sin\theta\cos\phi + \cos\theta\sin\phi$ and
+#    $\cos(\theta + \phi) = \cos\theta\cos\phi - \sin\theta\sin\phi$, that is
+#    $$\begin{pmatrix} PE_{p+k,\,2i} \\ PE_{p+k,\,2i+1} \end{pmatrix}
+#    = \begin{pmatrix} \cos k\omega_i & \sin k\omega_i \\ -\sin k\omega_i & \cos k\omega_i \end{pmatrix}
+#    \begin{pmatrix} PE_{p,\,2i} \\ PE_{p,\,2i+1} \end{pmatrix},$$
+#    a rotation by the angle $k\omega_i$ that depends on $k$ (and the pair) but not on $p$. Summing the pairs,
+#    $PE_p \cdot PE_{p+k} = \sum_i \bigl(\sin\theta \sin(\theta + \phi) + \cos\theta\cos(\theta + \phi)\bigr)
+#    = \sum_i \cos(k\,\omega_i)$, by $\cos(a - b) = \cos a \cos b + \sin a \sin b$: a function of $k$ only
+#    (and even in $k$, hence of $|p - q|$). Checked below against the lesson's printed products.
+# 2. No. The product is $\sum_i \cos(k\omega_i)$: from $d_{\text{model}}/2$ at $k = 0$ it falls,
+#    but with ripples of period $2\pi$ from the fastest pair ($\omega_0 = 1$), so after a first
+#    local minimum it rises and falls again about every $2\pi \approx 6$ positions on a slowly
+#    falling trend. The first local minimum moves to larger $k$ as $d_{\text{model}}$ grows
+#    (positions printed below, and drawn): the smooth trend of the sum scales with the number of
+#    pairs and its slope fades like $1/k$, while the ripple of the fastest pair keeps its size, so a
+#    wider model needs a larger $k$ before a ripple can turn the curve upward (roughly in
+#    proportion to $d_{\text{model}}$). Full marks: the plot, "not monotonic", the three
+#    positions, and the direction of the change; the explanation is a bonus.
+# 3. The position ids are $0, \dots, T-1$ in every sentence, so row $p < T$ of $W_{\text{pos}}$
+#    receives $B$ upstream rows, one per sentence; those of sentences that are padding at $p$ are
+#    zero (nothing reads a padded position: it is masked as a key, and the loss ignores it), so in
+#    effect row $p$ sums over the sentences longer than $p$. Rows $p \ge T$ get no gradient at all.
+#    Over a training run, rows beyond the longest training sentence are never updated and keep
+#    their random initialisation: a longer sentence at test time gets untrained position vectors
+#    (and past `max_len` there is no row at all), whereas the sinusoids are defined for every $p$.
+#    Reference code below: a subclass of `Transformer` with two `nn.LearnedPositions` tables.
+
+# %% tags=["instructor"]
+distance = 3
+closed_form = np.cos(distance / 10000 ** (np.arange(0, 128, 2) / 128)).sum()
+print(f"answer 1: sum_i cos(3 w_i) = {closed_form:.6f}; PE[10]·PE[13] = {table[10] @ table[13]:.6f}")
+assert abs(closed_form - table[10] @ table[13]) < 1e-9 and abs(closed_form - table[40] @ table[43]) < 1e-9
+
+# %% tags=["instructor"]
+figure, axis = plt.subplots(figsize=(7, 4), constrained_layout=True)
+first_minimum = {}
+for width in (32, 128, 512):
+    encodings = positional_encoding(201, width)
+    products = encodings[0] @ encodings.T  # PE_0 . PE_k = PE_p . PE_{p+k} for every p
+    minima = [k for k in range(1, 200) if products[k] < products[k - 1] and products[k] <= products[k + 1]]
+    first_minimum[width] = minima[0]
+    axis.plot(np.arange(201), products, label=f"d_model = {width}")
+    print(f"answer 2: d_model = {width}: monotonic: {bool(np.all(np.diff(products) < 0))}; "
+          f"first local minimum at k = {minima[0]}, the next ones at {minima[1:4]}")
+    assert len(minima) > 1, "the product is not monotonic in k"
+axis.set(xlabel="distance k", ylabel="PE_p · PE_{p+k}", title="Answer 2 (instructor)")
+axis.legend()
+assert first_minimum[32] < first_minimum[128] < first_minimum[512]
+
+# %% tags=["instructor"]
+from npformer.models import Transformer, TransformerConfig  # noqa: E402
+
+
+class TransformerWithLearnedPositions(Transformer):
+    """The translator with a learned position table per side instead of the sinusoids."""
+
+    def __init__(self, config, seed=0, dtype=None):
+        super().__init__(config, seed, dtype)
+        position_rng = np.random.default_rng(seed + 1)
+        size = (config.max_len, config.d_model)
+        self.src_positions = nn.LearnedPositions(*size, rng=position_rng, dtype=self.dtype)
+        self.tgt_positions = nn.LearnedPositions(*size, rng=position_rng, dtype=self.dtype)
+
+    def _positions_of(self, table):
+        return self.src_positions if table is self.src_embed else self.tgt_positions
+
+    def _embed(self, ids, table, dropout, start=0):
+        x = table.forward(ids) * self.embed_scale
+        x = x + self._positions_of(table).forward(ids.shape[0], ids.shape[1], start)
+        return dropout.forward(x)
+
+    def _embed_backward(self, d, table, dropout):
+        d = dropout.backward(d)
+        self._positions_of(table).backward(d)
+        table.backward(d * self.embed_scale)
+
+
+small = TransformerConfig(src_vocab=12, tgt_vocab=12, d_model=8, n_heads=2, d_ff=16, n_layers=2, max_len=10,
+                          dropout=0.0)
+learned = TransformerWithLearnedPositions(small, dtype=np.float64)
+source = np.array([[5, 6, 7, 8, 9, 0], [4, 5, 6, 7, 0, 0], [9, 8, 0, 0, 0, 0]])  # B = 3, T = 6; position 5: <pad>
+target_in = np.array([[1, 5, 6, 7], [1, 4, 0, 0], [1, 9, 8, 0]])
+target_out = np.array([[5, 6, 7, 2], [4, 2, 0, 0], [9, 8, 2, 0]])
+loss, loss_cache = ops.cross_entropy_forward(learned.forward(source, target_in), target_out, ignore_index=0)
+learned.zero_grad()
+d_source, d_target = learned.backward_to_inputs(ops.cross_entropy_backward(1.0, loss_cache))
+learned._embed_backward(d_source, learned.src_embed, learned.src_dropout)
+d_positions = learned.grads()["src_positions.W"]
+position_ids = np.broadcast_to(np.arange(source.shape[1]), source.shape)
+print("answer 3: largest |gradient| of each row of the source position table (T = 6, max_len = 10):",
+      np.abs(d_positions).max(axis=1).round(4))
+assert np.abs(d_positions - embedding_backward(position_ids, learned.src_positions.W, d_source)).max() < 1e-12
+assert np.all(d_source[source == 0] == 0), "padded positions send back zero rows"
+assert np.all(d_positions[5:] == 0) and np.all(np.abs(d_positions[:5]).max(axis=1) > 0)

@@ -95,12 +95,15 @@ def causal_mask(length):
 print(check("causal_mask", causal_mask))
 
 # %% [markdown]
-# **A classic mistake** is the opposite convention. PyTorch's `nn.MultiheadAttention` (and so
+# Mind the convention when you read other code. PyTorch's `nn.MultiheadAttention` (and so
 # `nn.Transformer`) reads a boolean mask as True where attention is *not* allowed, so a causal
-# mask written for it is the strict upper triangle, $[\,j > i\,]$. Given to npformer, that mask
-# lets every position see only the future; the grader recognises the inversion:
+# mask written for it is the strict upper triangle, $[\,j > i\,]$: the complement of npformer's.
 
-# %%
+# %% [markdown] tags=["instructor"]
+# **A classic mistake** is that opposite convention. Given to npformer, PyTorch's causal mask lets
+# every position see only the future; the grader recognises the inversion:
+
+# %% tags=["instructor"]
 def causal_mask_pytorch_convention(length):
     return np.triu(np.ones((length, length), dtype=bool), k=1)  # True = may NOT attend
 
@@ -165,3 +168,52 @@ assert all(np.all(gradient == 0) for gradient in gradients), "an all-padding row
 # 2. Build the mask for a prefix language model: the first $P$ positions see each other freely,
 #    the rest are causal.
 # 3. Test that appending padding leaves every real output of `attention_forward` unchanged.
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. Each query's output row depends on that query and on the keys and values only: rows do not
+#    mix, so whatever a padding query computes cannot reach a real position in this layer. Its
+#    output is never used by a real position later either: in the next layer (and in
+#    cross-attention) the same position is a masked key, so nothing reads it, and the loss ignores
+#    `<pad>` targets, so its gradient is zero. The padding query attends to the real keys and
+#    gives a finite, harmless row (a fully masked row gives zeros, lesson 7). Full marks: rows are
+#    independent, and the padded output is masked as a key downstream and ignored by the loss.
+# 2. Query $i$ may see key $j$ when $j \le i$ or both are in the prefix ($i < P$ and $j < P$). For
+#    $i \ge P$ every prefix key already has $j < P \le i$, so the mask is simply
+#    `causal_mask(T) | (np.arange(T) < P)[None, :]` (shape `(T, T)`, combined with the padding mask
+#    by `&` as before). Reference code and a check against the definition below.
+# 3. Reference test below: the same sentences with $3$ padding positions appended (random vectors
+#    there, with the padding mask extended), then every real query's output must be unchanged. The
+#    appended keys get weight exactly $0$, so the outputs agree to rounding at worst (a matrix
+#    product may sum in another order); the difference is printed below. Full marks: a batch with
+#    padding, the comparison on the real queries only, a tolerance near $10^{-15}$, and padded
+#    vectors that are not zero (so that the test would catch a leak).
+
+# %% tags=["instructor"]
+def prefix_lm_mask(length, prefix):
+    """Boolean (T, T): the first `prefix` positions see each other, the rest is causal."""
+    return ops.causal_mask(length) | (np.arange(length) < prefix)[None, :]
+
+
+prefix_mask = prefix_lm_mask(6, 3)
+by_definition = np.array([[j <= i or (i < 3 and j < 3) for j in range(6)] for i in range(6)])
+print("answer 2: T = 6, P = 3:")
+print(prefix_mask.astype(int))
+assert np.array_equal(prefix_mask, by_definition)
+
+# %% tags=["instructor"]
+answer_rng = np.random.default_rng(6)
+real_ids = np.array([[4, 7, 9, 5], [6, 8, 0, 0]])  # the second sentence is already padded
+padded_ids = np.concatenate([real_ids, np.zeros((2, 3), int)], axis=1)  # three more <pad> positions
+q_short, k_short, v_short = answer_rng.standard_normal((3, 2, 2, 4, 5))  # (B, H, T, Dh) each
+extra = answer_rng.standard_normal((3, 2, 2, 3, 5))  # random vectors at the new positions: a leak would show
+q_long, k_long, v_long = (np.concatenate([short, more], axis=2)
+                          for short, more in zip((q_short, k_short, v_short), extra))
+out_short = ops.attention_forward(q_short, k_short, v_short, ops.padding_mask(real_ids))[0]
+out_long = ops.attention_forward(q_long, k_long, v_long, ops.padding_mask(padded_ids))[0]
+real = real_ids != 0  # the real queries: (B, T)
+gap = np.abs(out_long[:, :, :4][np.broadcast_to(real[:, None], (2, 2, 4))]
+             - out_short[np.broadcast_to(real[:, None], (2, 2, 4))]).max()
+print(f"answer 3: largest change of a real output after appending padding: {gap:.1e}")
+assert gap < 1e-14

@@ -377,11 +377,12 @@ def attention(q, k, v, mask):
 # %%
 print(check("attention", attention))
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # **The classic mistake** is the textbook softmax with the mask but without the guard for a fully
-# masked query. Every other case passes; the fully masked one turns into NaN:
+# masked query. The cases without such a query pass; the fully masked one turns into NaN (as does
+# an unseen case whose random mask happens to mask a whole row):
 
-# %%
+# %% tags=["instructor"]
 def attention_without_guard(q, k, v, mask):
     scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
     if mask is not None:
@@ -395,7 +396,8 @@ def attention_without_guard(q, k, v, mask):
 mistake = check("attention", attention_without_guard, strict=False)
 print(mistake)
 failed_cases = {row.case for row in mistake.rows if not row.passed}
-assert not mistake.passed and all("fully masked" in case for case in failed_cases), \
+assert any("fully masked" in case for case in failed_cases), "the fully masked query must fail"
+assert all("fully masked" in case or case.startswith("unseen:") for case in failed_cases), \
     "only the fully masked query may fail"
 
 # %% [markdown]
@@ -515,3 +517,104 @@ assert list(cache["weights"][0, 0].argmax(-1)) == [2, 1, 0, 4, 3], "each query m
 # 5. Replace the recurrent network's orthogonal $W$ by $3W$. Does the gradient from the last output
 #    to the first word still shrink as $T$ grows? Look at the slopes $1 - h_t^2$ along the way:
 #    what happens to them, and why?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. With $\tilde Q = sQ$ and $S = \tilde Q K^\top$, the softmax part is unchanged, so $dS$ is the
+#    same. Then $d\tilde Q = dS\,K$ and $dQ = s\,d\tilde Q = s\,dS\,K$ (the chain rule through the
+#    scaling), and $dK = dS^\top \tilde Q = s\,dS^\top Q$: the same two formulas. Scaling $Q$ costs
+#    $T_q D_h$ multiplications per head, scaling $S$ costs $T_q T_k$; with $D_h < T_k$ (for example
+#    $D_h = 64$ against $T_k = 512$) scaling $Q$ is cheaper, and in a full model the scale can even
+#    be folded into $W_q$ for free. Full marks: the chain-rule step and the two sizes compared.
+# 2. All scores equal give $P_{ij} = 1/T_k$ (over the keys it may see), so the output is the plain
+#    mean of the values, $\bar v$. The gradient is not zero in general: $dP_{ij} = dO_i \cdot v_j$,
+#    so $dS_{ij} = \frac{1}{T_k}\, dO_i \cdot (v_j - \bar v)$ and
+#    $dQ_i = \frac{s}{T_k} \sum_j \bigl(dO_i \cdot (v_j - \bar v)\bigr) k_j$, which vanishes only in
+#    special cases (all values equal, all keys equal, or $dO_i$ orthogonal to every $v_j - \bar v$):
+#    a small change of $q$ moves weight between the keys, which changes the output unless the
+#    values are all equal. Full marks: the mean of the values, "not zero", and the formula for
+#    $dQ_i$. Checked below.
+# 3. $P$ has $B H T^2 = 64 \cdot 8 \cdot 512^2 = 134{,}217{,}728$ entries: $536{,}870{,}912$ bytes,
+#    $512$ MiB in float32, for one attention sublayer. It must be kept for the backward pass, and
+#    the base model has 18 attention sublayers (6 encoder self-attentions, 6 decoder
+#    self-attentions, 6 cross-attentions), so about 9 GiB of weights alone, and the backward pass
+#    makes $dP$ and $dS$ of the same size. It grows like $T^2$: doubling the length quadruples it.
+#    This is why long sequences run out of memory, and why fused kernels (FlashAttention) never
+#    store $P$ but recompute it in blocks. Full marks: the number and the quadratic growth.
+# 4. For random vectors of length $\sqrt D$, $s_{ii} = \sqrt D$ while $s_{ij} = \sqrt D \cos\theta_{ij}$
+#    with $\cos\theta_{ij}$ of order $1/\sqrt D$ (random directions are nearly orthogonal), so the
+#    other scores stay of unit size. The weight on itself is then about
+#    $1 / \bigl(1 + (T - 1)\, e^{1/2} e^{-\sqrt D}\bigr)$, which tends to $1$ exponentially in
+#    $\sqrt D$: each word keeps almost all of its weight, and $y_i \approx x_i$ (printed below for
+#    $D = 8, 64, 512$, with five random words as in the lesson's sentence; the estimate uses
+#    $\mathbb{E}\,e^{s_{ij}} = e^{1/2}$ for a standard normal score).
+# 5. No. With $3W$ each step multiplies the gradient by $\operatorname{diag}(1 - h_t^2)\, 3W^\top$:
+#    the pre-activations triple, so many units saturate ($|h_t|$ near 1) and their slopes
+#    $1 - h_t^2$ fall toward $0$, but the units that stay unsaturated now pass the gradient on with a
+#    gain near $3$. In the lesson's network the gain wins: the gradient no longer shrinks with $T$,
+#    it grows, unevenly (printed below, with the slopes). The lesson to draw: a product of $T - 1$
+#    Jacobians either vanishes or explodes, depending on a balance that no single $W$ keeps at
+#    1 for every input, and saturation is what stops $3W$ from exploding faster. Full marks: the
+#    measured trend, the slopes (smaller, many near $0$) and the reason (saturation against gain).
+
+# %% tags=["instructor"]
+answer_rng = np.random.default_rng(8)
+flat_q = answer_rng.standard_normal((1, 1, 3, 4))
+flat_q[..., 1, :] = 0  # query 1: every score 0
+flat_k, flat_v = answer_rng.standard_normal((2, 1, 1, 5, 4))
+flat_dout = answer_rng.standard_normal((1, 1, 3, 4))
+flat_out = attention(flat_q, flat_k, flat_v, None)
+flat_dq = attention_backward(flat_q, flat_k, flat_v, None, flat_dout)[0]
+mean_value = flat_v[0, 0].mean(axis=0)
+predicted_dq = 0.5 / 5 * ((flat_dout[0, 0, 1] @ (flat_v[0, 0] - mean_value).T) @ flat_k[0, 0])  # s = 1/sqrt(4)
+print(f"answer 2: output of the flat query minus the mean value: {np.abs(flat_out[0, 0, 1] - mean_value).max():.1e}; "
+      f"|dq| of the flat query: {np.linalg.norm(flat_dq[0, 0, 1]):.3f}; against the formula: "
+      f"{np.abs(flat_dq[0, 0, 1] - predicted_dq).max():.1e}")
+assert np.allclose(flat_out[0, 0, 1], mean_value) and np.linalg.norm(flat_dq[0, 0, 1]) > 0.01
+assert np.allclose(flat_dq[0, 0, 1], predicted_dq)
+
+# %% tags=["instructor"]
+word_count = len(sentence)
+for width in (8, 64, 512):
+    kept = []
+    for trial in range(100):
+        random_words = answer_rng.standard_normal((word_count, width))
+        random_words *= np.sqrt(width) / np.linalg.norm(random_words, axis=1, keepdims=True)
+        _, random_weights = self_attention(random_words, np.eye(width), np.eye(width), np.eye(width))
+        kept.append(np.diag(random_weights).mean())
+    estimate = 1 / (1 + (word_count - 1) * np.exp(0.5 - np.sqrt(width)))
+    print(f"answer 4: D = {width:3d}: weight each word keeps for itself {np.mean(kept):.6f}, 1 minus it "
+          f"{1 - np.mean(kept):.1e} (the estimate 1 / (1 + (T - 1) e^(1/2 - sqrt(D))) leaves {1 - estimate:.1e})")
+    if width >= 64:
+        assert np.mean(kept) > 0.99
+assert np.mean(kept) > 1 - 1e-6
+
+# %% tags=["instructor"]
+def rnn_states_with(words, w):
+    state, states = np.zeros(hidden_dim), []
+    for word in words:
+        state = np.tanh(state @ w + word @ u_input)
+        states.append(state)
+    return np.array(states)
+
+
+def rnn_jacobian_with(words, w):
+    states = rnn_states_with(words, w)
+    jacobian = np.diag(1 - states[-1] ** 2)
+    for state in states[-2::-1]:
+        jacobian = jacobian @ w.T @ np.diag(1 - state ** 2)
+    return jacobian @ u_input.T
+
+
+answer_sizes = {}
+for factor in (1, 3):
+    scaled_w = factor * w_recurrent
+    answer_sizes[factor] = {length: np.linalg.norm(rnn_jacobian_with(cat_fillers_chased(length), scaled_w), 2)
+                            for length in (5, 10, 20, 40)}
+    slopes = 1 - rnn_states_with(cat_fillers_chased(40), scaled_w) ** 2
+    print(f"answer 5: {factor}W: gradient size at T = 5, 10, 20, 40: "
+          + ", ".join(f"{size:.1e}" for size in answer_sizes[factor].values())
+          + f"; slopes 1 - h^2 over T = 40: median {np.median(slopes):.2f}, below 0.01: {np.mean(slopes < 0.01):.0%}")
+assert np.allclose(list(answer_sizes[1].values()), gradient_sizes["recurrent"][[3, 8, 18, 38]])
+assert answer_sizes[3][40] > answer_sizes[3][5], "with 3W the gradient no longer shrinks with T"

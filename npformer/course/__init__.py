@@ -25,7 +25,7 @@ Example, in a lesson::
     print(check("layernorm_backward", layernorm_backward))
 """
 
-from . import grading, wrong_solutions
+from . import grading
 from .collect import collect
 from .edition import (BEGIN, END, exercise_table, instructor_edition, instructor_only, lessons_folder,
                       student_edition, student_source)
@@ -38,4 +38,4 @@ from .student_ops import StudentOps, StudentOpsError, load_student_ops, student_
 __all__ = ["check", "EXERCISES", "Exercise", "Case", "ExerciseReport", "ExerciseFailed",
            "student_edition", "instructor_edition", "student_source", "instructor_only", "lessons_folder",
            "exercise_table", "lesson_notebooks", "BEGIN", "END", "collect", "student_ops", "load_student_ops",
-           "StudentOps", "StudentOpsError", "grade_class", "grading", "wrong_solutions"]
+           "StudentOps", "StudentOpsError", "grade_class", "grading"]

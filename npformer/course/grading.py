@@ -62,7 +62,7 @@ def max_points() -> int:
     return sum(exercise.points for exercise in EXERCISES.values())
 
 
-def _error_cell(status: str, message: str) -> str:
+def _error_cell(message: str) -> str:
     """The short form of a failure that is an error, not a wrong answer ("" for a wrong answer)."""
     if "npformer's own answer" in message:
         return "calls npformer's answer"
@@ -112,7 +112,7 @@ def _work(module_path: str, results_path: str, names: list[str], seed: int) -> N
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), numpy.errstate(all="ignore"):
                 report = check(name, function, strict=False, unseen_seed=seed)
             points = EXERCISES[name].points if report.passed else 0
-            cell = _error_cell(report.status, report.message) or points
+            cell = _error_cell(report.message) or points
             if Counter.written > PRINT_LIMIT:
                 cell = f"printed {Counter.written / 1e6:.1f} MB"
             emit(name=name, cell=cell, report=str(report))
@@ -125,8 +125,9 @@ def _grade_module(module: Path, names: list[str], timeout: float, seed: int, wor
     while remaining:
         results_path = workdir / f"results-{len(results)}.jsonl"
         results_path.write_text("", encoding="utf-8")
-        command = [sys.executable, "-m", "npformer.course.grading", "--worker", str(module), str(results_path),
-                   str(seed), *remaining]
+        command = [sys.executable, "-c", "import sys; from npformer.course.grading import _work; "
+                   "_work(sys.argv[1], sys.argv[2], sys.argv[4:], int(sys.argv[3]))",
+                   str(module), str(results_path), str(seed), *remaining]
         environment = {**os.environ, "MPLBACKEND": "Agg", "NPFORMER_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         environment.pop("NPFORMER_GRADER", None)
         process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -251,6 +252,3 @@ def summary(graded: list[StudentGrades]) -> str:
     lines.append("passed by: " + ", ".join(f"{name} {count}/{len(graded)}" for name, count in counts.items()))
     return "\n".join(lines)
 
-
-if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--worker":
-    _work(sys.argv[2], sys.argv[3], sys.argv[5:], int(sys.argv[4]))

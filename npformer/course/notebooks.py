@@ -3,19 +3,36 @@
 A lesson is a percent-format script (``# %%`` cells); jupytext reads it as a
 notebook, nbclient runs it in a fresh kernel whose working folder is the output
 folder, so lesson 15 finds the run that lesson 13 wrote. Needs the ``course``
-extra: ``pip install "npformer[course]"``.
+extra: ``pip install ".[course]"`` from a clone.
+
+The student edition's notebooks carry nbgrader's cell metadata (schema 3), so that a
+class that already runs nbgrader can use them as they are:
+
+* each cell with an exercise's stub is a **solution** cell (the student writes there);
+* each cell that grades an exercise is an **autograded test** cell, locked, worth the
+  exercise's points; it ends with an ``assert`` that the exercise passes, because nbgrader
+  gives a test cell its points when it runs without an error;
+* after the ``## Exercises`` section, one **manually graded** answer cell, worth one point
+  per open question;
+* every other cell is **locked** (read-only; nbgrader restores it before grading).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
 from tqdm.auto import tqdm
 
-from .edition import lesson_files, student_source
+from .edition import STUB, graded_exercises, lesson_files, student_source
+from .exercises import EXERCISES
+
+_QUESTION = re.compile(r"^\d+\. ", re.MULTILINE)
+_DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
+_CHECKED = re.compile(r"""\bcheck\(\s*["']([a-z_]+)["']\s*,\s*(\w+)\s*\)""")
 
 
 class NotebookError(RuntimeError):
@@ -48,6 +65,45 @@ def _environment(changes: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def _nbgrader(grade_id: str, *, grade: bool = False, solution: bool = False, locked: bool = False,
+              points: int | None = None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution,
+            "task": False}
+    if points is not None:
+        meta["points"] = points
+    return meta
+
+
+def add_nbgrader_metadata(notebook: Any, lesson: str, nbformat: Any) -> Any:
+    """Mark a student notebook's cells for nbgrader (see the module's docstring); returns it."""
+    cells = []
+    for index, cell in enumerate(notebook.cells):
+        source = cell.source
+        graded = graded_exercises(source) if cell.cell_type == "code" else []
+        if cell.cell_type == "code" and STUB[1] in source:
+            name = (_DEF.findall(source) or [f"cell{index}"])[0]
+            cell.metadata["nbgrader"] = _nbgrader(f"{lesson}_{name}", solution=True)
+        elif graded:
+            checks = "\n".join(f"assert check({name!r}, {function}).passed, "
+                               f"\"exercise {name} does not pass yet: its report is printed above\""
+                               for name, function in _CHECKED.findall(source) if name in graded)
+            cell.source = source.rstrip() + "\n" + checks
+            cell.metadata["nbgrader"] = _nbgrader(f"{lesson}_check_{'_'.join(graded)}", grade=True, locked=True,
+                                                  points=sum(EXERCISES[name].points for name in graded))
+        else:
+            cell.metadata["nbgrader"] = _nbgrader(f"{lesson}_cell{index}", locked=True)
+        cells.append(cell)
+        questions = _QUESTION.findall(source.split("## Exercises", 1)[1]) if cell.cell_type == "markdown" \
+            and "## Exercises" in source else []
+        if questions:
+            answer = nbformat.v4.new_markdown_cell("YOUR ANSWER HERE")
+            answer.metadata["nbgrader"] = _nbgrader(f"{lesson}_answers", grade=True, solution=True,
+                                                    points=len(questions))
+            cells.append(answer)
+    notebook.cells = cells
+    return notebook
+
+
 def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: bool = True,
                      student: bool = False, quick: bool = False, timeout: int = 900,
                      only: list[str] | None = None) -> list[Path]:
@@ -73,6 +129,8 @@ def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: b
         for path in tqdm(files, desc="notebooks", unit="lesson", disable=not execute):
             text = path.read_text(encoding="utf-8")
             notebook = jupytext.reads(student_source(text, path.name) if student else text, fmt="py:percent")
+            if student:
+                add_nbgrader_metadata(notebook, path.stem, nbformat)
             notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
             target = out / f"{path.stem}.ipynb"
             try:

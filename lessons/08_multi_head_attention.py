@@ -211,14 +211,14 @@ def multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, 
 # %%
 print(check("multi_head_attention_backward", multi_head_attention_backward))
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # **The classic mistake** is to follow only one path back into the memory, here the values',
 # forgetting that the keys were computed from it too. Only `dmemory` is wrong, and only in the rows
 # whose key could move a softmax: a masked key gets no gradient on either path, and where a query
 # sees a single key its weight is $1$ whatever the score, so that key gets none either (the case
 # with $T_m = 1$, and the second sentence of the first case, which has one real key):
 
-# %%
+# %% tags=["instructor"]
 def multi_head_attention_backward_values_only(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
     q, q_cache = ops.linear_forward(query, Wq)
     k, k_cache = ops.linear_forward(memory, Wk)
@@ -400,3 +400,121 @@ assert head_gap > 0.05, "the two heads must attend differently"
 #    `multi_head_attention_backward` (which then also return $db_q, \dots, db_o$), and compare
 #    them with `nn.MultiHeadAttention(..., fused=False)`: copy its `q.W`, `q.b`, ... into your
 #    arguments, and compare with its `forward`, its `backward` and its `grads()`.
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. In head $h$, adding $b_k$ to every key adds $q_i \cdot b_k^h / \sqrt{D_h}$ to every score of
+#    row $i$: one shift shared by all the keys of that row, which softmax ignores. The output does
+#    not depend on $b_k$, so its gradient is exactly zero; in the backward pass,
+#    $\sum_j dk_j = \frac{1}{\sqrt{D_h}} \sum_i q_i \sum_j dS_{ij} = 0$ because every row of
+#    softmax's $dS$ sums to zero. $b_v$ does get a gradient: a row's weights sum to 1, so
+#    $\sum_j a_{ij}(v_j + b_v) = \sum_j a_{ij} v_j + b_v$ and
+#    $db_v = \sum_{b,t} (dY\, W_o^\top)_{bt}$, which is not zero in general (a query whose keys are
+#    all masked aside). Checked below.
+# 2. Yes. With $H = 1$ the split is a reshape to `(B, 1, T, D)`, the scale is $1/\sqrt{D}$ and the
+#    merge undoes the reshape, so the layer is $o(\operatorname{Attention}(q(X), k(M), v(M)))$ with
+#    $q$, $k$, $v$ and $o$ its four linear layers. A full answer computes both and compares them
+#    (below: equal to rounding).
+# 3. For self-attention ($T_q = T_m = T$): the four projections cost $4BTD^2$ multiply-adds; the
+#    scores $QK^\top$ cost $H \cdot B T^2 D_h = BT^2D$ and the weighted sum of the values the same,
+#    so the total is $4BTD^2 + 2BT^2D$. No multiply-add term depends on $H$, because $H D_h = D$.
+#    Full marks needs the two groups, the $T^2$ term and the cancellation of $H$; a good answer adds
+#    that $H$ shows up only in the elementwise work on the $B H T^2$ scores (scaling, mask, softmax)
+#    and in the memory the weights take. The cell below counts the products from the shapes of the
+#    head arrays for $H = 1, 2, 4$, and compares the total, at 2 FLOPs per multiply-add, with
+#    `models.summary_rows`.
+# 4. Reference code below: a bias after each projection, and each bias gradient is its output's
+#    gradient summed over the batch and the positions ($db_q = \sum_{b,t} dQ_{bt}$ with $dQ$ merged,
+#    and so on; $db_o = \sum_{b,t} dY_{bt}$). Full marks: forward, `(d_query, d_memory)` and all
+#    eight parameter gradients equal to the module's to about $10^{-12}$ in float64 (with $db_k$
+#    zero, as question 1 says).
+
+# %% tags=["instructor"]
+answer_rng = np.random.default_rng(11)
+answer_layer = nn.SelfAttention(d_model=8, n_heads=2, rng=answer_rng, dtype=np.float64, fused=False)
+answer_x = answer_rng.standard_normal((3, 5, 8))
+answer_dout = answer_rng.standard_normal((3, 5, 8))
+answer_layer.forward(answer_x, mask)
+answer_layer.backward(answer_dout)
+db_k, db_v = answer_layer.grads()["k.b"], answer_layer.grads()["v.b"]
+print(f"answer 1: largest |db_k| = {np.abs(db_k).max():.1e}, largest |db_v| = {np.abs(db_v).max():.2f}")
+assert np.abs(db_k).max() < 1e-12 and np.abs(db_v).max() > 0.1
+assert np.allclose(db_v, (answer_dout @ answer_layer.o.W.T).sum(axis=(0, 1)))  # every query sees a key
+
+# %% tags=["instructor"]
+one_head = nn.MultiHeadAttention(d_model=8, n_heads=1, rng=answer_rng, dtype=np.float64, fused=False)
+answer_memory = answer_rng.standard_normal((3, 4, 8))
+memory_mask = ops.padding_mask(np.array([[5, 6, 7, 8], [5, 6, 0, 0], [5, 6, 7, 0]]))
+q_one = ops.linear_forward(answer_x, one_head.q.W, one_head.q.b)[0][:, None]  # (B, 1, Tq, D): one head
+k_one = ops.linear_forward(answer_memory, one_head.k.W, one_head.k.b)[0][:, None]
+v_one = ops.linear_forward(answer_memory, one_head.v.W, one_head.v.b)[0][:, None]
+context_one = ops.attention_forward(q_one, k_one, v_one, memory_mask)[0][:, 0]
+by_hand = ops.linear_forward(context_one, one_head.o.W, one_head.o.b)[0]
+gap = np.abs(one_head.forward(answer_x, answer_memory, memory_mask) - by_hand).max()
+print(f"answer 2: H = 1 against lesson 7's attention and four linear layers: largest difference {gap:.1e}")
+assert gap < 1e-12
+
+# %% tags=["instructor"]
+from npformer import models  # noqa: E402
+
+
+def multiply_adds(a_shape, b_shape):
+    """Multiply-adds of a (batched) product a @ b: one per output entry and per summed index."""
+    return int(np.prod(a_shape[:-1])) * a_shape[-1] * b_shape[-1]
+
+
+B, T, D = 3, 7, 16
+for n_heads in (1, 2, 4):
+    head_shape = split_heads(np.zeros((B, T, D)), n_heads).shape  # (B, H, T, Dh)
+    projections = 4 * multiply_adds((B, T, D), (D, D))
+    scores = multiply_adds(head_shape, head_shape[:2] + head_shape[:1:-1])  # q @ k^T: (B, H, T, Dh) @ (B, H, Dh, T)
+    weighted_sum = multiply_adds(head_shape[:3] + (T,), head_shape)  # weights @ v: (B, H, T, T) @ (B, H, T, Dh)
+    print(f"answer 3: H = {n_heads}: projections {projections:,}, scores {scores:,}, weighted sum {weighted_sum:,}")
+    assert projections == 4 * B * T * D**2 and scores == weighted_sum == B * T**2 * D
+tiny = models.Transformer(models.TransformerConfig(8, 8, d_model=D, n_heads=2, d_ff=32, n_layers=1))
+summary = {row.name: row.forward_flops for row in models.summary_rows(tiny, batch=B, src_len=T, tgt_len=5)}
+print(f"answer 3: summary_rows counts {summary['encoder.layers.0.self_attn']:,} FLOPs for the encoder's "
+      f"self-attention = 2 (4BTD^2 + 2BT^2D) = {2 * (4 * B * T * D**2 + 2 * B * T**2 * D):,}")
+assert summary["encoder.layers.0.self_attn"] == 2 * (4 * B * T * D**2 + 2 * B * T**2 * D)
+
+
+# %% tags=["instructor"]
+def multi_head_attention_with_biases(query, memory, Wq, bq, Wk, bk, Wv, bv, Wo, bo, n_heads, mask):
+    q, k, v = (split_heads(t, n_heads) for t in (query @ Wq + bq, memory @ Wk + bk, memory @ Wv + bv))
+    context, _ = ops.attention_forward(q, k, v, mask)
+    return merge_heads(context) @ Wo + bo
+
+
+def multi_head_attention_with_biases_backward(query, memory, Wq, bq, Wk, bk, Wv, bv, Wo, bo, n_heads, mask,
+                                              dout):
+    def flat(t):
+        return t.reshape(-1, t.shape[-1])
+
+    q, k, v = (split_heads(t, n_heads) for t in (query @ Wq + bq, memory @ Wk + bk, memory @ Wv + bv))
+    context, cache = ops.attention_forward(q, k, v, mask)
+    merged = merge_heads(context)
+    dWo, dbo = flat(merged).T @ flat(dout), flat(dout).sum(axis=0)
+    dq, dk, dv = (merge_heads(d) for d in ops.attention_backward(split_heads(dout @ Wo.T, n_heads), cache))
+    dWq, dbq = flat(query).T @ flat(dq), flat(dq).sum(axis=0)
+    dWk, dbk = flat(memory).T @ flat(dk), flat(dk).sum(axis=0)
+    dWv, dbv = flat(memory).T @ flat(dv), flat(dv).sum(axis=0)
+    return dq @ Wq.T, dk @ Wk.T + dv @ Wv.T, {"q.W": dWq, "q.b": dbq, "k.W": dWk, "k.b": dbk,
+                                               "v.W": dWv, "v.b": dbv, "o.W": dWo, "o.b": dbo}
+
+
+biased = nn.MultiHeadAttention(d_model=8, n_heads=2, rng=answer_rng, dtype=np.float64, fused=False)
+weights = [getattr(getattr(biased, name), part) for name in "qkvo" for part in "Wb"]
+answer_dout = answer_rng.standard_normal((3, 5, 8))
+ours_out = multi_head_attention_with_biases(answer_x, answer_memory, *weights, 2, memory_mask)
+ours_dquery, ours_dmemory, ours_grads = multi_head_attention_with_biases_backward(
+    answer_x, answer_memory, *weights, 2, memory_mask, answer_dout)
+biased.zero_grad()
+module_out = biased.forward(answer_x, answer_memory, memory_mask)
+module_dquery, module_dmemory = biased.backward(answer_dout)
+gaps = {"out": np.abs(ours_out - module_out).max(), "d_query": np.abs(ours_dquery - module_dquery).max(),
+        "d_memory": np.abs(ours_dmemory - module_dmemory).max(),
+        **{key: np.abs(ours_grads[key] - grad).max() for key, grad in biased.grads().items()}}
+print("answer 4: largest differences from nn.MultiHeadAttention(fused=False):",
+      ", ".join(f"{key} {value:.0e}" for key, value in gaps.items()))
+assert max(gaps.values()) < 1e-12

@@ -76,11 +76,11 @@ def dropout_backward(x, keep, p, dout):
 # %%
 print(check("dropout_backward", dropout_backward))
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # **The classic mistake** is to remember the mask and forget the scale, which the forward pass
 # applied to every survivor. The grader recognises a gradient off by a constant factor:
 
-# %%
+# %% tags=["instructor"]
 def dropout_backward_without_scale(x, keep, p, dout):
     return dout * keep
 
@@ -91,7 +91,7 @@ assert not mistake.passed and {row.tensor for row in mistake.rows if not row.pas
 
 # %% [markdown]
 # npformer's `ops.dropout_backward` keeps $\text{keep}/(1-p)$ in its cache; it passes the
-# finite-difference check (with the same mask in every call, as above):
+# finite-difference check (with the same mask in every call: the mask is part of the function):
 
 # %%
 library = gradcheck.check_op("dropout")
@@ -239,3 +239,114 @@ assert 0.8 < post[0] / post[-1] < 1.25, "post-norm: layer 0 must get about what 
 #    parameters (`layer.grads()`, after `encoder.zero_grad()` and the backward pass). In which
 #    layers are the parameters' gradients largest, for post-norm and for pre-norm? Does what you
 #    find at this depth and width agree with the argument above?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. With $u = \operatorname{Norm}_1(x)$, $z = \operatorname{Sublayer}(u)$ and
+#    $y = x + \operatorname{Norm}_2(z)$ (plus dropout, if any, after $\operatorname{Norm}_2$), the
+#    identity path and the sub-layer path add up:
+#    $dx = dy + J_{\mathrm{N_1}}^\top J_F^\top J_{\mathrm{N_2}}^\top\, D_p(dy)$, that is
+#    `dout + norm1_backward(sublayer_backward(norm2_backward(dropout_backward(dout))))`. Full marks:
+#    the order (the second norm's backward first), both paths, and a finite-difference check that
+#    passes for $x$ and every parameter of both norms and the sub-layer (reference code below, with
+#    a GELU feed-forward network as the sub-layer, for the reason given above for the layer check).
+# 2. In pre-norm the residual stream is never normalised: each layer adds its sub-layers' outputs to
+#    $x$ and only the copies fed to the sub-layers go through a norm. So the stack's output is the
+#    raw sum of the input and every layer's contributions, whose scale grows with depth, and the
+#    decoder's cross-attention (or the output layer) would read it unnormalised. The final LayerNorm
+#    does for the output what each post-norm layer's own norm does. A good answer says why post-norm
+#    needs none (its last layer ends with a norm). The cell below prints the growth at
+#    initialisation.
+# 3. Attention $4(D^2 + D)$, feed-forward $2DF + F + D$, two norms $4D$:
+#    $P_\text{enc} = 4D^2 + 2DF + F + 9D$ (the number of heads does not enter; post- and pre-norm
+#    layers have the same count). Checked below for two sizes.
+# 4. Reference code and its output below. At this depth and width, post-norm's parameter gradients
+#    are largest in the last layer and smallest inside the stack, at neither end; pre-norm's are
+#    largest in the first layer and fall, not quite monotonically, to their smallest in the last,
+#    where they are well below post-norm's (printed and asserted below). This agrees with the
+#    argument where it speaks: near the output, the post-norm parameters get the larger gradients.
+#    It does not show pre-norm's gradients as uniform over the layers: at initialisation they follow
+#    the input gradient's growth toward the first layer. Full marks: both profiles measured, the
+#    layer of the largest gradient named for each, and a comparison with the argument that notes
+#    what one initialisation of a 12-layer, $D = 32$ stack can and cannot say.
+
+# %% tags=["instructor"]
+def sandwich_backward(dout, sublayer_backward, norm1_backward, norm2_backward, dropout_backward):
+    """dx of y = x + D(Norm2(F(Norm1(x))))."""
+    return dout + norm1_backward(sublayer_backward(norm2_backward(dropout_backward(dout))))
+
+
+class Sandwich(nn.Module):
+    def __init__(self, d_model, d_ff, rng):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model, dtype=np.float64)
+        self.ffn = nn.FeedForward(d_model, d_ff, "gelu", rng=rng, dtype=np.float64)
+        self.norm2 = nn.LayerNorm(d_model, dtype=np.float64)
+
+    def forward(self, x):
+        return x + self.norm2.forward(self.ffn.forward(self.norm1.forward(x)))
+
+    def backward(self, dout):
+        return sandwich_backward(dout, self.ffn.backward, self.norm1.backward, self.norm2.backward,
+                                 lambda g: g)  # no dropout here: the identity
+
+
+answer_rng = np.random.default_rng(7)
+sandwich = Sandwich(6, 12, answer_rng)
+sandwich.norm1.gamma[...] = answer_rng.uniform(0.5, 1.5, 6)  # away from the initial 1 and 0, so that
+sandwich.norm2.beta[...] = answer_rng.standard_normal(6)     # a misplaced norm changes the numbers
+sandwich_report = gradcheck.check_module(sandwich, {"x": answer_rng.standard_normal((2, 4, 6))})
+print("answer 1:", sandwich_report.table().splitlines()[-1])
+assert sandwich_report.passed
+
+# %% tags=["instructor"]
+answer_encoder = nn.Encoder(12, 32, n_heads=4, d_ff=64, dropout=0.0, dropout_rng=None, pre_norm=True,
+                            activation="relu", rng=np.random.default_rng(1))
+stream = np.random.default_rng(2).standard_normal((8, 10, 32)).astype(np.float32)
+input_rms = float(np.sqrt(np.mean(stream**2)))
+for answer_layer in answer_encoder.layers:
+    stream = answer_layer.forward(stream, None)
+stream_rms = float(np.sqrt(np.mean(stream**2)))
+normed_rms = float(np.sqrt(np.mean(answer_encoder.norm.forward(stream) ** 2)))
+print(f"answer 2: pre-norm, 12 layers, input RMS {input_rms:.2f}: the last layer's output has RMS {stream_rms:.2f}, "
+      f"the final LayerNorm's {normed_rms:.2f}")
+assert stream_rms > 2 * input_rms and abs(normed_rms - 1) < 0.01
+
+# %% tags=["instructor"]
+def encoder_layer_parameters(d_model, d_ff):
+    return 4 * d_model**2 + 2 * d_model * d_ff + d_ff + 9 * d_model
+
+
+for d_model, d_ff in ((6, 12), (64, 256)):
+    counted = nn.EncoderLayer(d_model, n_heads=2, d_ff=d_ff, dropout=0.0, dropout_rng=None, pre_norm=False,
+                              activation="relu", rng=np.random.default_rng(0)).num_params()
+    print(f"answer 3: D = {d_model}, d_ff = {d_ff}: formula {encoder_layer_parameters(d_model, d_ff):,}, "
+          f"num_params() {counted:,}")
+    assert counted == encoder_layer_parameters(d_model, d_ff)
+
+
+# %% tags=["instructor"]
+def parameter_gradient_norms(pre_norm, n_layers=12, d_model=32):
+    """Like gradient_norms, but the norm of each layer's parameter gradients (all of them together)."""
+    encoder = nn.Encoder(n_layers, d_model, n_heads=4, d_ff=64, dropout=0.0, dropout_rng=None,
+                         pre_norm=pre_norm, activation="relu", rng=np.random.default_rng(1))
+    x = np.random.default_rng(2).standard_normal((8, 10, d_model)).astype(np.float32)
+    out = encoder.forward(x, None)
+    upstream = np.random.default_rng(3).standard_normal(out.shape).astype(np.float32)
+    upstream /= np.linalg.norm(upstream)
+    encoder.zero_grad()
+    encoder.backward(upstream)
+    return np.array([np.sqrt(sum(float(np.sum(grad.astype(np.float64) ** 2)) for grad in layer.grads().values()))
+                     for layer in encoder.layers])
+
+
+parameter_norms = {pre_norm: parameter_gradient_norms(pre_norm) for pre_norm in (False, True)}
+for pre_norm, label in ((False, "post-norm"), (True, "pre-norm")):
+    values = parameter_norms[pre_norm]
+    print(f"answer 4: {label:9s} " + " ".join(f"{value:.2f}" for value in values)
+          + f"  (largest at layer {values.argmax()}, smallest at layer {values.argmin()})")
+post_params, pre_params = parameter_norms[False], parameter_norms[True]
+assert post_params.argmax() == 11 and 0 < post_params.argmin() < 11
+assert pre_params.argmax() == 0 and pre_params.argmin() == 11
+assert np.all(np.diff(pre_params[:3]) < 0) and post_params[-1] > 2 * pre_params[-1]

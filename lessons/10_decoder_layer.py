@@ -184,3 +184,70 @@ figure = viz.attention_heatmaps([layer.self_attn.attn_weights[0]], [f"t{i}" for 
 # 4. A sentence of `<pad>` only gives a row of `tgt_ids` that is all `PAD_ID`. What does
 #    `decoder_mask` give for it, and what does `ops.attention_forward` then return for those
 #    queries (lesson 7)?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. Cross-attention's keys and values come from the encoder's output, the source sentence, which is
+#    known in full before the first target word is produced, at translation time as in training. It
+#    holds no target token, so a query that reads all of it sees nothing of the target's future;
+#    what position $i$ knows of the target comes through its own input $x_i$, which the causal
+#    self-attention below it already restricted to positions $\le i$. Only the source padding mask
+#    is needed. Full marks: the memory is the source, fully available; nothing of the future target
+#    is in it.
+# 2. The decoder's input is the target shifted right, so without the mask position $i$ could read
+#    the input at position $i + 1$, which is the very token it must predict. Training would learn to
+#    copy it (the training loss would fall close to zero) instead of learning to translate. At
+#    translation time the target is produced one token at a time: the later positions do not exist
+#    yet, the shortcut has nothing to copy, and the output is poor, however good the training loss
+#    looked. Full marks: the leak of the next token, the shortcut, and the mismatch between training
+#    and generation. The cell below shows the leak in one layer: without the mask, the outputs at
+#    positions 0 to 2 change when only positions 3 to 5 of the input do.
+# 3. Two attentions $8(D^2 + D)$, feed-forward $2DF + F + D$, three norms $6D$:
+#    $P_\text{dec} = 8D^2 + 2DF + F + 15D$, against $P_\text{enc} = 4D^2 + 2DF + F + 9D$ (lesson 9):
+#    the decoder layer holds $4D^2 + 6D$ more, one attention block and one norm. Checked below.
+# 4. The padding mask of that row is all False, so `decoder_mask` gives an all-False $T \times T$
+#    matrix for it: no query may attend to any key, not even itself. Every score of those rows is
+#    $-\infty$, and `ops.attention_forward` (lesson 7) gives such a fully masked row all-zero
+#    weights instead of $0/0$: the output of those queries is zero, never NaN, and so are their
+#    gradients. (In the layer, the output projection then adds only its bias.) Checked below.
+
+# %% tags=["instructor"]
+out_unmasked = layer.forward(x, memory, None, None)
+out_unmasked_changed = layer.forward(changed, memory, None, None)
+leak = float(np.abs(out_unmasked[:, :3] - out_unmasked_changed[:, :3]).max())
+print(f"answer 2: without the causal mask, positions 0-2 move by up to {leak:.2f} when only positions 3-5 change")
+assert leak > 1e-3
+
+
+# %% tags=["instructor"]
+def layer_parameters(d_model, d_ff, decoder):
+    attentions, norms = (2, 3) if decoder else (1, 2)
+    return attentions * 4 * (d_model**2 + d_model) + 2 * d_model * d_ff + d_ff + d_model + norms * 2 * d_model
+
+
+for d_model, d_ff in ((6, 12), (64, 256)):
+    options = dict(n_heads=2, d_ff=d_ff, dropout=0.0, dropout_rng=None, pre_norm=False, activation="relu",
+                   rng=np.random.default_rng(0))
+    decoder_count = nn.DecoderLayer(d_model, **options).num_params()
+    encoder_count = nn.EncoderLayer(d_model, **options).num_params()
+    print(f"answer 3: D = {d_model}, d_ff = {d_ff}: decoder layer {decoder_count:,}, "
+          f"encoder layer {encoder_count:,}, difference {decoder_count - encoder_count:,} "
+          f"= 4D^2 + 6D = {4 * d_model**2 + 6 * d_model:,}")
+    assert decoder_count == layer_parameters(d_model, d_ff, True)
+    assert decoder_count == 8 * d_model**2 + 2 * d_model * d_ff + d_ff + 15 * d_model
+    assert encoder_count == layer_parameters(d_model, d_ff, False)
+    assert decoder_count - encoder_count == 4 * d_model**2 + 6 * d_model
+
+# %% tags=["instructor"]
+all_pad = np.array([[5, 6, 7, 8], [PAD_ID] * 4])
+pad_mask = decoder_mask(all_pad)
+answer_rng = np.random.default_rng(3)
+q, k, v = (answer_rng.standard_normal((2, 2, 4, 3)) for _ in range(3))
+context, attention_cache = ops.attention_forward(q, k, v, pad_mask)
+print(f"answer 4: mask of the all-<pad> sentence any True: {pad_mask[1].any()}; its attention output: "
+      f"all zero {not context[1].any()}, NaN anywhere {np.isnan(context).any()}; "
+      f"its weights sum to {attention_cache['weights'][1].sum()}")
+assert not pad_mask[1].any() and not context[1].any() and not np.isnan(context).any()
+dq, dk, dv = ops.attention_backward(answer_rng.standard_normal(context.shape), attention_cache)
+assert not (dq[1].any() or dk[1].any() or dv[1].any()), "no gradient flows through a fully masked sentence"

@@ -68,11 +68,11 @@ def transformer_parameters(src_vocab, tgt_vocab, d_model, d_ff, n_layers):
 # %%
 print(check("transformer_parameters", transformer_parameters))
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # **A common slip** is to give the post-norm stacks the final layer norm that pre-norm models
 # have, $2D$ more in each stack. The grader catches it:
 
-# %%
+# %% tags=["instructor"]
 def transformer_parameters_with_final_norms(src_vocab, tgt_vocab, d_model, d_ff, n_layers):
     model = models.Transformer(models.TransformerConfig(src_vocab, tgt_vocab, d_model=d_model, n_heads=1,
                                                         d_ff=d_ff, n_layers=n_layers, max_len=8))
@@ -83,11 +83,11 @@ mistake = check("transformer_parameters", transformer_parameters_with_final_norm
 print(mistake)
 assert not mistake.passed
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # The answer is one number, so the grader's hint can only say by which factor it is off. The
 # difference says more: $4D$ too many in every case, the two final norms' $\gamma$ and $\beta$.
 
-# %%
+# %% tags=["instructor"]
 for src_vocab, tgt_vocab, d_model, d_ff, n_layers in ((100, 120, 16, 32, 2), (4, 4, 4, 4, 1)):
     config = models.TransformerConfig(src_vocab, tgt_vocab, d_model=d_model, n_heads=1, d_ff=d_ff,
                                       n_layers=n_layers, max_len=8)
@@ -403,3 +403,100 @@ figure.savefig(viz.figures_dir() / "11_compute.png", dpi=110)
 #    $D_h = 768$, $F = 3{,}072$) cost as much as its feed-forward block (it need not be a whole
 #    number)? Work it out from the terms above, then check with `block_flops` on the two whole
 #    lengths around it. Why is it so much shorter than for the BERT-base block?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. The output layer costs $2\,(B T)\, D\, V_t$, linear in $T$ like every linear layer of the
+#    stacks, so its share moves only through the attentions' $T^2$ terms: it falls a little from
+#    $T = 24$ to $T = 512$ but stays a large part of the forward pass (both shares printed below).
+#    At 512 tokens the $T^2$ terms are still smaller than the linear layers' work ($T < F$), which
+#    is why it does not fall further. Full marks: both shares from `summary_rows` (or `summary()`),
+#    and the reason the share hardly moves.
+# 2. Count a few FLOPs per element: a softmax about 5 (maximum, subtraction, exponential, sum,
+#    division) on each of the $B H T_q T_k$ scores of every attention, and on the $B T V_t$ logits
+#    in the loss; a layer norm about 8 (mean, subtraction, square, mean, square root, division,
+#    scale, shift) on each of its $B T D$ inputs. Each is $O(1)$ per element where the products
+#    beside them are $O(D_h)$, $O(D)$ or $O(F)$ per element, so together they are well under 1% of
+#    the FLOPs at both lengths (printed below). Full marks: the element counts, the comparison with
+#    the products' per-element cost, and the conclusion; a good answer adds that these operations
+#    are limited by memory traffic rather than arithmetic, so their share of the *time* is larger
+#    than their share of the FLOPs.
+# 3. $P = N(8D^2 + 2DF + F + 15D + 4D^2 + 2DF + F + 9D) + 2VD + DV + V$ with $D = 1024$, $F = 4096$,
+#    $N = 6$, $V = 37{,}000$: about 290M untied (the exact count, from `transformer_parameters` and
+#    from the layers of a real model, is printed below). The heads do not enter. With the paper's sharing (one table,
+#    the output layer's bias) it comes to about 214M, close to the 213M the paper reports for its
+#    big model (printed below).
+# 4. The embeddings and the output layer hold $2VD + (DV + V) = V(3D + 1)$. The 12 layers of the
+#    base model hold $44{,}138{,}496$ (the table above), so
+#    $V = 44{,}138{,}496 / 1537 \approx 28{,}717.3$: vocabularies of 28,717 tokens hold slightly
+#    fewer parameters than the layers, and 28,718 slightly more. The check (below) evaluates both
+#    sides with `transformer_parameters`: the vocabulary side with `n_layers=0`, the layers' side as
+#    the difference between 6 layers and 0.
+# 5. $N^2$ terms $4 B H N^2 D_h$ against the feed-forward block's $4 B N d F$: equal at
+#    $N = dF / (H D_h) = 768 \cdot 3072 / (10 \cdot 768) = F / H = 307.2$. `block_flops` (below)
+#    puts the $N^2$ terms under the feed-forward block at $N = 307$ and over it at $N = 308$. For
+#    the BERT-base block $H D_h = d$ and the crossing is at $N = F = 3{,}072$; full-width heads make
+#    the $N^2$ terms $H = 10$ times larger, so the crossing comes 10 times sooner.
+
+# %% tags=["instructor"]
+def output_layer_share(length):
+    rows = models.summary_rows(base, batch=64, src_len=length, tgt_len=length)
+    return next(row.forward_flops for row in rows if row.name.startswith("out_proj")) / sum(
+        row.forward_flops for row in rows)
+
+
+output_shares = {length: output_layer_share(length) for length in (24, 512)}
+print("answer 1: the output layer's share of the forward FLOPs: "
+      + ", ".join(f"T = {length}: {share:.1%}" for length, share in output_shares.items()))
+assert output_shares[512] < output_shares[24] and output_shares[512] > 0.2
+
+
+# %% tags=["instructor"]
+def elementwise_share(length, softmax_flops=5, norm_flops=8, batch=64):
+    c = base.config
+    scores = c.n_layers * batch * c.n_heads * 3 * length**2  # encoder self, decoder self and cross: Ts = Tt
+    norms = c.n_layers * 5 * batch * length * c.d_model      # 2 norms per encoder layer, 3 per decoder layer
+    logits = batch * length * c.tgt_vocab                    # the softmax of the loss
+    products = sum(row.forward_flops for row in models.summary_rows(base, batch, length, length))
+    return {"attention softmaxes": softmax_flops * scores / products, "layer norms": norm_flops * norms / products,
+            "output softmax": softmax_flops * logits / products}
+
+
+for length in (24, 512):
+    answer_shares = elementwise_share(length)
+    print(f"answer 2: T = {length}: " + ", ".join(f"{name} {share:.2%}" for name, share in answer_shares.items())
+          + f" of the products' FLOPs; together {sum(answer_shares.values()):.2%}")
+    assert sum(answer_shares.values()) < 0.01
+
+# %% tags=["instructor"]
+by_formula = transformer_parameters(37000, 37000, 1024, 4096, 6)
+# The layers' count does not depend on V: one layer of each kind, built with tiny vocabularies, six times.
+one_of_each = models.Transformer(models.TransformerConfig(4, 4, d_model=1024, n_heads=16, d_ff=4096, n_layers=1),
+                                 dtype=np.float16)
+big_layers = 6 * (one_of_each.encoder.num_params() + one_of_each.decoder.num_params())
+untied = big_layers + 2 * 37000 * 1024 + (1024 * 37000 + 37000)
+shared = big_layers + 37000 * 1024 + 37000
+print(f"answer 3: big model, untied: transformer_parameters {by_formula:,}, from the layers of a model {untied:,}; "
+      f"shared as in the paper: {shared:,}")
+assert by_formula == untied and abs(by_formula / 1e6 - 290) < 1
+assert abs(shared / 1e6 - 213) < 2, "the paper reports 213M for its big model"
+del one_of_each
+
+# %% tags=["instructor"]
+for vocab in (28717, 28718):
+    vocabulary_side = transformer_parameters(vocab, vocab, D, F, 0)
+    layers_side = transformer_parameters(vocab, vocab, D, F, N) - vocabulary_side
+    print(f"answer 4: V = {vocab:,}: embeddings and output layer {vocabulary_side:,}, 12 layers {layers_side:,}")
+    assert layers_side == layers == 44_138_496
+    assert (vocabulary_side < layers_side) == (vocab == 28717)
+
+# %% tags=["instructor"]
+crossing = d * d_ff / (chapter_heads * d)
+print(f"answer 5: the full-width N^2 terms equal the feed-forward block at N = {crossing:g}")
+for length in (307, 308):
+    counts = block_flops(1, length, d, chapter_heads, d, d_ff)
+    print(f"answer 5: N = {length}: N^2 terms {counts['N^2 terms'] / 1e9:.3f} GFLOP, "
+          f"feed-forward {counts['feed-forward'] / 1e9:.3f} GFLOP")
+    assert (counts["N^2 terms"] < counts["feed-forward"]) == (length == 307)
+assert crossing == d_ff / chapter_heads == 307.2

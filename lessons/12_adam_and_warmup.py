@@ -47,10 +47,10 @@ def adam_step(param, grad, m, v, step, lr, beta1, beta2, eps):
 # %%
 print(check("adam_step", adam_step))
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # **Forgetting the bias correction** changes the early steps most. The grader recognises it:
 
-# %%
+# %% tags=["instructor"]
 def adam_step_without_correction(param, grad, m, v, step, lr, beta1, beta2, eps):
     m = beta1 * m + (1 - beta1) * grad
     v = beta2 * v + (1 - beta2) * grad * grad
@@ -62,9 +62,9 @@ print(mistake)
 assert not mistake.passed and "no bias correction" in str(mistake)
 
 # %% [markdown]
-# Without the correction the first step is $\eta (1 - \beta_1) / \sqrt{1 - \beta_2}$ in every
-# coordinate (for $\epsilon \to 0$), not $\eta$: too small with the paper's $\beta_2 = 0.98$ and too
-# large with PyTorch's default $\beta_2 = 0.999$:
+# The correction matters most on the first steps. Without it the first step would be
+# $\eta (1 - \beta_1) / \sqrt{1 - \beta_2}$ in every coordinate (for $\epsilon \to 0$), not $\eta$:
+# too small with the paper's $\beta_2 = 0.98$ and too large with PyTorch's default $\beta_2 = 0.999$:
 
 # %%
 for beta2 in (0.98, 0.999):
@@ -201,3 +201,94 @@ assert np.isclose(model.grad["w"][0] / model.grad["w"][1], 100), "clipping must 
 # 2. Implement AdaGrad as an `optim.Optimizer` subclass and add it to the plot.
 # 3. What is the peak learning rate of the paper's schedule for $D = 512$, $w = 4000$? Derive it
 #    from the formula, then check it with your `noam_lr`.
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. SGD's update in the steep direction is
+#    $w_0 \leftarrow w_0 - \eta \cdot 100\, w_0 = (1 - 100\eta)\, w_0$, which shrinks only if
+#    $|1 - 100\eta| < 1$, that is $0 < \eta < 2/100$ (in general $\eta < 2/\lambda_\text{max}$, the
+#    largest curvature; the flat direction alone would allow $\eta < 2$). Adam steps by
+#    $\eta\, \hat m / (\sqrt{\hat v} + \epsilon)$: multiplying $f$, hence every gradient, by $c > 0$
+#    multiplies $\hat m$ by $c$ and $\sqrt{\hat v}$ by $c$, so the step is unchanged (as long as
+#    $\epsilon \ll \sqrt{\hat v}$); each coordinate moves by about $\eta$ at most, whatever its
+#    curvature. Full marks: the stability condition with its derivation, and the invariance of
+#    $\hat m / \sqrt{\hat v}$ to the gradient's scale. The cell below runs Adam on $f$ and on
+#    $1000 f$: the same path.
+# 2. Reference code below: AdaGrad keeps the sum of squared gradients $G$ for each entry and steps
+#    by $\eta\, g / (\sqrt{G} + \epsilon)$. As an `optim.Optimizer` subclass it needs
+#    `_state_names`, `_update` (in place on `param` and the state) and `_hyperparameters`. On this
+#    valley its first step is $\eta$ in both coordinates, like Adam's, and, because $G$ is a
+#    per-coordinate scale, both coordinates then follow the same path, $w_0 = w_1$ at every step.
+#    Its steps shrink like $1/\sqrt{t}$ (the sum $G$ only grows), so it needs a larger $\eta$ than
+#    Adam: with Adam's $\eta = 0.05$ it is still far from the minimum after 150 steps (printed
+#    below). Full marks: a working subclass that descends the valley, drawn beside the three others.
+# 3. For $s \le w$ the second term is the smaller, so $\eta$ rises to its peak at $s = w$:
+#    $\eta(w) = D^{-1/2} w^{-1/2} = 1/\sqrt{512 \cdot 4000}$, about $6.99 \times 10^{-4}$. Checked
+#    below with `noam_lr`.
+
+# %% tags=["instructor"]
+def adam_path(scale, steps=150, lr=0.05):
+    w, m, v = np.array([1.0, 1.0]), np.zeros(2), np.zeros(2)
+    path = []
+    for step in range(1, steps + 1):
+        grad = scale * np.array([100 * w[0], w[1]])
+        w, m, v = adam_step(w, grad, m, v, step, lr, 0.9, 0.999, 1e-8)
+        path.append(w)
+    return np.array(path)
+
+
+path_gap = np.abs(adam_path(1.0) - adam_path(1000.0)).max()
+print(f"answer 1: Adam on f and on 1000 f, 150 steps: the paths differ by at most {path_gap:.1e}")
+assert path_gap < 1e-6
+
+
+# %% tags=["instructor"]
+class AdaGrad(optim.Optimizer):
+    """AdaGrad (Duchi et al., 2011): each entry's step is divided by the root of its summed squared gradients."""
+
+    _state_names = ("sum_of_squares",)
+
+    def __init__(self, model, lr=0.01, eps=1e-10):
+        super().__init__(model, lr)
+        self.eps = eps
+
+    def _update(self, param, grad, state):
+        state["sum_of_squares"] += grad * grad
+        param -= self.lr * grad / (np.sqrt(state["sum_of_squares"]) + self.eps)
+
+    def _hyperparameters(self):
+        return {"eps": self.eps}
+
+
+model = Valley()
+optimizer = AdaGrad(model, lr=0.2)
+adagrad_losses, adagrad_path = [], []
+for _ in range(150):
+    adagrad_losses.append(model.loss_and_grad())
+    optimizer.step()
+    adagrad_path.append(model.w.copy())
+adagrad_path = np.array(adagrad_path)
+print(f"answer 2: AdaGrad lr 0.2: loss {adagrad_losses[0]:.1f} -> {adagrad_losses[-1]:.1e} after 150 steps; "
+      f"first step {1.0 - adagrad_path[0]}, "
+      f"largest |w0 - w1| on the way {np.abs(adagrad_path[:, 0] - adagrad_path[:, 1]).max():.1e}")
+assert adagrad_losses[-1] < 1e-2 * adagrad_losses[0] and np.allclose(adagrad_path[:, 0], adagrad_path[:, 1])
+model = Valley()
+optimizer = AdaGrad(model, lr=0.05)
+for _ in range(150):
+    slow_loss = model.loss_and_grad()
+    optimizer.step()
+print(f"answer 2: AdaGrad lr 0.05 (Adam's): loss {slow_loss:.2f} at step 150, "
+      f"against Adam's {histories['Adam lr 0.05'][-1]:.1e}")
+assert slow_loss > 100 * histories["Adam lr 0.05"][-1]
+answer_figure, answer_axis = plt.subplots(figsize=(6, 4), constrained_layout=True)  # shown, not saved
+for name, losses in {**histories, "AdaGrad lr 0.2": adagrad_losses}.items():
+    answer_axis.semilogy(losses, label=name)
+answer_axis.set(title="An ill-conditioned valley, with AdaGrad", xlabel="step", ylabel="loss")
+answer_axis.legend()
+
+# %% tags=["instructor"]
+peak = noam_lr(4000, 512, 4000)
+print(f"answer 3: noam_lr(4000, 512, 4000) = {peak:.4e}; 1 / sqrt(512 * 4000) = {1 / np.sqrt(512 * 4000):.4e}")
+assert np.isclose(peak, 1 / np.sqrt(512 * 4000))
+assert peak > noam_lr(3999, 512, 4000) and peak > noam_lr(4001, 512, 4000)

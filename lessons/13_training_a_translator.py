@@ -267,3 +267,62 @@ print(f"corpus BLEU of these three: {metrics.bleu(hypotheses, [french for _, fre
 #    printed during training.
 # 4. What BLEU does `metrics.bleu` give a three-token translation, however good, and why? Read the
 #    docstring of `npformer.metrics`, then try it.
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. The schedule does not depend on `max_steps`, so
+#    `train(TrainOptions(label_smoothing=0, max_steps=300, ...))` with a new `name` is this run's
+#    first 300 steps without smoothing; compare its last validation BLEU with this run's evaluation
+#    at step 300 (printed below; in quick mode this run has none). Expect about the same BLEU: on
+#    this corpus both are close to 100 by then, and smoothing is not what limits it (in our runs the
+#    two were equal at step 300). The validation loss is much lower without smoothing. The
+#    histograms move: the right token's $p$ piles up just below 1 instead of around
+#    $1 - \epsilon + \epsilon/V$, and the wrong tokens' probabilities fall orders of magnitude below
+#    $\epsilon / V$, with a thin tail of a few confident mistakes. Full marks: the BLEU comparison
+#    at equal steps, and where each histogram's mass went and why (with a one-hot target the loss
+#    keeps rewarding $p \to 1$; nothing holds mass on the wrong tokens).
+# 2. Compare validation loss and BLEU at the same steps, same seed and schedule (`eval_every=50`
+#    gives enough points). With 2 + 2 layers, a 300-step warm-up and gradient clipping the two
+#    converge about equally fast; in our runs pre-norm was slightly ahead around steps 200 to 300
+#    and no better at the end. Full marks: a like-for-like comparison, the finding that they are
+#    close, and the reason: pre-norm's advantage shows in deep stacks and with little or no warm-up
+#    (lessons 9 and 12), not in a shallow, warmed-up model. A careful answer notes that one seed and
+#    50 validation sentences cannot separate small differences.
+# 3. As the lesson stands the samples cannot answer it: the cell prints only the log's last 1,500
+#    characters (`print(log.getvalue())` shows all of it), and with `eval_every=150` the three
+#    samples go from all wrong at step 150 to all right at step 300 (every evaluation's samples are
+#    printed below). Rerunning with `eval_every=50` (the same seed, so the same model at the same
+#    steps) shows the order: in our run, at step 200 elision (`l'arbre`), plural agreement (`noirs`,
+#    `verts`) and the question frame (`est-ce que`) were right, while the adjectives that go before
+#    the noun were still dropped or wrong (`les filles` for `les grandes filles`, `une grande fille`
+#    for `une belle fille`), as were the question's noun and verb; at step 250 all three samples
+#    were right. The samples contain no negation, so `ne ... pas` cannot be judged from them. Full
+#    marks: samples from several evaluations as evidence and a phenomenon named with its step; extra
+#    credit for noticing that three fixed sentences cover few phenomena and checking each one on
+#    more sentences (the validation sentences that contain it).
+# 4. Zero, however good: BLEU is the geometric mean of $p_1, \dots, p_4$, and a three-token
+#    translation has no 4-gram, so $p_4$ has no denominator. `npformer.metrics` follows sacreBLEU:
+#    "an order with no hypothesis n-gram at all makes the score 0". In a corpus the counts are
+#    summed over the sentences first, so a short sentence among longer ones does not zero the score.
+#    Checked below.
+
+# %% tags=["instructor"]
+at_300 = min(evaluations, key=lambda r: abs(r["step"] - 300))
+print(f"answer 1: this run (label smoothing {smoothing}) at step {at_300['step']}: validation BLEU "
+      f"{at_300['valid_bleu']:.1f}, validation loss {at_300['valid_loss']:.3f}")
+
+# %% tags=["instructor"]
+answer_lines = [line.split("\r")[-1] for line in log.getvalue().splitlines()]
+for line in answer_lines:
+    if "valid loss" in line or ("->" in line and "(reference:" in line):
+        print("answer 3:", line.strip())
+assert sum("valid loss" in line for line in answer_lines) == len(evaluations)
+
+# %% tags=["instructor"]
+three_tokens = metrics.bleu(["le chat."], ["le chat."])
+four_tokens = metrics.bleu(["le chat noir."], ["le chat noir."])
+in_a_corpus = metrics.bleu(["le chat.", "le chat noir mange."], ["le chat.", "le chat noir mange."])
+print(f"answer 4: perfect three-token translation {three_tokens:.1f}, perfect four-token {four_tokens:.1f}, "
+      f"both perfect in one corpus {in_a_corpus:.1f} (tokens: {metrics.tokenize_13a('le chat.')})")
+assert three_tokens == 0 and four_tokens == 100 and in_a_corpus == 100

@@ -167,9 +167,93 @@ assert list(greedy[0]) != list(beam[0]), "on this source the two searches must d
 #
 # 1. Time the two decoders for 8, 24 and 64 tokens. How does the speed-up grow with length? Compare
 #    it with the counts of positions and of query-key products above.
-# 2. Beam search with a beam of one, `beam_search(model, src, beam_size=1)`, must equal greedy
-#    search. Check it.
+# 2. Beam search with a beam of one, `beam_search(model, src, beam_size=1, max_len=12)`, must equal
+#    greedy search, `greedy_decode(model, src, 12)`. Check it.
 # 3. Implement sampling with a temperature $\tau$: replace `argmax` with a draw from
 #    $\operatorname{softmax}(z / \tau)$ of the logits $z$.
 # 4. Run `beam_search` on the same sources with the argument `length_penalty` set to $0$ and to $1$. How do
 #    the lengths of the chosen translations change, and why?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. (Printed below, on the lesson's 32 sources.) The speed-up grows steadily with the length,
+#    because the uncached decoder's work per step grows with $t$ while the cached step's hardly does.
+#    It stays far below both counted ratios, $(T + 1)/2$ for positions and $(2T + 1)/3$ for query-key
+#    products: a cached step works on one position per sentence, and such small matrix products are
+#    dominated by fixed costs (Python, one call per op and per layer) that the counts ignore. Full
+#    marks: the three speed-ups, that they grow with $T$, and why they fall short of the counts.
+# 2. (Checked below.) They are equal. With $k = 1$ each step keeps the one best continuation of the one
+#    beam, which is greedy's argmax, and at the end there is a single hypothesis for the length
+#    penalty to rank. (`beam_search` has no default `max_len`: the call needs it.)
+# 3. (Reference code below.) At each step take the logits $z$ of `decode_step`, compute
+#    $\operatorname{softmax}(z / \tau)$ in float64 with the row maximum subtracted before `exp`, and draw
+#    one token per row from a seeded generator. Checks: as $\tau \to 0$ the draw becomes greedy
+#    decoding (asserted); $\tau = 1$ samples the model's own distribution, and $\tau > 1$ flattens it.
+# 4. (Printed below.) With $\alpha = 0$ the score is the raw $\log p(y \mid x)$: every token adds a
+#    negative term, so among its finished hypotheses beam search picks short ones. With $\alpha = 1$
+#    the score is divided by $(5 + |y|)/6$, close to a per-token average, so length is no longer
+#    punished and the chosen translations get longer (or stay the same). The lesson's model never
+#    writes `<eos>`, so the cell below uses a random model made confident and given a likelier `<eos>`
+#    (hypotheses then end at many lengths). A well-trained translator, such as lesson 13's full run, is
+#    so sure of one translation that the choice rarely changes with $\alpha$: a full answer says that
+#    the penalty matters only when finished hypotheses of different lengths have close log-probabilities.
+
+# %% tags=["instructor"]
+speedups = {}
+for length in (8, 24, 64):
+    best = {}
+    for name, decode in (("without cache", decode_without_cache), ("with KV cache", decode_with_cache)):
+        runs = []
+        for _ in range(2):
+            start = time.perf_counter()
+            decode(model, src, length)
+            runs.append(time.perf_counter() - start)
+        best[name] = min(runs)
+    speedups[length] = best["without cache"] / best["with KV cache"]
+    print(f"answer 1: T = {length:2d}: speed-up {speedups[length]:4.1f}x; counted ratios: positions "
+          f"{(length + 1) / 2:4.1f}, query-key products {(2 * length + 1) / 3:4.1f}")
+if os.environ.get("NPFORMER_QUICK") != "1":  # timings: asserted only in the full run, as above
+    assert speedups[64] > speedups[8], "the speed-up must grow with the length"
+
+# %% tags=["instructor"]
+assert beam_search(model, small, beam_size=1, max_len=12) == greedy_decode(model, small, 12)
+print("answer 2: beam search with beam_size=1 equals greedy decoding on all", small.shape[0], "sources")
+
+
+# %% tags=["instructor"]
+def decode_with_sampling(model, src, length, temperature, rng):
+    """Draw each next token from softmax(z / temperature) of the logits z (on the KV cache)."""
+    cache = model.start_decoding(src, max_len=length)
+    current = backend.xp.full(src.shape[0], BOS_ID)
+    out = []
+    for _ in range(length):
+        z = backend.to_numpy(model.decode_step(cache, current)).astype(np.float64) / temperature
+        p = np.exp(z - z.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        u = rng.random((p.shape[0], 1))  # inverse of the cumulative distribution, one draw per row
+        drawn = np.minimum((p.cumsum(axis=-1) < u).sum(axis=-1), p.shape[-1] - 1)
+        out.append(drawn)
+        current = backend.asarray(drawn)
+    return np.stack(out, axis=1)
+
+
+greedy_tokens = decode_with_cache(model, src, 12)
+cold = decode_with_sampling(model, src, 12, 1e-8, np.random.default_rng(0))
+warm = decode_with_sampling(model, src, 12, 1.0, np.random.default_rng(0))
+assert np.array_equal(cold, greedy_tokens), "as the temperature goes to 0, sampling becomes greedy decoding"
+print(f"answer 3: tau = 1e-8 reproduces greedy decoding; tau = 1 changes {(warm != greedy_tokens).mean():.0%} "
+      "of the tokens")
+
+# %% tags=["instructor"]
+from npformer.tokens import EOS_ID  # noqa: E402
+
+confident = models.Transformer(model.config, seed=0).eval()  # a model of its own: `model` is unchanged
+confident.out_proj.W *= 10.0  # sharper next-word distributions
+confident.out_proj.b[EOS_ID] += 6.0  # and <eos> likely enough that hypotheses end at many lengths
+mean_length = {alpha: np.mean([len(y) for y in beam_search(confident, src, beam_size=4, max_len=24,
+                                                            length_penalty=alpha)])
+               for alpha in (0.0, 0.6, 1.0)}
+print("answer 4: mean length of the chosen translations: "
+      + ", ".join(f"alpha = {alpha}: {value:.2f}" for alpha, value in mean_length.items()))
+assert mean_length[0.0] <= mean_length[0.6] <= mean_length[1.0] and mean_length[0.0] < mean_length[1.0]

@@ -99,11 +99,11 @@ def attention_entropy(weights):
 # %%
 print(check("attention_entropy", attention_entropy))
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # **The direct formula**, `-np.sum(weights * np.log(weights))` over the last axis, is right on
 # every row without a zero, and `nan` on the others:
 
-# %%
+# %% tags=["instructor"]
 def attention_entropy_direct(weights):
     return -np.sum(weights * np.log(weights), axis=-1)
 
@@ -261,3 +261,115 @@ print(f"worst head (layer {worst[0]}, head {worst[1]}), {total} rows: "
 # 4. With your `attention_entropy`, compare the mean entropy of each head of lesson 13's run of 600
 #    steps (run without quick mode) with that of a run of 40 steps (`TrainOptions(max_steps=40)`).
 #    Does the entropy of a head predict its AER?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. (Printed below.) Yes: in "the small cat eats the apple." French keeps the English order, `le
+#    petit chat`, so the gold links run down the diagonal and nothing crosses (asserted on the gold
+#    alignment). A head that aligns then shows a diagonal, `petit` on "small" and `chat` on "cat". That
+#    needs a trained run: after the 40 steps of quick mode the model's picks are not yet an alignment.
+#    Full marks: a prenominal sentence (`small`, `big`, `beautiful` are the embedded corpus's
+#    prenominal adjectives), its heatmap from an aligning head, and the observation that the
+#    crossing follows the French word order, not the attention mechanism.
+# 2. Rubric (the argmax of each row of each encoder head of this run is printed below). A full
+#    answer names a pattern for each head and supports it with several sentences, not one. In a
+#    trained run (600 steps) expect heads that mostly read the token itself, heads that read a
+#    neighbour, determiners and adjectives reading their noun (the information French agreement
+#    needs: `le`/`la`/`les`, `petit`/`petite`), and rows resting on the final punctuation when there
+#    is nothing useful to read. After 40 steps the rows are nearly uniform and no pattern is clear.
+# 3. (Printed below.) After 40 steps no explanation is good yet: every head, both head averages,
+#    the rollout and the saliency have AERs far above that of a trivial diagonal alignment (French
+#    word $i$ linked to English word $\approx i T_s / T_t$), because the cross-attention rows are still
+#    close to uniform and the model translates badly; saliency, which asks the model, has nothing
+#    learned to explain either. All of them need training. After 600 steps the second layer's heads,
+#    its head average and the rollout come close to the gold alignment and beat the diagonal by far;
+#    saliency improves too but stays behind them. A full answer gives the 40-step table next to the
+#    trained run's (or a baseline) and concludes that an explanation is only as good as the model.
+# 4. (Printed below: this run's entropies, and in the full run the 40-step run's beside them.) At 40
+#    steps every head's mean row entropy is close to its largest value $\log T_k$ and every AER is
+#    poor: entropy tells the heads apart no better than AER does. At 600 steps the entropies fall
+#    well below $\log T_k$, differ from head to head, and the sharper heads align better (a strong
+#    positive correlation between a head's entropy and its AER): an aligning head must put its weight
+#    on one source word. It is a tendency, not a rule: a head that always reads the final `.` is sharp
+#    and still wrong, so low entropy is necessary for a low AER, not sufficient; and eight heads are
+#    little evidence.
+
+# %% tags=["instructor"]
+from npformer.data import noun_phrase, sentence_pair  # noqa: E402
+
+
+def crosses(links):
+    """True when two (english, french) links cross: their French order differs from their English order."""
+    return any(e1 < e2 and f1 > f2 for e1, f1 in links for e2, f2 in links)
+
+
+small_en, small_fr, small_gold = sentence_pair("statement", noun_phrase("cat", "small"), "eat", noun_phrase("apple"))
+assert crosses(gold.sure) and not crosses(small_gold.sure), "black cat crosses, small cat does not"
+small_best = explain(run.model, run.src_vocab, run.tgt_vocab, [small_en], [small_fr])["cross"][best[0]][0, best[1]]
+picks = small_best[: len(small_fr), : len(small_en)].argmax(axis=1)
+print(f"answer 1: {' '.join(small_en)} -> {' '.join(small_fr)}; the gold links do not cross; best head "
+      f"(layer {best[0]}, head {best[1]}) picks: "
+      + "  ".join(f"{small_fr[i]}->{small_en[j]}" for i, j in enumerate(picks)))
+
+# %% tags=["instructor"]
+encoder_src = np.array([run.src_vocab.encode(src_tokens)])
+run.model.forward(backend.asarray(encoder_src), backend.asarray(tgt_in))
+for layer_index, layer in enumerate(run.model.attention_maps()["encoder"]):
+    layer = backend.to_numpy(layer[0])
+    for head in range(layer.shape[0]):
+        looks_at = layer[head].argmax(axis=-1)
+        print(f"answer 2: encoder layer {layer_index}, head {head}: "
+              + "  ".join(f"{src_tokens[i]}->{src_tokens[j]}" for i, j in enumerate(looks_at)))
+
+# %% tags=["instructor"]
+import io  # noqa: E402
+import tempfile  # noqa: E402
+
+from npformer.metrics import alignment_error_rate  # noqa: E402
+
+sample_pairs, sample_golds = pairs[:64], golds[:64]
+
+
+def head_entropies(model, src_vocab, tgt_vocab):
+    """Each cross-attention head's mean row entropy over the sample pairs, by your `attention_entropy`,
+    and the mean of log T_k over the same rows."""
+    sources = [tokenize(e, "en") for e, _ in sample_pairs]
+    targets = [tokenize(f, "fr") for _, f in sample_pairs]
+    cross_maps = explain(model, src_vocab, tgt_vocab, sources, targets)["cross"]
+    per_head = np.array([[np.concatenate([attention_entropy(weights[b, head, : len(t) + 1, : len(s)])
+                                          for b, (s, t) in enumerate(zip(sources, targets))]).mean()
+                          for head in range(weights.shape[1])] for weights in cross_maps])
+    largest_mean = np.mean([np.log(len(s)) for s, t in zip(sources, targets) for _ in range(len(t) + 1)])
+    return per_head.ravel(), largest_mean
+
+
+diagonal = [{(min(len(tokenize(e, "en")) - 1, round(i * len(tokenize(e, "en")) / len(tokenize(f, "fr")))), i)
+             for i in range(len(tokenize(f, "fr")))} for e, f in pairs]
+diagonal_aer = alignment_error_rate(diagonal, golds)
+steps = run.config["train"]["max_steps"]
+runs_to_compare = [(f"this run ({steps} steps)", run, scores)]
+with tempfile.TemporaryDirectory() as scratch:
+    if steps != 40:  # the full run: train the 40-step run of the question beside it (a few seconds)
+        assert train(TrainOptions(name="short", runs_dir=scratch, max_steps=40, eval_every=10_000,
+                                  test_sentences=20), stream=io.StringIO()) == 0
+        short = load_run(os.path.join(scratch, "short"))
+        runs_to_compare.append(("a run of 40 steps", short,
+                                score_alignments(short.model, short.src_vocab, short.tgt_vocab, pairs, golds)))
+    for name, compared, compared_scores in runs_to_compare:
+        values = dict(compared_scores.rows())
+        best_explanation = min(values, key=values.get)
+        print(f"answer 3: {name}: best explanation {best_explanation}, AER {values[best_explanation]:.3f}; "
+              f"rollout {compared_scores.rollout:.3f}, saliency {compared_scores.saliency:.3f}; "
+              f"a diagonal alignment scores {diagonal_aer:.3f}")
+        entropies, largest_mean = head_entropies(compared.model, compared.src_vocab, compared.tgt_vocab)
+        aers = np.array([aer for row in compared_scores.heads for aer in row])
+        correlation = np.corrcoef(entropies, aers)[0, 1]
+        print(f"answer 4: {name}: mean row entropy per head " + ", ".join(f"{h:.2f}" for h in entropies)
+              + f" nats (mean log T_k {largest_mean:.2f}); correlation of entropy with AER over the heads "
+              f"{correlation:+.2f}")
+        if compared.config["train"]["max_steps"] == 40:
+            assert values[best_explanation] > diagonal_aer, "after 40 steps no explanation beats the diagonal"
+            assert entropies.min() > 0.8 * largest_mean, "after 40 steps every head is close to uniform"
+        elif compared.config["train"]["max_steps"] >= 600:
+            assert values[best_explanation] < diagonal_aer and correlation > 0.5

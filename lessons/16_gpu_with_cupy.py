@@ -202,3 +202,53 @@ assert abs(set_losses["fast"] - set_losses["textbook"]) < 1e-3 * abs(set_losses[
 # 3. On a GPU, run `npformer --backend cupy gradcheck` and compare its errors with those of
 #    `npformer gradcheck` on the CPU. Do they pass with the same tolerance? Are the errors identical,
 #    and why?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. Rubric (this needs a GPU; no numbers here). A correct measurement: after each
+#    `set_backend`, the model, the optimizer and the batch are built anew; one warm-up step runs
+#    before the clock starts (the first CuPy call of each kernel compiles and caches it, and the
+#    memory pool fills); the clock is read only after `xp.cuda.Stream.null.synchronize()`; several
+#    steps are timed; the report gives ms per step (or tokens/s) for all six combinations and their
+#    ratio. What it shows: at a fixed number of tokens NumPy's time follows the matrix products, whose
+#    cost grows like $d_{\text{model}}^2$ for the attention projections and like $d_{\text{model}}$ for
+#    the feed-forward layers (with `d_ff` kept at 1024) and the output layer (attention's $T^2 d$ term
+#    is small at $T = 24$): between two and four times per doubling, nearer four for the larger
+#    sizes. The GPU's time grows far less because it is not yet saturated: each step launches hundreds
+#    of small kernels, and their fixed cost dominates.
+#    So the GPU's lead widens with $d_{\text{model}}$. With this batch (3,072 tokens per step) a
+#    current GPU should win already at 256; the crossover lies where a step does little work (a tiny
+#    model, a batch of a few sentences), and a full answer finds it by shrinking the batch or the
+#    model. A GPU that looks many times faster than its arithmetic allows means the clock was read
+#    before synchronising.
+# 2. Rubric (open). Any of these, argued from memory traffic and kernel launches, earns full marks:
+#    attention (scores, scale, mask, softmax and the product with $V$ in one kernel, as
+#    FlashAttention does, so the $(B, H, T, T)$ scores and weights are never written to memory, and
+#    the backward pass recomputes them); the softmax and cross-entropy over the 4,000-word
+#    vocabulary (each of max, subtract, exp, sum and log is a full pass over a $64 \times 24 \times
+#    4000$ array); LayerNorm (mean, variance, normalise, scale and shift: several passes for one); the
+#    bias, activation and dropout chains; Adam (about ten elementwise operations per parameter
+#    tensor, for every tensor). The reason must be that these elementwise and reduction ops are
+#    limited by memory bandwidth and launch count, not arithmetic, whereas the matrix products already
+#    run in cuBLAS and gain nothing from fusion. Better answers back the choice with a profile of the
+#    step on the GPU (the op's share of the time).
+# 3. (The active backend's own check is printed below.) Both pass with the same tolerance,
+#    $10^{-6}$: gradcheck works in float64 on both backends, and its inputs are drawn on the host from
+#    the same seed, so the check is the same. The errors are not identical, though of the same
+#    order (far below the tolerance): what they measure is rounding noise in the finite differences
+#    and in the analytic gradients, and that depends on the order of the floating-point operations.
+#    cuBLAS and the CPU's BLAS split and sum the matrix products differently, GPU reductions add in
+#    a tree, GPUs fuse multiply-adds, `cupyx.scatter_add` adds in an unspecified order, and `exp`,
+#    `log` and `erf` may differ in the last bit. The truncation part of the error, $O(h^4)$, is the
+#    same on both. Full marks need the reason (a different order of rounding), not "the GPU is less
+#    precise": both compute in float64.
+
+# %% tags=["instructor"]
+from npformer import gradcheck  # noqa: E402
+
+op_report = gradcheck.check_all_ops()
+worst = max(result.max_rel_error for result in op_report.results)
+print(f"answer 3: on {backend.get_backend()}, {len(op_report.results)} tensors, worst relative error "
+      f"{worst:.1e}, tolerance {op_report.tol:.0e}: {'all passed' if op_report.passed else 'FAILED'}")
+assert op_report.passed and worst < op_report.tol

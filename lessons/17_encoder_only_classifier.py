@@ -102,3 +102,101 @@ figure.savefig(viz.figures_dir() / "17_language_id.png", dpi=110)
 #    sentences with familiar `tu`, and train on it in the same way. Is it harder or easier than
 #    English or French, and why? What would the model have to learn if you replaced `tu` and `vous`
 #    by `<unk>` in its input?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. (Printed below, trained on the lesson's own data: the embedded corpus, or the Tatoeba file in a
+#    full run with `NPFORMER_FRA_ENG` set.) On the embedded corpus both poolings are as good as
+#    perfect, so there are no errors to compare: the question needs the Tatoeba sentences. Rubric for
+#    them: both accuracies are high and close; a full answer reports both, lists the misclassified
+#    sentences of each and says what they share (very short sentences, sentences made of names,
+#    numbers or words spelled alike in both languages, rare words that became `<unk>`). Mean pooling
+#    weighs every word, so one telltale word is diluted in a long sentence; max pooling keeps each
+#    feature's strongest word, so a single word decides, for better (a short sentence with one clue)
+#    or worse (an English sentence with a French name). One pooling is not better in general.
+# 2. (Reference code and result below.) The positions become a module without parameters whose
+#    `backward` does nothing, which is exactly right: nothing in it is learned (the gradient check
+#    below passes). The accuracy does not change noticeably: telling English from French depends on
+#    which words a sentence contains, hardly on their order, so the kind of positions barely matters
+#    here. A full answer says so, and may test a model with no positions at all to confirm it.
+# 3. Rubric (Tatoeba only; the embedded corpus has no `tu`). The label must be defined first: French
+#    sentences with `vous` (and `votre`, `vos`) against those with `tu` (`te`, `t'`, `toi`, `ton`, `ta`,
+#    `tes`), dropping sentences with both or neither; and `vous` is also the plural of `tu`, so the
+#    label is "vous or tu", not truly "formal or familiar". As defined, it is easy, even easier than the
+#    language: a handful of words decides it, and one attentive head finds them; the data are fewer
+#    and may be unbalanced (report the majority class's share). With `tu` and `vous` replaced by
+#    `<unk>` the model must learn the agreement they cause: verb endings (`avez`, `êtes`, `-ez` against
+#    `as`, `es`, `-s`), possessives (`votre` against `ton`), reflexive and object pronouns. Sentences
+#    without such a trace become guesses, so the accuracy falls, and the fall measures how much the
+#    model relied on the pronoun itself.
+
+# %% tags=["instructor"]
+from npformer.data import sentence_splits  # noqa: E402
+from npformer.tasks.language_id import labelled  # noqa: E402
+
+steps, max_pairs = (60, 2000) if QUICK else (400, 30000)
+max_result = train_language_id(data, steps=steps, max_pairs=max_pairs, pooling="max")
+held_out = labelled(sentence_splits(data, max_pairs)[0].test)
+print(f"answer 1: held-out accuracy, mean pooling {result['test_accuracy']:.2%}, "
+      f"max pooling {max_result['test_accuracy']:.2%}")
+for name, trained in (("mean", result), ("max", max_result)):
+    said = predict(trained["model"], trained["vocab"], [text for text, _ in held_out], lowercase=trained["lowercase"])
+    wrong = [text for (text, label), guess in zip(held_out, said) if guess != ("English", "French")[label]]
+    assert len(wrong) == round((1 - trained["test_accuracy"]) * len(held_out)), "the same held-out sentences"
+    print(f"answer 1: {name} pooling gets {len(wrong)} wrong" + (": " + " | ".join(wrong[:8]) if wrong else ""))
+
+# %% tags=["instructor"]
+from npformer import backend, nn, ops  # noqa: E402
+from npformer.data import Vocab, tokenize  # noqa: E402
+from npformer.tasks.language_id import accuracy, encode  # noqa: E402
+from npformer.tokens import PAD_ID  # noqa: E402
+from npformer.training import fit  # noqa: E402
+
+
+class SinusoidalPositions(nn.Module):
+    """Lesson 5's sinusoids in place of the learned table: no parameters, so nothing to learn."""
+
+    def __init__(self, max_len, d_model, dtype):
+        super().__init__()
+        self.table = ops.positional_encoding(max_len, d_model, dtype=dtype)
+
+    def forward(self, batch, length, start=0):
+        return backend.xp.broadcast_to(self.table[start:start + length], (batch, length, self.table.shape[1]))
+
+    def backward(self, d_x):
+        pass
+
+
+class SinusoidalClassifier(models.EncoderClassifier):
+    def __init__(self, config, seed=0, dtype=None):
+        super().__init__(config, seed, dtype)
+        self.pos_embed = SinusoidalPositions(config.max_len, config.d_model, self.dtype)
+
+
+sinusoid_check = gradcheck.check_loss(SinusoidalClassifier(config, seed=1, dtype=np.float64), {"ids": ids}, labels,
+                                      ignore_index=None, name="sinusoidal classifier")
+assert sinusoid_check.passed
+
+# The few lines of train_language_id, with the new model:
+splits, _ = sentence_splits(data, max_pairs)
+train_examples, test_examples = labelled(splits.train), labelled(splits.test)
+vocab = Vocab.build((tokenize(text, "en") for text, _ in train_examples), min_freq=2 if data else 1)
+sinusoidal = SinusoidalClassifier(models.ClassifierConfig(vocab=len(vocab), n_classes=2, max_len=32), seed=0)
+train_ids, train_labels = encode(train_examples, vocab, 32)
+test_ids, test_labels = encode(test_examples, vocab, 32)
+batch_rng = np.random.default_rng(0)
+
+
+def next_batch(step):
+    rows = batch_rng.integers(0, len(train_ids), size=64)
+    batch_ids = train_ids[rows]
+    batch_ids = batch_ids[:, : max(1, int((batch_ids != PAD_ID).sum(1).max()))]
+    return backend.asarray(batch_ids), backend.asarray(train_labels[rows])
+
+
+fit(sinusoidal, next_batch, steps, ignore_index=None, lr=1e-3, betas=(0.9, 0.999))
+sinusoidal_accuracy = accuracy(sinusoidal, test_ids, test_labels)
+print(f"answer 2: held-out accuracy with sinusoids {sinusoidal_accuracy:.2%}, with learned positions "
+      f"{result['test_accuracy']:.2%} ({sinusoidal.num_params():,} parameters instead of {result['parameters']:,})")
+assert abs(sinusoidal_accuracy - result["test_accuracy"]) < 0.05, "the kind of positions barely matters here"

@@ -91,3 +91,85 @@ figure.savefig(viz.figures_dir() / "18_language_model.png", dpi=110)
 # 3. Train on the Tatoeba French sentences (`npformer lm --data ../shared/data/fra-eng/fra.txt`, from
 #    the repository's folder) and compare the validation perplexity with this lesson's. Which is
 #    higher, and why?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. (Reference code below.) At each step: run `model.forward` on the whole sequence, take the last
+#    position's logits, turn them into probabilities (float64, maximum subtracted), sort them in
+#    decreasing order, keep the first $m$ words, where $m$ is the smallest count whose cumulative
+#    probability reaches $p$, renormalise and draw; stop at `<eos>` or at `max_len`. Checks: a tiny
+#    $p$ keeps one word, so it is greedy decoding (asserted), and $p = 1$ keeps every word. Unlike top-k,
+#    the number of words kept adapts: few where the model is sure, many where it is not (the mean
+#    nucleus size is printed).
+# 2. (Checked below, from three prompts.) They are equal: with `top_k=1` only the most probable word
+#    keeps any probability, so the draw is the argmax, and the KV cache gives the same logits as the
+#    full forward pass (up to rounding), because a causal position never sees later ones. A full answer writes the loop on
+#    `model.forward`, stops it where `generate` stops (`<eos>` or `max_len`), and compares the ids.
+# 3. Rubric (the Tatoeba file is not part of the repository; this lesson's perplexity is printed
+#    below). Tatoeba's perplexity is clearly higher. The embedded corpus is written by a small
+#    grammar: a few hundred words and a handful of sentence patterns, so after the first words few
+#    continuations are possible. Tatoeba's sentences are real French: thousands of words (after
+#    `min_freq=2`), names, many constructions and topics, so the true next-word uncertainty is much
+#    larger, and 400 steps fit it less well. Full marks also note that perplexities over different
+#    vocabularies are not strictly comparable: a larger vocabulary raises the uniform baseline, and
+#    rare words mapped to `<unk>` make the task easier than it looks.
+
+# %% tags=["instructor"]
+from npformer import backend  # noqa: E402
+from npformer.data import detokenize, tokenize  # noqa: E402
+from npformer.tokens import BOS_ID, EOS_ID  # noqa: E402
+
+lm, lm_vocab = result["model"], result["vocab"]
+
+
+def nucleus_sample(model, vocab, p, rng, max_new_tokens=20):
+    """Top-p sampling with the full forward pass at every step; returns the sentence and the nucleus sizes."""
+    ids, sizes = [BOS_ID], []
+    with model.evaluating():
+        while len(ids) < min(1 + max_new_tokens, model.config.max_len):
+            logits = backend.to_numpy(model.forward(backend.asarray(np.array([ids]))))[0, -1].astype(np.float64)
+            probs = np.exp(logits - logits.max())
+            probs /= probs.sum()
+            order = np.argsort(-probs)
+            keep = order[: int(np.searchsorted(np.cumsum(probs[order]), p)) + 1]  # smallest set with mass >= p
+            sizes.append(len(keep))
+            ids.append(int(rng.choice(keep, p=probs[keep] / probs[keep].sum())))
+            if ids[-1] == EOS_ID:
+                break
+    return detokenize(vocab.decode(ids[1:]), "fr"), sizes
+
+
+greedy_sentence, _ = nucleus_sample(lm, lm_vocab, 1e-9, np.random.default_rng(0))
+assert greedy_sentence == greedy[0], "a nucleus of one word is greedy decoding"
+nucleus_rng, all_sizes = np.random.default_rng(0), []
+for _ in range(3):
+    sentence, sizes = nucleus_sample(lm, lm_vocab, 0.9, nucleus_rng)
+    all_sizes += sizes
+    print("answer 1: top-p 0.9:", sentence)
+print(f"answer 1: the nucleus of p = 0.9 held {np.mean(all_sizes):.1f} words on average "
+      f"(from {min(all_sizes)} to {max(all_sizes)}), of {len(lm_vocab)}")
+
+
+# %% tags=["instructor"]
+def greedy_full_forward(model, prompt_ids, max_new_tokens):
+    """Greedy decoding with the whole sequence through `model.forward` at every step, stopping as `generate` does."""
+    tokens = list(prompt_ids)
+    with model.evaluating():
+        while len(tokens) < min(len(prompt_ids) + max_new_tokens, model.config.max_len):
+            logits = model.forward(backend.asarray(np.array([tokens])))
+            tokens.append(int(backend.to_numpy(logits[0, -1]).argmax()))
+            if tokens[-1] == EOS_ID:
+                break
+    return tokens[len(prompt_ids):]
+
+
+for prompt in ("", "le chat", "est-ce que"):
+    prompt_ids = [BOS_ID] + lm_vocab.encode(tokenize(prompt, "fr"))
+    cached = lm.generate(prompt_ids, 20, np.random.default_rng(0), top_k=1, stop_id=EOS_ID)
+    assert cached == greedy_full_forward(lm, prompt_ids, 20), prompt
+print("answer 2: generate(top_k=1) equals greedy decoding with the full forward pass from all three prompts")
+
+# %% tags=["instructor"]
+print(f"answer 3: this lesson's validation perplexity is {result['valid_perplexity']:.2f} over a vocabulary of "
+      f"{len(lm_vocab)} words (embedded corpus, {result['valid_sentences']:,} validation sentences)")

@@ -138,3 +138,105 @@ if not QUICK:  # the quick run's 100 steps leave the average shift at about zero
 #    cross-entropy (lessons 2 and 3) learns the label. The masked model knows French words only:
 #    what do English sentences become in its vocabulary, and what does that say about the accuracy
 #    you get?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. (The causal model's part is run below, at 100 steps.) With 3,000 steps the masked-token accuracy
+#    rises and the shift grows from a fraction of a nat to several nats, in every row: the model has
+#    learned that a prenominal adjective agrees with the noun on its right. (The lesson's assertion
+#    that the shift stays below one nat holds for its short training only.) A left-to-right model
+#    cannot do this: at the mask it sees `<bos> les [MASK]` and nothing after, so every row of its
+#    table is exactly constant (checked below), and it can only guess a masked word from the words
+#    before it. Its masked-token accuracy is therefore lower than that of the bidirectional model
+#    trained the same way on the same sentences, and the gap is wider after longer training, once
+#    the bidirectional model has learned to use the right-hand side. Full marks: the longer training's table
+#    and shift, the constant rows of the causal model, and both accuracies measured on the same
+#    held-out sentences with the same masking.
+# 2. A fine-tuned model, or any model used on real text, never sees `[MASK]` in its input. Always using
+#    `[MASK]` would create a mismatch between pre-training and use, and would let the model learn that
+#    only `[MASK]` positions need predicting, so its representation of a visible word would not need
+#    to say anything about that word. Keeping 10% unchanged makes every visible word a possible target,
+#    so the model must keep a good representation of each; replacing 10% by a random word means no
+#    visible word can be trusted blindly, so the model checks every word against its context. The
+#    random words corrupt only $1.5\%$ of the real tokens ($15\% \times 10\%$), too few to hurt.
+# 3. (Printed below.) The masked model's vocabulary holds French words only, so an English sentence
+#    becomes mostly `<unk>` (with the punctuation and the rare word spelled alike in both languages).
+#    The pooled states of English sentences are therefore nearly those of a run of `<unk>`, and the
+#    classifier can tell the languages apart without anything the masked model learned: a rule on
+#    the share of `<unk>` alone is right on nearly every sentence (printed below). A high accuracy
+#    then measures vocabulary membership, not the quality of the features. A full answer reports the
+#    accuracy, names this shortcut, and compares with such a baseline or with the features of an
+#    untrained model.
+
+# %% tags=["instructor"]
+from npformer import models  # noqa: E402
+from npformer.tasks.language_model import encode_sentences, french_sentences, trim_padding  # noqa: E402
+from npformer.tasks.masked_lm import masked_accuracy  # noqa: E402
+from npformer.tokens import PAD_ID  # noqa: E402
+from npformer.training import fit  # noqa: E402
+
+compare_steps = 100
+if QUICK:  # the lesson's model is already the 100-step model
+    bidirectional, mlm_vocab, mlm_pairs = model, vocab, 4000
+else:
+    mlm_pairs = 12000
+    short_mlm = train_french_mlm(None, steps=compare_steps, max_pairs=mlm_pairs)
+    bidirectional, mlm_vocab = short_mlm["model"], short_mlm["vocab"]
+train_sentences, valid_sentences, _ = french_sentences(None, mlm_pairs, 0, None)
+train_ids = encode_sentences(train_sentences, mlm_vocab, 32)
+valid_ids = encode_sentences(valid_sentences, mlm_vocab, 32)
+causal = models.LanguageModel(models.LanguageModelConfig(vocab=len(mlm_vocab), max_len=32), seed=0)
+assert causal.config.causal
+masking_rng = np.random.default_rng(0)
+
+
+def next_batch(step):
+    batch = trim_padding(train_ids[masking_rng.integers(0, len(train_ids), size=64)])
+    inputs, targets = mask_tokens(batch, masking_rng, len(mlm_vocab))
+    if not (targets != PAD_ID).any():
+        return None
+    return backend.asarray(inputs), backend.asarray(targets)
+
+
+fit(causal, next_batch, compare_steps, ignore_index=PAD_ID)
+
+
+def log_odds_table(language_model, words):
+    """The lesson's table of log P(feminine) - log P(masculine) for another model and vocabulary."""
+    language_model.eval()
+    table_rows = []
+    for f, m in pairs:
+        row = []
+        for noun in nouns:
+            colour = "noires" if noun in FEMININE_NOUNS else "noirs"
+            ids_ = np.array([[BOS_ID] + words.encode(["les", "[MASK]", noun, "sont", colour, "."]) + [EOS_ID]])
+            logits = backend.to_numpy(language_model.forward(backend.asarray(ids_)))[0, 2]
+            row.append(float(logits[words.index[f]] - logits[words.index[m]]))
+        table_rows.append(row)
+    return np.array(table_rows)
+
+
+causal_table = log_odds_table(causal, mlm_vocab)
+assert np.allclose(causal_table, causal_table[:, :1], atol=1e-5), "a left-to-right model's rows are constant"
+causal_accuracy = masked_accuracy(causal, valid_ids, np.random.default_rng(1))
+bidirectional_accuracy = masked_accuracy(bidirectional, valid_ids, np.random.default_rng(1))
+print(f"answer 1: causal model's table, largest spread within a row "
+      f"{np.ptp(causal_table, axis=1).max():.1e} nats (constant rows)")
+print(f"answer 1: masked-token accuracy after {compare_steps} steps, same held-out sentences and masks: "
+      f"bidirectional {bidirectional_accuracy:.1%}, left to right {causal_accuracy:.1%}")
+assert bidirectional_accuracy > causal_accuracy, "the right-hand context must help"
+
+# %% tags=["instructor"]
+from npformer.data import toy_corpus, tokenize  # noqa: E402
+from npformer.tokens import UNK_ID  # noqa: E402
+
+unk_share = {}
+for side, language in ((0, "en"), (1, "fr")):
+    encoded = [vocab.encode(tokenize(pair[side], language)) for pair in toy_corpus().test]
+    unk_share[language] = [np.mean(np.array(sentence) == UNK_ID) for sentence in encoded]
+rule_right = np.mean(np.array(unk_share["en"]) > 0.5) / 2 + np.mean(np.array(unk_share["fr"]) <= 0.5) / 2
+print(f"answer 3: share of <unk> in the masked model's vocabulary: English sentences "
+      f"{np.mean(unk_share['en']):.0%}, French sentences {np.mean(unk_share['fr']):.0%}; the rule "
+      f"'English when more than half the tokens are <unk>' is right on {rule_right:.1%} of the test sentences")
+assert rule_right > 0.95

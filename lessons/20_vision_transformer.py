@@ -87,3 +87,116 @@ assert np.all(attention >= 0) and np.all(attention.sum((1, 2)) <= 1 + 1e-6), \
 #    (`sklearn.datasets.load_digits`; ten classes, pixel values 0 to 16): build
 #    `models.VisionTransformer(models.ViTConfig(n_classes=10))` and train it with
 #    `npformer.training.fit`, as `train_vit` does. What accuracy does it reach on held-out digits?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. (Printed below.) With $4 \times 4$ patches an $8 \times 8$ image is $N = 64 / 4^2 = 4$ patches, so
+#    the encoder reads $4 + 1 = 5$ tokens (the class token included) instead of $16 + 1 = 17$, each
+#    patch a vector of $16$ values instead of $4$: attention compares $25$ pairs instead of $289$, and
+#    each patch holds a larger piece of a shape. On these shapes the accuracy hardly changes (both are
+#    near the top); a full answer gives both token counts and both accuracies after the same number
+#    of steps, and does not read a difference of a point on 1,000 test images as significant.
+# 2. (Reference code below.) The model without a class token: the patches plus their positions go
+#    through the encoder, `ops.masked_mean_pool_forward(hidden, mask)` with an all-True mask averages
+#    the $N$ outputs, and the head reads the average; `backward` runs the pooling's backward and
+#    sends the gradient to every patch (and to `pos` from row 1 on; `cls_token` is no longer used). A
+#    finite-difference check of the new model passes (asserted). On these shapes both summaries work
+#    (accuracies printed below, same data, same steps, same initial weights); a full answer compares
+#    them at equal steps and notes that mean pooling gives every patch the same weight, while the
+#    class token can learn where to look.
+# 3. (Run below when scikit-learn is installed.) Scale the pixels to $[0, 1]$ (divide by 16), give
+#    the images a channel axis, `(N, 1, 8, 8)`, keep a held-out split, and train as `train_vit` does
+#    with `n_classes=10`. The small ViT gets most held-out digits right after a few hundred steps.
+#    Full marks: a held-out accuracy far above chance ($10\%$, ten classes), with the number of steps,
+#    the number of training images and the split stated.
+
+# %% tags=["instructor"]
+from npformer import backend, models  # noqa: E402
+from npformer.tasks.images import make_shapes  # noqa: E402
+from npformer.training import fit  # noqa: E402
+
+steps = 120 if QUICK else 400
+large_patches = train_vit(steps=steps, patch=4)
+n_tokens = large_patches["model"].config.n_patches + 1
+assert n_tokens == 5 and model.config.n_patches + 1 == 17
+print(f"answer 1: 4 x 4 patches: {n_tokens} tokens, test accuracy {large_patches['test_accuracy']:.1%}; "
+      f"2 x 2 patches: {model.config.n_patches + 1} tokens, {result['test_accuracy']:.1%}")
+assert abs(large_patches["test_accuracy"] - result["test_accuracy"]) < 0.05, "the accuracy hardly changes"
+
+
+# %% tags=["instructor"]
+class MeanPooledViT(models.VisionTransformer):
+    """The Vision Transformer with the mean of the patches' outputs in place of the class token."""
+
+    def forward(self, images):
+        c = self.config
+        patches, self._patch_cache = ops.patches_forward(images.astype(self.dtype, copy=False), c.patch)
+        x = self.patch_embed.forward(patches) + self.pos[1:]  # row 0 of pos belonged to the class token
+        hidden = self.encoder.forward(self.embed_dropout.forward(x), None)
+        everywhere = backend.xp.ones(hidden.shape[:2], dtype=bool)
+        pooled, self._pool_cache = ops.masked_mean_pool_forward(hidden, everywhere)
+        summary, self._gelu_cache = ops.gelu_forward(self.head_fc1.forward(pooled))
+        return self.head_fc2.forward(summary)
+
+    def backward(self, dlogits):
+        d_summary = ops.gelu_backward(self.head_fc2.backward(dlogits), self._gelu_cache)
+        d_hidden = ops.masked_mean_pool_backward(self.head_fc1.backward(d_summary), self._pool_cache)
+        d_x = self.embed_dropout.backward(self.encoder.backward(d_hidden))
+        self.grad["pos"][1:] += d_x.sum(axis=0)
+        return ops.patches_backward(self.patch_embed.backward(d_x), self._patch_cache)
+
+
+small_config = models.ViTConfig(image_size=4, patch=2, d_model=8, n_heads=2, d_ff=8, n_layers=1)
+pooled_check = gradcheck.check_loss(MeanPooledViT(small_config, seed=1, dtype=np.float64),
+                                    {"images": np.random.default_rng(1).normal(size=(3, 1, 4, 4))},
+                                    np.array([0, 3, 1]), ignore_index=None, name="mean-pooled ViT")
+assert pooled_check.passed
+
+# train_vit's lines, with the new model: the same images, batches and initial weights
+shapes_rng = np.random.default_rng(0)
+train_images, train_labels = make_shapes(4000, shapes_rng)
+test_images, test_labels = make_shapes(1000, shapes_rng)
+pooled_model = MeanPooledViT(models.ViTConfig(), seed=0)
+
+
+def next_shapes(step):
+    rows = shapes_rng.integers(0, len(train_images), size=64)
+    return backend.asarray(train_images[rows]), backend.asarray(train_labels[rows])
+
+
+fit(pooled_model, next_shapes, steps, ignore_index=None, betas=(0.9, 0.999))
+assert np.array_equal(test_labels, result["test_labels"]), "the same test images as the lesson's model"
+with pooled_model.evaluating():
+    pooled_accuracy = float((backend.to_numpy(pooled_model.forward(backend.asarray(test_images)).argmax(-1))
+                             == test_labels).mean())
+print(f"answer 2: mean pooling {pooled_accuracy:.1%}, class token {result['test_accuracy']:.1%} "
+      f"({steps} steps each)")
+assert pooled_accuracy > 0.5, "mean pooling must also classify the shapes far better than chance"
+
+# %% tags=["instructor"]
+try:
+    from sklearn.datasets import load_digits
+except ImportError:
+    load_digits = None
+if load_digits is None:
+    print("answer 3: scikit-learn is not installed, so the digits are not loaded here")
+else:
+    digits = load_digits()
+    digit_images = (digits.images[:, None] / 16.0).astype(np.float32)  # (1797, 1, 8, 8), pixels in [0, 1]
+    order = np.random.default_rng(0).permutation(len(digits.target))
+    train_rows, test_rows = order[:1400], order[1400:]
+    digit_model = models.VisionTransformer(models.ViTConfig(n_classes=10), seed=0)
+    digit_rng = np.random.default_rng(0)
+
+    def next_digits(step):
+        rows = digit_rng.choice(train_rows, size=64)
+        return backend.asarray(digit_images[rows]), backend.asarray(digits.target[rows])
+
+    fit(digit_model, next_digits, steps, ignore_index=None, betas=(0.9, 0.999))
+    with digit_model.evaluating():
+        guesses = backend.to_numpy(digit_model.forward(backend.asarray(digit_images[test_rows])).argmax(-1))
+    digit_accuracy = float((guesses == digits.target[test_rows]).mean())
+    print(f"answer 3: digits, {len(train_rows)} training and {len(test_rows)} held-out images, {steps} steps: "
+          f"held-out accuracy {digit_accuracy:.1%} (chance 10%)")
+    assert digit_accuracy > 0.5

@@ -177,3 +177,59 @@ assert error < 1e-2
 # 3. Run `npformer gradcheck --model --fast --base` (the paper's base sizes, about 45 seconds). Why
 #    does it switch the feed-forward activation to GELU? Try a finite difference through a ReLU whose
 #    input is within $h$ of zero.
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. The mutant's `replacement` takes the original and returns
+#    `lambda dy, cache: cache["y"] * (dy - dy.mean(axis=cache["axis"], keepdims=True))`, with
+#    `target=ops`, `attribute="softmax_backward"` and `check="op:softmax"`. The report fails `x` at
+#    every entry with a relative error of order 1 (printed below). It is no constant factor: the
+#    error is $p \odot (\sum_j dy_j p_j - \overline{dy})$, whose size changes from row to row, so the
+#    note reads "wrong at every entry" and the fix is found by rereading the derivation.
+# 2. No. The mutant replaces `Decoder.backward`, the loop that adds up the layers' memory gradients;
+#    no op is changed, so every op's own check passes with the bug applied (printed below). An op
+#    check sees one op alone; a mistake in how the blocks combine correct ops shows only in a check
+#    through the composition, `check_module` on the decoder with `memory` as an input, or
+#    `check_model`.
+# 3. At base sizes there are about $2048 \times (6 \cdot 4 + 6 \cdot 4) \approx 10^5$ hidden ReLU
+#    units, and some of them lie within a step $h$ of zero. The difference quotient across the kink
+#    is a blend of the slopes 0 and 1, not the derivative: for an input $x$ with $|x| < h$,
+#    $D(h) = (x + h) / 2h$, so ReLU's backward (slope 1) is right and the reference is wrong. GELU is
+#    smooth, so the finite difference converges to its derivative everywhere. The cell below puts
+#    one input at $0.3h$ ($h = 3 \times 10^{-4}$): $D(h) = 0.65$, the checker's $(4D(h) - D(2h))/3
+#    = 0.675$, and `check_gradients` fails a correct backward pass. A full-marks answer says that
+#    the kink breaks the finite difference, not the backward pass.
+
+# %% tags=["instructor"]
+def softmax_backward_with_mean(original):
+    def backward(dy, cache):
+        return cache["y"] * (dy - dy.mean(axis=cache["axis"], keepdims=True))  # mean(dy), not sum(dy * y)
+    return backward
+
+
+own_mutant = mutants.Mutant("softmax: mean(dy) instead of sum(dy y)", "ops.softmax_backward",
+                            "y (dy - mean(dy))", ops, "softmax_backward", softmax_backward_with_mean, "op:softmax")
+with own_mutant.applied():
+    own_report = gradcheck.check_op("softmax")
+print("answer 1:\n" + own_report.table())
+assert not own_report.passed and own_report.failures[0].note == "wrong at every entry"
+assert own_report.failures[0].max_rel_error > 0.1
+
+# %% tags=["instructor"]
+with mutant("decoder: memory gradient dropped in one layer").applied():
+    op_checks = {name: gradcheck.check_op(name).passed for name in gradcheck.OP_CASES}
+print(f"answer 2: with bug 4 applied, {sum(op_checks.values())} of {len(op_checks)} op checks pass")
+assert all(op_checks.values())
+
+# %% tags=["instructor"]
+h = gradcheck.DEFAULT_EPS
+x0 = 0.3 * h
+plain = (max(x0 + h, 0) - max(x0 - h, 0)) / (2 * h)
+fourth_order = (4 * plain - (max(x0 + 2 * h, 0) - max(x0 - 2 * h, 0)) / (4 * h)) / 3
+relu_forward, relu_backward, relu_inputs = gradcheck.relu_case(np.random.default_rng(0))
+relu_inputs["x"].flat[0] = x0  # one input within h of the kink; the backward pass is npformer's, right
+near_kink = gradcheck.check_gradients(relu_forward, relu_backward, relu_inputs, name="relu")
+print(f"answer 3: ReLU at x = 0.3 h, h = {h:g}: derivative 1, central difference {plain:.3f}, "
+      f"fourth-order {fourth_order:.3f}; check of the right backward pass: {near_kink.table().splitlines()[2]}")
+assert abs(plain - 0.65) < 1e-9 and abs(fourth_order - 0.675) < 1e-9 and not near_kink.passed

@@ -470,3 +470,134 @@ for bug in zoo.BUGS:
 # 5. Bug 11's inflated number depends on the share of padding. Sort 1,000 sentences of random
 #    lengths into batches by length, then at random: how does `zoo.accuracy_buggy` of a model that
 #    predicts `<pad>` everywhere change between the two?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. With unit-variance entries the buggy scores have standard deviation $1/\sqrt{H}$, so the
+#    symptom is $|\ln H^{-1/2}| = \tfrac12 \ln H$. It exceeds $0.25$ when $\ln H > 0.5$, i.e.
+#    $H > \sqrt e \approx 1.65$: already at $H = 2$ ($\tfrac12 \ln 2 \approx 0.35$). The cell below
+#    measures it for 1 to 8 heads of 8 and asserts that 2 is the first count above the threshold.
+# 2. With $\beta = 0$ the row means are 0 and the row variances are $(D-1)/D$ (times
+#    $\sigma^2/(\sigma+\epsilon)^2$, a few $10^{-6}$ off 1), so the symptom is about $1/D$: below
+#    $10^{-3}$ only from $D \approx 1000$ on (the exact $D$ for the symptom's rows, widened to $D$
+#    columns, is printed below). At $D = 512$ it is $1/512 \approx 2 \times 10^{-3}$, twice the
+#    threshold, so the test still catches the unbiased standard deviation there, but only by a
+#    factor of 2; the entry's test uses $D = 8$, where the symptom is $1/8$.
+# 3. The logits that predict a token must not depend on that token. Change target token $t$ in a
+#    batch, find the position whose target it is, and compare the untrained model's logits there
+#    before and after. With the shifted pairs token $t$ is the input of position $t$ only and the
+#    target of position $t - 1$, which the causal mask keeps from seeing it: the change is exactly
+#    0. Unshifted, it is input and target of the same position, and its logits move. The cell below
+#    runs this check on both pair functions (no training).
+# 4. Reference code below: `buggy` and `fixed` build the mask with `np.triu` and `np.tril`; the
+#    symptom moves the key and value of the last position only and measures the largest change in
+#    the outputs of the earlier positions (0 with a causal mask, since none of them may read it);
+#    threshold $10^{-9}$. A full-marks answer measures what the mask is for (no position reads a
+#    later one), not the mask's entries, and shows `shows(buggy)` true and `shows(fixed)` false.
+# 5. For a model that predicts `<pad>` everywhere, `accuracy_buggy` is exactly the batch's share of
+#    `<pad>`. Batches of similar lengths hold little padding, random batches are padded to their
+#    longest member, so the inflated accuracy is far higher with random batching (both printed
+#    below, for 1,000 lengths drawn uniformly from 1 to 40 and batches of 32). The right accuracy
+#    is 0 in both cases: a metric that depends on how the data was batched is measuring the batching.
+
+# %% tags=["instructor"]
+scale_errors = {}
+for heads in range(1, 9):
+    q_heads, k_heads = np.random.default_rng(0).standard_normal((2, 4, heads, 16, 8))
+    scale_errors[heads] = abs(math.log(zoo.scaled_scores_buggy(q_heads, k_heads).std()))
+first_caught = min(heads for heads, error in scale_errors.items() if error > zoo.bug(4).threshold)
+print("answer 1: |ln std| of the buggy scores by head count:",
+      ", ".join(f"H={heads} {error:.3f}" for heads, error in scale_errors.items()), f"-> first above 0.25: H = {first_caught}")
+assert first_caught == 2 and all(abs(error - 0.5 * math.log(heads)) < 0.05 for heads, error in scale_errors.items())
+
+# %% tags=["instructor"]
+def layer_norm_unbiased_only(x, eps=1e-6):
+    """zoo.layer_norm_buggy with beta = 0: only the unbiased standard deviation is left."""
+    std = x.std(axis=-1, ddof=1, keepdims=True)
+    return (x - x.mean(axis=-1, keepdims=True)) / (std + eps)
+
+
+def not_normalised_at(width):
+    """zoo.not_normalised on rows of `width` numbers instead of 8 (the same construction)."""
+    rows_rng = np.random.default_rng(0)
+    x_rows = rows_rng.uniform(-5, 5, (100, 1)) + rows_rng.uniform(1, 5, (100, 1)) * rows_rng.standard_normal((100, width))
+    y_rows = layer_norm_unbiased_only(x_rows)
+    return np.abs(y_rows.mean(axis=-1)).max() + np.abs(y_rows.var(axis=-1) - 1).max()
+
+
+assert not_normalised_at(8) == zoo.not_normalised(layer_norm_unbiased_only)
+first_passing = next(width for width in range(2, 2000) if not_normalised_at(width) <= zoo.bug(7).threshold)
+print(f"answer 2: beta = 0, unbiased std: symptom {not_normalised_at(8):.4f} at D = 8, {not_normalised_at(512):.2e} "
+      f"at D = 512; first below 1e-3 at D = {first_passing}")
+assert 990 < first_passing < 1020 and not_normalised_at(512) > zoo.bug(7).threshold
+
+# %% tags=["instructor"]
+def answer_leak(decoder_pairs, t=2):
+    """Change target token t: the largest change of the untrained model's logits at the position
+    whose target it is. 0 when that position cannot see the token it must predict."""
+    leak_model = zoo.tiny_transformer(zoo.REVERSAL_VOCAB)
+    leak_src, leak_tgt = zoo.reversal_batch(np.random.default_rng(6), 8, zoo.REVERSAL_VOCAB)
+    changed = leak_tgt.copy()
+    changed[:, t] = (changed[:, t] - 3) % 8 + 4  # another ordinary token
+    (tgt_in, tgt_out), (changed_in, changed_out) = decoder_pairs(leak_tgt), decoder_pairs(changed)
+    position = np.flatnonzero((tgt_out != changed_out).any(axis=0))
+    with leak_model.evaluating():
+        before = leak_model.forward(leak_src, tgt_in)[:, position]
+        after = leak_model.forward(leak_src, changed_in)[:, position]
+    return float(np.abs(after - before).max())
+
+
+leaks = {pairs.__name__: answer_leak(pairs) for pairs in (zoo.decoder_pairs_fixed, zoo.decoder_pairs_buggy)}
+print("answer 3: largest change of the logits that predict the changed token:",
+      ", ".join(f"{name} {leak:.1e}" for name, leak in leaks.items()))
+assert leaks["decoder_pairs_fixed"] == 0 and leaks["decoder_pairs_buggy"] > 1e-3
+
+# %% tags=["instructor"]
+def causal_mask_buggy(T):
+    return np.triu(np.ones((T, T), dtype=bool))  # the upper triangle: each position sees the future
+
+
+def causal_mask_fixed(T):
+    return np.tril(np.ones((T, T), dtype=bool))  # the lower triangle: each position sees the past
+
+
+def future_leak(causal_mask):
+    """Move the key and value of the last position only: the largest change in the outputs of the
+    earlier positions. No position may read a later one: 0 when right."""
+    q_leak, k_leak, v_leak = np.random.default_rng(0).standard_normal((3, 2, 1, 5, 4))
+    k_moved, v_moved = k_leak.copy(), v_leak.copy()
+    k_moved[..., -1, :] += 1.0
+    v_moved[..., -1, :] += 1.0
+    before = ops.attention_forward(q_leak, k_leak, v_leak, causal_mask(5))[0]
+    after = ops.attention_forward(q_leak, k_moved, v_moved, causal_mask(5))[0]
+    return np.abs(after[..., :-1, :] - before[..., :-1, :]).max()
+
+
+twelfth = zoo.Bug(12, "causal mask built with np.triu", "mask = np.triu(np.ones((T, T)))", causal_mask_buggy,
+                  causal_mask_fixed, future_leak, 1e-9, "largest change of earlier outputs when the last position moves")
+print(f"answer 4: bug 12 symptom: buggy {twelfth.measure(twelfth.buggy):.3g}, fixed {twelfth.measure(twelfth.fixed):.3g}")
+assert twelfth.shows(twelfth.buggy) and not twelfth.shows(twelfth.fixed)
+assert np.array_equal(causal_mask_fixed(5), ops.causal_mask(5))
+
+# %% tags=["instructor"]
+length_rng = np.random.default_rng(0)
+sentence_lengths = length_rng.integers(1, 41, 1000)
+
+
+def know_nothing_accuracy(order, size=32):
+    """Mean accuracy_buggy, over batches of `size` sentences taken in `order`, of a model that predicts <pad> everywhere."""
+    scores = []
+    for start in range(0, len(order), size):
+        batch_lengths = sentence_lengths[order[start:start + size]]
+        batch_targets = np.full((len(batch_lengths), batch_lengths.max()), PAD_ID)
+        for row_index, length in enumerate(batch_lengths):
+            batch_targets[row_index, :length] = 5  # any real token
+        scores.append(zoo.accuracy_buggy(np.eye(12)[np.full(batch_targets.shape, PAD_ID)], batch_targets))
+    return float(np.mean(scores))
+
+
+by_length, at_random = know_nothing_accuracy(np.argsort(sentence_lengths)), know_nothing_accuracy(length_rng.permutation(1000))
+print(f"answer 5: accuracy_buggy of a model that predicts <pad> everywhere: batches sorted by length {by_length:.1%}, "
+      f"random batches {at_random:.1%}")
+assert by_length < 0.1 and at_random > 0.3

@@ -307,3 +307,102 @@ if not QUICK:
 #    position $t$ see, and what must it predict? Predict the training loss before you run it.
 # 4. Why does the decoder need `<bos>` at all? Which position would predict $y_1$ without it, and
 #    from what?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. Teacher forcing never showed the model a wrong prefix, so it trusts the one it is given. In
+#    the full run, with the wrong article forced, greedy search mostly agrees with it: it writes a
+#    noun of that article's gender, so the sentence is fluent French and a wrong translation (a
+#    feminine noun after a forced `la`); now and then it keeps the source's noun and the agreement breaks. Only a
+#    minority of outputs go on exactly as before (four cases and the share are printed below). A
+#    full-marks answer forces the token through `decode_step`, shows the continuations, and names
+#    the cause: at training time every prefix was the reference, so errors were never recovered from.
+# 2. Cutting the outputs of the model without `<eos>` at the first `.` or `?` gives back nearly all
+#    of the shifted model's BLEU in the full run (both printed below, with the uncut score): the
+#    translation was there, only the stop was missing. The rule fails on any sentence with a mark
+#    before its end: an abbreviation (`M. Dupont`), a number (`3.5`), a quotation, or two sentences
+#    in one pair are cut at the first mark and lose the rest; a sentence ending in `!` is never cut.
+#    A length rule fails the other way, on sentences whose length ratio is unusual.
+# 3. With $u = $ `tgt_out` $= y_1 \dots y_n\,\langle\mathrm{eos}\rangle$ and $z = $ `tgt_in`
+#    $= \langle\mathrm{bos}\rangle\, y_1 \dots y_n$, position $t$ sees $y_1 \dots y_{t+1}$ and must
+#    predict $z_t = y_t$ (and `<bos>`, always, at $t = 0$). The answer is its input one position
+#    back, which the causal mask allows, so it is a copying task like the unshifted one: predict a
+#    training loss near 0, far below the shifted model's and a little above the unshifted one's
+#    (copying from the previous position takes an attention head; copying one's own input needs
+#    only the residual path). The cell below trains it with the lesson's settings and prints the
+#    four losses; the full run asserts that it ends below half the shifted model's.
+# 4. The decoder must be given something at the position that predicts $y_1$, and that input must
+#    not be a target word. `<bos>` is that placeholder: position 0 reads `<bos>` and its position
+#    code, so it predicts $y_1$ from the source alone, through cross-attention. Without it the input
+#    would start with $y_1$ itself: no position would predict $y_1$ (training never teaches the first
+#    word), and decoding would have no first input to start from. Full marks: position 0, from the
+#    source only; the second point (decoding needs a start token) is the bonus.
+
+# %% tags=["instructor"]
+def forced_greedy(model, src_row, first):
+    """Greedy decoding of one source, `src_row (1, Ts)`, with the first output token forced to `first`."""
+    with model.evaluating():
+        cache = model.start_decoding(src_row, max_len=MAX_LEN)
+        model.decode_step(cache, backend.asarray(np.array([BOS_ID])))  # its own choice is overruled
+        token, written = first, [first]
+        for _ in range(MAX_LEN - 1):
+            token = int(backend.to_numpy(model.decode_step(cache, backend.asarray(np.array([token]))).argmax(axis=-1))[0])
+            if token == EOS_ID:
+                break
+            written.append(token)
+    return written
+
+
+swap = {tgt_vocab.index["le"]: tgt_vocab.index["la"], tgt_vocab.index["la"]: tgt_vocab.index["le"]}
+forced_rows = [row for row, (_, reference) in enumerate(test) if tokenize(reference, "fr")[0] in ("le", "la")]
+same_rest = []
+for row in forced_rows:
+    free = outputs["shifted"][row]
+    first = swap[tgt_vocab.index[tokenize(test[row][1], "fr")[0]]]
+    forced = forced_greedy(models["shifted"], test_src[row:row + 1], first)
+    same_rest.append(forced[1:] == free[1:])
+    if len(same_rest) <= 4:
+        print(f"answer 1: {test[row][0]}\n  reference {test[row][1]}\n  free      {french(free)}\n  forced    {french(forced)}")
+print(f"answer 1: {len(forced_rows)} test sentences whose reference starts with le or la; with the other article "
+      f"forced, the rest of the greedy output is unchanged for {np.mean(same_rest):.0%} of them")
+if not QUICK:
+    assert np.mean(same_rest) < 0.5, "mostly, the forced article changes what follows"
+
+# %% tags=["instructor"]
+marks = {tgt_vocab.index[mark] for mark in (".", "?")}
+
+
+def cut_at_mark(ids):
+    """`ids` up to and including the first '.' or '?' (all of them when there is none)."""
+    return next((ids[: at + 1] for at, token in enumerate(ids) if token in marks), ids)
+
+
+cut_bleu = metrics.bleu([french(cut_at_mark(ids)) for ids in outputs["no end token"]], references)
+print(f"answer 2: greedy BLEU on {len(test)} test sentences: no end token {bleu['no end token']:.1f} as decoded, "
+      f"{cut_bleu:.1f} cut at the first '.' or '?'; shifted {bleu['shifted']:.1f}")
+if not QUICK:
+    assert cut_bleu > bleu["no end token"] + 10
+
+# %% tags=["instructor"]
+def train_wrong_way():
+    """As `train(examples)`, with the decoder given tgt_out and asked for tgt_in."""
+    model = Transformer(config, seed=0)
+    rng, queue = np.random.default_rng(0), []
+
+    def next_batch(step):
+        if not queue:
+            queue.extend(make_batches(examples, token_budget=512, rng=rng))
+        b = queue.pop()
+        src, tgt_in, tgt_out = (backend.asarray(ids) for ids in (b.src, b.tgt_in, b.tgt_out))
+        return ((src, tgt_out), tgt_in)
+
+    return fit(model, next_batch, STEPS, lr=3e-3)
+
+
+wrong_way = train_wrong_way()
+print(f"answer 3: mean training loss of the last 20 steps: wrong way {np.mean(wrong_way[-20:]):.3f}, "
+      + ", ".join(f"{name} {np.mean(values[-20:]):.3f}" for name, values in losses.items()))
+assert all((b.tgt_in[:, 1:] == b.tgt_out[:, :-1]).all() for b in batches)  # target t of the wrong way = input t - 1
+if not QUICK:
+    assert np.mean(wrong_way[-20:]) < 0.5 * np.mean(losses["shifted"][-20:])

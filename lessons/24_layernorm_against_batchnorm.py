@@ -363,3 +363,133 @@ assert min(offsets["one shared by all four"]) > 5 * max(offsets["one per residua
 # 4. Measure the padding share of `make_batches` for token budgets from 64 to 16384, and of
 #    batches of random sentences of the same sizes. What does the length bucketing buy, and for
 #    which budgets does it buy most?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. No. With the padding left out, `s` still shares its statistics with its batch-mates'
+#    content, so other mates of the same length move it. The statistics are means over the $7B$
+#    real rows, so their sampling noise, and with it the change of `s`, shrinks roughly like
+#    $1/\sqrt{B}$ (by $\sqrt 8 \approx 2.8$ per factor 8, on average over the range). The cell below
+#    measures the mean change over ten pairs of random mate sets and fits the slope of
+#    $\log(\text{change})$ against $\log B$ (printed; asserted near $-\tfrac12$). Full marks: not
+#    independent, only less dependent, at the rate $B^{-1/2}$.
+# 2. Over the $N$ rows of one feature, with $\hat x = (x - \mu)/\sigma$ and upstream gradient $g$,
+#    $dx = \frac{1}{\sigma}\left(g - \overline{g} - \hat x\, \overline{g \hat x}\right)$, the bars
+#    being means over the rows (axis 0 of the flattened `(B*T, D)` array). It is layer norm's
+#    compact form with the means taken along the other axis: over the $D$ features of one row for
+#    layer norm, over the $B \cdot T$ rows of one feature for batch norm. (With `keep`, the two means
+#    run over the kept rows, are still taken of $g$ at every row, and only kept rows receive them.)
+#    So yes: the gradient of one sentence depends on the upstream gradients and the values of all
+#    the others through $\overline{g}$ and $\overline{g \hat x}$. The cells below check this backward
+#    with `gradcheck.check_gradients`, with and without `keep`, and show that changing the upstream
+#    gradient of sentence 2 alone moves the gradient of sentence 1 under batch norm and not under
+#    layer norm.
+# 3. On one sentence it normalises each feature over that sentence's $T$ positions, so the output
+#    has zero mean over its own positions and is a different function of each token than at
+#    evaluation time; the running statistics take one step towards one sentence's. On one
+#    position ($B \cdot T = 1$) the mean is $x$ itself and the variance 0, so it returns
+#    $(x - x)/\sqrt{0 + \epsilon} = 0$ in every feature, whatever the token: all information is
+#    gone (the running mean then moves towards that token and the running variance towards 0). The
+#    cell below prints both. Step-by-step decoding gives exactly that single position, which is why
+#    a batch-norm Transformer must decode in evaluation mode, with running statistics, and layer
+#    norm needs neither.
+# 4. The table printed below. Random batches are padded to their longest member: their padding
+#    rises with the budget and soon saturates, once the longest of a batch is nearly the corpus's
+#    longest. `make_batches` sorts by length, so up to budgets of a few thousand tokens each batch holds
+#    sentences of nearly one length and the padding stays a few per cent: that is where bucketing
+#    buys most. At the largest budgets an epoch is only a few batches, each must span many
+#    lengths, and the bucketed share climbs back towards the random one. Full marks: both columns
+#    measured, and the reading that the gain is largest at small and middle budgets and shrinks
+#    when a batch must hold many lengths.
+
+# %% tags=["instructor"]
+pool = np.flatnonzero(lengths == 7)
+s_row, mates_pool = pool[0], pool[1:]
+mates_rng = np.random.default_rng(7)
+batch_sizes, mean_change = (4, 32, 256), []
+for size in batch_sizes:
+    outs = []
+    for draw in range(20):  # ten pairs of random mate sets of s's length
+        ids_draw = pad_rows([sentences[s_row]] + [sentences[i] for i in mates_rng.choice(mates_pool, size - 1, replace=False)])
+        outs.append(batch_norm(embed(ids_draw), ids_draw != PAD_ID)[0])
+    mean_change.append(np.mean([np.abs(outs[2 * k] - outs[2 * k + 1]).mean() for k in range(10)]))
+slope = np.polyfit(np.log(batch_sizes), np.log(mean_change), 1)[0]
+print("answer 1: mean |change| of s, masked batch norm, mates of its length replaced: "
+      + ", ".join(f"B = {size}: {change:.4f}" for size, change in zip(batch_sizes, mean_change))
+      + f"; slope of log(change) against log(B): {slope:.2f}")
+assert -0.7 < slope < -0.3
+
+# %% tags=["instructor"]
+from npformer import gradcheck  # noqa: E402
+
+
+def batch_norm_forward(x, keep=None, eps=1e-5):
+    """batch_norm, with the cache its backward pass needs."""
+    rows = x.reshape(-1, x.shape[-1]) if keep is None else x[keep]
+    mean, var = rows.mean(axis=0), rows.var(axis=0)
+    rstd = 1.0 / np.sqrt(var + eps)
+    return (x - mean) * rstd, {"x_hat": (x - mean) * rstd, "rstd": rstd, "keep": keep}
+
+
+def batch_norm_backward(dout, cache):
+    """dx = rstd (g - mean(g) - x_hat mean(g x_hat)), the means over the rows (the kept ones, with `keep`)."""
+    x_hat, rstd, keep = cache["x_hat"], cache["rstd"], cache["keep"]
+    in_stats = np.ones(x_hat.shape[:-1], dtype=bool) if keep is None else keep
+    n = in_stats.sum()
+    g_mean = dout.reshape(-1, dout.shape[-1]).sum(axis=0) / n
+    gx_mean = (dout * x_hat).reshape(-1, dout.shape[-1]).sum(axis=0) / n
+    return rstd * (dout - in_stats[..., None] * (g_mean + x_hat * gx_mean))
+
+
+bn_ids = pad_rows([sentences[0], sentences[1], sentences[5]])
+bn_x = np.random.default_rng(2).standard_normal(bn_ids.shape + (6,))
+assert np.allclose(batch_norm_forward(bn_x)[0], batch_norm(bn_x))
+for keep_rows in (None, bn_ids != PAD_ID):
+    report_bn = gradcheck.check_gradients(lambda x, keep: batch_norm_forward(x, keep), batch_norm_backward,
+                                          {"x": bn_x, "keep": keep_rows}, name="batch_norm")
+    print(f"answer 2: batch norm backward, {'all rows' if keep_rows is None else 'padding left out'}: "
+          f"{report_bn.table().splitlines()[-1]}")
+    assert report_bn.passed
+
+# %% tags=["instructor"]
+g_before = np.random.default_rng(3).standard_normal(bn_x.shape)
+g_after = g_before.copy()
+g_after[1] += 1.0  # the upstream gradient of sentence 2 only
+bn_cache = batch_norm_forward(bn_x)[1]
+ln_cache = ops.layernorm_forward(backend.asarray(bn_x), backend.asarray(np.ones(6)), backend.asarray(np.zeros(6)))[1]
+
+
+def layer_norm_input_gradient(g):
+    return backend.to_numpy(ops.layernorm_backward(backend.asarray(g), ln_cache)[0])
+
+
+moved_bn = np.abs(batch_norm_backward(g_after, bn_cache)[0] - batch_norm_backward(g_before, bn_cache)[0]).max()
+moved_ln = np.abs(layer_norm_input_gradient(g_after)[0] - layer_norm_input_gradient(g_before)[0]).max()
+print(f"answer 2: sentence 2's upstream gradient changed; sentence 1's input gradient moves by {moved_bn:.2e} "
+      f"under batch norm, {moved_ln:.1e} under layer norm")
+assert moved_bn > 1e-3 and moved_ln == 0
+
+# %% tags=["instructor"]
+one_sentence = embed(np.array([s]))                      # (1, 7, D)
+out_sentence = BatchNorm(D)(one_sentence)
+out_position = BatchNorm(D)(one_sentence[:, :1])         # (1, 1, D): one position, as decode_step gives it
+print(f"answer 3: one sentence: feature means over its positions up to {np.abs(out_sentence.mean(axis=(0, 1))).max():.1e}; "
+      f"one position: largest |output| {np.abs(out_position).max():.1e} (input up to {np.abs(one_sentence[:, :1]).max():.1f})")
+assert np.abs(out_sentence.mean(axis=(0, 1))).max() < 1e-9 and np.abs(out_position).max() == 0
+
+# %% tags=["instructor"]
+print("answer 4: padding share of source positions")
+print(f"{'budget':>7s} {'batches':>8s} {'make_batches':>13s} {'random batches':>15s}")
+bucketing_gain = {}
+for budget in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384):
+    epoch = make_batches(pairs, token_budget=budget, rng=np.random.default_rng(0))
+    bucketed = sum(int((b.src == PAD_ID).sum()) for b in epoch) / sum(b.src.size for b in epoch)
+    order, start, padded, total = np.random.default_rng(0).permutation(len(pairs)), 0, 0, 0
+    for b in epoch:  # random sentences, in batches of the same sizes
+        src_random = pad_rows([pairs[i][0] for i in order[start:start + len(b.src)]])
+        start += len(b.src)
+        padded, total = padded + int((src_random == PAD_ID).sum()), total + src_random.size
+    bucketing_gain[budget] = padded / total - bucketed
+    print(f"{budget:7d} {len(epoch):8d} {bucketed:13.1%} {padded / total:15.1%}")
+assert all(bucketing_gain[budget] > 0.15 for budget in (64, 256, 1024, 2048)) and bucketing_gain[16384] < bucketing_gain[256]

@@ -348,3 +348,147 @@ else:
 #    have? (Print its parameter names.)
 # 5. How does the largest float32 logit difference change with `d_model`? Predict it from how many
 #    terms each matrix product adds up, then measure it on untrained models.
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. The round trip still gives identical weights: a matrix left untransposed on the way out and
+#    on the way back comes back as it was, so that check cannot see the bug. The logits no longer
+#    agree: the twin now computes $x W^\top$ where npformer computes $x W$, the shapes fit because
+#    the matrices are square, and the difference is of the size of the logits themselves, not
+#    round-off (printed below, in float64). Trust the comparison of the function (logits, and
+#    gradients), never a round trip, which only tests that the map is its own inverse.
+# 2. The masks differ. npformer draws its dropout masks from its own NumPy generator, PyTorch from
+#    its own generator, with different algorithms, draw orders and numbers of draws, so no pair
+#    of seeds gives the same masks; seeding only makes each framework repeat itself. The logits are
+#    then apart by the order of the logits themselves, against float64 round-off in evaluation mode
+#    (printed below). To compare training-mode passes, feed both the same masks (the gradient
+#    checker replays its masks for that reason).
+# 3. Untie a copy of the model: give it a separate `out_proj.W` $= E^\top$ and the same other
+#    weights, so that it computes the same function. Its `tgt_embed.W` gradient is the embedding's
+#    share, its `out_proj.W` gradient, transposed, the output projection's share (which
+#    `out_proj.backward` alone also adds into the tied table). Their sum equals the gradient that
+#    PyTorch leaves in the tied `tgt_embed.weight` to float64 round-off, and neither share alone
+#    does (printed below).
+# 4. `in_proj_weight` $= \begin{pmatrix} W_q^\top \\ W_k^\top \\ W_v^\top \end{pmatrix}$ (rows $0$ to
+#    $D-1$ the queries, then the keys, then the values; each in `torch.nn.Linear`'s layout),
+#    `in_proj_bias` $= (b_q, b_k, b_v)$ concatenated, `out_proj.weight` $= W_o^\top$ and
+#    `out_proj.bias` $= b_o$. The cell below loads one npformer attention into
+#    `torch.nn.MultiheadAttention` this way and compares the outputs. `torch.nn.Transformer` adds a
+#    final layer norm to the encoder and to the decoder (`encoder.norm`, `decoder.norm`) even when
+#    it is post-norm (`norm_first=False`); npformer's post-norm model has none (its final norms come
+#    with `norm="pre"` only). It also has no embeddings, positions or output projection.
+# 5. Each output of a product is a sum of $n$ terms ($n = d_{model}$, or $d_{ff} = 4 d_{model}$ in
+#    the feed-forward block), and float32 rounds at each addition; with errors of random sign the
+#    error of the sum grows like $\sqrt{n}\,u$ times the size of the terms ($n u$ in the worst
+#    case), so predict a largest difference growing roughly like $\sqrt{d_{model}}$, a little faster
+#    here because the untrained logits also grow with $d_{model}$. The cell below measures it on
+#    untrained models for $d_{model}$ from 16 to 256 (three seeds each) and fits the slope of
+#    $\log(\text{difference})$ against $\log d_{model}$ (printed; asserted between 0.2 and 1).
+
+# %% tags=["instructor"]
+if torch:
+    square = [p for p in interop.parameter_map(model64) if "_attn." in p.npformer_key and p.npformer_key.endswith(".W")]
+    weights64 = {key: backend.to_numpy(value) for key, value in model64.state_dict().items()}
+    careless_torch = interop.to_torch_layout(model64)
+    careless_back = interop.from_torch_layout(model64, careless_torch)
+    for pair in square:  # the transpose forgotten, both ways
+        careless_torch[pair.torch_key] = weights64[pair.npformer_key].copy()
+        careless_back[pair.npformer_key] = careless_torch[pair.torch_key].copy()
+    careless_round_trip = all(np.array_equal(careless_back[key], weights64[key]) for key in weights64)
+    careless_twin = interop.to_torch(model64)
+    careless_twin.load_state_dict({key: torch.from_numpy(value) for key, value in careless_torch.items()})
+    with torch.no_grad():
+        careless_logits = careless_twin(torch.from_numpy(valid.src), torch.from_numpy(valid.tgt_in)).numpy()
+    careless_gap = np.abs(careless_logits - results["float64"][0][0]).max()
+    print(f"answer 1: {len(square)} square matrices left untransposed: round trip identical: {careless_round_trip}; "
+          f"float64 logits apart by up to {careless_gap:.2f} (largest |logit| {np.abs(results['float64'][0][0]).max():.1f})")
+    assert careless_round_trip and careless_gap > 1e-3
+
+# %% tags=["instructor"]
+if torch:
+    dropout_model = interop.from_torch(interop.to_torch(model, dtype=torch.float64))  # a copy, float64
+    dropout_twin = interop.to_torch(dropout_model)
+    dropout_model.train()
+    dropout_twin.train()
+    torch.manual_seed(0)
+    train_logits = [backend.to_numpy(dropout_model.forward(backend.asarray(valid.src), backend.asarray(valid.tgt_in)))
+                    for _ in range(2)]
+    with torch.no_grad():
+        train_twin_logits = dropout_twin(torch.from_numpy(valid.src), torch.from_numpy(valid.tgt_in)).numpy()
+    dropout_gap = np.abs(train_logits[0] - train_twin_logits).max()
+    print(f"answer 2: training mode, dropout {config.dropout}: npformer against PyTorch up to {dropout_gap:.2f}, "
+          f"npformer against itself (new masks) up to {np.abs(train_logits[0] - train_logits[1]).max():.2f}; "
+          f"evaluation mode, float64: {logit_gap['float64']:.1e}")
+    assert dropout_gap > 1e6 * logit_gap["float64"]
+
+# %% tags=["instructor"]
+if torch:
+    tied_model = Transformer(TransformerConfig(**small, tie_embeddings=True), seed=2, dtype=np.float64)
+    _, _, tied_torch_grads = torch_loss_and_grads(interop.to_torch(tied_model), tied_model, valid)
+    tied_state = tied_model.state_dict()
+    untied_model = Transformer(TransformerConfig(**small), seed=2, dtype=np.float64)
+    untied_model.load_state_dict({**tied_state, "out_proj.W": tied_state["tgt_embed.W"].T.copy()})
+    _, _, untied_grads = npformer_loss_and_grads(untied_model, valid)
+    embedding_share, output_share = untied_grads["tgt_embed.W"], untied_grads["out_proj.W"].T
+    tied_logits = tied_model.forward(backend.asarray(valid.src), backend.asarray(valid.tgt_in))
+    _, tied_cache = ops.cross_entropy_forward(tied_logits, backend.asarray(valid.tgt_out), ignore_index=PAD_ID,
+                                              label_smoothing=config.label_smoothing)
+    tied_model.zero_grad()
+    tied_model.out_proj.backward(ops.cross_entropy_backward(1.0, tied_cache))  # the output projection's use only
+    hint_share = backend.to_numpy(tied_model.grads()["tgt_embed.W"])
+    total = tied_torch_grads["tgt_embed.W"]
+    scale = np.abs(total).max()
+    print(f"answer 3: |embedding share + output share - PyTorch's tied gradient| / max = "
+          f"{np.abs(embedding_share + output_share - total).max() / scale:.1e}; each share alone is off by "
+          f"{np.abs(embedding_share - total).max() / scale:.2f} and {np.abs(output_share - total).max() / scale:.2f}; "
+          f"out_proj.backward alone against the output share: {np.abs(hint_share - output_share).max() / scale:.1e}")
+    assert np.abs(embedding_share + output_share - total).max() < 1e-10 * scale
+    assert min(np.abs(embedding_share - total).max(), np.abs(output_share - total).max()) > 1e-3 * scale
+    assert np.abs(hint_share - output_share).max() < 1e-10 * scale
+
+# %% tags=["instructor"]
+if torch:
+    from npformer.nn import SelfAttention
+
+    width, heads = 16, 2
+    ours = SelfAttention(width, heads, rng=np.random.default_rng(3), dtype=np.float64)
+    theirs = torch.nn.MultiheadAttention(width, heads, batch_first=True, dtype=torch.float64)
+    ours_params = {key: backend.to_numpy(value) for key, value in ours.params().items()}
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.from_numpy(np.concatenate([ours_params[f"{n}.W"].T for n in "qkv"])))
+        theirs.in_proj_bias.copy_(torch.from_numpy(np.concatenate([ours_params[f"{n}.b"] for n in "qkv"])))
+        theirs.out_proj.weight.copy_(torch.from_numpy(ours_params["o.W"].T.copy()))
+        theirs.out_proj.bias.copy_(torch.from_numpy(ours_params["o.b"]))
+        x_attention = np.random.default_rng(4).standard_normal((2, 5, width))
+        x_torch = torch.from_numpy(x_attention)
+        attention_gap = np.abs(backend.to_numpy(ours.forward(backend.asarray(x_attention)))
+                               - theirs(x_torch, x_torch, x_torch, need_weights=False)[0].numpy()).max()
+    reference = torch.nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+                                     dim_feedforward=32, batch_first=True)
+    outside_layers = [name for name, _ in reference.named_parameters() if ".layers." not in name]
+    print(f"answer 4: npformer attention in torch.nn.MultiheadAttention: largest difference {attention_gap:.1e}; "
+          f"torch.nn.Transformer's parameters outside its layers: {outside_layers}")
+    assert attention_gap < 1e-12 and outside_layers == ["encoder.norm.weight", "encoder.norm.bias",
+                                                        "decoder.norm.weight", "decoder.norm.bias"]
+    assert not any(key.startswith(("encoder.norm", "decoder.norm")) for key in model.params())
+
+# %% tags=["instructor"]
+if torch:
+    widths, float32_gaps = (16, 32, 64, 128, 256), []
+    for width in widths:
+        width_gaps = []
+        for seed in range(3):
+            untrained = Transformer(TransformerConfig(len(src_vocab), len(tgt_vocab), d_model=width, n_heads=4,
+                                                      d_ff=4 * width, n_layers=2, max_len=64, dropout=0.0), seed=seed)
+            untrained.eval()
+            with torch.no_grad():
+                torch_logits = interop.to_torch(untrained)(torch.from_numpy(valid.src), torch.from_numpy(valid.tgt_in))
+            ours_logits = backend.to_numpy(untrained.forward(backend.asarray(valid.src), backend.asarray(valid.tgt_in)))
+            width_gaps.append(np.abs(ours_logits - torch_logits.numpy()).max())
+        float32_gaps.append(np.mean(width_gaps))
+    width_slope = np.polyfit(np.log(widths), np.log(float32_gaps), 1)[0]
+    print("answer 5: largest float32 logit difference, mean of 3 untrained models: "
+          + ", ".join(f"d_model {width}: {gap:.1e}" for width, gap in zip(widths, float32_gaps))
+          + f"; slope of log(difference) against log(d_model): {width_slope:.2f}")
+    assert 0.2 < width_slope < 1.0

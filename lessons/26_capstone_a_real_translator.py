@@ -421,3 +421,126 @@ print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs w
 #    per step and the translations of the test sentences that hold a name. Then add `unk_rate=0.5`
 #    and translate sentences with a name no training sentence holds: is it copied, letter for
 #    letter?
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. Needs a second run of 1,400 steps (about twenty minutes). A full-marks answer reports both
+#    greedy test BLEUs and both validation curves, and reads the 700-step curve first: the cell
+#    below prints the validation loss at this run's last two evaluations and the learning rate at
+#    its last logged step. Expected: the learning rate is still well above zero at step 700 and the
+#    README's longer Tatoeba run was still gaining validation BLEU long after step 700
+#    (`benchmarks/RESULTS.md`), so more steps gain BLEU, with diminishing returns, and the longer
+#    run's validation loss flattens towards its end. An answer that changes the seed, the budget
+#    or the schedule's warm-up along with the steps compares two things at once and loses marks.
+# 2. Needs a second run. Expected: BLEU falls, since the test sentences are longer (up to 8 words
+#    against the short head of the file) and the vocabularies larger, with more rare words; time
+#    per step rises. Why the vocabulary costs time in every step: the output layer is a
+#    $(D \times V)$ product for every target token, forward and backward, the loss's softmax runs
+#    over all $V$ logits, and Adam updates every entry of `out_proj.W` and `tgt_embed.W` ($2DV$
+#    numbers) at every step whether or not a word occurred in the batch. The cell below prints the
+#    share of this run's forward FLOPs in the output layer and the share of the parameters that grow
+#    with $V$. Full marks need the mechanism (per-token product and softmax over $V$, per-step
+#    optimizer work on $V$ rows), not only the measurement.
+# 3. Reference code below: translate each distinct English sentence once, build as many reference
+#    streams as the sentence with the most references has, repeating a sentence's last reference
+#    where it has fewer, and pass them to `metrics.bleu`; the one-reference score is recomputed on
+#    the same sentences (each pair scored against its own reference, as the trainer does). With
+#    several references a hypothesis is credited for n-grams found in any of them, so the score
+#    rises where Tatoeba has several translations (`tu`/`vous`); by how much is printed below. On
+#    the embedded corpus every English sentence has one reference and the two agree.
+# 4. Reference code below: it looks for a test sentence with a source word the vocabulary does not
+#    hold (`trained.unknown_words`) that the translation contains, then prints, for every
+#    cross-attention layer averaged over heads, the source word read most at that output position.
+#    The last layer points at the copied word by construction: its argmax is how the Translator
+#    chose the word to copy, so that agreement is no evidence of anything. The question is what the
+#    other layers do; they need not point there (they may spread over neighbouring words or the
+#    final mark). Full marks: the sentence, the per-layer reading, and the remark that the last
+#    layer agrees by construction. (In quick mode, or on the embedded corpus, which has no unknown
+#    words, there may be no such sentence; the cell says so.)
+# 5. Reference code below: among the first distinct test sentences it takes the worst and the best
+#    translated (sentence BLEU) and compares the mean entropy of their cross-attention rows, divided
+#    by $\log T_k$ so that sentences of different lengths compare. Rubric: the student draws both
+#    maps and reports the two entropies; a bad translation often has more diffuse cross-attention,
+#    but not always, and a full-marks answer says that entropy measures spread, not correctness (a
+#    sharp map can point at the wrong word).
+# 6. Needs two (then three) more runs. A full-marks answer keeps steps, budget and seed equal,
+#    reports test BLEU and seconds per step for each run, and shows the translations of test
+#    sentences with names. Expected reasoning, which the README's 30-minute Tatoeba runs bear out
+#    (`benchmarks/RESULTS.md`, "Words against pieces" and "Names"): pieces and words translate
+#    about equally well; pieces make sentences about a tenth longer while the output layer follows
+#    the piece vocabulary's size, so the time per step moves with whichever wins; a joint
+#    vocabulary with shared embeddings gives a name the same pieces on both sides. Without invented
+#    words (`unk_rate=0`) a piece model copies essentially no unseen name; with `unk_rate=0.5` it
+#    copies some letter for letter and misses others by a letter or two, so "is it copied?" has
+#    the answer "sometimes", and the student should count, not quote one example.
+
+# %% tags=["instructor"]
+losses_at_eval = [r["valid_loss"] for r in evaluations]
+print(f"answer 1: validation loss at the last two evaluations (steps {evaluations[-2]['step'] if len(evaluations) > 1 else '-'} "
+      f"and {evaluations[-1]['step']}): " + " -> ".join(f"{loss:.3f}" for loss in losses_at_eval[-2:])
+      + f"; learning rate at the last logged step: {next((r['lr'] for r in reversed(records) if 'lr' in r), float('nan')):.2e}")
+
+# %% tags=["instructor"]
+from npformer.models import summary_rows  # noqa: E402
+
+src_length = int(round(np.mean([len(trained.source_tokens(english)[1]) for english, _ in test_pairs[:200]])))
+flops_rows = summary_rows(run.model, 1, src_length, src_length + 2)
+output_flops = sum(row.forward_flops for row in flops_rows if row.name == "out_proj")
+grows_with_vocab = sum(int(np.prod(run.model.params()[key].shape)) for key in ("tgt_embed.W", "out_proj.W", "out_proj.b"))
+print(f"answer 2: target vocabulary {run.model.config.tgt_vocab:,} words; for a sentence of about {src_length} tokens the output "
+      f"layer is {output_flops / sum(row.forward_flops for row in flops_rows):.0%} of the forward FLOPs, and "
+      f"{grows_with_vocab / run.model.num_params():.0%} of the parameters grow with the target vocabulary")
+
+# %% tags=["instructor"]
+distinct = list(references)[:300]
+distinct_hypotheses = trained.translate(distinct)
+per_pair = [(hypothesis, french) for english, hypothesis in zip(distinct, distinct_hypotheses)
+            for french in references[english]]
+most = max(len(references[english]) for english in distinct)
+streams = [[references[english][min(k, len(references[english]) - 1)] for english in distinct] for k in range(most)]
+one_reference = metrics.bleu([h for h, _ in per_pair], [f for _, f in per_pair])
+all_references = metrics.bleu(distinct_hypotheses, streams)
+print(f"answer 3: {len(distinct)} distinct test sentences ({len(per_pair)} pairs, up to {most} references each): "
+      f"greedy BLEU with one reference per pair {one_reference:.1f}, with all references at once {all_references:.1f}")
+
+# %% tags=["instructor"]
+copied = None
+for english in list(references)[:300]:
+    unknown_here = trained.unknown_words([english])
+    if unknown_here:
+        translation_here = trained.translate([english])[0]
+        found = [word for word in unknown_here if word in tokenize(translation_here, "fr")]
+        if found:
+            copied = (english, found[0])
+            break
+if copied is None:
+    print("answer 4: no test sentence among the first 300 holds a copied unknown word in this run")
+else:
+    copy_attention = attention_of(run, copied[0], beam_size=1)
+    copy_rows, copy_columns = copy_attention.labels["cross"]
+    print(f"answer 4: {copy_attention.sentence!r} -> {copy_attention.translation!r}; copied: {copied[1]!r}")
+    if copied[1] in copy_rows:
+        at = copy_rows.index(copied[1])
+        for layer_index, layer in enumerate(copy_attention.maps["cross"]):
+            weights_at = layer[:, at].mean(axis=0)
+            print(f"  cross-attention layer {layer_index}, mean of the heads: reads {copy_columns[int(weights_at.argmax())]!r} "
+                  f"most (weight {weights_at.max():.2f})")
+
+# %% tags=["instructor"]
+candidates = list(references)[:50]
+candidate_scores = [metrics.bleu([hypothesis], [references[english][0]])
+                    for english, hypothesis in zip(candidates, trained.translate(candidates))]
+worst_sentence, best_sentence = candidates[int(np.argmin(candidate_scores))], candidates[int(np.argmax(candidate_scores))]
+
+
+def relative_cross_entropy(sentence):
+    """Mean entropy of the cross-attention rows, every layer and head, over log T_k (1 = uniform)."""
+    maps = attention_of(run, sentence, beam_size=1).maps["cross"]
+    return float(np.mean([metrics.attention_entropy(layer).mean() for layer in maps]) / np.log(maps[0].shape[-1]))
+
+
+for label, chosen in (("worst", worst_sentence), ("best", best_sentence)):
+    print(f"answer 5: {label} of {len(candidates)}: {chosen!r}, sentence BLEU "
+          f"{candidate_scores[candidates.index(chosen)]:.1f}, cross-attention entropy / log T_k "
+          f"{relative_cross_entropy(chosen):.2f}")

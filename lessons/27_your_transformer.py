@@ -30,7 +30,6 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-import npformer
 from npformer import course, gradcheck, ops, viz
 from npformer.tasks.translation import TrainOptions, train
 
@@ -40,15 +39,14 @@ QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 # ## 1. Collect
 #
 # Your lessons are the files you have been filling in: run this notebook in their folder, or set
-# `NPFORMER_LESSONS` to it. (Otherwise the lesson uses the repository's own lessons, whose
-# solutions are filled in, when npformer runs from a clone.)
+# `NPFORMER_LESSONS` to it. (Otherwise the lesson uses the lessons installed with npformer, the
+# instructor edition, whose solutions are filled in.)
 
 # %%
 def lessons_folder():
     """The folder of your lessons: the current one if it holds them, else $NPFORMER_LESSONS, else
-    the repository's."""
-    for folder in (Path.cwd(), Path(os.environ.get("NPFORMER_LESSONS", Path.cwd())),
-                   Path(npformer.__file__).resolve().parents[1] / "lessons"):
+    the lessons installed with npformer."""
+    for folder in (Path.cwd(), Path(os.environ.get("NPFORMER_LESSONS", Path.cwd())), course.lessons_folder()):
         if any(folder.glob("02_linear_and_relu.*")):
             return folder
     raise FileNotFoundError("no lessons here: run this lesson in the folder of your lessons, "
@@ -179,3 +177,102 @@ figure.savefig(viz.figures_dir() / "27_your_transformer.png", dpi=110)
 #    `npformer/cli.py`.)
 # 3. Time both runs with `npformer train --ops my_npformer.py` and `npformer train`. Where does your
 #    run spend the extra time? (Lesson 16's profile, and `npformer bench --ops textbook`.)
+
+# %% [markdown] tags=["instructor"]
+# ### Answers (instructor edition)
+#
+# 1. The cell below checks the model through each new mistake: layer norm without its mean term
+#    fails most tensors, Adam without bias correction passes. Which mistake costs most is measured
+#    with two more runs (the full-length ones, 900 steps, take a few minutes each). In our runs on
+#    the embedded corpus neither new mistake left a trace at the end: both reached the right runs'
+#    final loss and a test BLEU of 100, and of the three, ReLU's forgotten mask cost the most, and
+#    even it only a little (`benchmarks/RESULTS.md` records that run). The task is easy, and a
+#    gradient that is wrong but still points downhill trains. Adam without bias correction does not
+#    change the direction of any update, only its size, by $(1-\beta_1^t)/\sqrt{1-\beta_2^t}$
+#    (printed below: below 1 at step 1, above 1 for tens of steps, 1 after a few hundred), while the
+#    warm-up keeps the learning rate small. The model check cannot see it because it compares the
+#    gradient of the loss with finite differences, and the optimizer takes no part in computing
+#    gradients: `adam_step` only consumes them. A check of the update itself (`check_adam`, the
+#    closed form over a few steps, lesson 21's mutant "adam: no bias correction") is what sees it.
+#    Full marks: the curves, a ranking read from them (small differences of one run each are
+#    noise), and the gradient-versus-update argument.
+# 2. `_blame_student_ops` runs only when the model check through the student's ops fails. It
+#    first names every exercise that failed its own grading but was let in by `--allow-failing`
+#    (status "failing"). Then, for each exercise that passed its grading and whose ops are not
+#    already blamed, it puts just that exercise's ops in (`ops.using({...})`) and runs the
+#    gradient check of each op case it covers (`gradcheck.check_op`, the op's hard case: padding,
+#    repeated ids, a row of small variance); an op that fails or raises names its exercise and
+#    lesson too. If nothing is named, every op is right alone and the message says to look at how
+#    they combine. Full marks: the two stages (grading verdicts, then op checks one exercise at a
+#    time) and why the second exists (the public grading cases can miss what an op case catches).
+#    The cell below calls it on this lesson's broken set: it names `relu_backward` (lesson 02).
+# 3. Both commands print their seconds; the full-marks answer compares steps per second and then
+#    says where the extra time goes, from a profile (`bench.profile_step`, which
+#    `npformer bench` prints, or `--ops textbook` for npformer's own textbook set). The cell below
+#    profiles a few `tiny`-preset training steps on your ops and on npformer's fast set, family
+#    by family. Expected: the extra time is in the families where npformer has fast forms:
+#    attention (whose student op also runs the textbook forward, for the weights, beside the
+#    student's own), the loss, layer norm and the Adam update; the linear layers' products are not
+#    where it goes (both sets run GEMMs), nor the Python of the blocks. Part of it is the adapter,
+#    which hands every op's inputs to the student's function and casts its results back to the
+#    model's dtype. The profile is a few steps on a shared machine: read its shares, not its
+#    third digit.
+
+# %% tags=["instructor"]
+def layernorm_backward_without_mean(x, gamma, beta, dout, eps=1e-5):
+    """The exercise of lesson 4 with the mean term of dx left out."""
+    rstd = 1.0 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
+    x_hat = (x - x.mean(axis=-1, keepdims=True)) * rstd
+    g = dout * gamma
+    dx = rstd * (g - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))  # "- g.mean(-1)" forgotten
+    d = x.shape[-1]
+    return dx, (dout * x_hat).reshape(-1, d).sum(axis=0), dout.reshape(-1, d).sum(axis=0)
+
+
+def adam_step_without_bias_correction(param, grad, m, v, step, lr, beta1, beta2, eps):
+    """The exercise of lesson 12 without m_hat and v_hat."""
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad * grad
+    return param - lr * m / (np.sqrt(v) + eps), m, v
+
+
+right_functions = {name: value for name, value in vars(my_npformer).items() if callable(value)}  # relu_backward right
+for label, name, wrong in (("layer norm without its mean term", "layernorm_backward", layernorm_backward_without_mean),
+                           ("Adam without bias correction", "adam_step", adam_step_without_bias_correction)):
+    wrong_set = course.student_ops({**right_functions, name: wrong}, allow_failing=True, source=f"my_npformer.py, {label}")
+    with ops.using(wrong_set):
+        wrong_check = gradcheck.check_model(seed=0, directions=1)
+    print(f"answer 1: {label}: model check {wrong_check.table().splitlines()[-1]}")
+    assert wrong_check.passed == (name == "adam_step"), "the model check sees gradients, never the optimizer"
+steps = np.array([1, 10, 100, 1000])
+ratio = (1 - 0.9 ** steps) / np.sqrt(1 - 0.98 ** steps)  # uncorrected step / corrected step, betas (0.9, 0.98)
+print("answer 1: Adam without bias correction, step size over the right one (betas 0.9, 0.98): "
+      + ", ".join(f"step {step}: {value:.2f}" for step, value in zip(steps, ratio)))
+assert abs(ratio[-1] - 1) < 1e-6
+
+# %% tags=["instructor"]
+from npformer.cli import _blame_student_ops  # noqa: E402
+import argparse  # noqa: E402
+
+verdict = _blame_student_ops(argparse.Namespace(seed=0), broken, broken_check)
+print(f"answer 2: {verdict}")
+assert "relu_backward (lesson 02)" in verdict
+
+# %% tags=["instructor"]
+from npformer import backend, bench, optim  # noqa: E402
+from npformer.models import Transformer, TransformerConfig  # noqa: E402
+
+preset = bench.PRESETS["tiny"]
+profile_batches = [(backend.asarray(s), backend.asarray(t)) for s, t in bench.random_batches(preset, 6)]
+profiles = {}
+for label, op_set in (("yours", yours), ("fast", "fast")):
+    with ops.using(op_set):
+        profile_model = Transformer(TransformerConfig(**{k: preset[k] for k in ("src_vocab", "tgt_vocab", "d_model",
+                                                                                 "n_heads", "d_ff", "n_layers")},
+                                                      dropout=0.0), seed=0)
+        profiles[label] = bench.profile_step(profile_model, optim.Adam(profile_model, lr=1e-4), profile_batches)
+print(f"answer 3: ms per tiny-preset step: yours {1000 * profiles['yours']['seconds_per_step']:.0f}, "
+      f"npformer's fast set {1000 * profiles['fast']['seconds_per_step']:.0f}; by family (yours / fast):")
+for family in profiles["yours"]["families"]:
+    print(f"  {family:55s} {1000 * profiles['yours']['families'][family]:6.1f} / "
+          f"{1000 * profiles['fast']['families'][family]:6.1f}")

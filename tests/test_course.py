@@ -191,8 +191,9 @@ def test_the_course_command_writes_the_student_edition_and_the_table(tmp_path, c
     from npformer.cli import main
 
     assert main(["course", "student", str(tmp_path / "student"), "--lessons", str(LESSONS)]) == 0
-    written = sorted(path.name for path in (tmp_path / "student").iterdir())
+    written = sorted(path.name for path in (tmp_path / "student").glob("*.py"))
     assert written == sorted(path.name for path in LESSONS.glob("[0-9][0-9]_*.py"))
+    assert (tmp_path / "student" / "README.md").exists()
     assert all(BEGIN not in (tmp_path / "student" / name).read_text() for name in written)
     assert main(["course", "exercises", "--lessons", str(LESSONS)]) == 0
     assert exercise_table(LESSONS) in capsys.readouterr().out

@@ -758,9 +758,9 @@ def build_parser() -> argparse.ArgumentParser:
     course_parser.add_argument("--no-execute", action="store_true", help="notebooks: convert without running")
     course_parser.add_argument("--quick", action="store_true",
                                help="notebooks: short trainings (NPFORMER_QUICK=1), as the tests run them")
-    course_parser.add_argument("--timeout", type=float, default=30.0,
+    course_parser.add_argument("--timeout", type=_number("timeout", float), default=30.0,
                                help="grade: seconds one exercise may run (default: %(default)s)")
-    course_parser.add_argument("--seed", type=int, default=None,
+    course_parser.add_argument("--seed", type=_number("seed", int), default=None,
                                help="grade: the seed of the unseen cases, the same for the whole class "
                                     "(default: drawn once, written in the feedback)")
     course_parser.set_defaults(handler=_run_course)

@@ -20,7 +20,7 @@ from npformer.training import RunFolder, save_checkpoint
 TEXT_OPTIONS = {"--data", "--name", "--runs-dir", "--run", "--out", "--json", "--op", "--lessons", "--ops",
                 "--html"}
 REQUIRED = {"translate": ["--run", "nowhere", "the cat"], "attention": ["the cat", "--run", "nowhere"],
-            "evaluate": ["--run", "nowhere"]}
+            "evaluate": ["--run", "nowhere"], "course": ["grade", "nowhere"]}
 
 
 def _subcommands():

@@ -23,17 +23,10 @@ from typing import Callable
 import numpy as np
 
 from .. import ops
+from .exercises import MODULES, WrongSolution
 from .grader import ExerciseReport, check
 
 PAD = 0
-
-
-@dataclass(frozen=True)
-class WrongSolution:
-    exercise: str
-    mistake: str
-    function: Callable
-    hint: str = ""
 
 
 # -- pieces the wrong solutions share (each right on its own) ----------------------------------------
@@ -240,7 +233,12 @@ def _layernorm_backward(x, gamma, beta, dout, variance_term=True, sign=-1, mean_
 
 
 def catalogue() -> list[WrongSolution]:
-    """Every wrong solution, grouped by exercise in the lessons' order."""
+    """Every wrong solution: this module's, then each exercise module's ``WRONG_SOLUTIONS``."""
+    return _lessons_1_to_15() + [wrong for module in MODULES for wrong in getattr(module, "WRONG_SOLUTIONS", [])]
+
+
+def _lessons_1_to_15() -> list[WrongSolution]:
+    """The wrong solutions to the exercises of lessons 1-15."""
     W = WrongSolution
     return [
         W("central_difference", "forward difference (error ~ h)", _central_forward_difference),

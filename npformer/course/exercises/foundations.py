@@ -1,5 +1,5 @@
-"""The course's graded exercises: what a student writes, the reference it is checked against,
-and the inputs it is checked on.
+"""The exercises of lessons 1 to 15: the ops' backward passes, attention, the Transformer's pieces,
+Adam and its schedule, BLEU's precision, decoding's length penalty, attention's entropy.
 
 Every exercise has the natural signature of what the lesson derives: a forward
 takes the op's inputs, a backward takes the op's inputs and then the upstream
@@ -16,77 +16,15 @@ its inputs from a seeded generator, so a report can be reproduced.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable
 
 import numpy
 
-from .. import metrics, models, nn, ops, optim
-from ..gradcheck.engine import numerical_gradient
-from ..tasks.translation.decoding import length_penalty_factor
-from ..tokens import PAD_ID
-from . import hints
-
-Inputs = dict  # argument name -> value, in the order the student's function takes them
-
-
-@dataclass(frozen=True)
-class Case:
-    """One set of inputs, named by what it exercises (``"B=2, T=1: length 1"``)."""
-
-    label: str
-    inputs: Inputs
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """What a student writes and how it is checked.
-
-    ``reference`` has the student's signature. ``outputs`` names what it returns.
-    For a backward pass, ``forward`` (the op's inputs, without ``dout``) gives the
-    output whose gradient it is, and ``wrt`` names the input each returned gradient
-    belongs to: the grader also checks those against finite differences of ``forward``.
-    ``exact`` outputs (masks, counts) must be equal, not close. ``hints`` are extra
-    checks ``hint(got, expected, inputs, output_name) -> str`` for mistakes that only
-    this exercise can recognise (repeated ids, a bias correction at the wrong step).
-    ``call`` applies a function to a case's inputs (default: ``fn(*inputs.values())``);
-    a scalar rule such as a learning-rate schedule is called once per point.
-    ``unseen`` draws the cases a student never sees (other shapes and values, from a
-    generator seeded per check). ``library`` names npformer's own functions that compute
-    the answer: they are unavailable while the student's function is graded. ``points``:
-    what the exercise is worth in a class's grades (a backward pass 2, the rest 1).
-    """
-
-    name: str
-    signature: str
-    lesson: str
-    reference: Callable
-    cases: Callable[[numpy.random.Generator], list[Case]]
-    outputs: tuple[str, ...]
-    forward: Callable | None = None
-    wrt: tuple[str, ...] = ()
-    exact: bool = False
-    hints: tuple[Callable, ...] = ()
-    call: Callable | None = None
-    unseen: Callable[[numpy.random.Generator], list[Case]] | None = None
-    library: tuple[Callable, ...] = ()
-    points: int = 1
-
-
-def _normal(rng: numpy.random.Generator, *shape: int) -> numpy.ndarray:
-    return rng.standard_normal(shape)
-
-
-def _with_dout(rng: numpy.random.Generator, inputs: Inputs, forward: Callable) -> Inputs:
-    """``inputs`` plus a random upstream gradient shaped like ``forward``'s output."""
-    out = numpy.asarray(forward(*inputs.values()))
-    return {**inputs, "dout": rng.standard_normal(out.shape)}
-
-
-def _backward_cases(rng: numpy.random.Generator, forward: Callable,
-                    shapes: list[tuple[str, Callable[[numpy.random.Generator], Inputs]]]) -> list[Case]:
-    return [Case(label, _with_dout(rng, make(rng), forward)) for label, make in shapes]
-
+from ... import metrics, models, nn, ops, optim
+from ...gradcheck.engine import numerical_gradient
+from ...tasks.translation.decoding import length_penalty_factor
+from ...tokens import PAD_ID
+from .. import hints
+from .base import Case, Exercise, backward_cases, normal, pointwise, size, with_dout
 
 # -- finite differences --------------------------------------------------------------------------
 
@@ -123,19 +61,19 @@ def _linear_backward(x, W, b, dout):
 
 def _linear_cases(rng):
     def make(batch, length, d_in, d_out):
-        return lambda r: {"x": _normal(r, batch, length, d_in), "W": _normal(r, d_in, d_out),
-                          "b": _normal(r, d_out)}
-    return _backward_cases(rng, _linear, [("B=2, T=3, 4 -> 5", make(2, 3, 4, 5)),
+        return lambda r: {"x": normal(r, batch, length, d_in), "W": normal(r, d_in, d_out),
+                          "b": normal(r, d_out)}
+    return backward_cases(rng, _linear, [("B=2, T=3, 4 -> 5", make(2, 3, 4, 5)),
                                           ("B=1, T=1, 3 -> 3: one token, square W", make(1, 1, 3, 3)),
                                           ("B=3, T=2, 6 -> 1", make(3, 2, 6, 1))])
 
 
 def _elementwise_cases(forward):
     def cases(rng):
-        return _backward_cases(rng, forward, [
-            ("(2, 3, 4)", lambda r: {"x": 2 * _normal(r, 2, 3, 4)}),
+        return backward_cases(rng, forward, [
+            ("(2, 3, 4)", lambda r: {"x": 2 * normal(r, 2, 3, 4)}),
             ("(1, 1, 1): one entry", lambda r: {"x": numpy.array([[[0.7]]])}),
-            ("(5, 7) with large |x|", lambda r: {"x": 6 * _normal(r, 5, 7)}),
+            ("(5, 7) with large |x|", lambda r: {"x": 6 * normal(r, 5, 7)}),
         ])
     return cases
 
@@ -166,7 +104,7 @@ def _softmax_backward(x, dout):
 
 def _softmax_cases(rng):
     big = numpy.array([[1000.0, 1001.0, 999.0], [-1000.0, -1002.0, -1001.0]])
-    return [Case("(2, 3, 4)", {"x": 2 * _normal(rng, 2, 3, 4)}), Case("(1, 1): one entry", {"x": numpy.array([[0.3]])}),
+    return [Case("(2, 3, 4)", {"x": 2 * normal(rng, 2, 3, 4)}), Case("(1, 1): one entry", {"x": numpy.array([[0.3]])}),
             Case("scores near +-1000: needs the max subtracted", {"x": big})]
 
 
@@ -180,9 +118,9 @@ def _layernorm_backward(x, gamma, beta, dout):
 
 def _layernorm_cases(rng):
     def make(*shape):
-        return lambda r: {"x": 3 + 2 * _normal(r, *shape), "gamma": 1 + 0.5 * _normal(r, shape[-1]),
-                          "beta": _normal(r, shape[-1])}
-    return _backward_cases(rng, _layernorm, [("B=2, T=3, D=5", make(2, 3, 5)),
+        return lambda r: {"x": 3 + 2 * normal(r, *shape), "gamma": 1 + 0.5 * normal(r, shape[-1]),
+                          "beta": normal(r, shape[-1])}
+    return backward_cases(rng, _layernorm, [("B=2, T=3, D=5", make(2, 3, 5)),
                                              ("B=1, T=1, D=4: one token", make(1, 1, 4)),
                                              ("(6, 3): D=3", make(6, 3))])
 
@@ -210,7 +148,7 @@ def _loss_cases(smoothing):
                 if padded:
                     targets[-1, 1:] = PAD_ID  # a padded tail
                     targets[0, :] = PAD_ID  # a row of padding only
-                made = {"logits": 2 * _normal(r, batch, length, vocab), "targets": targets}
+                made = {"logits": 2 * normal(r, batch, length, vocab), "targets": targets}
                 if smoothing:
                     made["label_smoothing"] = 0.1
                 return made
@@ -234,11 +172,11 @@ def _embedding_backward(ids, W, dout):
 
 
 def _embedding_cases(rng):
-    return _backward_cases(rng, _embedding, [
+    return backward_cases(rng, _embedding, [
         ("ids with repeats, B=2, T=4, V=6", lambda r: {"ids": numpy.array([[1, 3, 3, 0], [3, 5, 1, 1]]),
-                                                     "W": _normal(r, 6, 3)}),
-        ("B=1, T=1", lambda r: {"ids": numpy.array([[2]]), "W": _normal(r, 4, 5)}),
-        ("one id repeated 5 times", lambda r: {"ids": numpy.full((1, 5), 4), "W": _normal(r, 5, 2)}),
+                                                     "W": normal(r, 6, 3)}),
+        ("B=1, T=1", lambda r: {"ids": numpy.array([[2]]), "W": normal(r, 4, 5)}),
+        ("one id repeated 5 times", lambda r: {"ids": numpy.full((1, 5), 4), "W": normal(r, 5, 2)}),
     ])
 
 
@@ -264,8 +202,8 @@ def _dropout_backward(x, keep, p, dout):
 
 def _dropout_cases(rng):
     def make(shape, p):
-        return lambda r: {"x": _normal(r, *shape), "keep": r.random(shape) >= p, "p": p}
-    return _backward_cases(rng, _dropout, [("(2, 3, 4), p = 0.25", make((2, 3, 4), 0.25)),
+        return lambda r: {"x": normal(r, *shape), "keep": r.random(shape) >= p, "p": p}
+    return backward_cases(rng, _dropout, [("(2, 3, 4), p = 0.25", make((2, 3, 4), 0.25)),
                                            ("(1, 1, 3), p = 0.5", make((1, 1, 3), 0.5)),
                                            ("(4, 5), p = 0.1", make((4, 5), 0.1))])
 
@@ -311,8 +249,8 @@ def _attention_backward(q, k, v, mask, dout):
 
 
 def _attention_inputs(r, batch, heads, t_query, t_key, head_dim, mask):
-    return {"q": _normal(r, batch, heads, t_query, head_dim), "k": _normal(r, batch, heads, t_key, head_dim),
-            "v": _normal(r, batch, heads, t_key, head_dim), "mask": mask}
+    return {"q": normal(r, batch, heads, t_query, head_dim), "k": normal(r, batch, heads, t_key, head_dim),
+            "v": normal(r, batch, heads, t_key, head_dim), "mask": mask}
 
 
 def _attention_shapes():
@@ -333,7 +271,7 @@ def _attention_cases(rng):
 
 
 def _attention_backward_cases(rng):
-    return _backward_cases(rng, _attention, _attention_shapes())
+    return backward_cases(rng, _attention, _attention_shapes())
 
 
 def _split_heads(x, n_heads):
@@ -347,9 +285,9 @@ def _merge_heads(x):
 
 
 def _split_cases(rng):
-    return [Case("B=2, T=3, D=8, 2 heads", {"x": _normal(rng, 2, 3, 8), "n_heads": 2}),
-            Case("B=1, T=1, D=4, 1 head", {"x": _normal(rng, 1, 1, 4), "n_heads": 1}),
-            Case("B=1, T=2, D=6, 3 heads", {"x": _normal(rng, 1, 2, 6), "n_heads": 3})]
+    return [Case("B=2, T=3, D=8, 2 heads", {"x": normal(rng, 2, 3, 8), "n_heads": 2}),
+            Case("B=1, T=1, D=4, 1 head", {"x": normal(rng, 1, 1, 4), "n_heads": 1}),
+            Case("B=1, T=2, D=6, 3 heads", {"x": normal(rng, 1, 2, 6), "n_heads": 3})]
 
 
 def _transpose_forgotten_hint(got, expected, inputs, output):
@@ -407,11 +345,11 @@ def _memory_paths_hint(got, expected, inputs, output):
 
 
 def _multi_head_attention_inputs(r, batch, t_query, t_memory, d_model, n_heads, mask):
-    return {"query": _normal(r, batch, t_query, d_model), "memory": _normal(r, batch, t_memory, d_model),
-            "Wq": _normal(r, d_model, d_model) / math.sqrt(d_model),
-            "Wk": _normal(r, d_model, d_model) / math.sqrt(d_model),
-            "Wv": _normal(r, d_model, d_model) / math.sqrt(d_model),
-            "Wo": _normal(r, d_model, d_model) / math.sqrt(d_model), "n_heads": n_heads, "mask": mask}
+    return {"query": normal(r, batch, t_query, d_model), "memory": normal(r, batch, t_memory, d_model),
+            "Wq": normal(r, d_model, d_model) / math.sqrt(d_model),
+            "Wk": normal(r, d_model, d_model) / math.sqrt(d_model),
+            "Wv": normal(r, d_model, d_model) / math.sqrt(d_model),
+            "Wo": normal(r, d_model, d_model) / math.sqrt(d_model), "n_heads": n_heads, "mask": mask}
 
 
 def _multi_head_attention_shapes():
@@ -430,7 +368,7 @@ def _multi_head_attention_cases(rng):
 
 
 def _multi_head_attention_backward_cases(rng):
-    return _backward_cases(rng, _multi_head_attention, _multi_head_attention_shapes())
+    return backward_cases(rng, _multi_head_attention, _multi_head_attention_shapes())
 
 
 def _transformer_parameters(src_vocab, tgt_vocab, d_model, d_ff, n_layers):
@@ -461,7 +399,7 @@ def _entropy_cases(rng):
     one_hot = numpy.zeros((1, 1, 2, 3))
     one_hot[..., 1] = 1.0
     one_hot[0, 0, 1] = 0.0  # a fully masked query: all-zero weights, entropy 0
-    return [Case("softmax rows, (2, 3, 4, 5)", {"weights": ops.softmax_forward(2 * _normal(rng, 2, 3, 4, 5))[0]}),
+    return [Case("softmax rows, (2, 3, 4, 5)", {"weights": ops.softmax_forward(2 * normal(rng, 2, 3, 4, 5))[0]}),
             Case("uniform over 4 keys: log 4", {"weights": uniform}),
             Case("one-hot and a fully masked (all-zero) row", {"weights": one_hot})]
 
@@ -478,7 +416,7 @@ def _adam_step(param, grad, m, v, step, lr, beta1, beta2, eps):
 
 def _adam_cases(rng):
     def make(step, shape):
-        return {"param": _normal(rng, *shape), "grad": _normal(rng, *shape), "m": 0.1 * _normal(rng, *shape),
+        return {"param": normal(rng, *shape), "grad": normal(rng, *shape), "m": 0.1 * normal(rng, *shape),
                 "v": 0.1 * rng.random(shape), "step": step, "lr": 1e-2, "beta1": 0.9, "beta2": 0.98,
                 "eps": 1e-9}
     first = make(1, (3, 4))
@@ -508,15 +446,6 @@ def _adam_step_hint(got, expected, inputs, output):
 
 def _noam_lr(step, d_model, warmup_steps):
     return optim.NoamSchedule(d_model, warmup_steps)(step)
-
-
-def _pointwise(name: str):
-    """Call a scalar rule once per point of ``inputs[name]`` (the others fixed); stack the results."""
-    def call(fn, inputs):
-        points = inputs[name]
-        rest = {key: value for key, value in inputs.items() if key != name}
-        return (numpy.array([float(fn(**{name: point}, **rest)) for point in points]),)
-    return call
 
 
 def _noam_cases(rng):
@@ -567,7 +496,7 @@ def _length_penalty_cases(rng):
 # fixed dropout mask), so a mistake in the composition changes the numbers.
 
 def _linear_map(rng, d_model):
-    matrix = _normal(rng, d_model, d_model) / math.sqrt(d_model)
+    matrix = normal(rng, d_model, d_model) / math.sqrt(d_model)
     return lambda d: d @ matrix
 
 
@@ -581,7 +510,7 @@ def _residual_cases(rng):
     for label, shape, pre_norm in (("post-norm, (2, 3, 4)", (2, 3, 4), False), ("pre-norm, (2, 3, 4)", (2, 3, 4), True),
                                    ("post-norm, one position (1, 1, 5)", (1, 1, 5), False),
                                    ("pre-norm, (3, 2, 3)", (3, 2, 3), True)):
-        cases.append(Case(label, {"dout": _normal(rng, *shape), "sublayer_backward": _linear_map(rng, shape[-1]),
+        cases.append(Case(label, {"dout": normal(rng, *shape), "sublayer_backward": _linear_map(rng, shape[-1]),
                                   "norm_backward": _linear_map(rng, shape[-1]),
                                   "dropout_backward": _dropout_map(rng, shape), "pre_norm": pre_norm}))
     return cases
@@ -589,7 +518,7 @@ def _residual_cases(rng):
 
 def _memory_map(rng, shape, memory_length):
     """A cross-attention-like backward: ``d (B, Tq, D)`` -> ``(d_input, d_memory (B, Tk, D))``."""
-    to_input, to_memory = _linear_map(rng, shape[-1]), _normal(rng, shape[1], memory_length)
+    to_input, to_memory = _linear_map(rng, shape[-1]), normal(rng, shape[1], memory_length)
     return lambda d: (to_input(d), numpy.einsum("bqd,qk->bkd", d, to_memory))
 
 
@@ -598,7 +527,7 @@ def _residual_memory_cases(rng):
     for label, shape, memory_length, pre_norm in (("post-norm, (2, 3, 4), memory 5", (2, 3, 4), 5, False),
                                                   ("pre-norm, (2, 3, 4), memory 2", (2, 3, 4), 2, True),
                                                   ("post-norm, one position, memory 1", (1, 1, 3), 1, False)):
-        cases.append(Case(label, {"dout": _normal(rng, *shape), "sublayer_backward": _memory_map(rng, shape, memory_length),
+        cases.append(Case(label, {"dout": normal(rng, *shape), "sublayer_backward": _memory_map(rng, shape, memory_length),
                                   "norm_backward": _linear_map(rng, shape[-1]),
                                   "dropout_backward": _dropout_map(rng, shape), "pre_norm": pre_norm}))
     return cases
@@ -607,9 +536,9 @@ def _residual_memory_cases(rng):
 def _stack_cases(rng):
     def layers(count, shape, memory_length):
         return [_memory_map(rng, shape, memory_length) for _ in range(count)]
-    return [Case("3 layers, (2, 3, 4), memory 5", {"dout": _normal(rng, 2, 3, 4), "layer_backwards": layers(3, (2, 3, 4), 5)}),
-            Case("1 layer, (1, 2, 3), memory 2", {"dout": _normal(rng, 1, 2, 3), "layer_backwards": layers(1, (1, 2, 3), 2)}),
-            Case("2 layers, (2, 1, 3), memory 4", {"dout": _normal(rng, 2, 1, 3), "layer_backwards": layers(2, (2, 1, 3), 4)})]
+    return [Case("3 layers, (2, 3, 4), memory 5", {"dout": normal(rng, 2, 3, 4), "layer_backwards": layers(3, (2, 3, 4), 5)}),
+            Case("1 layer, (1, 2, 3), memory 2", {"dout": normal(rng, 1, 2, 3), "layer_backwards": layers(1, (1, 2, 3), 2)}),
+            Case("2 layers, (2, 1, 3), memory 4", {"dout": normal(rng, 2, 1, 3), "layer_backwards": layers(2, (2, 1, 3), 4)})]
 
 
 def _identity_path_hint(got, expected, inputs, output):
@@ -648,12 +577,8 @@ def _memory_summed_hint(got, expected, inputs, output):
 # the ranges where the exercise is defined (a layer norm needs D >= 2; ReLU's inputs stay clear of the
 # kink, where a finite difference straddles it).
 
-def _size(rng, low, high):
-    return int(rng.integers(low, high + 1))
-
-
 def _unseen_scalar_functions(rng):
-    shape = (_size(rng, 1, 4), _size(rng, 1, 4))
+    shape = (size(rng, 1, 4), size(rng, 1, 4))
     scale = float(rng.uniform(0.5, 2.0))
 
     def quartic(x):
@@ -664,33 +589,33 @@ def _unseen_scalar_functions(rng):
 
 
 def _unseen_linear(rng):
-    shape = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 1, 5), _size(rng, 1, 5))
+    shape = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 1, 5), size(rng, 1, 5))
     batch, length, d_in, d_out = shape
-    inputs = {"x": _normal(rng, batch, length, d_in), "W": _normal(rng, d_in, d_out), "b": _normal(rng, d_out)}
-    return [Case(f"B={batch}, T={length}, {d_in} -> {d_out}", _with_dout(rng, inputs, _linear))]
+    inputs = {"x": normal(rng, batch, length, d_in), "W": normal(rng, d_in, d_out), "b": normal(rng, d_out)}
+    return [Case(f"B={batch}, T={length}, {d_in} -> {d_out}", with_dout(rng, inputs, _linear))]
 
 
 def _unseen_elementwise(forward, away_from_zero=False):
     def cases(rng):
-        shape = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 1, 5))
-        x = 3 * _normal(rng, *shape)
+        shape = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 1, 5))
+        x = 3 * normal(rng, *shape)
         if away_from_zero:  # a kink at 0: keep every entry at least 0.05 from it
             x = numpy.sign(x) * (0.05 + numpy.abs(x))
-        return [Case(f"shape {shape}", _with_dout(rng, {"x": x}, forward))]
+        return [Case(f"shape {shape}", with_dout(rng, {"x": x}, forward))]
     return cases
 
 
 def _unseen_softmax(rng):
-    shape = (_size(rng, 1, 3), _size(rng, 1, 6))
-    return [Case(f"shape {shape}, scores around 500", {"x": 500 + 3 * _normal(rng, *shape)})]
+    shape = (size(rng, 1, 3), size(rng, 1, 6))
+    return [Case(f"shape {shape}, scores around 500", {"x": 500 + 3 * normal(rng, *shape)})]
 
 
 def _unseen_loss(smoothing):
     def cases(rng):
-        batch, length, vocab = _size(rng, 2, 4), _size(rng, 1, 5), _size(rng, 2, 7)
+        batch, length, vocab = size(rng, 2, 4), size(rng, 1, 5), size(rng, 2, 7)
         targets = rng.integers(1, vocab, size=(batch, length))
         targets[rng.random((batch, length)) < 0.3] = PAD_ID
-        inputs = {"logits": 2 * _normal(rng, batch, length, vocab), "targets": targets}
+        inputs = {"logits": 2 * normal(rng, batch, length, vocab), "targets": targets}
         if smoothing:
             inputs["label_smoothing"] = float(rng.uniform(0.05, 0.3))
         return [Case(f"B={batch}, T={length}, V={vocab}, random padding", {**inputs, "dloss": float(rng.uniform(0.5, 2))})]
@@ -698,14 +623,14 @@ def _unseen_loss(smoothing):
 
 
 def _unseen_layernorm(rng):
-    shape = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 3, 7))  # D = 2 leaves x_hat = +-1: no test
-    inputs = {"x": rng.uniform(-5, 5) + 2 * _normal(rng, *shape), "gamma": 1 + 0.5 * _normal(rng, shape[-1]),
-              "beta": _normal(rng, shape[-1])}
-    return [Case(f"B={shape[0]}, T={shape[1]}, D={shape[2]}", _with_dout(rng, inputs, _layernorm))]
+    shape = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 3, 7))  # D = 2 leaves x_hat = +-1: no test
+    inputs = {"x": rng.uniform(-5, 5) + 2 * normal(rng, *shape), "gamma": 1 + 0.5 * normal(rng, shape[-1]),
+              "beta": normal(rng, shape[-1])}
+    return [Case(f"B={shape[0]}, T={shape[1]}, D={shape[2]}", with_dout(rng, inputs, _layernorm))]
 
 
 def _unseen_positional(rng):
-    max_len, d_model = _size(rng, 1, 40), _size(rng, 2, 12)
+    max_len, d_model = size(rng, 1, 40), size(rng, 2, 12)
     return [Case(f"max_len={max_len}, d_model={d_model}", {"max_len": max_len, "d_model": d_model})]
 
 
@@ -717,35 +642,35 @@ def _padded_ids(rng, batch, length):
 
 
 def _unseen_padding_mask(rng):
-    batch, length = _size(rng, 1, 4), _size(rng, 1, 6)
+    batch, length = size(rng, 1, 4), size(rng, 1, 6)
     return [Case(f"B={batch}, T={length}, random padded tails", {"ids": _padded_ids(rng, batch, length)})]
 
 
 def _unseen_decoder_mask(rng):
-    batch, length = _size(rng, 1, 4), _size(rng, 1, 6)
+    batch, length = size(rng, 1, 4), size(rng, 1, 6)
     return [Case(f"B={batch}, T={length}, random padded tails", {"tgt_ids": _padded_ids(rng, batch, length)})]
 
 
 def _unseen_causal_mask(rng):
-    length = _size(rng, 3, 12)
+    length = size(rng, 3, 12)
     return [Case(f"T={length}", {"length": length})]
 
 
 def _unseen_embedding(rng):
-    vocab, batch, length = _size(rng, 2, 6), _size(rng, 1, 3), _size(rng, 2, 6)
-    inputs = {"ids": rng.integers(0, vocab, size=(batch, length)), "W": _normal(rng, vocab, _size(rng, 1, 4))}
-    return [Case(f"V={vocab}, B={batch}, T={length}, ids drawn with repeats", _with_dout(rng, inputs, _embedding))]
+    vocab, batch, length = size(rng, 2, 6), size(rng, 1, 3), size(rng, 2, 6)
+    inputs = {"ids": rng.integers(0, vocab, size=(batch, length)), "W": normal(rng, vocab, size(rng, 1, 4))}
+    return [Case(f"V={vocab}, B={batch}, T={length}, ids drawn with repeats", with_dout(rng, inputs, _embedding))]
 
 
 def _unseen_dropout(rng):
-    shape, p = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 1, 5)), float(rng.uniform(0.05, 0.6))
-    inputs = {"x": _normal(rng, *shape), "keep": rng.random(shape) >= p, "p": p}
-    return [Case(f"shape {shape}, p = {p:.2f}", _with_dout(rng, inputs, _dropout))]
+    shape, p = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 1, 5)), float(rng.uniform(0.05, 0.6))
+    inputs = {"x": normal(rng, *shape), "keep": rng.random(shape) >= p, "p": p}
+    return [Case(f"shape {shape}, p = {p:.2f}", with_dout(rng, inputs, _dropout))]
 
 
 def _unseen_attention_inputs(rng):
-    batch, heads, t_query, t_key, head_dim = (_size(rng, 1, 2), _size(rng, 1, 3), _size(rng, 1, 4),
-                                              _size(rng, 1, 5), _size(rng, 1, 4))
+    batch, heads, t_query, t_key, head_dim = (size(rng, 1, 2), size(rng, 1, 3), size(rng, 1, 4),
+                                              size(rng, 1, 5), size(rng, 1, 4))
     mask = rng.random((batch, 1, t_query, t_key)) < 0.75
     label = f"B={batch}, H={heads}, Tq={t_query}, Tk={t_key}, Dh={head_dim}, random mask"
     return label, _attention_inputs(rng, batch, heads, t_query, t_key, head_dim, mask)
@@ -758,13 +683,13 @@ def _unseen_attention(rng):
 
 def _unseen_attention_backward(rng):
     label, inputs = _unseen_attention_inputs(rng)
-    return [Case(label, _with_dout(rng, inputs, _attention))]
+    return [Case(label, with_dout(rng, inputs, _attention))]
 
 
 def _unseen_split(rng):
-    batch, length, heads, head_dim = _size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 1, 4), _size(rng, 1, 3)
+    batch, length, heads, head_dim = size(rng, 1, 3), size(rng, 1, 4), size(rng, 1, 4), size(rng, 1, 3)
     return [Case(f"B={batch}, T={length}, {heads} heads of {head_dim}",
-                 {"x": _normal(rng, batch, length, heads * head_dim), "n_heads": heads})]
+                 {"x": normal(rng, batch, length, heads * head_dim), "n_heads": heads})]
 
 
 def _unseen_merge(rng):
@@ -772,8 +697,8 @@ def _unseen_merge(rng):
 
 
 def _unseen_multi_head_attention_inputs(rng):
-    batch, t_query, t_memory, heads, head_dim = (_size(rng, 1, 2), _size(rng, 1, 3), _size(rng, 1, 4),
-                                                 _size(rng, 1, 3), _size(rng, 1, 3))
+    batch, t_query, t_memory, heads, head_dim = (size(rng, 1, 2), size(rng, 1, 3), size(rng, 1, 4),
+                                                 size(rng, 1, 3), size(rng, 1, 3))
     mask = rng.random((batch, 1, 1, t_memory)) < 0.8
     mask[..., 0] = True  # every query sees at least one key
     label = f"B={batch}, Tq={t_query}, Tm={t_memory}, D={heads * head_dim}, {heads} heads, random padding"
@@ -787,42 +712,42 @@ def _unseen_multi_head_attention(rng):
 
 def _unseen_multi_head_attention_backward(rng):
     label, inputs = _unseen_multi_head_attention_inputs(rng)
-    return [Case(label, _with_dout(rng, inputs, _multi_head_attention))]
+    return [Case(label, with_dout(rng, inputs, _multi_head_attention))]
 
 
 def _unseen_transformer_parameters(rng):
-    sizes = {"src_vocab": _size(rng, 4, 3000), "tgt_vocab": _size(rng, 4, 3000), "d_model": 4 * _size(rng, 1, 32),
-             "d_ff": 4 * _size(rng, 1, 128), "n_layers": _size(rng, 1, 6)}
+    sizes = {"src_vocab": size(rng, 4, 3000), "tgt_vocab": size(rng, 4, 3000), "d_model": 4 * size(rng, 1, 32),
+             "d_ff": 4 * size(rng, 1, 128), "n_layers": size(rng, 1, 6)}
     return [Case(", ".join(f"{key}={value}" for key, value in sizes.items()), sizes)]
 
 
 def _unseen_adam(rng):
-    shape, step = (_size(rng, 1, 4), _size(rng, 1, 4)), _size(rng, 1, 3000)
+    shape, step = (size(rng, 1, 4), size(rng, 1, 4)), size(rng, 1, 3000)
     return [Case(f"step {step}, shape {shape}", {
-        "param": _normal(rng, *shape), "grad": _normal(rng, *shape), "m": 0.1 * _normal(rng, *shape),
+        "param": normal(rng, *shape), "grad": normal(rng, *shape), "m": 0.1 * normal(rng, *shape),
         "v": 0.1 * rng.random(shape), "step": step, "lr": float(rng.uniform(1e-4, 1e-2)),
         "beta1": float(rng.uniform(0.8, 0.95)), "beta2": float(rng.uniform(0.95, 0.999)), "eps": 1e-8})]
 
 
 def _unseen_noam(rng):
-    warmup = _size(rng, 2, 5000)
+    warmup = size(rng, 2, 5000)
     steps = sorted({1, warmup - 1, warmup, warmup + 1, *(int(s) for s in rng.integers(1, 4 * warmup, size=4))})
-    d_model = 8 * _size(rng, 1, 128)
+    d_model = 8 * size(rng, 1, 128)
     return [Case(f"d_model={d_model}, warm-up {warmup}", {"step": steps, "d_model": d_model, "warmup_steps": warmup})]
 
 
 def _unseen_precision(rng):
     words = ["le", "chat", "est", "sur", "tapis"]
-    hypothesis = [words[i] for i in rng.integers(0, 3, size=_size(rng, 1, 7))]
-    references = [[words[i] for i in rng.integers(0, 5, size=_size(rng, 2, 7))] for _ in range(_size(rng, 1, 3))]
-    n = _size(rng, 1, 3)
+    hypothesis = [words[i] for i in rng.integers(0, 3, size=size(rng, 1, 7))]
+    references = [[words[i] for i in rng.integers(0, 5, size=size(rng, 2, 7))] for _ in range(size(rng, 1, 3))]
+    n = size(rng, 1, 3)
     return [Case(f"{len(hypothesis)} words drawn from 3, {len(references)} reference(s), n={n}",
                  {"hypothesis": hypothesis, "references": references, "n": n})]
 
 
 def _unseen_entropy(rng):
-    shape = (_size(rng, 1, 2), _size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 2, 6))
-    weights = ops.softmax_forward(3 * _normal(rng, *shape))[0]
+    shape = (size(rng, 1, 2), size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 6))
+    weights = ops.softmax_forward(3 * normal(rng, *shape))[0]
     weights[..., 0, :] = 0.0  # a fully masked query
     weights[..., -1, 1:] = 0.0  # a one-hot row
     weights[..., -1, 0] = 1.0
@@ -835,28 +760,28 @@ def _unseen_length_penalty(rng):
 
 
 def _unseen_residual(rng):
-    shape, pre_norm = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 2, 5)), bool(rng.integers(2))
+    shape, pre_norm = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 5)), bool(rng.integers(2))
     return [Case(f"{'pre' if pre_norm else 'post'}-norm, {shape}", {
-        "dout": _normal(rng, *shape), "sublayer_backward": _linear_map(rng, shape[-1]),
+        "dout": normal(rng, *shape), "sublayer_backward": _linear_map(rng, shape[-1]),
         "norm_backward": _linear_map(rng, shape[-1]), "dropout_backward": _dropout_map(rng, shape),
         "pre_norm": pre_norm})]
 
 
 def _unseen_residual_memory(rng):
-    shape, pre_norm, memory = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 2, 5)), bool(rng.integers(2)), _size(rng, 1, 5)
+    shape, pre_norm, memory = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 5)), bool(rng.integers(2)), size(rng, 1, 5)
     return [Case(f"{'pre' if pre_norm else 'post'}-norm, {shape}, memory {memory}", {
-        "dout": _normal(rng, *shape), "sublayer_backward": _memory_map(rng, shape, memory),
+        "dout": normal(rng, *shape), "sublayer_backward": _memory_map(rng, shape, memory),
         "norm_backward": _linear_map(rng, shape[-1]), "dropout_backward": _dropout_map(rng, shape),
         "pre_norm": pre_norm})]
 
 
 def _unseen_stack(rng):
-    shape, count, memory = (_size(rng, 1, 3), _size(rng, 1, 4), _size(rng, 2, 5)), _size(rng, 1, 4), _size(rng, 1, 5)
+    shape, count, memory = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 5)), size(rng, 1, 4), size(rng, 1, 5)
     return [Case(f"{count} layers, {shape}, memory {memory}", {
-        "dout": _normal(rng, *shape), "layer_backwards": [_memory_map(rng, shape, memory) for _ in range(count)]})]
+        "dout": normal(rng, *shape), "layer_backwards": [_memory_map(rng, shape, memory) for _ in range(count)]})]
 
 
-EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
+EXERCISES: list[Exercise] = [
     Exercise("central_difference", "central_difference(f, x, h) -> the gradient of the scalar f at x", "01",
              _central_difference, _scalar_functions, ("gradient",), unseen=_unseen_scalar_functions,
              library=(numerical_gradient,)),
@@ -940,7 +865,7 @@ EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
              _adam_step, _adam_cases, ("param", "m", "v"), hints=(_adam_step_hint, hints.adam_eps_hint),
              unseen=_unseen_adam, library=(ops.adam.adam_step, optim.Adam.step)),
     Exercise("noam_lr", "noam_lr(step, d_model, warmup_steps) -> learning rate", "12", _noam_lr, _noam_cases,
-             ("lr",), call=_pointwise("step"), unseen=_unseen_noam, library=(optim.NoamSchedule.__call__,)),
+             ("lr",), call=pointwise("step"), unseen=_unseen_noam, library=(optim.NoamSchedule.__call__,)),
     Exercise("modified_precision", "modified_precision(hypothesis, references, n) -> (matches, total)", "13",
              _modified_precision, _precision_cases, ("matches", "total"), exact=True, hints=(_unclipped_hint,),
              unseen=_unseen_precision, library=(metrics.modified_precision, metrics.bleu)),
@@ -948,7 +873,7 @@ EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
              metrics.attention_entropy, _entropy_cases, ("entropy",), unseen=_unseen_entropy,
              library=(metrics.attention_entropy,)),
     Exercise("length_penalty", "length_penalty(length, alpha) -> ((5 + length) / 6) ** alpha", "14",
-             length_penalty_factor, _length_penalty_cases, ("penalty",), call=_pointwise("length"),
+             length_penalty_factor, _length_penalty_cases, ("penalty",), call=pointwise("length"),
              unseen=_unseen_length_penalty, library=(length_penalty_factor,)),
     Exercise("residual_backward",
              "residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm) -> dx", "09",
@@ -963,4 +888,4 @@ EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in [
              "10", ops.residual.stack_backward_with_memory, _stack_cases, ("dx", "d_memory"),
              hints=(_memory_summed_hint,), unseen=_unseen_stack,
              library=(ops.residual.stack_backward_with_memory,), points=2),
-]}
+]

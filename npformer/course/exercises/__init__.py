@@ -1,0 +1,21 @@
+"""The course's graded exercises, one module per part of the course, gathered in lesson order.
+
+    base.py         Exercise, Case, WrongSolution, and the pieces cases are drawn with
+    foundations.py  lessons 1-15: the ops' backward passes, attention, the Transformer's pieces,
+                    Adam and its schedule, BLEU's precision, the length penalty, attention's entropy
+
+Each module lists its ``EXERCISES`` (and may list ``WRONG_SOLUTIONS``, realistic mistakes the
+grader must fail, beside ``course.wrong_solutions``'s catalogue).
+"""
+
+from __future__ import annotations
+
+from . import foundations
+from .base import Case, Exercise, WrongSolution
+
+MODULES = (foundations,)
+
+EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
+    (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}
+
+__all__ = ["EXERCISES", "Exercise", "Case", "WrongSolution", "MODULES"]

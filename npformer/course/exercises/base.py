@@ -1,0 +1,97 @@
+"""What an exercise is, and the pieces its cases are drawn with.
+
+An ``Exercise`` is what a student writes (its signature), the reference it is checked against,
+the public cases, the unseen ones, and npformer's own answer (unavailable while the student's
+function is graded). A ``WrongSolution`` is a realistic mistake the grader must fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy
+
+Inputs = dict  # argument name -> value, in the order the student's function takes them
+
+
+@dataclass(frozen=True)
+class Case:
+    """One set of inputs, named by what it exercises (``"B=2, T=1: length 1"``)."""
+
+    label: str
+    inputs: Inputs
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """What a student writes and how it is checked.
+
+    ``reference`` has the student's signature. ``outputs`` names what it returns.
+    For a backward pass, ``forward`` (the op's inputs, without ``dout``) gives the
+    output whose gradient it is, and ``wrt`` names the input each returned gradient
+    belongs to: the grader also checks those against finite differences of ``forward``.
+    ``exact`` outputs (masks, counts) must be equal, not close. ``hints`` are extra
+    checks ``hint(got, expected, inputs, output_name) -> str`` for mistakes that only
+    this exercise can recognise (repeated ids, a bias correction at the wrong step).
+    ``call`` applies a function to a case's inputs (default: ``fn(*inputs.values())``);
+    a scalar rule such as a learning-rate schedule is called once per point.
+    ``unseen`` draws the cases a student never sees (other shapes and values, from a
+    generator seeded per check). ``library`` names npformer's own functions that compute
+    the answer: they are unavailable while the student's function is graded. ``points``:
+    what the exercise is worth in a class's grades (a backward pass 2, the rest 1).
+    """
+
+    name: str
+    signature: str
+    lesson: str
+    reference: Callable
+    cases: Callable[[numpy.random.Generator], list[Case]]
+    outputs: tuple[str, ...]
+    forward: Callable | None = None
+    wrt: tuple[str, ...] = ()
+    exact: bool = False
+    hints: tuple[Callable, ...] = ()
+    call: Callable | None = None
+    unseen: Callable[[numpy.random.Generator], list[Case]] | None = None
+    library: tuple[Callable, ...] = ()
+    points: int = 1
+
+
+def normal(rng: numpy.random.Generator, *shape: int) -> numpy.ndarray:
+    return rng.standard_normal(shape)
+
+
+def with_dout(rng: numpy.random.Generator, inputs: Inputs, forward: Callable) -> Inputs:
+    """``inputs`` plus a random upstream gradient shaped like ``forward``'s output."""
+    out = numpy.asarray(forward(*inputs.values()))
+    return {**inputs, "dout": rng.standard_normal(out.shape)}
+
+
+def backward_cases(rng: numpy.random.Generator, forward: Callable,
+                    shapes: list[tuple[str, Callable[[numpy.random.Generator], Inputs]]]) -> list[Case]:
+    return [Case(label, with_dout(rng, make(rng), forward)) for label, make in shapes]
+
+
+@dataclass(frozen=True)
+class WrongSolution:
+    """A mistake students make, written as a student would (``function``), for ``exercise``;
+    ``hint``: words the grader's report must contain ("" when failing is enough)."""
+
+    exercise: str
+    mistake: str
+    function: Callable
+    hint: str = ""
+
+
+def size(rng, low, high):
+    return int(rng.integers(low, high + 1))
+
+
+def pointwise(name: str):
+    """Call a scalar rule once per point of ``inputs[name]`` (the others fixed); stack the results."""
+    def call(fn, inputs):
+        points = inputs[name]
+        rest = {key: value for key, value in inputs.items() if key != name}
+        return (numpy.array([float(fn(**{name: point}, **rest)) for point in points]),)
+    return call

@@ -16,10 +16,11 @@ The layers, each importing only the ones above it in this list::
 from . import backend, data, gradcheck, metrics, models, nn, ops, optim, tasks, tokens, training, viz
 from .models import (ClassifierConfig, EncoderClassifier, LanguageModel, LanguageModelConfig, Transformer,
                      TransformerConfig, ViTConfig, VisionTransformer)
+from .tasks.translation.pretrained import pretrained
 from .training import fit, train_step
 
 __version__ = "0.1.0"
 __all__ = ["backend", "tokens", "ops", "data", "nn", "models", "optim", "training", "gradcheck", "metrics",
            "viz", "tasks", "Transformer", "TransformerConfig", "EncoderClassifier", "ClassifierConfig",
            "LanguageModel", "LanguageModelConfig", "VisionTransformer", "ViTConfig", "train_step", "fit",
-           "__version__"]
+           "pretrained", "__version__"]

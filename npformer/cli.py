@@ -195,10 +195,25 @@ def _run_train(args: argparse.Namespace) -> int:
     return status
 
 
-def _resolve_run(command: str, folder: str | None) -> str | int:
-    """``--run``, or the most recent run in ``runs/`` (said on stderr); else a one-line error's status."""
-    from .training import latest_run
+def _pretrained_names() -> list[str]:
+    from .tasks.translation.pretrained import available
 
+    return available()
+
+
+def _resolve_run(command: str, folder: str | None, pretrained: str | None = None) -> str | int:
+    """``--run``, ``--pretrained NAME``'s shipped run, or the most recent run in ``runs/`` (said on
+    stderr); else a one-line error's status."""
+    from .tasks.translation.pretrained import pretrained_folder
+    from .training import RunError, latest_run
+
+    if folder is not None and pretrained is not None:
+        return _fail(command, "give --run or --pretrained, not both")
+    if pretrained is not None:
+        try:
+            return pretrained_folder(pretrained)
+        except RunError as error:
+            return _fail(command, str(error))
     if folder is not None:
         return folder
     folder = latest_run("runs")
@@ -209,12 +224,12 @@ def _resolve_run(command: str, folder: str | None) -> str | int:
     return folder
 
 
-def _load_run(command: str, folder: str | None) -> Any:
-    """The loaded run (``folder``, or the most recent one when None), or the exit status of a
-    one-line error."""
+def _load_run(command: str, folder: str | None, pretrained: str | None = None) -> Any:
+    """The loaded run (``folder``, the shipped ``pretrained`` one, or the most recent one), or the
+    exit status of a one-line error."""
     from .training import RunError, load_run
 
-    folder = _resolve_run(command, folder)
+    folder = _resolve_run(command, folder, pretrained)
     if isinstance(folder, int):
         return folder
     try:
@@ -244,7 +259,7 @@ def _run_translate(args: argparse.Namespace) -> int:
     sentences = _read_sentences(args.sentences)
     if isinstance(sentences, str):
         return _fail("translate", sentences)
-    run = _load_run("translate", args.run)
+    run = _load_run("translate", args.run, args.pretrained)
     if isinstance(run, int):
         return run
     non_empty = [s for s in sentences if s.strip()]
@@ -266,7 +281,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
     if args.data and not os.path.isfile(args.data):
         return _fail("evaluate", f"no data file at {args.data}")
-    run = _load_run("evaluate", args.run)
+    run = _load_run("evaluate", args.run, args.pretrained)
     if isinstance(run, int):
         return run
     try:
@@ -310,15 +325,16 @@ def _run_attention(args: argparse.Namespace) -> int:
         return _fail("attention", "a sentence is empty")
     if len(sentences) > 1 and not args.html:
         return _fail("attention", f"{len(sentences)} sentences: PNG heatmaps take one; use --html for several")
-    run_folder = _resolve_run("attention", args.run)
+    run_folder = _resolve_run("attention", args.run, args.pretrained)
     if isinstance(run_folder, int):
         return run_folder
     if not os.path.isdir(run_folder):
         return _fail("attention", f"no run folder at {run_folder}")
     kinds = list(TITLES) if args.kind == "all" else [args.kind]
+    beside = "." if args.pretrained else run_folder  # never write into the installed package
     paths = {}
     if args.score:
-        paths["score"] = args.out or os.path.join(run_folder, "aer.png")
+        paths["score"] = args.out or os.path.join(beside, "aer.png")
     elif args.html:
         paths["html"] = args.html
     else:
@@ -326,7 +342,7 @@ def _run_attention(args: argparse.Namespace) -> int:
             if args.out and len(kinds) == 1:
                 paths[kind] = args.out
             else:  # beside the run, unless --out says where
-                stem, extension = os.path.splitext(args.out or os.path.join(run_folder, "attention.png"))
+                stem, extension = os.path.splitext(args.out or os.path.join(beside, "attention.png"))
                 paths[kind] = f"{stem}-{kind}{extension or '.png'}"
     for path in paths.values():
         try:
@@ -641,6 +657,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Translate English sentences given as arguments, or one per line on stdin.")
     translate.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
     translate.add_argument("--run", help="a run folder written by npformer train (default: the most recent in runs/)")
+    translate.add_argument("--pretrained", metavar="NAME", choices=_pretrained_names(),
+                           help="a translator that ships with npformer instead of a run: toy (the default "
+                                "npformer train run)")
     translate.add_argument("--beam", type=_number("beam", int), default=4,
                            help="beam size; 1 = greedy (default: %(default)s)")
     translate.set_defaults(handler=_run_translate)
@@ -653,10 +672,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "against the gold word alignments of the run's test split (embedded corpus only).")
     attention.add_argument("sentences", nargs="*", metavar="sentence", help="English sentences (one for PNGs)")
     attention.add_argument("--run", help="a run folder written by npformer train (default: the most recent in runs/)")
+    attention.add_argument("--pretrained", metavar="NAME", choices=_pretrained_names(),
+                           help="a translator that ships with npformer instead of a run: toy (the default "
+                                "npformer train run)")
     attention.add_argument("--kind", choices=("cross", "enc", "dec", "all"), default="cross",
                            help="cross-attention, encoder or decoder self-attention, or all three")
     attention.add_argument("--out", help="PNG path (default: attention-<kind>.png, or aer.png with --score, "
-                                         "in the run folder)")
+                                         "in the run folder; with --pretrained, in the current folder)")
     attention.add_argument("--html", metavar="PATH", help="write an interactive explorer (one self-contained "
                                                           "HTML file) of the sentences instead of PNGs")
     attention.add_argument("--score", action="store_true",
@@ -672,6 +694,9 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate", help="test BLEU of a trained run, greedy and beam",
         description="Corpus BLEU (sacreBLEU-compatible) of a run on its test split or on --data.")
     evaluate.add_argument("--run", help="a run folder written by npformer train (default: the most recent in runs/)")
+    evaluate.add_argument("--pretrained", metavar="NAME", choices=_pretrained_names(),
+                           help="a translator that ships with npformer instead of a run: toy (the default "
+                                "npformer train run)")
     evaluate.add_argument("--data", help="english<TAB>french file instead of the run's test split")
     evaluate.add_argument("--beam", type=_number("beam", int), default=4, help="beam size (default: %(default)s)")
     evaluate.add_argument("--max-sentences", type=_number("max_sentences", int),

@@ -223,7 +223,7 @@ def test_nbgrader_releases_and_autogrades_a_lesson(tmp_path):
 
 # -- the lessons inside the wheel ------------------------------------------------------------------
 
-def test_a_wheel_installed_without_the_repository_writes_the_student_edition(tmp_path):
+def test_a_wheel_installed_without_the_repository_writes_the_student_edition_and_translates(tmp_path):
     wheels = tmp_path / "wheels"
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(wheels)],
                            capture_output=True, text=True, timeout=600)
@@ -244,3 +244,7 @@ def test_a_wheel_installed_without_the_repository_writes_the_student_edition(tmp
     assert str(target) in subprocess.run([sys.executable, "-c", "import npformer.course as c; print(c.lessons_folder())"],
                                          cwd=elsewhere, env=environment, capture_output=True, text=True).stdout
     assert all("### BEGIN SOLUTION" not in (elsewhere / "edition" / name).read_text() for name in written)
+    translated = subprocess.run([sys.executable, "-m", "npformer", "translate", "--pretrained", "toy", "--beam", "1",
+                                 "the black cat eats the white apple."], cwd=elsewhere, env=environment,
+                                capture_output=True, text=True, timeout=300)
+    assert translated.returncode == 0 and "le chat noir mange la pomme blanche." in translated.stdout, translated.stderr

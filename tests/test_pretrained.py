@@ -1,0 +1,47 @@
+"""The translator that ships in the package: it loads without a clone's runs, still scores what it
+scored when it was built, and the commands take it with --pretrained (never writing into the package)."""
+
+import os
+
+import pytest
+
+import npformer
+from npformer import cli
+from npformer.tasks.translation import Translator, test_bleu
+from npformer.tasks.translation.pretrained import available, pretrained_folder, pretrained_record
+from npformer.training import RunError, RunFolder
+
+
+def test_the_toy_translator_ships_small_and_translates():
+    assert available() == ["toy"]
+    folder = pretrained_folder("toy")
+    assert sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder)) < 1_500_000
+    run = npformer.pretrained("toy")
+    [translation] = Translator.from_run(run).translate(["the black cat eats the white apple."])
+    assert translation == "le chat noir mange la pomme blanche."
+
+
+def test_the_shipped_weights_still_give_their_recorded_test_bleu():
+    record = pretrained_record("toy")
+    run = npformer.pretrained("toy")
+    pairs = RunFolder(run.folder).split("test")
+    assert len(pairs) == record["sentences"]
+    again = test_bleu(Translator.from_run(run), pairs[:300], beam_size=1)
+    assert again["bleu_greedy"] == pytest.approx(record["bleu_greedy"], abs=0.05)
+
+
+def test_an_unknown_name_is_one_clear_line():
+    with pytest.raises(RunError, match="no pretrained translator named 'big'; there is: toy"):
+        npformer.pretrained("big")
+
+
+def test_the_commands_take_it_and_write_nothing_into_the_package(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    before = sorted(os.listdir(pretrained_folder("toy")))
+    assert cli.main(["translate", "--pretrained", "toy", "--beam", "1", "the black cat eats the white apple."]) == 0
+    assert "le chat noir mange la pomme blanche." in capsys.readouterr().out
+    assert cli.main(["attention", "--pretrained", "toy", "the black cat eats the white apple."]) == 0
+    assert (tmp_path / "attention-cross.png").exists()
+    assert sorted(os.listdir(pretrained_folder("toy"))) == before
+    assert cli.main(["translate", "--pretrained", "toy", "--run", "x", "the cat"]) == 2
+    assert "not both" in capsys.readouterr().err

@@ -604,9 +604,11 @@ def _run_course(args: argparse.Namespace) -> int:
                 files = (course.student_edition if student else course.instructor_edition)(args.lessons, args.out)
             print(f"wrote the {args.action} edition of {len(files)} lessons to {args.out}")
         else:
+            only = [f"{int(number):02d}" for number in args.lesson] if args.lesson else None
             files = course.lesson_notebooks(args.lessons, args.out, execute=not args.no_execute,
-                                            student=args.student, quick=args.quick)
-            print(f"wrote {len(files)} {'executed ' if not args.no_execute else ''}notebooks to {args.out}")
+                                            student=args.student, quick=args.quick, only=only)
+            print(f"wrote {len(files)} {'executed ' if not args.no_execute else ''}notebook"
+                  f"{'s' if len(files) != 1 else ''} to {args.out}")
     except (FileNotFoundError, FileExistsError, ValueError, ImportError, course.notebooks.NotebookError) as error:
         return _fail(command, str(error))
     return 0
@@ -780,6 +782,8 @@ def build_parser() -> argparse.ArgumentParser:
                                help="student, instructor: write .ipynb notebooks (not executed) instead of .py "
                                     "scripts; the student's carry nbgrader's cell metadata")
     course_parser.add_argument("--student", action="store_true", help="notebooks: of the student edition")
+    course_parser.add_argument("--lesson", action="append", type=_number("lesson", int), metavar="NN",
+                               help="notebooks: only this lesson (repeat for several; default: all)")
     course_parser.add_argument("--no-execute", action="store_true", help="notebooks: convert without running")
     course_parser.add_argument("--quick", action="store_true",
                                help="notebooks: short trainings (NPFORMER_QUICK=1), as the tests run them")

@@ -248,3 +248,22 @@ def test_a_wheel_installed_without_the_repository_writes_the_student_edition_and
                                  "the black cat eats the white apple."], cwd=elsewhere, env=environment,
                                 capture_output=True, text=True, timeout=300)
     assert translated.returncode == 0 and "le chat noir mange la pomme blanche." in translated.stdout, translated.stderr
+
+
+def test_one_lesson_as_a_notebook_with_its_figures_inline_whatever_mplbackend_says(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("nbclient")
+    import nbformat
+
+    from npformer.cli import main
+
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.chdir(tmp_path)
+    assert main(["course", "notebooks", "out", "--lesson", "4", "--quick", "--lessons", str(LESSONS)]) == 0
+    assert "wrote 1 executed notebook to out" in capsys.readouterr().out
+    [written] = (tmp_path / "out").glob("*.ipynb")
+    notebook = nbformat.read(written, as_version=4)
+    assert written.name == "04_layer_normalization.ipynb"
+    assert any("image/png" in output.get("data", {}) for cell in notebook.cells if cell.cell_type == "code"
+               for output in cell.outputs)
+    assert main(["course", "notebooks", "out", "--lesson", "99", "--lessons", str(LESSONS)]) == 2
+    assert "no lesson numbered 99" in capsys.readouterr().err

@@ -121,10 +121,14 @@ def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: b
     """
     jupytext, nbclient, nbformat = _course_tools()
     files = [path for path in lesson_files(lessons_dir) if only is None or path.name[:2] in only]
+    if only is not None and not files:
+        raise FileNotFoundError(f"no lesson numbered {', '.join(only)} (the lessons are 01 to "
+                                f"{lesson_files(lessons_dir)[-1].name[:2]})")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    changes = {"NPFORMER_QUICK": "1"} if quick else {}
+    # Figures inline whatever the caller's MPLBACKEND says (a kernel would otherwise honour Agg, say)
+    changes = {"MPLBACKEND": "module://matplotlib_inline.backend_inline", **({"NPFORMER_QUICK": "1"} if quick else {})}
     with _environment(changes):
         for path in tqdm(files, desc="notebooks", unit="lesson", disable=not execute):
             text = path.read_text(encoding="utf-8")

@@ -67,26 +67,42 @@ def training_curves(records: list[dict], path: str | None = None, title: str = "
 
 
 def positional_encoding_figure(max_len: int = 64, d_model: int = 128, path: str | None = None,
-                               columns: tuple[int, ...] = (0, 1, 10, 11, 40, 41)) -> Any:
-    """The sinusoid table as a heatmap, and a few of its columns as curves over the position."""
+                               pairs: tuple[int, ...] = (0, 5, 20)) -> Any:
+    """The sinusoid table as a heatmap, and three of its (sin, cos) pairs over the position.
+
+    The pairs are drawn as continuous curves of the position (the formula holds for any real
+    ``p``), with a dot at each whole position, the only places a model reads them: the fast pairs
+    would otherwise look jagged from being sampled once per position.
+    """
+    import numpy
+
     from . import backend, ops
 
     table = backend.to_numpy(ops.positional_encoding(max_len, d_model, dtype="float64"))
-    figure, (heat, curves) = _pyplot().subplots(1, 2, figsize=(13, 4.5), constrained_layout=True,
-                                          gridspec_kw={"width_ratios": [1.3, 1]})
+    pairs = tuple(pair for pair in pairs if 2 * pair + 1 < d_model) or (0,)
+    figure = _pyplot().figure(figsize=(13, 5), constrained_layout=True)
+    grid = figure.add_gridspec(len(pairs), 2, width_ratios=[1.3, 1])
+    heat = figure.add_subplot(grid[:, 0])
     image = heat.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     heat.set(title=f"Positional encoding PE[p, j]  ({max_len} positions, d_model = {d_model})",
              xlabel="dimension j  (even: sin, odd: cos)", ylabel="position p")
-    figure.colorbar(image, ax=heat, shrink=0.9)
-    for column in columns:
-        if column < d_model:
-            kind = "sin" if column % 2 == 0 else "cos"
-            wavelength = 2 * 3.141592653589793 * 10000 ** ((column - column % 2) / d_model)
-            curves.plot(table[:, column], label=f"j = {column} ({kind}, wavelength {wavelength:.0f})")
-    curves.set(title="Some columns: each pair shares one frequency", xlabel="position p", ylabel="value",
-               ylim=(-1.15, 1.6))
-    curves.legend(fontsize=8, loc="upper right", ncol=2)
-    curves.grid(True, alpha=0.3)
+    figure.colorbar(image, ax=heat, shrink=0.9, label="PE[p, j]")
+    smooth = numpy.linspace(0, max_len - 1, 40 * max_len)
+    whole = numpy.arange(max_len)
+    for row, pair in enumerate(pairs):
+        axis = figure.add_subplot(grid[row, 1])
+        frequency = 10000.0 ** (-2 * pair / d_model)
+        for function, style, name, column in ((numpy.sin, "-", "sin", 2 * pair), (numpy.cos, "--", "cos", 2 * pair + 1)):
+            line, = axis.plot(smooth, function(smooth * frequency), style, linewidth=1,
+                              label=f"j = {column} ({name})")
+            axis.plot(whole, table[:, column], "o", markersize=2.5, color=line.get_color())
+        axis.set(ylim=(-1.25, 1.25), ylabel="value",
+                 title=f"pair {pair}: wavelength {2 * numpy.pi / frequency:,.0f} positions", xlim=(0, max_len - 1))
+        axis.title.set_fontsize(9)
+        axis.legend(fontsize=7, loc="upper right", ncol=2)
+        axis.grid(True, alpha=0.3)
+        if row == len(pairs) - 1:
+            axis.set_xlabel("position p (dots: the whole positions a model reads)")
     return _finish(figure, path)
 
 

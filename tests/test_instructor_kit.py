@@ -6,6 +6,7 @@ import hashlib
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -224,8 +225,11 @@ def test_nbgrader_releases_and_autogrades_a_lesson(tmp_path):
 # -- the lessons inside the wheel ------------------------------------------------------------------
 
 def test_a_wheel_installed_without_the_repository_writes_the_student_edition_and_translates(tmp_path):
+    source = tmp_path / "source"  # a copy: building in the repository would leave build/ behind
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", ".pytest_tmp",
+                                                                 "runs", "__pycache__", ".hypothesis", "figures"))
     wheels = tmp_path / "wheels"
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(wheels)],
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(wheels)],
                            capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-2000:]
     [wheel] = wheels.glob("npformer-*.whl")

@@ -157,7 +157,8 @@ def attention_heatmaps(weights: list, query_tokens: list[str], key_tokens: list[
                                 vmin=0, vmax=vmax, interpolation="nearest")
             axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=70, ha="right", fontsize=7)
             axis.set_yticks(range(len(query_tokens)), query_tokens, fontsize=7)
-            axis.set_title(f"layer {row}, head {head}", fontsize=9)
+            if n_layers > 1 or n_heads > 1:  # one map needs no name
+                axis.set_title(f"layer {row}, head {head}", fontsize=9)
             if row == n_layers - 1:
                 axis.set_xlabel("key (attended to)", fontsize=8)
             if head == 0:

@@ -12,10 +12,10 @@ from .attention import SentenceAttention, attention_of
 from .decoding import beam_search, greedy_decode
 from .evaluation import corpus_bleu, test_bleu, validate
 from .options import PRESETS, TrainOptions
-from .pretrained import pretrained
+from .pretrained import pretrained, pretrained_record
 from .trainer import Trainer, load_splits, start_run, train
 from .translator import Translator
 
 __all__ = ["greedy_decode", "beam_search", "Translator", "TrainOptions", "PRESETS", "Trainer", "train",
            "start_run", "load_splits", "corpus_bleu", "validate", "test_bleu", "attention_of",
-           "SentenceAttention", "pretrained"]
+           "SentenceAttention", "pretrained", "pretrained_record"]

@@ -191,35 +191,36 @@ figure.savefig(viz.figures_dir() / "11_parameters.png", dpi=110)
 # %% [markdown]
 # ## Counting at scale
 #
-# A course chapter that npformer's users read makes three claims about a bigger block, with
-# $d = 768$ and $H = 10$ heads: the block has 28,342,272 parameters, a 12-block model has
-# 340,107,264, and the block's compute is "proportional to $B^2 N^2 H$" for a batch of $B$
-# sequences of $N$ tokens. This section checks each claim with npformer's own modules.
+# Counts found in course notes built on Keras are easy to take on trust. Here are three claims
+# of that kind, about a bigger block with $d = 768$ and $H = 10$ heads, to check rather than
+# believe: the block has 28,342,272 parameters, a 12-block model has 340,107,264, and the block's
+# compute is "proportional to $B^2 N^2 H$" for a batch of $B$ sequences of $N$ tokens. This
+# section checks each claim with npformer's own modules.
 #
 # **The two counts come from full-width heads.** They are the Keras block above, scaled up:
 # `MultiHeadAttention(num_heads=10, key_dim=768)` gives each of the $H = 10$ heads a
 # 768-dimensional query, key and value, so the three projections map $d \to H d = 7{,}680$
-# features and the output projection maps $7{,}680 \to d$. The chapter does not give the
+# features and the output projection maps $7{,}680 \to d$. The claims do not give the
 # feed-forward width $F$, but its count fixes it: whatever attention and the two layer norms do
 # not hold is the feed-forward block's $2dF + F + d$. The cell builds the attention projections
 # from `nn.Linear`, solves for $F$, and counts the whole block:
 
 # %%
-d, chapter_heads = 768, 10
-chapter_block, chapter_model = 28_342_272, 340_107_264
+d, claimed_heads = 768, 10
+claimed_block, claimed_model = 28_342_272, 340_107_264
 rng = np.random.default_rng(0)
-full_width = [nn.Linear(d, chapter_heads * d, rng=rng) for _ in ("query", "key", "value")]
-full_width.append(nn.Linear(chapter_heads * d, d, rng=rng))  # the output projection, 7,680 -> 768
+full_width = [nn.Linear(d, claimed_heads * d, rng=rng) for _ in ("query", "key", "value")]
+full_width.append(nn.Linear(claimed_heads * d, d, rng=rng))  # the output projection, 7,680 -> 768
 full_width_attention = sum(projection.num_params() for projection in full_width)
 two_norms = 2 * nn.LayerNorm(d).num_params()
-implied_d_ff = (chapter_block - full_width_attention - two_norms - d) / (2 * d + 1)
+implied_d_ff = (claimed_block - full_width_attention - two_norms - d) / (2 * d + 1)
 print(f"attention with full-width heads: {full_width_attention:,} parameters; "
       f"the rest of 28,342,272 implies d_ff = {implied_d_ff:g}")
 d_ff = int(implied_d_ff)
 assert d_ff == implied_d_ff == 3072
 keras_block = full_width_attention + nn.FeedForward(d, d_ff, rng=rng).num_params() + two_norms
 print(f"full-width block: {keras_block:,} parameters; 12 blocks: {12 * keras_block:,}")
-assert keras_block == chapter_block and 12 * keras_block == chapter_model
+assert keras_block == claimed_block and 12 * keras_block == claimed_model
 
 # %% [markdown]
 # So both numbers are right, for full-width heads and $F = 3{,}072$; the 340,107,264 "in all" is
@@ -248,7 +249,7 @@ assert bert_block.num_params() == eight_heads.num_params() == 7_087_872
 assert 12 * bert_block.num_params() == 85_054_464
 paper_attention = bert_block.self_attn.num_params()
 print(f"attention: {full_width_attention:,} full-width against {paper_attention:,}, "
-      f"{full_width_attention / paper_attention:.3f} times as many (H = {chapter_heads}, biases aside)")
+      f"{full_width_attention / paper_attention:.3f} times as many (H = {claimed_heads}, biases aside)")
 # BERT-base adds word (30,522), position (512) and segment (2) tables with a layer norm, and a pooler:
 bert_embeddings = (30522 + 512 + 2) * d + 2 * d
 bert_pooler = d * d + d
@@ -310,11 +311,11 @@ paper = flops["paper, H = 12, D_h = 64", 8]
 assert paper == flops["paper, H = 8, D_h = 96", 8] and paper["N^2 terms"] == 4 * 8 * length ** 2 * d
 wide = flops["full width, H = 10, D_h = 768", 8]
 print(f"full-width N^2 terms over the paper's: x{wide['N^2 terms'] / paper['N^2 terms']:g}")
-assert wide["N^2 terms"] == chapter_heads * paper["N^2 terms"]
+assert wide["N^2 terms"] == claimed_heads * paper["N^2 terms"]
 
 # %% [markdown]
 # Doubling $B$ doubles every group (printed: x2, never x4), and with the paper's heads 12 heads
-# cost exactly what 8 do. The chapter's $B^2$ is wrong for both kinds of heads; its $H$ holds only
+# cost exactly what 8 do. The claimed $B^2$ is wrong for both kinds of heads; its $H$ holds only
 # for full-width heads, where the $N^2$ terms are 10 times the paper's. Corrected: with the
 # paper's heads, attention's $N^2$ terms are proportional to $B N^2 d$.
 #
@@ -365,8 +366,8 @@ for others, length in catch_up.items():
 lengths = np.unique(np.geomspace(16, 16384, 80).astype(int))
 groups = ["feed-forward", "projections", "N^2 terms"]
 colors = {"feed-forward": "tab:blue", "projections": "tab:orange", "N^2 terms": "tab:red"}
-labels = {"feed-forward": "feed-forward (4dF per token)", "projections": "Q, K, V, O projections (8d² per token)",
-          "N^2 terms": "scores and weighted sum (4Nd per token)"}
+labels = {"feed-forward": "feed-forward (4NdF per sequence)", "projections": "Q, K, V, O projections (8Nd² per sequence)",
+          "N^2 terms": "scores and weighted sum (4N²d per sequence)"}
 per_length = [block_flops(1, int(n), d, 12, 64, d_ff) for n in lengths]
 figure, (share_axis, flop_axis) = plt.subplots(1, 2, figsize=(13, 4.6), constrained_layout=True)
 share_axis.stackplot(lengths, [[100 * c[g] / sum(c.values()) for c in per_length] for g in groups],
@@ -399,7 +400,7 @@ figure.savefig(viz.figures_dir() / "11_compute.png", dpi=110)
 # 4. At which vocabulary size (the same for both languages, untied) do the embeddings and the output
 #    layer hold as many parameters as the 12 layers of the base model? Solve it by hand, then check
 #    the two sides with your `transformer_parameters`.
-# 5. At which length $N$ do the $N^2$ terms of the chapter's full-width block ($H = 10$,
+# 5. At which length $N$ do the $N^2$ terms of the claims' full-width block ($H = 10$,
 #    $D_h = 768$, $F = 3{,}072$) cost as much as its feed-forward block (it need not be a whole
 #    number)? Work it out from the terms above, then check with `block_flops` on the two whole
 #    lengths around it. Why is it so much shorter than for the BERT-base block?
@@ -492,11 +493,11 @@ for vocab in (28717, 28718):
     assert (vocabulary_side < layers_side) == (vocab == 28717)
 
 # %% tags=["instructor"]
-crossing = d * d_ff / (chapter_heads * d)
+crossing = d * d_ff / (claimed_heads * d)
 print(f"answer 5: the full-width N^2 terms equal the feed-forward block at N = {crossing:g}")
 for length in (307, 308):
-    counts = block_flops(1, length, d, chapter_heads, d, d_ff)
+    counts = block_flops(1, length, d, claimed_heads, d, d_ff)
     print(f"answer 5: N = {length}: N^2 terms {counts['N^2 terms'] / 1e9:.3f} GFLOP, "
           f"feed-forward {counts['feed-forward'] / 1e9:.3f} GFLOP")
     assert (counts["N^2 terms"] < counts["feed-forward"]) == (length == 307)
-assert crossing == d_ff / chapter_heads == 307.2
+assert crossing == d_ff / claimed_heads == 307.2

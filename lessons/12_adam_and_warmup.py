@@ -88,17 +88,18 @@ class Valley(nn.Module):
         return 50 * w[0] ** 2 + 0.5 * w[1] ** 2
 
 
-histories = {}
+histories, paths = {}, {}
 for name, make in (("SGD lr 0.019", lambda m: optim.SGD(m, lr=0.019)),
                    ("SGD lr 0.01 + momentum 0.9", lambda m: optim.SGD(m, lr=0.01, momentum=0.9)),
                    ("Adam lr 0.05", lambda m: optim.Adam(m, lr=0.05))):
     model = Valley()
     optimizer = make(model)
-    losses = []
+    losses, path = [], []
     for _ in range(150):
         losses.append(model.loss_and_grad())
+        path.append(model.w.copy())
         optimizer.step()
-    histories[name] = losses
+    histories[name], paths[name] = losses, np.array(path)
 for name, losses in histories.items():
     print(f"{name:15s} loss {losses[0]:.1f} -> {losses[-1]:.1e} after {len(losses)} steps")
     assert losses[-1] < 1e-2 * losses[0], f"{name} must descend the valley"
@@ -152,15 +153,31 @@ print(check("noam_lr", noam_lr))
 
 # %% [markdown]
 # npformer's `optim.NoamSchedule(d_model, warmup)` is this rule (with an optional factor);
-# the figure compares three settings with a linear warm-up followed by a cosine decay.
+# the figure's right panel compares three settings with a linear warm-up followed by a cosine
+# decay. Its left panels return to the valley: the losses of the three optimisers, and Adam's two
+# coordinates. Adam's loss does not fall smoothly: it dips almost to zero and climbs back, again
+# and again. The middle panel shows why. Its two curves lie on top of each other: Adam divides
+# each coordinate's step by that coordinate's own gradient scale, so the steep and the flat
+# direction move alike (their gradients differ a hundredfold; their paths do not). Momentum
+# ($\beta_1 = 0.9$) carries both *through* the minimum at $0$; the loss is tiny at the instant of
+# the crossing and grows as the coordinates swing out on the other side, until the gradient, now
+# pointing back, turns them round.
+# Each swing is smaller than the one before (printed below the figure): a damped oscillation,
+# whose envelope falls as fast as SGD with momentum's.
 
 # %%
 steps = np.arange(1, 30001)
-figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4), constrained_layout=True)
+figure, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4), constrained_layout=True)
 for name, losses in histories.items():
     left.semilogy(losses, label=name)
 left.set(title="An ill-conditioned valley", xlabel="step", ylabel="loss")
 left.legend()
+adam_path = paths["Adam lr 0.05"]
+middle.plot(adam_path[:, 0], label="w_0 (steep: curvature 100)")
+middle.plot(adam_path[:, 1], "--", label="w_1 (flat: curvature 1), on top of w_0")
+middle.axhline(0, color="black", linewidth=0.8)
+middle.set(title="Adam's coordinates swing through the minimum", xlabel="step", ylabel="w")
+middle.legend()
 for d_model, warmup in ((512, 4000), (512, 8000), (128, 4000)):
     schedule = optim.NoamSchedule(d_model, warmup)
     right.plot(steps, [schedule(int(s)) for s in steps], label=f"d_model {d_model}, warmup {warmup}")
@@ -168,9 +185,18 @@ cosine = optim.WarmupCosineSchedule(peak_lr=7e-4, warmup_steps=4000, total_steps
 right.plot(steps, [cosine(int(s)) for s in steps], "--", label="linear warm-up + cosine")
 right.set(title="Learning-rate schedules", xlabel="step", ylabel="learning rate")
 right.legend()
-for axis in (left, right):
+for axis in (left, middle, right):
     axis.grid(True, alpha=0.3)
 figure.savefig(viz.figures_dir() / "12_adam_and_warmup.png", dpi=110)
+
+crossings = np.flatnonzero(np.diff(np.sign(adam_path[:, 1])) != 0) + 1  # where w_1 changes sign
+swings = [float(np.abs(adam_path[start:end, 1]).max()) for start, end in zip(crossings[:-1], crossings[1:])]
+print(f"Adam's w_1 crosses 0 at steps {crossings.tolist()}; the largest |w_1| between crossings: "
+      + ", ".join(f"{swing:.2g}" for swing in swings))
+print(f"largest |w_0 - w_1| along Adam's path: {np.abs(adam_path[:, 0] - adam_path[:, 1]).max():.1e}")
+assert np.abs(adam_path[:, 0] - adam_path[:, 1]).max() < 1e-3, "Adam moves both coordinates alike"
+assert len(crossings) >= 3 and all(later < earlier for earlier, later in zip(swings, swings[1:])), \
+    "each swing through the minimum must be smaller than the one before"
 
 schedule = optim.NoamSchedule(512, 4000)
 rates = np.array([schedule(int(s)) for s in steps])

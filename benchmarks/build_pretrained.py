@@ -44,6 +44,10 @@ def main() -> int:
         target.mkdir(parents=True, exist_ok=True)
         for name in KEPT:
             shutil.copyfile(Path(scratch) / "toy" / name, target / name)
+        config = json.loads((target / "config.json").read_text(encoding="utf-8"))
+        config["train"]["max_steps"] = json.loads((Path(scratch) / "toy" / "checkpoint.json").read_text())["step"]
+        config["train"]["runs_dir"] = "runs"  # not the temporary folder it was trained in
+        (target / "config.json").write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")  # the steps it took
         save_checkpoint(str(target / "checkpoint.npz"), run.model, meta={"built_by": "benchmarks/build_pretrained.py"})
     shipped = load_run(str(target))
     pairs = RunFolder(str(target)).split("test")

@@ -9,7 +9,9 @@
 # * **beam search** keeps the $k$ best partial translations and extends each, so it can find
 #   translations that the model finds more probable than greedy's.
 #
-# Both run the decoder once per new word, which is where the KV cache comes in.
+# Both run the decoder once per new word, which is where the KV cache comes in. In this lesson you
+# write the cached attention step, greedy search, one step of beam search and the whole beam search,
+# and decode with them.
 
 # %%
 import os
@@ -18,11 +20,11 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import backend, models, viz
+from npformer import backend, models, ops, viz
 from npformer.course import check
-from npformer.tasks.translation import beam_search, greedy_decode
+from npformer.tasks.translation import decoding, greedy_decode
 from npformer.tasks.translation.decoding import length_penalty_factor
-from npformer.tokens import BOS_ID
+from npformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 # %% [markdown]
 # ## The KV cache
@@ -102,6 +104,294 @@ axis.set(xlabel="milliseconds", title=f"Greedy decoding of {LENGTH} tokens: {spe
 figure.savefig(viz.figures_dir() / "14_kv_cache.png", dpi=110)
 
 # %% [markdown]
+# ### The cached step of one attention head
+#
+# Take one layer and one head at step $t$, counting positions from $0$. The new position's input
+# gives, through the projections of lesson 8, a query $q_t$, a key $k_t$ and a value $v_t$, each of
+# shape `(B, H, 1, Dh)`. The cache holds the keys and values of the earlier positions,
+# $K_{<t}$ and $V_{<t}$, of shape `(B, H, t, Dh)` (empty, $t = 0$, at the first step). The step
+#
+# 1. appends the new key and value along the position axis (axis 2):
+#    $K = [K_{<t}; k_t]$ and $V = [V_{<t}; v_t]$, now `(B, H, t + 1, Dh)`;
+# 2. attends the one query over all $t + 1$ positions, as in lesson 7:
+#    $\mathrm{out} = \operatorname{softmax}\!\left(q_t K^\top / \sqrt{D_h}\right) V$, of shape `(B, H, 1, Dh)`.
+#
+# The new position is in $K$ before attending, because a position attends to itself. No mask is
+# needed: the cache holds only the past and the present, which is exactly what the causal mask of
+# lesson 6 lets position $t$ see. (npformer's `SelfAttention.forward_step` writes into buffers of
+# `max_len` positions made once by `start_decoding`, rather than growing arrays, so that no step
+# copies the cache; the arithmetic is the same.)
+#
+# ### Your turn
+#
+# Write `cached_attention_step(q, k_new, v_new, k_cache, v_cache) -> (out, k_cache, v_cache)`, with
+# the shapes above: return the output and the two grown caches, in plain NumPy. The next cell
+# checks all three on an empty cache (the first step), one head, one cached position, and
+# `Dh = 1`.
+
+# %%
+def cached_attention_step(q, k_new, v_new, k_cache, v_cache):
+    """One decoding step of one attention layer's heads: append this position, attend over all."""
+    ### BEGIN SOLUTION
+    k_cache = np.concatenate([k_cache, k_new], axis=2)
+    v_cache = np.concatenate([v_cache, v_new], axis=2)
+    scores = q @ k_cache.swapaxes(-1, -2) / np.sqrt(q.shape[-1])  # (B, H, 1, t + 1)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return weights @ v_cache, k_cache, v_cache
+    ### END SOLUTION
+
+
+# %%
+print(check("cached_attention_step", cached_attention_step))
+
+# %% [markdown]
+# Decoding a sequence one position at a time with the cached step must give, position by
+# position, what causal attention over the whole sequence gives at once (lesson 7's
+# `attention_forward` with lesson 6's causal mask). The cell below runs your step when it passes,
+# and otherwise the same computation with npformer's `attention_forward`:
+
+# %%
+def npformer_cached_step(q, k_new, v_new, k_cache, v_cache):
+    k_cache, v_cache = np.concatenate([k_cache, k_new], axis=2), np.concatenate([v_cache, v_new], axis=2)
+    return ops.attention_forward(q, k_cache, v_cache, None)[0], k_cache, v_cache
+
+
+passed = check("cached_attention_step", cached_attention_step, strict=False).passed  # yours, when it passes
+step = cached_attention_step if passed else npformer_cached_step
+step_rng = np.random.default_rng(14)
+q_all, k_all, v_all = (step_rng.standard_normal((2, 4, 7, 8)) for _ in range(3))  # (B, H, T, Dh)
+k_cache, v_cache = np.zeros((2, 4, 0, 8)), np.zeros((2, 4, 0, 8))
+outputs = []
+for t in range(7):
+    out, k_cache, v_cache = step(q_all[:, :, t:t + 1], k_all[:, :, t:t + 1], v_all[:, :, t:t + 1], k_cache, v_cache)
+    outputs.append(out)
+at_once = ops.attention_forward(q_all, k_all, v_all, ops.causal_mask(7))[0]
+print(f"{'your' if passed else 'npformer'} step, 7 positions: largest difference from causal attention "
+      f"{np.abs(np.concatenate(outputs, axis=2) - at_once).max():.1e}; cache {k_cache.shape}")
+assert np.allclose(np.concatenate(outputs, axis=2), at_once, atol=1e-12) and k_cache.shape == (2, 4, 7, 8)
+
+# %% [markdown]
+# ## Greedy search
+#
+# To write the searches without the details of a Transformer, treat the model as a function of the
+# prefixes: `next_log_probs(prefixes)` takes a list of $n$ prefixes, each the list of tokens
+# written so far (without `<bos>`: the empty list at the start), and returns an `(n, V)` array whose
+# row $i$ holds $\log p(w \mid x, \text{prefix}_i)$ for every token $w$ of the vocabulary. The
+# source $x$ is fixed inside the function. The cell below makes that function from a Transformer and
+# one source sentence; it re-runs the decoder on the whole prefix at each call, like
+# `decode_without_cache`: clear, not fast.
+#
+# Greedy search starts from the empty prefix and, at each step, appends the token with the highest
+# log-probability. A translation ends at its first `<eos>`; `<eos>` is not part of the returned
+# tokens. `max_len` caps the number of steps, `<eos>` included: a search that has written `max_len`
+# tokens without `<eos>` stops there, and its translation is cut.
+#
+# ### Your turn
+#
+# Write `greedy_search(next_log_probs, max_len, eos) -> tokens`: the list of token ids chosen,
+# without the `<eos>`. On a tie the first (smallest) id wins, as `np.argmax` does. The grader runs
+# it on made-up models (a small vocabulary, a next-token distribution drawn from the prefix): one
+# that ends at once with `<eos>` (the empty translation), one that never writes `<eos>` within
+# `max_len`, and `max_len = 1`.
+
+# %%
+def next_log_probs_of(model, source):
+    """``next_log_probs(prefixes) -> (n, V)`` of ``model`` for one source sentence ``source (Ts,)``."""
+    memory, src_mask = model.encode(backend.asarray(np.asarray(source)[None]))
+    vocab = model.config.tgt_vocab
+
+    def next_log_probs(prefixes):
+        rows = []
+        for prefix in prefixes:  # one decoder run per prefix, over the whole prefix
+            ids = backend.asarray(np.array([[BOS_ID, *[int(token) for token in prefix]]]))
+            logits = backend.to_numpy(model.decode(ids, memory, src_mask)[0, -1]).astype(np.float64)
+            logits -= logits.max()
+            rows.append(logits - np.log(np.exp(logits).sum()))  # log-softmax
+        return np.array(rows).reshape(len(rows), vocab)
+
+    return next_log_probs
+
+
+def greedy_search(next_log_probs, max_len, eos):
+    """The most probable next token at each step, until <eos> or max_len tokens."""
+    ### BEGIN SOLUTION
+    tokens = []
+    for _ in range(max_len):
+        token = int(np.argmax(next_log_probs([tokens])[0]))
+        if token == eos:
+            break
+        tokens.append(token)
+    return tokens
+    ### END SOLUTION
+
+
+# %%
+print(check("greedy_search", greedy_search))
+
+# %% [markdown]
+# On the lesson's model your greedy search must write the tokens of npformer's `greedy_decode`,
+# which runs every sentence of the batch at once on the KV cache. The model below is the lesson's
+# model in float64 (the same weights, from the same seed), so that the two ways of computing the
+# log-probabilities agree far below any gap between two tokens. Its `<pad>` token is made
+# impossible, as training makes it: `model.decode` reads id 0 in a prefix as padding and hides it,
+# while the KV-cached `decode_step` does not, so a model that wrote `<pad>` would be read two ways.
+
+# %%
+model64 = models.Transformer(model.config, seed=0, dtype=np.float64).eval()
+model64.out_proj.b[PAD_ID] = -1e4  # log p(<pad>) near -1e4: never chosen
+sources = np.random.default_rng(15).integers(4, 1000, size=(4, 10))
+passed = check("greedy_search", greedy_search, strict=False).passed  # yours, when it passes
+if passed:
+    yours = [[int(token) for token in greedy_search(next_log_probs_of(model64, row), 12, EOS_ID)] for row in sources]
+else:
+    yours = greedy_decode(model64, backend.asarray(sources), 12)
+print(f"{'your greedy_search' if passed else 'greedy_decode'}:", yours[0])
+assert yours == greedy_decode(model64, backend.asarray(sources), 12)
+
+# %% [markdown]
+# ## Why greedy search is not optimal
+#
+# The model scores a whole translation $y = (y_1, \dots, y_T)$ by the chain rule:
+#
+# $$\log p(y \mid x) = \sum_{t=1}^{T} \log p(y_t \mid x, y_1, \dots, y_{t-1}).$$
+#
+# Greedy search maximises each term in turn, given the words it has already chosen. But the first
+# word also decides which distributions the later terms come from, and greedy never weighs that.
+# Take a vocabulary of two words, $a$ and $b$, plus `<eos>`, and `max_len` $= 2$:
+#
+# | first word | $p$ | the best second token after it | $p$ | the whole translation | $p$ |
+# |---|---|---|---|---|---|
+# | $a$ | 0.6 | $a$ (also $b$ 0.3, `<eos>` 0.3) | 0.4 | $a\,a$ (cut at `max_len`) | $0.24$ |
+# | $b$ | 0.4 | `<eos>` | 0.9 | $b$ `<eos>` | $0.36$ |
+#
+# Greedy takes $a$ (0.6 > 0.4) and ends with probability 0.24; the best translation starts with the
+# less probable word and has probability 0.36. A locally best word can lead where every
+# continuation is uncertain.
+#
+# The exact best is a search over every translation: $V^T$ of them for $T$ tokens, $1000^{12} =
+# 10^{36}$ for the lesson's model and twelve words, out of reach. On a tiny vocabulary it is
+# possible, and it shows how often greedy misses. The cell below makes a tiny untrained model with a
+# target vocabulary of 6 ids (`<pad>` made impossible as above; the other special ids act as words
+# here), searches every translation of up to 4 tokens for 20 source sentences, and scores each
+# translation by $\log p(y \mid x) / \mathrm{lp}(y)$, the score beam search uses below ($\mathrm{lp}$
+# is GNMT's length penalty with $\alpha = 0.6$, the subject of a section below; it does not change
+# the argument). Greedy search is your `greedy_search` when it passes, otherwise npformer's
+# `greedy_decode`.
+
+# %%
+tiny = models.Transformer(models.TransformerConfig(50, 6, d_model=16, n_heads=2, d_ff=32, n_layers=1, dropout=0.0),
+                          seed=2, dtype=np.float64).eval()
+tiny.out_proj.b[PAD_ID] = -1e4
+tiny_sources = np.random.default_rng(1).integers(4, 50, size=(20, 6))
+TINY_LEN, ALPHA = 4, 0.6
+
+
+def exhaustive_search(next_log_probs, max_len, alpha, eos):
+    """Every translation of up to max_len tokens (ended by <eos>, or cut at max_len): the best
+    (tokens, log p / lp). One call of next_log_probs per prefix: sum of V' ** t for t < max_len."""
+    best = ([], -np.inf)
+
+    def extend(prefix, log_p):
+        nonlocal best
+        for token, token_log_p in enumerate(next_log_probs([prefix])[0]):
+            if token == eos or len(prefix) + 1 == max_len:  # a translation is complete
+                tokens = prefix if token == eos else prefix + [token]
+                score = (log_p + token_log_p) / length_penalty_factor(len(prefix) + 1, alpha)
+                if score > best[1]:
+                    best = (tokens, score)
+            else:
+                extend(prefix + [token], log_p + token_log_p)
+
+    extend([], 0.0)
+    return best
+
+
+def translation_score(next_log_probs, tokens, max_len, alpha, eos):
+    """log p(y | x) / lp(y) of one translation; <eos> ends it unless it was cut at max_len."""
+    steps = list(tokens) + ([eos] if len(tokens) < max_len else [])
+    log_p = sum(next_log_probs([steps[:t]])[0, token] for t, token in enumerate(steps))
+    return log_p / length_penalty_factor(len(steps), alpha)
+
+
+passed = check("greedy_search", greedy_search, strict=False).passed  # yours, when it passes
+best, greedy_tokens, greedy_scores = {}, {}, {}
+for i, row in enumerate(tiny_sources):
+    next_log_probs = next_log_probs_of(tiny, row)
+    best[i] = exhaustive_search(next_log_probs, TINY_LEN, ALPHA, EOS_ID)
+    greedy_tokens[i] = [int(token) for token in (greedy_search(next_log_probs, TINY_LEN, EOS_ID) if passed
+                                                 else greedy_decode(tiny, backend.asarray(row[None]), TINY_LEN)[0])]
+    greedy_scores[i] = translation_score(next_log_probs, greedy_tokens[i], TINY_LEN, ALPHA, EOS_ID)
+missed = [i for i in best if greedy_scores[i] < best[i][1] - 1e-12]
+print(f"greedy misses the best translation on {len(missed)} of {len(best)} sources")
+i = max(missed, key=lambda i: len(best[i][0]))  # the longest best translation: the clearest example
+print(f"source {i}: greedy writes {greedy_tokens[i]}, score {greedy_scores[i]:.3f}; "
+      f"the best is {best[i][0]}, score {best[i][1]:.3f}")
+assert missed and all(greedy_scores[i] <= best[i][1] + 1e-12 for i in best)
+
+# %% [markdown]
+# ## Beam search: one step
+#
+# Beam search keeps the $k$ best partial translations, the **beam** ($k$ is the beam size), each
+# with its **score** $s_i = \log p(y^{(i)} \mid x)$, the sum of its tokens' log-probabilities. One
+# step extends every hypothesis $i$ of the beam by every token $w$ of the vocabulary; by the chain
+# rule the candidate's score is
+#
+# $$s_{(i, w)} = s_i + \log p(w \mid x, y^{(i)}),$$
+#
+# a $k \times V$ matrix, the column of scores plus the matrix of next-token log-probabilities
+# (broadcasting, lesson 2). The step keeps the $k$ best of these $kV$ candidates, wherever they come
+# from: two, or all $k$, may extend the same hypothesis, and a hypothesis with no child among them
+# is dropped. Flatten the matrix row by row; the candidate at flat index $j$ extends hypothesis
+# $j \,/\!/\, V$ (its **parent**) with token $j \bmod V$.
+#
+# This **pruning** is what keeps the search affordable, $kV$ candidates and $k$ decoder rows per
+# step instead of $V^T$ translations, and it is also why beam search is not exact: a prefix pruned at
+# step $t$ never comes back, even if its continuations would have been the most probable (the
+# prefix $b$ of the table above, with a beam of 1). With $k = 1$ the step is greedy search; a wider
+# beam keeps more of the prefixes that greedy would have dropped.
+#
+# Two details make the step well defined:
+#
+# * **ties** go to the candidate listed first in the flattened matrix: the earlier beam, then the
+#   smaller token id (a *stable* sort of `-candidates`; npformer's `decoding.beam_search` sorts its
+#   candidates the same way);
+# * **the first step** has one hypothesis, the empty prefix. npformer starts with $k$ copies of it,
+#   the first with score $0$ and the others with $-\infty$, so that all rows have the same shape;
+#   were all $k$ scores 0, the $k$ copies would offer the same candidates $k$ times and the beam
+#   would fill with duplicates.
+#
+# npformer's `decoding.beam_search` runs a batch of sentences and all their beams at once on the
+# KV cache: after each step every new hypothesis takes its parent's cache
+# (`DecoderCache.select(parents)`). It also ranks $k \times k$ candidates instead of $k \times V$: a
+# token outside its beam's own $k$ best cannot be among the $k$ best candidates (the $k$ better
+# tokens of the same beam rank above it), so each beam offers only its $k$ best
+# (`top_k_log_probs`).
+#
+# ### Your turn
+#
+# Write `beam_step(scores, log_probs, beam_size) -> (scores, parents, tokens)`: `scores (B,)` the
+# beam's scores (some may be $-\infty$), `log_probs (B, V)` the next-token log-probabilities of each
+# hypothesis; return the `beam_size` best candidates' scores, parent indices and token ids, best
+# first, each of shape `(beam_size,)` (`beam_size` $\le BV$). The grader compares them exactly. It
+# tries ties (two beams with equal scores and equal rows), a step whose 3 best candidates all extend
+# beam 0, a first step with two beams at $-\infty$, and `beam_size = 1`.
+
+# %%
+def beam_step(scores, log_probs, beam_size):
+    """The beam_size best (score, parent, token) among every hypothesis extended by every token."""
+    ### BEGIN SOLUTION
+    candidates = (scores[:, None] + log_probs).reshape(-1)  # row by row: index = parent * V + token
+    best = np.argsort(-candidates, kind="stable")[:beam_size]
+    vocab = log_probs.shape[1]
+    return candidates[best], best // vocab, best % vocab
+    ### END SOLUTION
+
+
+# %%
+print(check("beam_step", beam_step))
+
+# %% [markdown]
 # ## The length penalty
 #
 # Beam search compares finished translations of different lengths. Their score, the
@@ -147,6 +437,108 @@ for alpha in (0.0, 0.6, 1.0):
 assert choices[0.0] == "short, 4 tokens" and choices[0.6] == "long, 10 tokens", "alpha 0.6 must flip the choice"
 
 # %% [markdown]
+# ## Beam search: the whole search
+#
+# The step is repeated until the beam has finished, with these rules (those of npformer's
+# `decoding.beam_search`):
+#
+# 1. The beam starts as one hypothesis, the empty prefix, with score 0.
+# 2. A candidate whose token is `<eos>` is a **finished** hypothesis: `<eos>` counts in its length
+#    $|y|$ but is not one of its tokens.
+# 3. A finished hypothesis stays in the beam with its score, and competes for the $k$ places with
+#    the new candidates at every later step; it is not extended. (npformer gives it one candidate,
+#    itself, at no cost: a row of log-probabilities that is $0$ at one token, `<pad>` there and
+#    `<eos>` in the solution below, and $-\infty$ elsewhere.) A finished hypothesis that falls out of
+#    the $k$ best is gone, as any other.
+# 4. The search stops when every hypothesis in the beam has finished, or after `max_len` steps; a
+#    hypothesis still going then is cut, with $|y| =$ `max_len`.
+# 5. The final choice is the hypothesis of the beam with the highest $\log p(y \mid x) /
+#    \mathrm{lp}(y)$; on a tie, the first.
+#
+# Each step calls the model only on the hypotheses still going, and at the first step the beam has
+# one hypothesis, so it can hold fewer than $k$ candidates whose score is finite: keep only those.
+# When the beam is wide enough to hold every hypothesis at every step, nothing is ever pruned and
+# the search is exhaustive: it must then return the exact best.
+#
+# ### Your turn
+#
+# Write `beam_search(next_log_probs, beam_size, max_len, alpha, eos) -> tokens` with the rules
+# above: the tokens of the chosen hypothesis, without `<eos>`. Use your `beam_step` for the step
+# (rule 3's row for the finished hypotheses, then drop the candidates at $-\infty$) and your
+# `length_penalty` for the final choice. The grader runs it on made-up models: a case where
+# greedy's answer is not the best, a beam of 15 that holds every hypothesis of up to 3 tokens of a
+# 3-id vocabulary (the exact best), $\alpha = 1$ where the length penalty changes the choice, and a
+# beam of 1 (greedy search).
+
+# %%
+def beam_search(next_log_probs, beam_size, max_len, alpha, eos):
+    """The beam_size best hypotheses at each step; the best by log p / lp(length) at the end."""
+    ### BEGIN SOLUTION
+    hypotheses = [[]]  # the tokens of each hypothesis of the beam, without <eos>
+    scores = np.zeros(1)  # their log p(y | x)
+    finished = np.zeros(1, dtype=bool)
+    for _ in range(max_len):
+        if finished.all():
+            break
+        rows = np.asarray(next_log_probs([h for h, done in zip(hypotheses, finished) if not done]))
+        log_probs = np.full((len(hypotheses), rows.shape[1]), -np.inf)
+        log_probs[~finished] = rows
+        log_probs[finished, eos] = 0.0  # a finished hypothesis stays as it is, at no cost
+        new_scores, parents, tokens = beam_step(scores, log_probs, beam_size)
+        real = np.isfinite(new_scores)  # fewer than beam_size real candidates (the first steps)
+        new_scores, parents, tokens = new_scores[real], parents[real], tokens[real]
+        hypotheses = [hypotheses[p] if finished[p] or t == eos else hypotheses[p] + [int(t)]
+                      for p, t in zip(parents, tokens)]
+        scores, finished = new_scores, finished[parents] | (tokens == eos)
+    lengths = np.array([len(h) + 1 if done else len(h) for h, done in zip(hypotheses, finished)])  # <eos> counts
+    return hypotheses[int(np.argmax(scores / length_penalty(lengths, alpha)))]
+    ### END SOLUTION
+
+
+# %%
+print(check("beam_search", beam_search))
+
+# %% [markdown]
+# Back to the tiny model and its 20 sources. With the beam as wide as the number of hypotheses of
+# up to 4 tokens ($1 + 5 + 5^2 + 5^3$ finished ones and $5^4$ still going: 781), beam search must
+# find the exhaustive search's best on every source; with narrower beams, count how often it does.
+# A beam of 1 is greedy search, so it misses where greedy did; a wider beam keeps more of the
+# prefixes that lead to the best, but only a beam that prunes nothing is sure to find it. The cell
+# runs your `beam_search` when it passes, otherwise npformer's `decoding.beam_search`:
+
+# %%
+passed = check("beam_search", beam_search, strict=False).passed  # yours, when it passes
+
+
+def search(model, source, beam_size, max_len, alpha=0.6):
+    """Beam search of one source sentence: yours when it passes, else npformer's."""
+    if passed:
+        tokens = beam_search(next_log_probs_of(model, source), beam_size, max_len, alpha, EOS_ID)
+        return [int(token) for token in tokens]
+    return decoding.beam_search(model, backend.asarray(np.asarray(source)[None]), beam_size=beam_size,
+                                   max_len=max_len, length_penalty=alpha)[0]
+
+
+WIDE = 1 + 5 + 5**2 + 5**3 + 5**4
+found = {}
+for beam_size in (1, 2, 4, WIDE):
+    found[beam_size] = sum(search(tiny, row, beam_size, TINY_LEN, ALPHA) == best[i][0]
+                           for i, row in enumerate(tiny_sources))
+    print(f"beam of {beam_size:3d}: the best translation on {found[beam_size]:2d} of {len(tiny_sources)} sources")
+assert found[WIDE] == len(tiny_sources), "a beam that holds every hypothesis must find the exact best"
+assert found[1] == len(tiny_sources) - len(missed), "a beam of 1 is greedy search"
+
+# %% [markdown]
+# On the lesson's model (in float64, `<pad>` made impossible, as above), the search must choose the
+# same translations as npformer's `decoding.beam_search`, which runs all the sentences and their beams at
+# once on the KV cache:
+
+# %%
+yours = [search(model64, row, 4, 12) for row in sources]
+assert yours == decoding.beam_search(model64, backend.asarray(sources), beam_size=4, max_len=12)
+print(f"{'your beam_search' if passed else 'npformer'}, beam of 4:", yours[0])
+
+# %% [markdown]
 # ## Greedy against beam
 #
 # Beam search explores more candidates than greedy search, so it can find translations to which
@@ -157,7 +549,7 @@ assert choices[0.0] == "short, 4 tokens" and choices[0.6] == "long, 10 tokens", 
 # %%
 small = backend.asarray(rng.integers(4, 1000, size=(8, 10)))
 greedy = greedy_decode(model, small, 12)
-beam = beam_search(model, small, beam_size=4, max_len=12)
+beam = decoding.beam_search(model, small, beam_size=4, max_len=12)
 print("greedy:", greedy[0][:8])
 print("beam 4:", beam[0][:8])
 assert list(greedy[0]) != list(beam[0]), "on this source the two searches must differ"
@@ -167,12 +559,12 @@ assert list(greedy[0]) != list(beam[0]), "on this source the two searches must d
 #
 # 1. Time the two decoders for 8, 24 and 64 tokens. How does the speed-up grow with length? Compare
 #    it with the counts of positions and of query-key products above.
-# 2. Beam search with a beam of one, `beam_search(model, src, beam_size=1, max_len=12)`, must equal
-#    greedy search, `greedy_decode(model, src, 12)`. Check it.
+# 2. Beam search with a beam of one, `decoding.beam_search(model, src, beam_size=1, max_len=12)`, must
+#    equal greedy search, `greedy_decode(model, src, 12)`. Check it.
 # 3. Implement sampling with a temperature $\tau$: replace `argmax` with a draw from
 #    $\operatorname{softmax}(z / \tau)$ of the logits $z$.
-# 4. Run `beam_search` on the same sources with the argument `length_penalty` set to $0$ and to $1$. How do
-#    the lengths of the chosen translations change, and why?
+# 4. Run `decoding.beam_search` on the same sources with the argument `length_penalty` set to $0$ and
+#    to $1$. How do the lengths of the chosen translations change, and why?
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
@@ -185,7 +577,7 @@ assert list(greedy[0]) != list(beam[0]), "on this source the two searches must d
 #    marks: the three speed-ups, that they grow with $T$, and why they fall short of the counts.
 # 2. (Checked below.) They are equal. With $k = 1$ each step keeps the one best continuation of the one
 #    beam, which is greedy's argmax, and at the end there is a single hypothesis for the length
-#    penalty to rank. (`beam_search` has no default `max_len`: the call needs it.)
+#    penalty to rank. (`decoding.beam_search` has no default `max_len`: the call needs it.)
 # 3. (Reference code below.) At each step take the logits $z$ of `decode_step`, compute
 #    $\operatorname{softmax}(z / \tau)$ in float64 with the row maximum subtracted before `exp`, and draw
 #    one token per row from a seeded generator. Checks: as $\tau \to 0$ the draw becomes greedy
@@ -217,7 +609,7 @@ if os.environ.get("NPFORMER_QUICK") != "1":  # timings: asserted only in the ful
     assert speedups[64] > speedups[8], "the speed-up must grow with the length"
 
 # %% tags=["instructor"]
-assert beam_search(model, small, beam_size=1, max_len=12) == greedy_decode(model, small, 12)
+assert decoding.beam_search(model, small, beam_size=1, max_len=12) == greedy_decode(model, small, 12)
 print("answer 2: beam search with beam_size=1 equals greedy decoding on all", small.shape[0], "sources")
 
 
@@ -251,8 +643,8 @@ from npformer.tokens import EOS_ID  # noqa: E402
 confident = models.Transformer(model.config, seed=0).eval()  # a model of its own: `model` is unchanged
 confident.out_proj.W *= 10.0  # sharper next-word distributions
 confident.out_proj.b[EOS_ID] += 6.0  # and <eos> likely enough that hypotheses end at many lengths
-mean_length = {alpha: np.mean([len(y) for y in beam_search(confident, src, beam_size=4, max_len=24,
-                                                            length_penalty=alpha)])
+mean_length = {alpha: np.mean([len(y) for y in decoding.beam_search(confident, src, beam_size=4, max_len=24,
+                                                                     length_penalty=alpha)])
                for alpha in (0.0, 0.6, 1.0)}
 print("answer 4: mean length of the chosen translations: "
       + ", ".join(f"alpha = {alpha}: {value:.2f}" for alpha, value in mean_length.items()))

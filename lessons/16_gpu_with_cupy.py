@@ -194,6 +194,12 @@ assert abs(set_losses["fast"] - set_losses["textbook"]) < 1e-3 * abs(set_losses[
 #
 # ## Exercises
 #
+# Unlike the lessons around it, this one has no graded exercise. One would have to run on a GPU,
+# and no GPU has yet proven one here: the course is developed and tested on machines without a
+# GPU, and the CuPy path itself still awaits its first run on one (`benchmarks/RESULTS.md`, "CuPy
+# backend on a GPU"), so a graded GPU exercise could not be checked before it reached a student.
+# The questions below are open, with a rubric in the instructor edition.
+#
 # 1. On a GPU machine, time the step for `d_model` 256, 512 and 1024 on both backends: call
 #    `backend.set_backend("numpy")` or `backend.set_backend("cupy")`, then build the model, the
 #    optimizer and the batch anew (they stay on the backend they were made on). Where does the GPU

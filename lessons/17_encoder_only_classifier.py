@@ -16,34 +16,118 @@
 #    \frac{\partial L}{\partial h_{b,t}} = \frac{m_{b,t}}{n_b}\, \frac{\partial L}{\partial \text{out}_b}$$
 #
 #    so the backward pass spreads $\partial L / \partial \text{out}_b$ evenly over the real positions
-#    only. (Or the feature-wise maximum, whose gradient goes to the position each maximum came from.)
+#    only. (Or the feature-wise maximum, whose gradient goes to the position each maximum came from:
+#    you write both below.)
 # 3. **A linear head** and softmax cross-entropy, as in lesson 3.
 
 # %%
 import os
+from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import gradcheck, models, viz
+from npformer import backend, gradcheck, models, ops, viz
+from npformer.course import check
 from npformer.tasks.language_id import predict, train_language_id
 
 print(gradcheck.check_op("masked_mean_pool"))
 print(gradcheck.check_op("masked_max_pool"))
 
 # %% [markdown]
+# ### Your turn
+#
+# Write the two backward passes, with `x` of shape `(B, T, D)`, `mask` a boolean array `(B, T)` (True
+# at a real token, False at padding) and `dout` of shape `(B, D)`, the gradient of the pooled vectors.
+# Each returns `dx`, shaped like `x`.
+#
+# * `masked_mean_pool_backward(x, mask, dout)`: the formula above, `dout[b] / n[b]` at each real
+#   position of sentence `b` and 0 at its padding. A sentence of padding only has $n_b = 0$: npformer
+#   pools it to zeros and gives it a zero gradient, never NaN, so divide by $\max(n_b, 1)$.
+# * `masked_max_pool_backward(x, mask, dout)`: the pooled vector is
+#   $\text{out}_{b,d} = \max_{t:\, m_{b,t} = 1} x_{b,t,d}$, each feature's maximum over the real
+#   positions. Only the position $t^*$ where that maximum sits changes it to first order, so
+#   $\partial L / \partial x_{b,t^*,d} = \partial L / \partial \text{out}_{b,d}$ and every other entry of
+#   `dx` is 0, padding included. Find $t^*$ with an argmax over the positions after setting the padded
+#   ones to $-\infty$ (`np.where`); `np.put_along_axis` writes `dout` there. A sentence of padding only
+#   pools to zeros, whatever `x` holds there, so its gradient is 0 (its argmax would be position 0).
+#   The grader's `x` has no ties, so each maximum sits at one position (with a tie, npformer gives it
+#   to the first).
+#
+# The grader compares `dx` with npformer's and with finite differences, on a batch with a padded tail,
+# a full sentence and a sentence of padding only (its padding holding the largest values of `x`, so
+# the mask must matter), on a single token, and on a sentence with one real token.
+
+# %%
+def masked_mean_pool_backward(x, mask, dout):
+    """dx of out[b] = sum_t mask[b, t] x[b, t] / n[b]: dout[b] / n[b] at each real position, 0 at padding."""
+    ### BEGIN SOLUTION
+    counts = np.maximum(mask.sum(axis=1), 1)  # n, and 1 for a sentence of padding only (its mask is all 0)
+    return mask[:, :, None] * dout[:, None, :] / counts[:, None, None]
+    ### END SOLUTION
+
+
+# %%
+print(check("masked_mean_pool_backward", masked_mean_pool_backward))
+
+
+# %%
+def masked_max_pool_backward(x, mask, dout):
+    """dx of out[b, d] = max over the real t of x[b, t, d]: dout[b, d] where that maximum is, 0 elsewhere."""
+    ### BEGIN SOLUTION
+    position = np.where(mask[:, :, None], x, -np.inf).argmax(axis=1)  # (B, D): t* of each feature
+    dx = np.zeros(x.shape, dtype=np.result_type(x, dout))
+    np.put_along_axis(dx, position[:, None, :], dout[:, None, :], axis=1)
+    return dx * mask.any(axis=1)[:, None, None]  # a sentence of padding only: no gradient at all
+    ### END SOLUTION
+
+
+# %%
+print(check("masked_max_pool_backward", masked_max_pool_backward))
+
+# %% [markdown]
 # The whole classifier, every parameter, against finite differences through its loss (a fully padded
 # sentence included). `gradcheck.check_loss` checks `ops.cross_entropy_forward(model.forward(ids), labels)`
 # with its backward `model.backward(ops.cross_entropy_backward(1.0, cache))`. Every label is a real class
-# here, class 0 included, so no target is ignored (`ignore_index=None`):
+# here, class 0 included, so no target is ignored (`ignore_index=None`).
+#
+# The classifier calls its pooling as ops (`ops.masked_mean_pool_forward` and `_backward`, or the max
+# pair), so `ops.using` can put yours in: `pooling_ops` below keeps `x` and the mask in the forward's
+# cache and hands them, with the upstream gradient, to your function. Each of your functions that
+# passes its check is used, for both classifiers here and for the training below; one that does not
+# leaves npformer's op in place.
 
 # %%
+def pooling_ops(kind, backward_fn):
+    """The op pair `masked_<kind>_pool_forward` / `_backward` with `backward_fn(x, mask, dout)` as the backward."""
+    forward = getattr(ops.pooling, f"masked_{kind}_pool_forward")
+
+    def pool_forward(x, mask):
+        return forward(x, mask)[0], {"x": x, "mask": mask}
+
+    def pool_backward(dout, cache):
+        x, mask = backend.to_numpy(cache["x"]), backend.to_numpy(cache["mask"])
+        dx = backward_fn(x, mask, backend.to_numpy(dout))
+        return backend.asarray(np.asarray(dx, dtype=x.dtype))  # in the model's dtype
+
+    return {f"masked_{kind}_pool_forward": pool_forward, f"masked_{kind}_pool_backward": pool_backward}
+
+
+yours = {}
+passed = check("masked_mean_pool_backward", masked_mean_pool_backward, strict=False).passed
+yours.update(pooling_ops("mean", masked_mean_pool_backward) if passed else {})
+passed = check("masked_max_pool_backward", masked_max_pool_backward, strict=False).passed
+yours.update(pooling_ops("max", masked_max_pool_backward) if passed else {})
+
 config = models.ClassifierConfig(12, 3, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8, dropout=0.1)
-tiny = models.EncoderClassifier(config, seed=1, dtype=np.float64)
 ids, labels = np.array([[5, 6, 7, 0], [8, 9, 4, 5], [0, 0, 0, 0]]), np.array([0, 2, 1])
-report = gradcheck.check_loss(tiny, {"ids": ids}, labels, ignore_index=None, name="classifier")
-print(report.table().splitlines()[-1])
-assert report.passed
+with ops.using(yours, name="yours"):
+    print({name: source for name, source in ops.active().items() if "pool" in name})
+    for pooling in ("mean", "max"):
+        tiny = models.EncoderClassifier(replace(config, pooling=pooling), seed=1, dtype=np.float64)
+        report = gradcheck.check_loss(tiny, {"ids": ids}, labels, ignore_index=None, name=f"classifier, {pooling} pooling")
+        print(f"{pooling} pooling:", report.table().splitlines()[-1])
+        assert report.passed
 
 # %% [markdown]
 # ## A real task: English or French?
@@ -61,7 +145,8 @@ fra = os.environ.get("NPFORMER_FRA_ENG", "")
 data = fra if fra and os.path.isfile(fra) and not QUICK else None
 if data is None and not QUICK:
     print("NPFORMER_FRA_ENG is not set to a fra.txt file: using the embedded corpus instead")
-result = train_language_id(data, steps=60 if QUICK else 400, max_pairs=2000 if QUICK else 30000)
+with ops.using(yours, name="yours"):  # mean pooling: your backward pass when it passed its check
+    result = train_language_id(data, steps=60 if QUICK else 400, max_pairs=2000 if QUICK else 30000)
 print(f"{result['source']}: held-out accuracy {result['test_accuracy']:.2%} on {result['test_sentences']:,} "
       f"sentences, {result['parameters']:,} parameters, {result['seconds']:.0f} s")
 print(predict(result["model"], result["vocab"], ["Where is the station?", "Où est la gare ?", "Tom est là."],

@@ -17,8 +17,11 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer import gradcheck, models, viz
+from npformer import backend, gradcheck, models, viz
+from npformer.course import EXERCISES, check
+from npformer.data import detokenize
 from npformer.tasks.language_model import sample, train_french_lm
+from npformer.tokens import BOS_ID, EOS_ID
 
 model = models.LanguageModel(models.LanguageModelConfig(13, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8),
                              dtype=np.float64)
@@ -41,24 +44,135 @@ assert report.passed
 #   ($k = 1$ is greedy decoding).
 #
 # The generator is passed in and seeded, so a sample can be reproduced.
+#
+# ## Drawing one word
+#
+# At each step `generate` turns the last position's logits $z$ (one per word of the vocabulary) into
+# a word:
+#
+# 1. **top-k**: every logit but the $k$ largest becomes $-\infty$. Since $e^{-\infty} = 0$, those
+#    words get probability exactly 0 after the softmax, and the $k$ kept words share all of it in
+#    their old proportions. Nothing is removed when $k \ge V$.
+# 2. **temperature**: $p = \operatorname{softmax}(z / T)$, computed in float64 with the largest
+#    logit subtracted first (lesson 3: the shift changes nothing, and $e^{1000}$ overflows).
+# 3. **the draw**, by the *inverse of the cumulative distribution*: with $c_i = p_0 + \dots + p_i$
+#    and one uniform number $u \in [0, 1)$, the word is the first $i$ with $c_i > u$. Word $i$ is
+#    drawn exactly when $u$ falls in $[c_{i-1}, c_i)$, an interval of length $p_i$, so with
+#    probability $p_i$; a word of probability 0 has an empty interval and is never drawn, not even
+#    with $u = 0$.
+#
+# `generate` draws with `rng.choice(V, p=p)`, and NumPy does exactly step 3 with `u = rng.random()`:
+# it divides the cumulative sums by the last one (which rounding may leave a hair away from 1) and
+# takes `np.searchsorted(c, u, side="right")`, the first index with $c_i > u$. A function that is
+# handed `u` is therefore deterministic, testable, and the same draw as `generate`'s.
+#
+# ### Your turn
+#
+# Write the two pieces, for one vector of logits of shape `(V,)`:
+#
+# * `top_k_filter(logits, k)` returns a new float array (leave `logits` as it is) in which every
+#   logit but the `k` largest is `-np.inf`; with `k >= V` nothing changes. `np.argsort` sorts in
+#   increasing order, so the `k` largest are its last `k` indices.
+# * `sample_token(logits, temperature, u)` returns the token id (an `int`) drawn from
+#   $\operatorname{softmax}(z / T)$ by step 3 with the given `u`. Some logits may be `-np.inf` (after
+#   top-k).
+#
+# The grader checks `top_k_filter` with `k = 3` of 8 words, all-negative logits, `k = 1`, and
+# `k > V` on logits that already hold `-inf`; no two logits are equal, so the `k` largest are
+# always well defined. It calls `sample_token` with many draws `u` per case (none within rounding of
+# a boundary $c_i$): at $T = 1$, at $T = 0.4$ on logits near 1000, at $T = 2.5$ on logits with
+# `-inf` and with `u = 0`, and on a vocabulary of one word.
+
+# %%
+def top_k_filter(logits, k):
+    """A copy of `logits` (V,) with every entry but the k largest set to -inf."""
+    ### BEGIN SOLUTION
+    filtered = np.array(logits, dtype=np.float64)
+    if k < len(filtered):
+        filtered[np.argsort(filtered)[:-k]] = -np.inf
+    return filtered
+    ### END SOLUTION
+
+
+# %%
+print(check("top_k_filter", top_k_filter))
+
+
+# %%
+def sample_token(logits, temperature, u):
+    """The token drawn from softmax(logits / temperature) by the uniform draw u in [0, 1): the first
+    index whose cumulative probability exceeds u."""
+    ### BEGIN SOLUTION
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    p = np.exp(z - z.max())
+    cumulative = np.cumsum(p / p.sum())
+    cumulative /= cumulative[-1]
+    return int(np.searchsorted(cumulative, u, side="right"))
+    ### END SOLUTION
+
+
+# %%
+print(check("sample_token", sample_token))
+
+# %% [markdown]
+# ## Writing with your sampler
+#
+# `write` below generates sentences word by word with your two functions (npformer's, for one that
+# has not passed its check yet). It runs the whole sentence through `model.forward` at every step and
+# takes the last position's logits, where `generate` reuses a KV cache; both give the same logits up
+# to rounding. It draws `u = rng.random()` where `generate` calls `rng.choice`, so from the same seed
+# it writes the same sentences as npformer's `sample` (asserted with top-k), with one exception: the
+# model gives `<pad>` a little probability (the loss ignores `<pad>` targets, so nothing drives it to
+# zero), and once `<pad>` is drawn, `model.forward` masks it out as padding while `generate`'s cache
+# attends to it. Without top-k, at a high temperature, that can happen.
 
 # %%
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 result = train_french_lm(None, steps=80 if QUICK else 400, max_pairs=3000 if QUICK else 12000)
 print(f"validation perplexity {result['valid_perplexity']:.2f} ({result['parameters']:,} parameters, "
       f"vocabulary {len(result['vocab'])} words)")
-greedy = sample(result["model"], result["vocab"], "", count=3, top_k=1)
-sampled = sample(result["model"], result["vocab"], "", count=3, temperature=1.0, top_k=10)
+
+passed = check("top_k_filter", top_k_filter, strict=False).passed
+keep_top_k = top_k_filter if passed else EXERCISES["top_k_filter"].reference
+passed = check("sample_token", sample_token, strict=False).passed
+draw = sample_token if passed else EXERCISES["sample_token"].reference
+
+
+def write(model, vocab, count=3, temperature=0.8, top_k=10, seed=0, max_new_tokens=20):
+    """`count` sentences from <bos>, drawn with `keep_top_k` and `draw` (`sample`'s defaults)."""
+    rng = np.random.default_rng(seed)
+    sentences = []
+    with model.evaluating():
+        for _ in range(count):
+            ids = [BOS_ID]
+            while len(ids) < min(1 + max_new_tokens, model.config.max_len):
+                logits = backend.to_numpy(model.forward(backend.asarray(np.array([ids]))))[0, -1].astype(np.float64)
+                if top_k is not None:
+                    logits = keep_top_k(logits, top_k)
+                ids.append(draw(logits, temperature, rng.random()))
+                if ids[-1] == EOS_ID:
+                    break
+            sentences.append(detokenize(vocab.decode(ids[1:]), "fr"))
+    return sentences
+
+
+greedy = write(result["model"], result["vocab"], count=3, top_k=1)
+sampled = write(result["model"], result["vocab"], count=3, temperature=1.0, top_k=10)
 print("greedy (top-k=1), three times:")
 for text in greedy:
     print("   ", text)
 print(f"different sentences among three: greedy {len(set(greedy))}, sampled (T=1.0, top-k=10) {len(set(sampled))}")
 assert len(set(greedy)) == 1, "greedy decoding writes the same sentence from the same start"
 assert len(set(sampled)) > 1, "sampling gives different sentences from the same start"
+assert greedy == sample(result["model"], result["vocab"], "", count=3, top_k=1)
+assert sampled == sample(result["model"], result["vocab"], "", count=3, temperature=1.0, top_k=10)
 for temperature, top_k in ((0.5, 5), (1.0, 10), (1.5, None)):
-    print(f"T={temperature}, top-k={top_k}:")
-    for text in sample(result["model"], result["vocab"], "", count=2, temperature=temperature, top_k=top_k):
+    texts = write(result["model"], result["vocab"], count=2, temperature=temperature, top_k=top_k)
+    same = texts == sample(result["model"], result["vocab"], "", count=2, temperature=temperature, top_k=top_k)
+    print(f"T={temperature}, top-k={top_k} (the same as npformer's sample: {'yes' if same else 'no'}):")
+    for text in texts:
         print("   ", text)
+    assert same or top_k is None, "the same draws as generate's, from the same seed"
 
 # %% [markdown]
 # Perplexity is the exponential of the mean cross-entropy per predicted token, over the $N$ tokens
@@ -116,9 +230,7 @@ figure.savefig(viz.figures_dir() / "18_language_model.png", dpi=110)
 #    rare words mapped to `<unk>` make the task easier than it looks.
 
 # %% tags=["instructor"]
-from npformer import backend  # noqa: E402
-from npformer.data import detokenize, tokenize  # noqa: E402
-from npformer.tokens import BOS_ID, EOS_ID  # noqa: E402
+from npformer.data import tokenize  # noqa: E402
 
 lm, lm_vocab = result["model"], result["vocab"]
 

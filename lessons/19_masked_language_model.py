@@ -5,8 +5,9 @@
 # (Devlin et al., 2019) removes the causal mask, so every word sees the whole sentence, and trains
 # by **masking**: hide some words and ask the model to fill them in.
 #
-# * 15% of the real tokens are selected; of those, 80% become `[MASK]`, 10% a random word and 10%
-#   stay as they are (exercise 2 asks why);
+# * 15% of the words are selected (never a special token: `<pad>`, `<bos>`, `<eos>`, `<unk>` or
+#   `[MASK]`); of those, 80% become `[MASK]`, 10% a random word and 10% stay as they are (exercise 2
+#   asks why);
 # * the loss covers the selected positions only: the target is `<pad>`, ignored, everywhere else.
 #
 # In npformer the model is `models.LanguageModel` built with `LanguageModelConfig(..., causal=False)`:
@@ -19,6 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import backend, viz
+from npformer.course import EXERCISES, check
 from npformer.tasks.masked_lm import fill_mask, mask_tokens, train_french_mlm
 from npformer.tokens import BOS_ID, EOS_ID, MASK_ID
 
@@ -29,9 +31,55 @@ print("inputs:\n", inputs, "\ntargets (0 = not asked):\n", targets)
 assert np.all(inputs[targets == 0] == np.repeat(ids, 4, axis=0)[targets == 0]), "unselected tokens stay as they are"
 assert np.all(targets[:, [0, -1]] == 0), "<bos> and <eos> are never selected"
 
-# The 15% / 80-10-10 rule, measured on many words (ids 10 to 39 are all real words):
+# %% [markdown]
+# ### Your turn
+#
+# `mask_tokens` draws its random numbers from `rng` as it goes. Write the rule with the draws handed
+# in, so that it is deterministic and can be checked:
+# `bert_masking(ids, select_draws, choice_draws, random_ids) -> (input_ids, targets)`, where `ids`,
+# the two arrays of uniform draws in $[0, 1)$ and `random_ids` all have the shape `(B, T)`:
+#
+# * only words may be chosen: ids above `MASK_ID` (= 4), never `<pad>` (0), `<bos>` (1), `<eos>` (2),
+#   `<unk>` (3) or `[MASK]` (4) itself;
+# * the word at `(b, t)` is selected when `select_draws[b, t] < 0.15`;
+# * a selected word becomes `MASK_ID` when `choice_draws[b, t] < 0.8`, `random_ids[b, t]` (a random
+#   word, drawn for every position and used only here) when `0.8 <= choice_draws[b, t] < 0.9`, and
+#   stays as it is otherwise;
+# * `targets` holds the original word at every selected position and `<pad>` (0) everywhere else.
+#
+# Return new arrays; `ids` must not change. `mask_tokens` makes its selection and its `[MASK]`s in
+# exactly this way from its first two `rng.random(ids.shape)` draws (it then draws only as many random
+# words as it needs). The grader tries sentences with every special token and every select draw but
+# two below 0.15, draws exactly on the thresholds 0.15, 0.8 and 0.9, a random word that happens to be
+# the word itself, and a row of padding only.
+
+# %%
+def bert_masking(ids, select_draws, choice_draws, random_ids):
+    """BERT's 15% / 80-10-10 masking from given draws: (the model's input ids, the targets)."""
+    ### BEGIN SOLUTION
+    selected = (ids > MASK_ID) & (select_draws < 0.15)
+    input_ids = np.where(selected & (choice_draws < 0.8), MASK_ID, ids)
+    random_word = selected & (choice_draws >= 0.8) & (choice_draws < 0.9)
+    input_ids = np.where(random_word, random_ids, input_ids)
+    targets = np.where(selected, ids, 0)  # <pad> = 0 wherever nothing is asked
+    return input_ids, targets
+    ### END SOLUTION
+
+
+# %%
+print(check("bert_masking", bert_masking))
+
+# %% [markdown]
+# The rule, measured with your function (npformer's, until yours passes) on 100,000 words: ids 10 to
+# 39 are all words, so 15% of them should be selected, and 80%, 10% and 10% of those become `[MASK]`, a
+# random word, or stay.
+
+# %%
+passed = check("bert_masking", bert_masking, strict=False).passed
+masking = bert_masking if passed else EXERCISES["bert_masking"].reference
 words = rng.integers(10, 40, size=(2000, 50))
-masked_inputs, masked_targets = mask_tokens(words, rng, vocab_size=40)
+masked_inputs, masked_targets = masking(words, rng.random(words.shape), rng.random(words.shape),
+                                        rng.integers(MASK_ID + 1, 40, size=words.shape))
 selected = masked_targets != 0
 shares = {"selected": selected.mean(), "[MASK]": (masked_inputs[selected] == MASK_ID).mean(),
           "random word": (masked_inputs[selected] != words[selected]).mean() - (masked_inputs[selected] == MASK_ID).mean(),

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import gradcheck, ops, viz
+from npformer.course import check
 from npformer.tasks.images import SHAPES, train_vit
 
 image = np.arange(16.0).reshape(1, 1, 4, 4)
@@ -31,15 +32,101 @@ print(report)
 assert report.passed, "patches_backward must pass the finite-difference check"
 
 # %% [markdown]
+# The image's pixels are numbered 0 to 15 row by row, so each printed row shows where a patch comes
+# from: patch 0 is the top-left $2 \times 2$ square (pixels 0, 1, 4, 5), patch 1 the square to its
+# right, and patches 2 and 3 the bottom row of squares.
+#
+# ### Your turn
+#
+# Write both halves of the op in plain NumPy, with npformer's layout (the one printed above).
+#
+# `patches_forward(images, patch_size)` takes `images` of shape $(B, C, H, W)$, with $H$ and $W$
+# multiples of $p$ = `patch_size`, and returns the patches, $(B, N, C p^2)$ with
+# $N = (H/p)(W/p)$:
+#
+# - the patches are numbered row by row over the $H/p \times W/p$ grid of patches: patch $n$ sits in
+#   grid row $i = n \,//\, (W/p)$ and grid column $j = n \bmod (W/p)$;
+# - patch $n$ of image $b$ is `images[b, :, i*p:(i+1)*p, j*p:(j+1)*p].reshape(-1)`: all of channel 0,
+#   row by row, then all of channel 1, and so on. (Some implementations put the channel last inside
+#   a patch, as `einops`' `(p1 p2 c)` does; a model trained with one layout cannot read the other.)
+#
+# No loop is needed. Reshape to $(B, C, H/p, p, W/p, p)$: the six axes are the image, the channel,
+# the grid row, the row inside the patch, the grid column and the column inside the patch.
+# Transpose them into the order of the output, (image, grid row, grid column, channel, row inside,
+# column inside), and reshape to $(B, N, C p^2)$.
+#
+# `patches_backward(images, patch_size, dout)` returns `dimages`, shaped like `images`, for an
+# upstream gradient `dout` shaped like the patches. The forward pass moves entries and computes
+# nothing: output entry $m$ is the input entry $\pi(m)$, with $\pi$ a one-to-one map. So
+# $\partial L / \partial x_{\pi(m)} = $ `dout`$_m$: every pixel receives exactly one entry of
+# `dout`, the one it was moved to, and the backward pass is the inverse rearrangement. Undo the
+# forward's steps in reverse order: reshape `dout` to the transposed grid $(B, H/p, W/p, C, p, p)$,
+# transpose back, and reshape to $(B, C, H, W)$. The transpose back is not the forward's transpose
+# again: the inverse of `x.transpose(axes)` is the transpose by `np.argsort(axes)`, which puts every
+# axis back where it came from.
+#
+# The grader tries the image above, three channels on a grid of $2 \times 3$ patches, one patch
+# covering the whole image, and patches of a single pixel ($p = 1$), then an unseen case; it also
+# checks `patches_backward` against finite differences of npformer's forward pass.
+
+# %%
+def patches_forward(images, patch_size):
+    """(B, C, H, W) -> (B, N, C * p * p): the patches row by row, each one channel by channel."""
+    ### BEGIN SOLUTION
+    batch, channels, height, width = images.shape
+    p = patch_size
+    grid = images.reshape(batch, channels, height // p, p, width // p, p)
+    patches = grid.transpose(0, 2, 4, 1, 3, 5)  # (B, grid row, grid column, C, p, p)
+    return patches.reshape(batch, (height // p) * (width // p), channels * p * p)
+    ### END SOLUTION
+
+
+# %%
+print(check("patches_forward", patches_forward))
+
+
+# %%
+def patches_backward(images, patch_size, dout):
+    """dout (B, N, C * p * p) -> dimages (B, C, H, W): each entry back to the pixel it came from."""
+    ### BEGIN SOLUTION
+    batch, channels, height, width = images.shape
+    p = patch_size
+    grid = dout.reshape(batch, height // p, width // p, channels, p, p)
+    return grid.transpose(0, 3, 1, 4, 2, 5).reshape(batch, channels, height, width)  # argsort of (0, 2, 4, 1, 3, 5)
+    ### END SOLUTION
+
+
+# %%
+print(check("patches_backward", patches_backward))
+
+# %% [markdown]
 # ## Training on generated shapes
 #
 # $8 \times 8$ images of four shapes (a horizontal bar, a vertical bar, a diagonal, a hollow square)
 # at random places, with noise. No download is needed, and a single $2 \times 2$ patch is not enough
 # to tell a bar from a square's side: the model must combine patches.
+#
+# When both of your functions pass their checks, the model cuts its images with them: the op set
+# below (`ops.using`, as in lesson 9) wraps them in the op's signatures, the forward keeping the
+# images and the patch size in its cache for the backward. Otherwise it uses npformer's.
 
 # %%
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
-result = train_vit(steps=120 if QUICK else 400)
+forward_passed = check("patches_forward", patches_forward, strict=False).passed
+backward_passed = check("patches_backward", patches_backward, strict=False).passed
+
+
+def patch_ops(forward, backward):
+    """Two functions of the exercises' signatures as the op pair: the forward keeps the images and
+    the patch size in its cache, and the backward hands them to `backward` with the upstream gradient."""
+    return {"patches_forward": lambda images, patch: (forward(images, patch), {"images": images, "patch": patch}),
+            "patches_backward": lambda dout, cache: backward(cache["images"], cache["patch"], dout)}
+
+
+your_patches = patch_ops(patches_forward, patches_backward) if forward_passed and backward_passed else {}
+with ops.using(your_patches, name="yours"):
+    print("the patch op:", "yours" if ops.active()["patches_forward"] == "yours" else "npformer's")
+    result = train_vit(steps=120 if QUICK else 400)
 print(f"test accuracy {result['test_accuracy']:.1%} on 1,000 images "
       f"({result['parameters']:,} parameters, {result['seconds']:.0f} s)")
 assert len(result["test_labels"]) == 1000

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from npformer import gradcheck, ops, viz
+from npformer.course import check
 from npformer.gradcheck import mutants
 
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
@@ -126,6 +127,112 @@ assert failed and all(name.startswith(("src_embed", "encoder")) for name in fail
 # a fraction $f$ of its norm moves $u \cdot \nabla L$ by about $f$ of its typical size, so the same
 # tolerance applies; the price is that it says which tensor is wrong, not which entry.
 #
+# ## Your turn: the verdict
+#
+# Every report above ends in a verdict per tensor, and the method starts from it: which tensors
+# fail, and which pass. Write that verdict yourself. `failing_tensors(analytic, numeric, tol)`
+# takes two dicts that map each tensor's name to its analytic gradient and to its numeric one
+# (the same names, one shape per name) and the tolerance, and returns the names of the tensors
+# that fail, as a list sorted by Python's `sorted`.
+#
+# The error of a tensor is the error of its worst entry,
+#
+# $$e = \max_i \frac{|a_i - n_i|}{\max(|a_i| + |n_i|,\ 10^{-12})}$$
+#
+# and the tensor fails when $e \ge$ `tol`: it passes only below. Each part of the rule is there
+# for a reason, and the grader tries each one:
+#
+# - **relative**, because gradients come in every size: entries near $10^5$ right to ten digits
+#   differ by about $10^{-5}$ and are right, entries near $10^{-8}$ off by a factor of 2 differ by
+#   less than $10^{-8}$ and are wrong;
+# - **entry by entry, then the worst**: a tensor wrong at one entry is wrong (bug 2 showed in a few
+#   rows), but one entry slightly off hides in the mean of the errors, and a small entry off by a
+#   factor hides behind the large ones in a single ratio for the whole tensor;
+# - **the floor** $10^{-12}$: where both gradients are exactly 0 (a padded position, an unused
+#   embedding row, bug 3's entries) the ratio would be $0/0$; with the floor it is 0;
+# - **a NaN never passes**: an analytic gradient may hold a NaN (lesson 7's fully masked row,
+#   divided by zero). NumPy's `max` of an array with a NaN is NaN, `NaN >= tol` is False, and
+#   `np.nanmax` skips the NaN, so either would pass the tensor: count a NaN entry as an infinite error.
+#
+# npformer's checker adds one refinement that this exercise leaves out: an entry also passes when
+# $|a_i - n_i|$ is below $10^{-9}$ of the check's largest gradient entry, the resolution of float64
+# finite differences (`npformer/gradcheck/report.py`). The grader tries attention's three gradients
+# (one off by a factor, one wrong at a single entry, one with a small entry wrong beside large
+# ones), gradients of very different sizes beside a fully padded row, a NaN and an error of exactly
+# `tol`, a model whose tensors are all right (the empty list), and an unseen case.
+
+# %%
+def failing_tensors(analytic, numeric, tol):
+    """The names of the tensors whose worst relative error is >= tol, sorted."""
+    ### BEGIN SOLUTION
+    failing = []
+    for name in analytic:
+        a = np.asarray(analytic[name], dtype=np.float64)
+        n = np.asarray(numeric[name], dtype=np.float64)
+        with np.errstate(invalid="ignore"):  # inf / inf, should a gradient be infinite
+            errors = np.abs(a - n) / np.maximum(np.abs(a) + np.abs(n), 1e-12)
+        errors = np.where(np.isnan(errors), np.inf, errors)  # a NaN never passes
+        if errors.max() >= tol:
+            failing.append(name)
+    return sorted(failing)
+    ### END SOLUTION
+
+
+# %%
+print(check("failing_tensors", failing_tensors))
+
+# %% [markdown]
+# Now read four bugs from their verdicts alone. The catalogue has four mutants of attention's
+# backward pass; `gradients` computes both dicts for the checker's attention case (its inputs, a
+# random upstream gradient, the fourth-order finite differences), and your `failing_tensors` (the
+# same rule from npformer's `relative_error` until yours passes) says which tensors fail. The
+# mutants' names are printed only in the next cell: first say, from each verdict, where the bug
+# must be.
+
+# %%
+def gradients(op_name, seed=0):
+    """The analytic and the numeric gradients of the checker's case for `op_name`, as two dicts."""
+    forward, backward, inputs = gradcheck.OP_CASES[op_name](np.random.default_rng(seed))
+    inputs = {name: np.array(value, dtype=np.float64) for name, value in inputs.items()}
+    out, cache = forward(*inputs.values())
+    dout = np.random.default_rng(seed + 1).standard_normal(out.shape)
+    analytic = dict(zip(inputs, backward(dout, cache)))
+    numeric = {name: gradcheck.numerical_gradient(lambda: forward(*inputs.values())[0], value, dout)
+               for name, value in inputs.items()}
+    return analytic, numeric
+
+
+def npformers_failing_tensors(analytic, numeric, tol):
+    return sorted(name for name in analytic if gradcheck.relative_error(analytic[name], numeric[name])[0] >= tol)
+
+
+passed = check("failing_tensors", failing_tensors, strict=False).passed
+verdict = failing_tensors if passed else npformers_failing_tensors
+attention_mutants = [m for m in mutants.MUTANTS if m.check == "op:attention"]
+verdicts = []
+analytic, numeric = gradients("attention")
+print("no mutant: failing", verdict(analytic, numeric, 1e-6))
+for number, attention_bug in enumerate(attention_mutants, 1):
+    with attention_bug.applied():
+        analytic, numeric = gradients("attention")
+        report = gradcheck.check_op("attention")
+    verdicts.append(verdict(analytic, numeric, 1e-6))
+    print(f"mutant {number}: failing {verdicts[-1]}")
+    assert verdicts[-1] == sorted(row.tensor for row in report.failures), "the checker's own verdict"
+assert verdicts == [["q"], ["k"], ["k", "q", "v"], ["v"]]
+
+# %% [markdown]
+# Attention's backward pass computes $dV = P^\top dO$ on its own line, then $dP$, then $dS$ through
+# the softmax, and from $dS$ both $dQ$ and $dK$. A bug on a line that one gradient alone goes
+# through breaks that gradient alone: mutants 1, 2 and 4. A bug before the paths part breaks every
+# gradient that comes after it: mutant 3 breaks all three, so the fault is in what all three use,
+# the attention weights $P$.
+
+# %%
+for number, attention_bug in enumerate(attention_mutants, 1):
+    print(f"mutant {number}: {attention_bug.name} ({attention_bug.bug})")
+
+# %% [markdown]
 # ## The whole catalogue
 #
 # `run_mutants` applies every mutant and runs the check that must catch it (and, for blocks and

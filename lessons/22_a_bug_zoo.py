@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import ops, viz
-from npformer.course import zoo
+from npformer.course import check, zoo
 from npformer.nn import DecoderLayer, FeedForward, LayerNorm
 from npformer.tasks.translation import greedy_decode
 from npformer.tokens import BOS_ID, PAD_ID
@@ -180,6 +180,38 @@ assert np.abs(one_head).max() == 0
 # a row is smaller. The bug also hides from any test that uses a single head, where the two scales
 # are the same number.
 #
+# ### Your turn: fix bug 4
+#
+# The tutorial's line is `scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)`. Write the
+# fixed version as a function of the two tensors alone: `scaled_scores(q, k)` takes the queries
+# `q` of shape $(B, H, T_q, d_h)$ and the keys `k` of shape $(B, H, T_k, d_h)$ and returns the scores
+# $QK^\top / \sqrt{d_h}$, of shape $(B, H, T_q, T_k)$: row $i$ holds query $i$ against every key
+# (bug 3's $KQ^\top$ is wrong too). There is no `d_model` to read: take $d_h$ from the shapes. The
+# grader tries four heads with $T_q \ne T_k$ (cross-attention), one head, where the tutorial's
+# version is right by accident, and two heads of self-attention, then an unseen case; the cell
+# after it measures your function with the zoo's symptom.
+
+# %%
+def scaled_scores(q, k):
+    """q (B, H, Tq, Dh), k (B, H, Tk, Dh) -> scores (B, H, Tq, Tk) of unit variance for unit-variance q, k."""
+    ### BEGIN SOLUTION
+    return q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])  # the width of one head
+    ### END SOLUTION
+
+
+# %%
+print(check("scaled_scores", scaled_scores))
+
+# %%
+passed = check("scaled_scores", scaled_scores, strict=False).passed
+fixed_scores = scaled_scores if passed else zoo.scaled_scores_fixed
+whose = "your" if passed else "the zoo's"
+print(f"bug 4's symptom for {whose} fixed scores: "
+      f"{zoo.bug(4).measure(fixed_scores):.3f} (the bug shows above {zoo.bug(4).threshold:g}); "
+      f"std of the scores, 8 heads of 8: {fixed_scores(q, k).std():.2f}")
+assert not zoo.bug(4).shows(fixed_scores)
+
+# %% [markdown]
 # ### Bug 10: cross-attention masked with the decoder's padding
 #
 # Cross-attention's keys are source positions, so its mask must hide the **source** padding,
@@ -369,6 +401,43 @@ assert zoo.accuracy_fixed(half_right, targets) == 0.5 and zoo.accuracy_buggy(hal
 # padding, and a model right on half of the real tokens scores 75%. The more padding, the better
 # the number looks.
 #
+# ### Your turn: fix bug 11
+#
+# Write `token_accuracy(logits, targets)`: `logits` of shape $(B, T, V)$, `targets` of shape
+# $(B, T)$ holding token ids, `<pad>` being `PAD_ID` (0). The prediction at a position is the argmax
+# of its logits; return, as a float, the share of the real positions (target not `<pad>`) where the
+# prediction is the target. Every real token counts once, whatever its sentence's length: it is
+# not a mean of the sentences' accuracies. What the model predicts at a `<pad>` position does not
+# count, and neither does whether it predicts `<pad>` elsewhere: a `<pad>` predicted at a real
+# position is simply wrong. Every batch the grader tries holds at least one real token: the
+# lesson's half-padded batch with the model right on every other real token, the same batch with
+# `<pad>` predicted everywhere, a single token, and a batch with a row of padding only and a row
+# of one token, then an unseen one.
+
+# %%
+def token_accuracy(logits, targets):
+    """The share of the real (non-<pad>) targets that the argmax of the logits predicts."""
+    ### BEGIN SOLUTION
+    real = targets != PAD_ID
+    right = (logits.argmax(axis=-1) == targets) & real
+    return float(right.sum() / real.sum())
+    ### END SOLUTION
+
+
+# %%
+print(check("token_accuracy", token_accuracy))
+
+# %%
+passed = check("token_accuracy", token_accuracy, strict=False).passed
+accuracy = token_accuracy if passed else zoo.accuracy_fixed
+whose = "your" if passed else "the zoo's"
+print(f"{whose} accuracy: predicting <pad> everywhere "
+      f"{accuracy(nothing, targets):.0%}, right on half of the real tokens {accuracy(half_right, targets):.0%}; "
+      f"bug 11's symptom {zoo.bug(11).measure(accuracy):.3g}")
+assert accuracy(nothing, targets) == 0 and abs(accuracy(half_right, targets) - 0.5) < 1e-12
+assert not zoo.bug(11).shows(accuracy)
+
+# %% [markdown]
 # ## Two sanity checks that catch bugs early
 #
 # ### The loss at initialisation: near $\ln V$

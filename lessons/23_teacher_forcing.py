@@ -17,8 +17,9 @@
 #
 # The causal mask of lesson 10 lets position $t$ see $u_0 \dots u_t$, which is
 # $\langle\mathrm{bos}\rangle\, y_1 \dots y_t$: everything before the token it must predict,
-# $z_t = y_{t+1}$, and not that token. This lesson looks at the shift in npformer's own batches, then
-# breaks it twice, on purpose: once by leaving the shift out, once by leaving out the end token.
+# $z_t = y_{t+1}$, and not that token. This lesson looks at the shift in npformer's own batches, has
+# you write it, then breaks it twice, on purpose: once by leaving the shift out, once by leaving out
+# the end token.
 
 # %%
 import os
@@ -27,6 +28,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import Transformer, TransformerConfig, backend, metrics, ops, viz
+from npformer.course import check
 from npformer.data import (Batch, Vocab, detokenize, encode_pairs, make_batches, pad_batch, pad_rows, tokenize,
                            toy_corpus)
 from npformer.tasks.translation.decoding import greedy_decode
@@ -103,6 +105,52 @@ print(f"checked {len(batches)} batches; rows of the printed one shorter than its
 # `ignore_index=PAD_ID` to the loss, so a `<pad>` target adds nothing to the loss and gets no
 # gradient (lesson 3), and the other positions cannot see it, since it comes after them.
 #
+# ### Your turn
+#
+# Write `shift_right(tgt_ids)`: the shift of `pad_batch`, for target rows that hold no `<bos>` yet.
+# `tgt_ids` is a `(B, T)` integer array; each row is the targets $y_1 \dots y_n\, \langle\mathrm{eos}\rangle$
+# followed by `<pad>` (id 0) up to $T$ positions. Return `(tgt_in, tgt_out)`, both `(B, T)`:
+# `tgt_out` is `tgt_ids` as it is, and `tgt_in` is each row with `<bos>` (id 1, `BOS_ID`) put in
+# front and its last column dropped. Nothing else moves: the padding stays where it is, so a shorter
+# row's `tgt_in` holds its `<eos>` (as in the batch above), the `<eos>` of a row that fills all $T$
+# positions is the column that falls off, and a row of padding only becomes `<bos>` followed by
+# padding. The shift is the same for every row, whatever its length: it moves whole columns. The
+# grader compares the ids exactly, on a batch whose rows have different lengths (one
+# of them full), a single target `<eos>` ($T = 1$), repeated ids and a row of padding only;
+# `pad_batch` is unavailable while your function runs.
+
+# %%
+def shift_right(tgt_ids):
+    """Targets y1 .. yn <eos> <pad> ..., (B, T) -> (tgt_in, tgt_out): <bos> in front, the last column dropped."""
+    ### BEGIN SOLUTION
+    bos = np.full((tgt_ids.shape[0], 1), BOS_ID, dtype=tgt_ids.dtype)
+    return np.concatenate([bos, tgt_ids[:, :-1]], axis=1), tgt_ids
+    ### END SOLUTION
+
+
+# %%
+print(check("shift_right", shift_right))
+
+# %% [markdown]
+# The decoder needs only the targets, then: `tgt_in` follows from `tgt_out`. The models below are
+# fed the decoder input your `shift_right` makes from each batch's `tgt_out`, once it passes (until
+# then, the `tgt_in` that `pad_batch` made). Either way it must be the same array, in every batch of
+# the epoch:
+
+# %%
+passed = check("shift_right", shift_right, strict=False).passed  # yours, when it passes
+
+
+def decoder_input(b):
+    """The decoder's input for batch b: your shift_right of its targets, or the tgt_in of pad_batch."""
+    return shift_right(b.tgt_out)[0] if passed else b.tgt_in
+
+
+assert all(np.array_equal(decoder_input(b), b.tgt_in) for b in batches)
+print(f"decoder inputs made by {'your shift_right' if passed else 'pad_batch (shift_right not passed yet)'}: "
+      f"equal to pad_batch's tgt_in in all {len(batches)} batches")
+
+# %% [markdown]
 # ## Three models, three ways of feeding the decoder
 #
 # We train the same small Transformer three times, from the same initial weights, on the same
@@ -136,7 +184,7 @@ def train(data, shifted=True):
         if not queue:  # a new epoch: new length-bucketed, shuffled batches
             queue.extend(make_batches(data, token_budget=512, rng=rng))
         b = queue.pop()
-        src, tgt_in, tgt_out = (backend.asarray(ids) for ids in (b.src, b.tgt_in, b.tgt_out))
+        src, tgt_in, tgt_out = (backend.asarray(ids) for ids in (b.src, decoder_input(b), b.tgt_out))
         return ((src, tgt_in if shifted else tgt_out), tgt_out)
 
     losses = fit(model, next_batch, STEPS, lr=3e-3)

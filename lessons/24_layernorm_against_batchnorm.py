@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import backend, nn, ops, viz
+from npformer.course import EXERCISES, check
 from npformer.data import Vocab, encode_pairs, make_batches, pad_rows, tokenize, toy_corpus
 from npformer.tokens import PAD_ID
 
@@ -350,14 +351,136 @@ assert min(offsets["one shared by all four"]) > 5 * max(offsets["one per residua
 # per residual (npformer's `EncoderLayer` has `norm1` and `norm2`, lesson 9), and for a Transformer,
 # layer norm.
 #
+# ## The backward pass: batch-mates share gradients too
+#
+# So far batch norm had no learned parameters. With its scale $\gamma$ and shift $\beta$, and the
+# padding left out: let `keep` be the `(B, T)` mask of the real positions and $N$ their number;
+# for each feature $d$,
+#
+# $$\mu_d = \frac{1}{N}\sum_{\text{kept } i} x_{i,d}, \qquad
+# \sigma_d^2 = \frac{1}{N}\sum_{\text{kept } i} (x_{i,d} - \mu_d)^2, \qquad
+# \hat x_{i,d} = \frac{x_{i,d} - \mu_d}{\sqrt{\sigma_d^2 + \epsilon}}, \qquad y_{i,d} = \gamma_d\, \hat x_{i,d} + \beta_d$$
+#
+# at a kept position $i$, and $y_i = 0$ at a padded one. (The lesson's `batch_norm` normalises the
+# padded rows too, with the kept rows' statistics; nothing downstream reads them, and setting them
+# to 0 makes the output independent of whatever the padding holds.)
+#
+# A kept output depends on its own $x_i$ directly, and on every kept row through $\mu_d$ and
+# $\sigma_d^2$. That is lesson 4's derivation with the roles of the axes swapped: there, a mean over
+# the $D$ features of one position; here, a mean over the $N$ kept positions of one feature. With
+# $g = dy \odot \gamma$ and $r_d = 1/\sqrt{\sigma_d^2 + \epsilon}$, lesson 4's Jacobian with $N$ in
+# place of $D$, $\partial \hat x_i / \partial x_j = r\,(\delta_{ij} - \frac1N - \frac1N \hat x_i \hat x_j)$
+# for kept $i, j$ (one feature at a time), sums to the same compact form, at every kept position:
+#
+# $$dx = r\left(g - \overline{g} - \hat x\, \overline{g \odot \hat x}\right), \qquad
+# \overline{g} = \frac{1}{N}\sum_{\text{kept } i} g_i, \quad
+# \overline{g \odot \hat x} = \frac{1}{N}\sum_{\text{kept } i} g_i \odot \hat x_i$$
+#
+# and $dx = 0$ at a padded position, whose output is 0 whatever it holds. The parameters collect
+# their gradient from the kept positions only: $d\gamma = \sum_{\text{kept}} dy \odot \hat x$ and
+# $d\beta = \sum_{\text{kept}} dy$.
+#
+# ### Your turn
+#
+# Write `batchnorm_forward(x, gamma, beta, keep)` and `batchnorm_backward(x, gamma, beta, keep, dout)`
+# for `x` of shape `(B, T, D)`, `keep` a boolean `(B, T)` array, `gamma` and `beta` of shape `(D,)`,
+# with the biased variance and $\epsilon = 10^{-5}$. The forward returns `y`, `(B, T, D)`, zero at
+# the padded positions; the backward recomputes the statistics from `x` and returns
+# `(dx, dgamma, dbeta)`, shaped like `x`, `gamma` and `beta`. `x[keep]` gives the kept positions as
+# an `(N, D)` array. The grader checks both against npformer's reference, and the backward also
+# against finite differences of the forward, on a padded tail, a sentence of padding only, a batch
+# without padding with a single feature, and padded positions that hold values near 50 (which must
+# change nothing).
+
+# %%
+def batchnorm_forward(x, gamma, beta, keep, eps=1e-5):
+    """Batch norm of x (B, T, D) with the statistics of the kept positions; padded positions give 0."""
+    ### BEGIN SOLUTION
+    rows = x[keep]                                   # (N, D)
+    x_hat = (x - rows.mean(axis=0)) / np.sqrt(rows.var(axis=0) + eps)
+    return np.where(keep[..., None], gamma * x_hat + beta, 0.0)
+    ### END SOLUTION
+
+
+def batchnorm_backward(x, gamma, beta, keep, dout, eps=1e-5):
+    """Gradients of batchnorm_forward with respect to x, gamma and beta."""
+    ### BEGIN SOLUTION
+    kept = keep[..., None]                           # (B, T, 1)
+    rows = x[keep]
+    rstd = 1.0 / np.sqrt(rows.var(axis=0) + eps)     # (D,)
+    x_hat = (x - rows.mean(axis=0)) * rstd
+    g = dout * gamma * kept                          # 0 at the padded positions
+    n = keep.sum()
+    g_mean = g.reshape(-1, x.shape[-1]).sum(axis=0) / n
+    gx_mean = (g * x_hat).reshape(-1, x.shape[-1]).sum(axis=0) / n
+    dx = kept * rstd * (g - g_mean - x_hat * gx_mean)
+    dgamma = (dout * x_hat * kept).reshape(-1, x.shape[-1]).sum(axis=0)
+    dbeta = (dout * kept).reshape(-1, x.shape[-1]).sum(axis=0)
+    return dx, dgamma, dbeta
+    ### END SOLUTION
+
+
+# %%
+print(check("batchnorm_forward", batchnorm_forward))
+print(check("batchnorm_backward", batchnorm_backward))
+
+# %% [markdown]
+# Your forward pass, with $\gamma = 1$ and $\beta = 0$, is the lesson's `batch_norm(x, keep)` at
+# every real position. Your backward pass answers the question that the forward pass raised for
+# training: does the *gradient* of a sentence depend on its batch-mates? Take the three sentences of
+# the first section, change the upstream gradient of sentence 2 only, and measure how far the input
+# gradient of sentence 1 moves, under batch norm and under layer norm (npformer's
+# `ops.layernorm_backward`). The cell uses your functions once they pass, npformer's reference until
+# then.
+
+# %%
+forward_passed = check("batchnorm_forward", batchnorm_forward, strict=False).passed  # yours, when it passes
+backward_passed = check("batchnorm_backward", batchnorm_backward, strict=False).passed
+bn_forward = batchnorm_forward if forward_passed else EXERCISES["batchnorm_forward"].reference
+bn_backward = batchnorm_backward if backward_passed else EXERCISES["batchnorm_backward"].reference
+three = pad_rows([sentences[0], sentences[1], sentences[5]])
+three_keep = three != PAD_ID
+three_x = embed(three)
+ones, zeros = np.ones(D), np.zeros(D)
+yours_or_reference = bn_forward(three_x, ones, zeros, three_keep)
+assert np.allclose(yours_or_reference[three_keep], batch_norm(three_x, three_keep)[three_keep])
+upstream = np.random.default_rng(3).standard_normal(three_x.shape) * three_keep[..., None]
+changed = upstream.copy()
+changed[1] += 1.0 * three_keep[1][:, None]  # sentence 2's upstream gradient only, at its real positions
+ln_cache = ops.layernorm_forward(backend.asarray(three_x), backend.asarray(ones), backend.asarray(zeros))[1]
+
+
+def layer_norm_dx(dout):
+    return backend.to_numpy(ops.layernorm_backward(backend.asarray(dout), ln_cache)[0])
+
+
+moved = {"batch norm": np.abs(bn_backward(three_x, ones, zeros, three_keep, changed)[0][0]
+                              - bn_backward(three_x, ones, zeros, three_keep, upstream)[0][0]).max(),
+         "layer norm": np.abs(layer_norm_dx(changed)[0] - layer_norm_dx(upstream)[0]).max()}
+source = "your functions" if forward_passed and backward_passed else "npformer's reference"
+print(f"batch norm from {source}; "
+      "sentence 2's upstream gradient changed, sentence 1's input gradient moves by "
+      + ", ".join(f"{value:.2e} under {name}" for name, value in moved.items()))
+assert moved["batch norm"] > 1e-3 and moved["layer norm"] == 0
+
+# %% [markdown]
+# Under batch norm, sentence 1's gradient moves although nothing about sentence 1 changed: the
+# means $\overline{g}$ and $\overline{g \odot \hat x}$ run over every kept position of the batch, so
+# each sentence's gradient carries a share of every other sentence's. Under layer norm the means
+# run over one position's features, and the other sentences cannot reach it. In training, then,
+# batch norm couples the sentences of a batch twice: in the forward pass through the statistics,
+# and in the backward pass through these means.
+#
 # ## Exercises
 #
 # 1. The masked batch norm keeps the padding out. Does it make `s`'s output independent of its
 #    batch? Measure the change of `s` under `batch_norm(x, keep)` when its batch-mates are replaced
 #    by other sentences of its length, for batches of 4, 32 and 256. How does the change scale?
-# 2. Derive the backward pass of `batch_norm` over the $B \cdot T$ rows, and check it with
-#    `gradcheck.check_gradients`. Compare it with layer norm's compact form (lesson 4): along which
-#    axis do the two means run? Does the gradient of one sentence depend on the other sentences?
+# 2. Your `batchnorm_forward` sets the padded outputs to 0. The lesson's `batch_norm(x, keep)`
+#    normalises them too, with the kept rows' statistics ($\gamma = 1$, $\beta = 0$). Derive the
+#    backward pass of that version and check it with `gradcheck.check_gradients`, with and without
+#    `keep`: what do the padded positions receive now, and over which positions do the two sums of
+#    the compact form run?
 # 3. Run `BatchNorm` in training mode on a batch of one sentence, then on a single position, as
 #    `Transformer.decode_step` would give it. What does it return, and why?
 # 4. Measure the padding share of `make_batches` for token budgets from 64 to 16384, and of
@@ -374,17 +497,17 @@ assert min(offsets["one shared by all four"]) > 5 * max(offsets["one per residua
 #    measures the mean change over ten pairs of random mate sets and fits the slope of
 #    $\log(\text{change})$ against $\log B$ (printed; asserted near $-\tfrac12$). Full marks: not
 #    independent, only less dependent, at the rate $B^{-1/2}$.
-# 2. Over the $N$ rows of one feature, with $\hat x = (x - \mu)/\sigma$ and upstream gradient $g$,
-#    $dx = \frac{1}{\sigma}\left(g - \overline{g} - \hat x\, \overline{g \hat x}\right)$, the bars
-#    being means over the rows (axis 0 of the flattened `(B*T, D)` array). It is layer norm's
-#    compact form with the means taken along the other axis: over the $D$ features of one row for
-#    layer norm, over the $B \cdot T$ rows of one feature for batch norm. (With `keep`, the two means
-#    run over the kept rows, are still taken of $g$ at every row, and only kept rows receive them.)
-#    So yes: the gradient of one sentence depends on the upstream gradients and the values of all
-#    the others through $\overline{g}$ and $\overline{g \hat x}$. The cells below check this backward
-#    with `gradcheck.check_gradients`, with and without `keep`, and show that changing the upstream
-#    gradient of sentence 2 alone moves the gradient of sentence 1 under batch norm and not under
-#    layer norm.
+# 2. A padded output $\hat x_p = (x_p - \mu) r$ depends on its own $x_p$ directly and on the kept
+#    positions through $\mu$ and $\sigma^2$, as a kept output does; only the statistics leave it
+#    out. So a padded position receives its direct term alone, $dx_p = r\, g_p$ (no statistic
+#    depends on it), and a kept one $dx_i = r\,(g_i - S_1 - \hat x_i S_2)$ with
+#    $S_1 = \frac1N \sum_j g_j$ and $S_2 = \frac1N \sum_j g_j \hat x_j$, where the sums now run over
+#    **every** position, padded ones included (every output depends on the statistics), and are
+#    still divided by $N$, the number of kept positions. Without `keep`, $N = B \cdot T$ and this is
+#    the compact form of the exercise with the means over all the rows. Full marks: both cases, and
+#    the remark that the padded positions' upstream gradients now reach the real ones through
+#    $S_1$ and $S_2$. The cell below checks this backward with `gradcheck.check_gradients`, with and
+#    without `keep`.
 # 3. On one sentence it normalises each feature over that sentence's $T$ positions, so the output
 #    has zero mean over its own positions and is a different function of each token than at
 #    evaluation time; the running statistics take one step towards one sentence's. On one
@@ -433,7 +556,7 @@ def batch_norm_forward(x, keep=None, eps=1e-5):
 
 
 def batch_norm_backward(dout, cache):
-    """dx = rstd (g - mean(g) - x_hat mean(g x_hat)), the means over the rows (the kept ones, with `keep`)."""
+    """dx = rstd (g - S1 - x_hat S2) where kept, rstd g where padded; S1, S2: sums over all rows, / N kept."""
     x_hat, rstd, keep = cache["x_hat"], cache["rstd"], cache["keep"]
     in_stats = np.ones(x_hat.shape[:-1], dtype=bool) if keep is None else keep
     n = in_stats.sum()
@@ -451,24 +574,6 @@ for keep_rows in (None, bn_ids != PAD_ID):
     print(f"answer 2: batch norm backward, {'all rows' if keep_rows is None else 'padding left out'}: "
           f"{report_bn.table().splitlines()[-1]}")
     assert report_bn.passed
-
-# %% tags=["instructor"]
-g_before = np.random.default_rng(3).standard_normal(bn_x.shape)
-g_after = g_before.copy()
-g_after[1] += 1.0  # the upstream gradient of sentence 2 only
-bn_cache = batch_norm_forward(bn_x)[1]
-ln_cache = ops.layernorm_forward(backend.asarray(bn_x), backend.asarray(np.ones(6)), backend.asarray(np.zeros(6)))[1]
-
-
-def layer_norm_input_gradient(g):
-    return backend.to_numpy(ops.layernorm_backward(backend.asarray(g), ln_cache)[0])
-
-
-moved_bn = np.abs(batch_norm_backward(g_after, bn_cache)[0] - batch_norm_backward(g_before, bn_cache)[0]).max()
-moved_ln = np.abs(layer_norm_input_gradient(g_after)[0] - layer_norm_input_gradient(g_before)[0]).max()
-print(f"answer 2: sentence 2's upstream gradient changed; sentence 1's input gradient moves by {moved_bn:.2e} "
-      f"under batch norm, {moved_ln:.1e} under layer norm")
-assert moved_bn > 1e-3 and moved_ln == 0
 
 # %% tags=["instructor"]
 one_sentence = embed(np.array([s]))                      # (1, 7, D)

@@ -22,8 +22,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from npformer import backend, interop, ops, optim, viz
+from npformer.course import EXERCISES, check
 from npformer.data import Vocab, encode_pairs, make_batches, pad_batch, tokenize, toy_corpus
 from npformer.models import Transformer, TransformerConfig
+from npformer.nn import SelfAttention
 from npformer.tasks.translation import Translator
 from npformer.tokens import PAD_ID
 from npformer.training import train_step
@@ -332,6 +334,76 @@ else:
     print("skipped: the variants need PyTorch (pip install torch)")
 
 # %% [markdown]
+# ## PyTorch's own attention: one matrix for three
+#
+# The twin keeps npformer's four `Linear` layers per attention (`q`, `k`, `v`, `o`).
+# `torch.nn.MultiheadAttention`, the attention of PyTorch's own `torch.nn.Transformer`, does not: it
+# keeps the three input projections in one parameter, `in_proj_weight` of shape $(3D, D)$, with
+# `in_proj_bias` of shape $(3D,)$. For self-attention it computes all three in one product,
+#
+# $$\left[\, q \;\middle|\; k \;\middle|\; v \,\right] = x\, \mathrm{in\_proj\_weight}^\top + \mathrm{in\_proj\_bias}$$
+#
+# and splits the $3D$ outputs into three blocks of $D$: the queries, then the keys, then the values.
+# So rows $0$ to $D - 1$ of `in_proj_weight` are the query projection's weight in `torch.nn.Linear`'s
+# layout, $(d_{out}, d_{in})$, which is $W_q^\top$ by the map above; rows $D$ to $2D - 1$ are $W_k^\top$
+# and rows $2D$ to $3D - 1$ are $W_v^\top$; `in_proj_bias` is $b_q$, $b_k$, $b_v$ one after the other.
+# The output projection stays an ordinary `Linear`, `out_proj`, with `weight` $= W_o^\top$.
+#
+# ### Your turn
+#
+# Write `to_torch_in_proj(Wq, Wk, Wv, bq, bk, bv)`: the weights of one npformer attention, each $W$
+# of shape $(D, D)$ in npformer's layout ($y = x W + b$) and each $b$ of shape $(D,)$, as
+# `(in_proj_weight, in_proj_bias)`, NumPy arrays of shapes $(3D, D)$ and $(3D,)$. The grader needs
+# only NumPy (PyTorch need not be installed); it tries $D = 4$, $D = 1$ and $D = 6$, with random
+# weights, so a forgotten transpose or a swapped block shows. npformer's own map
+# (`interop.to_torch_layout`, `interop.parameter_map`) is unavailable while your function runs.
+
+# %%
+def to_torch_in_proj(Wq, Wk, Wv, bq, bk, bv):
+    """npformer's q, k, v projections -> torch.nn.MultiheadAttention's (in_proj_weight (3D, D), in_proj_bias (3D,))."""
+    ### BEGIN SOLUTION
+    return np.concatenate([Wq.T, Wk.T, Wv.T], axis=0), np.concatenate([bq, bk, bv])
+    ### END SOLUTION
+
+
+# %%
+print(check("to_torch_in_proj", to_torch_in_proj))
+
+# %% [markdown]
+# With PyTorch installed, the cell below loads an npformer `SelfAttention` (two heads, $D = 16$,
+# float64) into `torch.nn.MultiheadAttention` with your map, once it passes (npformer's map, the
+# course's reference built on `interop.to_torch_layout`, until then), and compares the two outputs
+# on a random batch.
+
+# %%
+passed = check("to_torch_in_proj", to_torch_in_proj, strict=False).passed  # yours, when it passes
+in_proj = to_torch_in_proj if passed else EXERCISES["to_torch_in_proj"].reference
+if torch:
+    width, heads = 16, 2
+    ours = SelfAttention(width, heads, rng=np.random.default_rng(3), dtype=np.float64)
+    theirs = torch.nn.MultiheadAttention(width, heads, batch_first=True, dtype=torch.float64)
+    ours_params = {key: backend.to_numpy(value) for key, value in ours.params().items()}
+    in_proj_weight, in_proj_bias = in_proj(*(ours_params[f"{n}.W"] for n in "qkv"),
+                                           *(ours_params[f"{n}.b"] for n in "qkv"))
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.from_numpy(np.ascontiguousarray(in_proj_weight)))
+        theirs.in_proj_bias.copy_(torch.from_numpy(np.ascontiguousarray(in_proj_bias)))
+        theirs.out_proj.weight.copy_(torch.from_numpy(ours_params["o.W"].T.copy()))
+        theirs.out_proj.bias.copy_(torch.from_numpy(ours_params["o.b"]))
+        x_attention = np.random.default_rng(4).standard_normal((2, 5, width))
+        x_torch = torch.from_numpy(x_attention)
+        attention_gap = np.abs(backend.to_numpy(ours.forward(backend.asarray(x_attention)))
+                               - theirs(x_torch, x_torch, x_torch, need_weights=False)[0].numpy()).max()
+    whose = "your" if passed else "npformer's"
+    print(f"npformer's SelfAttention in torch.nn.MultiheadAttention, with {whose} map: "
+          f"largest difference of the outputs {attention_gap:.1e}")
+    assert attention_gap < 1e-12
+else:
+    print("skipped: torch.nn.MultiheadAttention needs PyTorch (pip install torch)")
+
+# %% [markdown]
+# In float64 the two attentions agree to round-off: the same function, with PyTorch's layout.
+#
 # ## Exercises
 #
 # 1. Forget the transpose for the square matrices only (the attention's $W_q, W_k, W_v, W_o$), in
@@ -342,10 +414,9 @@ else:
 # 3. In a tied model, check that the gradient PyTorch leaves in `tgt_embed.weight` is the sum of two
 #    uses: compute each use's share separately in npformer (hint: `out_proj.backward` adds into the
 #    table's gradient) and compare.
-# 4. PyTorch's own `torch.nn.Transformer` keeps $W_q, W_k, W_v$ of each attention as one
-#    `in_proj_weight` of shape $(3D, D)$. Write the map from npformer's `q`, `k`, `v` to it. What
-#    does `torch.nn.Transformer` add to a post-norm model that npformer's post-norm model does not
-#    have? (Print its parameter names.)
+# 4. PyTorch's own `torch.nn.Transformer` is built from the `torch.nn.MultiheadAttention` whose
+#    weights you mapped above. What does it add to a post-norm model that npformer's post-norm
+#    model does not have? (Print its parameter names.)
 # 5. How does the largest float32 logit difference change with `d_model`? Predict it from how many
 #    terms each matrix product adds up, then measure it on untrained models.
 
@@ -370,14 +441,11 @@ else:
 #    `out_proj.backward` alone also adds into the tied table). Their sum equals the gradient that
 #    PyTorch leaves in the tied `tgt_embed.weight` to float64 round-off, and neither share alone
 #    does (printed below).
-# 4. `in_proj_weight` $= \begin{pmatrix} W_q^\top \\ W_k^\top \\ W_v^\top \end{pmatrix}$ (rows $0$ to
-#    $D-1$ the queries, then the keys, then the values; each in `torch.nn.Linear`'s layout),
-#    `in_proj_bias` $= (b_q, b_k, b_v)$ concatenated, `out_proj.weight` $= W_o^\top$ and
-#    `out_proj.bias` $= b_o$. The cell below loads one npformer attention into
-#    `torch.nn.MultiheadAttention` this way and compares the outputs. `torch.nn.Transformer` adds a
-#    final layer norm to the encoder and to the decoder (`encoder.norm`, `decoder.norm`) even when
-#    it is post-norm (`norm_first=False`); npformer's post-norm model has none (its final norms come
-#    with `norm="pre"` only). It also has no embeddings, positions or output projection.
+# 4. `torch.nn.Transformer` adds a final layer norm to the encoder and to the decoder
+#    (`encoder.norm`, `decoder.norm`) even when it is post-norm (`norm_first=False`); npformer's
+#    post-norm model has none (its final norms come with `norm="pre"` only). It also has no
+#    embeddings, positions or output projection. The cell below prints its parameters outside its
+#    layers. Full marks: the two final norms, and that they exist in post-norm mode too.
 # 5. Each output of a product is a sum of $n$ terms ($n = d_{model}$, or $d_{ff} = 4 d_{model}$ in
 #    the feed-forward block), and float32 rounds at each addition; with errors of random sign the
 #    error of the sum grows like $\sqrt{n}\,u$ times the size of the terms ($n u$ in the worst
@@ -449,28 +517,11 @@ if torch:
 
 # %% tags=["instructor"]
 if torch:
-    from npformer.nn import SelfAttention
-
-    width, heads = 16, 2
-    ours = SelfAttention(width, heads, rng=np.random.default_rng(3), dtype=np.float64)
-    theirs = torch.nn.MultiheadAttention(width, heads, batch_first=True, dtype=torch.float64)
-    ours_params = {key: backend.to_numpy(value) for key, value in ours.params().items()}
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.from_numpy(np.concatenate([ours_params[f"{n}.W"].T for n in "qkv"])))
-        theirs.in_proj_bias.copy_(torch.from_numpy(np.concatenate([ours_params[f"{n}.b"] for n in "qkv"])))
-        theirs.out_proj.weight.copy_(torch.from_numpy(ours_params["o.W"].T.copy()))
-        theirs.out_proj.bias.copy_(torch.from_numpy(ours_params["o.b"]))
-        x_attention = np.random.default_rng(4).standard_normal((2, 5, width))
-        x_torch = torch.from_numpy(x_attention)
-        attention_gap = np.abs(backend.to_numpy(ours.forward(backend.asarray(x_attention)))
-                               - theirs(x_torch, x_torch, x_torch, need_weights=False)[0].numpy()).max()
     reference = torch.nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
                                      dim_feedforward=32, batch_first=True)
     outside_layers = [name for name, _ in reference.named_parameters() if ".layers." not in name]
-    print(f"answer 4: npformer attention in torch.nn.MultiheadAttention: largest difference {attention_gap:.1e}; "
-          f"torch.nn.Transformer's parameters outside its layers: {outside_layers}")
-    assert attention_gap < 1e-12 and outside_layers == ["encoder.norm.weight", "encoder.norm.bias",
-                                                        "decoder.norm.weight", "decoder.norm.bias"]
+    print(f"answer 4: torch.nn.Transformer's parameters outside its layers: {outside_layers}")
+    assert outside_layers == ["encoder.norm.weight", "encoder.norm.bias", "decoder.norm.weight", "decoder.norm.bias"]
     assert not any(key.startswith(("encoder.norm", "decoder.norm")) for key in model.params())
 
 # %% tags=["instructor"]

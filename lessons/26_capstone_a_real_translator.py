@@ -22,11 +22,13 @@ import json
 import os
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 from npformer import backend, metrics, viz
+from npformer.course import EXERCISES, check
 from npformer.data import ATTRIBUTION, tokenize
 from npformer.models import Transformer, TransformerConfig
 from npformer.tasks.translation import TrainOptions, Translator, attention_of, corpus_bleu, train
@@ -343,10 +345,109 @@ if not QUICK:
 # sentence join back into exactly its words. Any word made of characters seen in training can be
 # spelled, so nothing but a new character is ever `<unk>`.
 #
+# Here is the algorithm precisely, as `npformer.data.bpe` runs it. A word is a tuple of symbols, at
+# first its characters with the marker, a space (`END`), appended to the last one: `chat` is
+# `("c", "h", "a", "t␣")`. Learning keeps `word_counts`, a dict from each distinct training word,
+# as its current tuple of symbols, to the number of times it occurs. One **merge step**:
+#
+# 1. count every pair of neighbouring symbols $(a, b)$ over all the words, each occurrence weighted
+#    by its word's count (a pair that occurs twice in a word counts twice);
+# 2. take the most frequent pair; of several equally frequent ones, the one that sorts first in
+#    Python's order of tuples of strings (the `min` of the tied pairs), so that the same text always
+#    gives the same merges;
+# 3. in every word, replace each occurrence of $(a, b)$, scanning left to right without overlap, by
+#    the one symbol $ab$: with the pair $(a, a)$, `a a a a b␣` becomes `aa aa b␣` and `a a a␣`
+#    becomes `aa a␣`.
+#
+# Learning repeats the step and keeps the pairs, in order: they are the **merges** (npformer stops
+# early once no pair occurs twice). On Sennrich's example, the counts `low` 5, `lower` 2, `newest` 6
+# and `widest` 3, the pairs $(e, s)$ and $(s, t␣)$ both occur 9 times, and $(e, s)$ sorts first.
+#
+# **Encoding** a word replays the merges: start from its characters (the last one marked); among
+# the pairs of neighbouring symbols that are merges, merge the one learned first (the earliest in
+# the list), everywhere in the word; repeat until no neighbouring pair is a merge. It is the pair
+# learned first that goes, not the leftmost pair that happens to be a merge: the counts `bcd` 10 and
+# `abd` 5 give the merges $(b, c)$, $(bc, d␣)$, $(a, b)$, $(ab, d␣)$, and `abcd` becomes `a bcd␣`,
+# where merging the leftmost pair first would give `ab c d␣`.
+#
+# ### Your turn
+#
+# Write `bpe_merge_step(word_counts)`: one merge step. `word_counts` maps each word, a tuple of
+# symbols (strings), to its count; return `(pair, merged)`, the pair that was merged (a tuple of two
+# symbols) and a new dict in which every word is merged and keeps its count. Then write
+# `bpe_segment(word, merges)`: the pieces of `word` (a string) as a list of strings, the last one
+# ending with the marker, given `merges`, a list of pairs in the order they were learned. The grader
+# tries, for `bpe_merge_step`, Sennrich's example as characters, counts that outweigh the number
+# of words, a tie among four pairs after two merges, a pair twice in one word and a word of one
+# symbol; for `bpe_segment`, `lowest`, `abcd` as above, a word of one character, and `lowes`, whose
+# last `s` is `s␣`, so that the merge $(e, s)$ does not apply to it. It compares the pieces exactly;
+# its table shows them as the codes of their characters (a piece ends at each $-1$), and the hint
+# under a failing case spells them out. npformer's `learn_merges`, `BPE.segment` and the
+# vocabulary's `pieces` and `encode` are unavailable while your functions run.
+
+# %%
+END = " "  # the end-of-word marker, appended to the last character of every word
+
+
+def bpe_merge_step(word_counts):
+    """One BPE merge: the most frequent pair (a tie: the pair that sorts first), merged in every word."""
+    ### BEGIN SOLUTION
+    counts = {}
+    for symbols, count in word_counts.items():
+        for pair in zip(symbols, symbols[1:]):
+            counts[pair] = counts.get(pair, 0) + count
+    pair = min(counts, key=lambda p: (-counts[p], p))
+    merged = {}
+    for symbols, count in word_counts.items():
+        out, i = [], 0
+        while i < len(symbols):
+            if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+                out.append(symbols[i] + symbols[i + 1])
+                i += 2
+            else:
+                out.append(symbols[i])
+                i += 1
+        merged[tuple(out)] = count
+    return pair, merged
+    ### END SOLUTION
+
+
+def bpe_segment(word, merges):
+    """A word as BPE pieces: the merges replayed, the one learned first first; the last piece ends with END."""
+    ### BEGIN SOLUTION
+    end = " "  # the end-of-word marker (END above)
+    rank = {tuple(pair): r for r, pair in enumerate(merges)}
+    pieces = list(word[:-1]) + [word[-1] + end]
+    while len(pieces) > 1:
+        known = [pair for pair in zip(pieces, pieces[1:]) if pair in rank]
+        if not known:
+            break
+        first, second = min(known, key=rank.get)
+        out, i = [], 0
+        while i < len(pieces):
+            if i + 1 < len(pieces) and pieces[i] == first and pieces[i + 1] == second:
+                out.append(first + second)
+                i += 2
+            else:
+                out.append(pieces[i])
+                i += 1
+        pieces = out
+    return pieces
+    ### END SOLUTION
+
+
+# %%
+print(check("bpe_merge_step", bpe_merge_step))
+print(check("bpe_segment", bpe_segment))
+
+# %% [markdown]
 # The cell below learns 8,000 merges (500 in quick mode) on the French side of this run's training
 # split, then compares it with the word vocabulary the run trained with: what it merges first, the
 # vocabulary sizes, how many pieces a word takes on the test split, and what happens to the test
-# words that the word vocabulary calls `<unk>`.
+# words that the word vocabulary calls `<unk>`. Once your functions pass, it also runs your merge
+# step 20 times on the same words, which must find the same first 20 merges as `BPEVocab.learn`,
+# and spells the unknown test words with your `bpe_segment` (npformer's step and segmentation until
+# then).
 
 # %%
 from npformer.data import BPEVocab  # noqa: E402  (kept here, where the idea is introduced)
@@ -365,6 +466,19 @@ def shown(piece):
 
 
 print("the first 12 merges:", ", ".join(f"{shown(a)}+{shown(b)}" for a, b in pieces_vocab.merges[:12]))
+merge_passed = check("bpe_merge_step", bpe_merge_step, strict=False).passed  # yours, when they pass
+segment_passed = check("bpe_segment", bpe_segment, strict=False).passed
+merge_step = bpe_merge_step if merge_passed else EXERCISES["bpe_merge_step"].reference
+segment = bpe_segment if segment_passed else (lambda word, merges: pieces_vocab.bpe.segment(word))
+symbols = {tuple(word[:-1]) + (word[-1] + END,): count
+           for word, count in Counter(word for sentence in french_train for word in sentence).items()}
+replayed = []
+for _ in range(20):
+    pair, symbols = merge_step(symbols)
+    replayed.append(pair)
+print(f"{'your' if merge_passed else 'npformer'} merge step, 20 times: the same merges as BPEVocab.learn: "
+      f"{replayed == [tuple(pair) for pair in pieces_vocab.merges[:20]]}")
+assert replayed == [tuple(pair) for pair in pieces_vocab.merges[:20]], "the merge step must replay learn_merges"
 word_vocab = trained.tgt_vocab
 test_words = [word for sentence in french_test for word in sentence]
 test_pieces = [piece for sentence in french_test for piece in pieces_vocab.pieces(sentence)]
@@ -374,9 +488,12 @@ print(f"test split: {len(test_words):,} words -> {len(test_pieces):,} pieces "
       f"({len(test_pieces) / len(test_words):.2f} per word); <unk> as words: "
       f"{sum(word not in word_vocab.index for word in test_words):,}, as pieces: "
       f"{sum(piece not in pieces_vocab.index for piece in test_pieces):,}")
-print("test words the word vocabulary calls <unk>, as pieces:")
+print(f"test words the word vocabulary calls <unk>, as pieces ({'your' if segment_passed else 'npformer'} "
+      "segmentation):")
 for word in unknown[:8]:
-    print(f"  {word:>16} -> {' '.join(shown(p) for p in pieces_vocab.pieces([word]))}")
+    spelled = segment(word, pieces_vocab.merges)
+    assert spelled == pieces_vocab.pieces([word]), f"{word!r}: {spelled}, npformer's {pieces_vocab.pieces([word])}"
+    print(f"  {word:>16} -> {' '.join(shown(p) for p in spelled)}")
 d_model = trained.model.config.d_model
 print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs with words, "
       f"{2 * d_model * len(pieces_vocab):,} with pieces; per test sentence, counting its extra pieces: "

@@ -68,10 +68,26 @@ def test_a_lesson_without_graded_exercises_has_no_solution_block():
             assert BEGIN not in path.read_text(encoding="utf-8"), f"{path.name}: a solution block that nothing grades"
 
 
+def _guarded_by_a_pass(tree):
+    """The nodes that run only when the grader passed the student's function: the true branch of an
+    ``if``/``... if ... else ...`` whose test reads a name bound to ``check(...).passed``."""
+    flags = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+             and isinstance(node.value, ast.Attribute) and node.value.attr == "passed"
+             for target in node.targets if isinstance(target, ast.Name)}
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp)) and {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} & flags:
+            for branch in (node.body if isinstance(node.body, list) else [node.body]):
+                guarded |= {id(child) for child in ast.walk(branch)}
+    return guarded
+
+
 def _uses_outside_check_calls(tree, name):
-    """Line numbers where the function ``name`` is called, other than by the grader."""
+    """Line numbers where the function ``name`` is called, other than by the grader or behind a pass."""
+    guarded = _guarded_by_a_pass(tree)
     return [node.lineno for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+            and id(node) not in guarded]
 
 
 @pytest.mark.parametrize("lesson", GRADED_LESSONS, ids=[path.stem for path in GRADED_LESSONS])
@@ -129,3 +145,10 @@ def test_lesson_runs_as_a_notebook_with_its_figures_inline(lesson, notebook_dir,
     assert images >= len(EXPECTED_FIGURES[lesson.name[:2]]), f"{images} inline figures"
     for name in EXPECTED_FIGURES[lesson.name[:2]]:
         assert (notebook_dir / "figures" / name).is_file(), f"{name} not written"
+
+
+def test_a_call_of_a_stub_is_allowed_only_behind_the_graders_pass():
+    guarded = "passed = check('f', f, strict=False).passed\ny = f(1) if passed else 0\nif passed:\n    f(2)\n"
+    assert _uses_outside_check_calls(ast.parse(guarded), "f") == []
+    unguarded = guarded + "z = f(3)\nw = f(4) if ready else 0\n"
+    assert _uses_outside_check_calls(ast.parse(unguarded), "f") == [5, 6]

@@ -3,7 +3,7 @@
 ``npformer course collect FOLDER --out my_npformer.py`` reads the student's filled-in lessons
 (``NN_topic.py`` in the percent format, or ``NN_topic.ipynb`` as Jupyter saved them) and writes
 one module: the lessons' imports, then each graded function in lesson order, with a comment
-naming its lesson, and the helper functions it calls. Nothing in the student's files changes.
+naming its lesson, the helper functions it calls and the lesson's constants it reads. Nothing in the student's files changes.
 
 What cannot be collected is reported by name and left out: a function in a cell that does not
 parse, an exercise whose lesson file is missing. The module then serves as an op set
@@ -72,6 +72,15 @@ def _parsed_cells(source: str, path: Path, problems: list[str]) -> list[ast.Modu
     return trees
 
 
+def _is_literal(node: ast.AST) -> bool:
+    """A constant a function may read from its lesson (``END = " "``, ``SIZES = (2, 4)``)."""
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
 def _names_used(node: ast.AST) -> set[str]:
     return {child.id for child in ast.walk(node) if isinstance(child, ast.Name)}
 
@@ -122,6 +131,9 @@ def collect(folder: str | Path, out: str | Path) -> CollectResult:
         source = lesson_source(path)
         trees = _parsed_cells(source, path, result.problems)
         definitions = {node.name: node for tree in trees for node in tree.body if isinstance(node, ast.FunctionDef)}
+        constants = {node.targets[0].id: node for tree in trees for node in tree.body
+                     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                     and _is_literal(node.value)}
         imports += [node for tree in trees for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
         wanted = [name for name in by_lesson[lesson] if name in definitions]
         for name in by_lesson[lesson]:
@@ -138,6 +150,8 @@ def collect(folder: str | Path, out: str | Path) -> CollectResult:
             queue += sorted(used for used in names & set(definitions) if used not in chosen)
         if chosen:
             sections.append(f"# -- lesson {path.stem} ({path.name}) " + "-" * max(0, 70 - len(path.stem)))
+            used_constants = sorted(set().union(*(_names_used(definitions[name]) for name in chosen)) & set(constants))
+            sections += [ast.unparse(constants[name]) for name in used_constants]
             sections += [ast.unparse(definitions[name]) + "\n" for name in chosen]
         result.functions += [(path.name, name) for name in wanted]
     header = (f'"""The graded functions of the lessons in {folder}, collected by npformer course collect.\n\n'

@@ -130,7 +130,8 @@ figure, axis = plt.subplots(figsize=(7, 2.8), constrained_layout=True)
 axis.barh(list(parts), list(parts.values()), color="tab:green" if backend.is_cupy() else "tab:blue")
 axis.invert_yaxis()
 axis.set(xlabel="milliseconds (best of 3; d_model 256, 2 + 2 layers, 64 x (24 + 24) tokens)",
-         title=f"Where one training step's time goes, on {backend.get_backend()}")
+         title="Where one training step's time goes\n"
+               + ("CuPy, on the GPU" if backend.is_cupy() else "NumPy, on the CPU (no GPU on this machine)"))
 figure.savefig(viz.figures_dir() / "16_training_step.png", dpi=110)
 
 # %% [markdown]

@@ -97,8 +97,11 @@ figure.savefig(viz.figures_dir() / "22_positional_tables.png", dpi=110)
 # %% [markdown]
 # ### Bug 2: the table indexed by batch
 #
-# A PyTorch tutorial stores the table as `(max_len, 1, d_model)` for inputs laid out as
-# `(seq, batch, d_model)`, and adds `self.pe[:x.size(0)]`. Used with batch-first inputs,
+# PyTorch's own tutorial "Language Modeling with nn.Transformer and torchtext"
+# (pytorch.org/tutorials/beginner/transformer_tutorial.html) stores the table as
+# `(max_len, 1, d_model)` for inputs laid out as `(seq, batch, d_model)`, and adds
+# `self.pe[:x.size(0)]`: right for that layout. The bug is in the many models that copy its
+# `PositionalEncoding` into a batch-first network. Used with batch-first inputs,
 # `x.size(0)` is the batch size: sentence $b$ gets $PE_b$, the same vector at every one of its
 # positions. The broadcast makes the shapes fit, so nothing fails.
 

@@ -202,9 +202,10 @@ for (english, french), hypothesis in zip(sample, trained.translate([english for 
 # `attention_of(run, sentence)` translates one sentence, feeds the source and the translation back
 # through the model (teacher forcing, lesson 23), and returns every attention map with the tokens
 # that label its rows and columns: the same maps that `npformer attention --kind all` draws. We take
-# the first test sentence of 5 to 8 tokens (punctuation included), so that the labels stay
-# readable, whether or not it is translated well, and its greedy translation; its sentence BLEU is
-# printed. Each figure has one row per layer and one column per head, and one colour scale for all
+# a test sentence of 5 to 8 tokens (punctuation included), so that the labels stay readable: the
+# first one whose greedy translation is one of its references, when the model translates one of
+# the first 200 such sentences right, else the first one. Whether the translation is right is
+# printed, with its sentence BLEU, and written in each figure's title. Each figure has one row per layer and one column per head, and one colour scale for all
 # its panels.
 
 # %%
@@ -212,9 +213,13 @@ def token_count(sentence):
     return len(trained.source_tokens(sentence)[0])
 
 
-sentence = next((english for english, _ in test_pairs if 5 <= token_count(english) <= 8), test_pairs[0][0])
+readable = [english for english, _ in test_pairs if 5 <= token_count(english) <= 8][:200] or [test_pairs[0][0]]
+translated = dict(zip(readable, trained.translate(readable, beam_size=1)))
+sentence = next((english for english in readable if translated[english] in references[english]), readable[0])
 attention = attention_of(run, sentence, beam_size=1)
-print(f"{attention.sentence!r} -> {attention.translation!r}   (reference: {references[sentence][0]!r}, "
+verdict = ("right: one of its references" if attention.translation in references[sentence]
+           else f"wrong: the reference is {references[sentence][0]!r}")
+print(f"{attention.sentence!r} -> {attention.translation!r}   ({verdict}; "
       f"sentence BLEU {metrics.bleu([attention.translation], [references[sentence][0]]):.1f})")
 for kind in KINDS:
     rows, columns = attention.labels[kind]
@@ -242,7 +247,7 @@ def draw(kind):
     rows, columns = attention.labels[kind]
     figures[kind] = viz.attention_heatmaps(
         attention.maps[kind], rows, columns, path=viz.figures_dir() / names[kind],
-        title=f"{TITLES[kind]}\n{attention.sentence} -> {attention.translation}")
+        title=f"{TITLES[kind]}\n{attention.sentence} -> {attention.translation}\n(the translation is {verdict})")
 
 
 draw("enc")

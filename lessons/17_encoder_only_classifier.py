@@ -161,7 +161,7 @@ if len(result["losses"]) > window:
     smooth = np.convolve(result["losses"], np.ones(window) / window, mode="valid")
     axis.plot(np.arange(window - 1, len(result["losses"])), smooth, label=f"mean of {window}")
 axis.set(xlabel="step", ylabel="cross-entropy", yscale="log",
-         title=f"English or French? {result['source']}: {result['test_accuracy']:.1%} held-out accuracy "
+         title=f"English or French? {result['source']}\n{result['test_accuracy']:.1%} held-out accuracy "
                f"on {result['test_sentences']:,} sentences")
 axis.legend()
 axis.grid(True, alpha=0.3)

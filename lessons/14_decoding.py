@@ -12,6 +12,13 @@
 # Both run the decoder once per new word, which is where the KV cache comes in. In this lesson you
 # write the cached attention step, greedy search, one step of beam search and the whole beam search,
 # and decode with them.
+#
+# What decoding does shows only on a model that has learnt something, so the demonstrations decode
+# the translator that ships with npformer, `npformer.pretrained("toy")`, trained on lesson 13's
+# embedded English-to-French corpus, on real English sentences. Two demonstrations use untrained
+# models instead, and say so: the KV-cache timing (a random model: the speed of a step does not
+# depend on the weights) and the exhaustive search (a tiny model: exhaustive search needs a tiny
+# vocabulary).
 
 # %%
 import os
@@ -20,11 +27,15 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
+import npformer
 from npformer import backend, models, ops, viz
 from npformer.course import check
-from npformer.tasks.translation import decoding, greedy_decode
+from npformer.data import detokenize, noun_phrase, pad_batch, pad_rows, sentence_pair, tokenize, toy_corpus
+from npformer.data.toy_corpus import ADJECTIVES_AFTER, ADJECTIVES_BEFORE, KINDS, NOUNS, VERBS
+from npformer.tasks.translation import Translator, decoding, greedy_decode, pretrained_record
 from npformer.tasks.translation.decoding import length_penalty_factor
-from npformer.tokens import BOS_ID, EOS_ID, PAD_ID
+from npformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from npformer.training import RunFolder
 
 # %% [markdown]
 # ## The KV cache
@@ -230,24 +241,56 @@ def greedy_search(next_log_probs, max_len, eos):
 print(check("greedy_search", greedy_search))
 
 # %% [markdown]
-# On the lesson's model your greedy search must write the tokens of npformer's `greedy_decode`,
-# which runs every sentence of the batch at once on the KV cache. The model below is the lesson's
-# model in float64 (the same weights, from the same seed), so that the two ways of computing the
-# log-probabilities agree far below any gap between two tokens. Its `<pad>` token is made
-# impossible, as training makes it: `model.decode` reads id 0 in a prefix as padding and hides it,
-# while the KV-cached `decode_step` does not, so a model that wrote `<pad>` would be read two ways.
+# ### A trained translator
+#
+# npformer ships a trained translator: `npformer.pretrained("toy")` loads the run folder of the
+# default `npformer train` (the `tiny` preset, 900 steps on the toy corpus of lesson 13), with its
+# model in eval mode, its two vocabularies and its test split; `pretrained_record("toy")` holds the
+# test BLEU it reached when it was built. The cell below loads it and prints its size and that BLEU.
+#
+# On this translator your greedy search must write the tokens of npformer's `greedy_decode`, which
+# runs every sentence of the batch at once on the KV cache. The comparison uses a float64 copy of the
+# translator (the same weights, through `load_state_dict`), so that the two ways of computing the
+# log-probabilities, the whole prefix through `model.decode` in `next_log_probs_of` and one cached
+# step in `decode_step`, agree far below any gap between two tokens. The sentences are the first
+# four of the corpus's test split (sentences kept out of training); each translation is printed
+# beside its reference.
 
 # %%
-model64 = models.Transformer(model.config, seed=0, dtype=np.float64).eval()
-model64.out_proj.b[PAD_ID] = -1e4  # log p(<pad>) near -1e4: never chosen
-sources = np.random.default_rng(15).integers(4, 1000, size=(4, 10))
+run = npformer.pretrained("toy")
+record = pretrained_record("toy")
+print(f"pretrained toy translator: {run.model.num_params():,} parameters, {len(run.src_vocab)} English and "
+      f"{len(run.tgt_vocab)} French token ids; test BLEU when built: {record['bleu_greedy']:.1f} greedy, "
+      f"{record['bleu_beam']:.1f} with a beam of {record['beam_size']}")
+toy64 = models.Transformer(run.model.config, dtype=np.float64).eval()
+toy64.load_state_dict({name: value.astype(np.float64) for name, value in run.model.state_dict().items()})
+test_pairs = RunFolder(run.folder).split("test")  # (English, French reference) pairs
+MAX_LEN = 24  # the longest translation a search may write, <eos> included
+
+
+def source_ids(english):
+    """The translator's source ids of one English sentence."""
+    return run.src_vocab.encode(tokenize(english, "en"))
+
+
+def french(ids):
+    """The French sentence that a list of target ids spells."""
+    return detokenize(run.tgt_vocab.decode(ids), "fr")
+
+
+examples = test_pairs[:4]
+example_src = backend.asarray(pad_rows([source_ids(english) for english, _ in examples]))
 passed = check("greedy_search", greedy_search, strict=False).passed  # yours, when it passes
 if passed:
-    yours = [[int(token) for token in greedy_search(next_log_probs_of(model64, row), 12, EOS_ID)] for row in sources]
+    yours = [[int(token) for token in greedy_search(next_log_probs_of(toy64, source_ids(english)), MAX_LEN, EOS_ID)]
+             for english, _ in examples]
 else:
-    yours = greedy_decode(model64, backend.asarray(sources), 12)
-print(f"{'your greedy_search' if passed else 'greedy_decode'}:", yours[0])
-assert yours == greedy_decode(model64, backend.asarray(sources), 12)
+    yours = greedy_decode(toy64, example_src, MAX_LEN)
+print(f"{'your greedy_search' if passed else 'greedy_decode'} on the pretrained translator:")
+for (english, reference), tokens in zip(examples, yours):
+    print(f"  {english} -> {french(tokens)} ({'equals' if french(tokens) == reference else 'differs from'} "
+          "the reference)")
+assert yours == greedy_decode(toy64, example_src, MAX_LEN)
 
 # %% [markdown]
 # ## Why greedy search is not optimal
@@ -269,17 +312,21 @@ assert yours == greedy_decode(model64, backend.asarray(sources), 12)
 # less probable word and has probability 0.36. A locally best word can lead where every
 # continuation is uncertain.
 #
-# The exact best is a search over every translation: $V^T$ of them for $T$ tokens, $1000^{12} =
-# 10^{36}$ for the lesson's model and twelve words, out of reach. On a tiny vocabulary it is
-# possible, and it shows how often greedy misses. The cell below makes a tiny untrained model with a
-# target vocabulary of 6 ids (`<pad>` made impossible as above; the other special ids act as words
-# here), searches every translation of up to 4 tokens for 20 source sentences, and scores each
+# The exact best is a search over every translation: $V^T$ of them for $T$ tokens, which the cell
+# below prints for the pretrained translator's French vocabulary and twelve tokens: out of reach.
+# On a tiny vocabulary it is possible, and it shows how often greedy misses. The cell makes a tiny
+# untrained model with a target vocabulary of 6 ids (the special ids act as words here, except
+# `<pad>`, made impossible: `model.decode` reads id 0 in a prefix as padding and hides it, while the
+# KV-cached `decode_step` does not, so a model that wrote `<pad>` would be read two ways), searches
+# every translation of up to 4 tokens for 20 source sentences, and scores each
 # translation by $\log p(y \mid x) / \mathrm{lp}(y)$, the score beam search uses below ($\mathrm{lp}$
 # is GNMT's length penalty with $\alpha = 0.6$, the subject of a section below; it does not change
 # the argument). Greedy search is your `greedy_search` when it passes, otherwise npformer's
 # `greedy_decode`.
 
 # %%
+print(f"every translation of 12 tokens over the pretrained translator's {len(run.tgt_vocab)} French ids: "
+      f"{len(run.tgt_vocab)}^12 = {float(len(run.tgt_vocab)) ** 12:.1e}")
 tiny = models.Transformer(models.TransformerConfig(50, 6, d_model=16, n_heads=2, d_ff=32, n_layers=1, dropout=0.0),
                           seed=2, dtype=np.float64).eval()
 tiny.out_proj.b[PAD_ID] = -1e4
@@ -422,19 +469,108 @@ def length_penalty(length, alpha):
 print(check("length_penalty", length_penalty))
 
 # %% [markdown]
-# Beam search calls npformer's `length_penalty_factor`. Take two finished hypotheses, a short one
-# of 4 tokens with $\log p = -4.0$ and a long one of 10 tokens with $\log p = -4.8$: the raw
-# log-probability prefers the short one, and the penalty can turn that around.
+# Where does the penalty change what the pretrained translator writes? Only where it hesitates
+# between finished translations of different lengths with close log-probabilities. To make it
+# hesitate, give it a construction it never saw. The toy grammar puts `a` or `an` before objects
+# ("the boy sees a white horse.") but never before a subject. The first cell below regenerates the
+# corpus the translator was trained on (`toy_corpus` with the run's seed, which gives the shipped test
+# split: asserted) and counts the training and validation sentences with `a` or `an` anywhere and
+# before the subject. It then makes sentences with an indefinite subject ("a big bird is blue.") with
+# the grammar's own functions, `noun_phrase(noun, adjective, determiner="a")` and
+# `sentence_pair(kind, subject, ...)`, which build the French reference too: for every noun, with
+# every adjective or none, one sentence of each of the grammar's six kinds, with the verb, the object
+# and the adjective after "is" drawn by a seeded generator. These **made-up sentences** use only words
+# the translator knows.
 
 # %%
-candidates = {"short, 4 tokens": (4, -4.0), "long, 10 tokens": (10, -4.8)}
-choices = {}
-for alpha in (0.0, 0.6, 1.0):
-    scores = {name: log_p / length_penalty_factor(length, alpha) for name, (length, log_p) in candidates.items()}
-    choices[alpha] = max(scores, key=scores.get)
-    print(f"alpha = {alpha}: " + ", ".join(f"{name} {score:.2f}" for name, score in scores.items())
-          + f" -> {choices[alpha]}")
-assert choices[0.0] == "short, 4 tokens" and choices[0.6] == "long, 10 tokens", "alpha 0.6 must flip the choice"
+splits = toy_corpus(n_train=run.config["data"]["train"], seed=run.config["train"]["seed"])
+assert splits.test == test_pairs, "toy_corpus with the run's seed must give the shipped test split"
+
+
+def subject_is_indefinite(english):
+    """Whether the subject of a sentence of the grammar starts with a or an."""
+    words = tokenize(english, "en")
+    return words[{"do": 1, "does": 1, "where": 2}.get(words[0], 0)] in ("a", "an")
+
+
+seen = [english for english, _ in splits.train + splits.valid]
+with_a = sum(bool({"a", "an"} & set(tokenize(english, "en"))) for english in seen)
+before_subject = sum(subject_is_indefinite(english) for english in seen)
+print(f"training and validation sentences: {len(seen)}; with a or an: {with_a}; with a or an before the "
+      f"subject: {before_subject}")
+assert with_a > 0 and before_subject == 0
+
+ADJECTIVES = [*ADJECTIVES_AFTER, *ADJECTIVES_BEFORE]
+made_rng = np.random.default_rng(1)
+made_up = []  # (English, French reference)
+for noun, *_ in NOUNS:
+    for adjective in [None, *ADJECTIVES]:
+        subject = noun_phrase(noun, adjective, determiner="a")
+        for kind in KINDS:
+            if kind in ("statement", "negation", "question"):
+                obj = noun_phrase(NOUNS[made_rng.integers(len(NOUNS))][0],
+                                  [None, *ADJECTIVES][made_rng.integers(len(ADJECTIVES) + 1)],
+                                  determiner="a" if made_rng.random() < 0.4 else "the")
+                english, french_tokens, _ = sentence_pair(kind, subject, VERBS[made_rng.integers(len(VERBS))][0], obj)
+            elif kind == "where":
+                english, french_tokens, _ = sentence_pair(kind, subject)
+            else:  # "is", "is_not"
+                english, french_tokens, _ = sentence_pair(kind, subject,
+                                                          adjective=ADJECTIVES[made_rng.integers(len(ADJECTIVES))])
+            made_up.append((detokenize(english, "en"), detokenize(french_tokens, "fr")))
+assert all(subject_is_indefinite(english) for english, _ in made_up)
+assert all(UNK_ID not in source_ids(english) for english, _ in made_up), "only words the translator knows"
+made_src = backend.asarray(pad_rows([source_ids(english) for english, _ in made_up]))
+print(f"{len(made_up)} made-up sentences, e.g.", "; ".join(f"{e} -> {f}" for e, f in made_up[:2]))
+
+# %% [markdown]
+# The cell below runs npformer's beam search (a beam of 4) on the made-up sentences with
+# $\alpha = 0$, $0.6$ and $1$, counts the sentences on which $\alpha = 0$ and $\alpha = 1$ choose
+# differently, and takes the shortest of them. In npformer's beam search the penalty enters only the
+# final choice: the beam is pruned by the raw $\log p$ at every step, so the three runs end with the
+# same beam, and the translations they choose are all in it. The cell scores the two chosen with
+# $\alpha = 0$ and $\alpha = 1$ by their $\log p(y \mid x)$, summed over their tokens and `<eos>` in
+# one teacher-forced forward pass (`sequence_log_probs`), and divides by your `length_penalty` when it
+# passes (npformer's `length_penalty_factor` otherwise): at each $\alpha$ the winner is the one that
+# beam search chose (asserted). The translation chosen with $\alpha = 1$ is the longer (asserted: a
+# larger $\alpha$ can only favour a longer translation); whether each equals the reference is printed.
+
+# %%
+def sequence_log_probs(model, src, hypotheses):
+    """log p(y | x) of each hypothesis (ids without <eos>, which is added and counted) given its
+    source row of ``src (N, Ts)``: one forward pass with the hypotheses as the decoder's input."""
+    batch = pad_batch([([PAD_ID], [BOS_ID, *tokens, EOS_ID]) for tokens in hypotheses])
+    with model.evaluating():
+        logits = backend.to_numpy(model.forward(src, backend.asarray(batch.tgt_in))).astype(np.float64)
+    logits -= logits.max(axis=-1, keepdims=True)
+    log_probs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))  # log-softmax
+    picked = np.take_along_axis(log_probs, batch.tgt_out[..., None], axis=-1)[..., 0]
+    return (picked * (batch.tgt_out != PAD_ID)).sum(axis=-1)
+
+
+passed = check("length_penalty", length_penalty, strict=False).passed  # yours, when it passes
+penalty = length_penalty if passed else length_penalty_factor
+ALPHAS = (0.0, 0.6, 1.0)
+chosen = {alpha: decoding.beam_search(run.model, made_src, beam_size=4, max_len=MAX_LEN, length_penalty=alpha)
+          for alpha in ALPHAS}
+assert max(len(tokens) for tokens in chosen[0.0] + chosen[1.0]) < MAX_LEN, "every translation ends with <eos>"
+changed = [i for i in range(len(made_up)) if chosen[0.0][i] != chosen[1.0][i]]
+print(f"alpha = 0 and alpha = 1 choose different translations for {len(changed)} of {len(made_up)} made-up sentences")
+i = min(changed, key=lambda i: len(made_up[i][0]))
+english, reference = made_up[i]
+pair = {"alpha = 0's": chosen[0.0][i], "alpha = 1's": chosen[1.0][i]}
+log_p = dict(zip(pair, sequence_log_probs(run.model, backend.asarray(pad_rows([source_ids(english)] * 2)),
+                                          list(pair.values()))))
+print(f"{english} (reference: {reference})")
+for name, tokens in pair.items():
+    print(f"  {name} choice: '{french(tokens)}', |y| = {len(tokens) + 1} with <eos>, log p = {log_p[name]:.3f}, "
+          f"{'equals' if french(tokens) == reference else 'differs from'} the reference")
+for alpha in ALPHAS:
+    scores = {name: log_p[name] / penalty(len(tokens) + 1, alpha) for name, tokens in pair.items()}
+    winner = max(scores, key=scores.get)
+    print(f"alpha = {alpha}: " + ", ".join(f"{name} {score:.3f}" for name, score in scores.items()) + f" -> {winner}")
+    assert chosen[alpha][i] not in pair.values() or pair[winner] == chosen[alpha][i]
+assert len(pair["alpha = 1's"]) > len(pair["alpha = 0's"]), "a larger alpha can only favour a longer translation"
 
 # %% [markdown]
 # ## Beam search: the whole search
@@ -499,10 +635,10 @@ def beam_search(next_log_probs, beam_size, max_len, alpha, eos):
 print(check("beam_search", beam_search))
 
 # %% [markdown]
-# Back to the tiny model and its 20 sources. With the beam as wide as the number of hypotheses of
-# up to 4 tokens ($1 + 5 + 5^2 + 5^3$ finished ones and $5^4$ still going: 781), beam search must
-# find the exhaustive search's best on every source; with narrower beams, count how often it does.
-# A beam of 1 is greedy search, so it misses where greedy did; a wider beam keeps more of the
+# Back to the tiny untrained model and its 20 sources. With the beam as wide as the number of
+# hypotheses of up to 4 tokens ($1 + 5 + 5^2 + 5^3$ finished ones and $5^4$ still going: 781), beam
+# search must find the exhaustive search's best on every source; with narrower beams, count how often
+# it does. A beam of 1 is greedy search, so it misses where greedy did; a wider beam keeps more of the
 # prefixes that lead to the best, but only a beam that prunes nothing is sure to find it. The cell
 # runs your `beam_search` when it passes, otherwise npformer's `decoding.beam_search`:
 
@@ -529,48 +665,119 @@ assert found[WIDE] == len(tiny_sources), "a beam that holds every hypothesis mus
 assert found[1] == len(tiny_sources) - len(missed), "a beam of 1 is greedy search"
 
 # %% [markdown]
-# On the lesson's model (in float64, `<pad>` made impossible, as above), the search must choose the
-# same translations as npformer's `decoding.beam_search`, which runs all the sentences and their beams at
-# once on the KV cache:
+# On the pretrained translator (its float64 copy `toy64`, as for greedy search), the search must
+# choose the same translations as npformer's `decoding.beam_search`, which runs all the sentences and
+# their beams at once on the KV cache. The cell below takes the made-up sentences on which npformer's
+# greedy search and beam search (a beam of 4, $\alpha = 0.6$) choose differently, and runs the search
+# on the first three of them:
 
 # %%
-yours = [search(model64, row, 4, 12) for row in sources]
-assert yours == decoding.beam_search(model64, backend.asarray(sources), beam_size=4, max_len=12)
-print(f"{'your beam_search' if passed else 'npformer'}, beam of 4:", yours[0])
+greedy_made = greedy_decode(run.model, made_src, MAX_LEN)
+differ = [i for i in range(len(made_up)) if greedy_made[i] != chosen[0.6][i]]
+shown = differ[:3]
+shown_src = backend.asarray(pad_rows([source_ids(made_up[i][0]) for i in shown]))
+yours = [search(toy64, source_ids(made_up[i][0]), 4, MAX_LEN) for i in shown]
+assert yours == decoding.beam_search(toy64, shown_src, beam_size=4, max_len=MAX_LEN)
+for i, greedy_tokens, beam_tokens in zip(shown, greedy_decode(toy64, shown_src, MAX_LEN), yours):
+    print(f"{made_up[i][0]}\n  greedy_decode:  {french(greedy_tokens)}\n"
+          f"  {'your beam_search' if passed else 'npformer beam_search'}: {french(beam_tokens)}")
+    assert greedy_tokens != beam_tokens
 
 # %% [markdown]
 # ## Greedy against beam
 #
 # Beam search explores more candidates than greedy search, so it can find translations to which
 # the model gives a higher score; it keeps only $k$ of them at each step, so it is not guaranteed
-# to. Whether it raises BLEU depends on how good the model is (`npformer evaluate` reports both).
-# The model here is untrained, so its two outputs below show only that the searches can differ.
+# to. Whether that gives better translations depends on the model (`npformer evaluate` reports the
+# BLEU of both). First the corpus's test split, through the `Translator` of lesson 13 (strings in,
+# strings out, as `npformer translate`), with greedy search and a beam of 4: the cell counts the
+# sentences on which the two searches differ, and those on which each equals the reference.
 
 # %%
-small = backend.asarray(rng.integers(4, 1000, size=(8, 10)))
-greedy = greedy_decode(model, small, 12)
-beam = decoding.beam_search(model, small, beam_size=4, max_len=12)
-print("greedy:", greedy[0][:8])
-print("beam 4:", beam[0][:8])
-assert list(greedy[0]) != list(beam[0]), "on this source the two searches must differ"
+translator = Translator.from_run(run)
+test_english = [english for english, _ in test_pairs]
+by_greedy = translator.translate(test_english, beam_size=1)
+by_beam = translator.translate(test_english, beam_size=4, length_penalty=0.6)
+test_differ = sum(g != b for g, b in zip(by_greedy, by_beam))
+print(f"test split: greedy and beam 4 differ on {test_differ} of {len(test_pairs)} sentences; equal to the "
+      f"reference: greedy {sum(g == f for g, (_, f) in zip(by_greedy, test_pairs))}, "
+      f"beam {sum(b == f for b, (_, f) in zip(by_beam, test_pairs))}")
+assert test_differ == 0
+
+# %% [markdown]
+# On this easy corpus the two searches never differ: the count the cell prints is zero (asserted).
+# They do differ on the made-up sentences, whose indefinite subject the translator never saw. The
+# cell below runs both searches on all of them (npformer's, on the KV cache; a beam of 4 and
+# $\alpha = 0.6$), scores every translation by its $\log p(y \mid x)$ (`sequence_log_probs`) and by
+# beam search's final score $\log p(y \mid x) / \mathrm{lp}(y)$, and counts, among the sentences on
+# which the searches differ, those on which beam's score is the higher and those on which each
+# translation equals the reference. Then it prints one sentence of each kind: greedy right and beam
+# wrong, beam right and greedy wrong, both wrong (the first of each, where there is one).
+
+# %%
+hypotheses = {"greedy": greedy_made, "beam": chosen[0.6]}
+assert max(len(tokens) for tokens in greedy_made) < MAX_LEN, "every translation ends with <eos>"
+log_p = {name: sequence_log_probs(run.model, made_src, found) for name, found in hypotheses.items()}
+score = {name: log_p[name] / length_penalty_factor(np.array([len(tokens) + 1 for tokens in found]), 0.6)
+         for name, found in hypotheses.items()}
+right = {name: np.array([french(tokens) == reference for tokens, (_, reference) in zip(found, made_up)])
+         for name, found in hypotheses.items()}
+d = np.array(differ)
+print(f"made-up sentences: greedy and beam 4 differ on {len(differ)} of {len(made_up)}; equal to the reference: "
+      f"greedy {right['greedy'].sum()}, beam {right['beam'].sum()}")
+print(f"where they differ: beam's score is the higher on {(score['beam'][d] > score['greedy'][d]).sum()}, "
+      f"its log p on {(log_p['beam'][d] > log_p['greedy'][d]).sum()}; right: greedy {right['greedy'][d].sum()}, "
+      f"beam {right['beam'][d].sum()}, neither {(~right['greedy'][d] & ~right['beam'][d]).sum()}")
+kinds = {"greedy right, beam wrong": right["greedy"] & ~right["beam"],
+         "beam right, greedy wrong": right["beam"] & ~right["greedy"],
+         "both wrong": ~right["greedy"] & ~right["beam"]}
+for kind, where in kinds.items():
+    firsts = [i for i in differ if where[i]]
+    if firsts:
+        i = firsts[0]
+        print(f"{kind}: {made_up[i][0]} (reference: {made_up[i][1]})")
+        for name in hypotheses:
+            print(f"  {name:6s} {french(hypotheses[name][i])}  log p {log_p[name][i]:.3f}, score {score[name][i]:.3f}")
+assert differ and np.all(score["beam"] >= score["greedy"] - 1e-6), "beam's score is at least greedy's"
+assert np.all(score["beam"][d] > score["greedy"][d]), "where they differ, beam's score is the higher"
+assert right["greedy"][d].sum() > right["beam"][d].sum() > 0
+
+# %% [markdown]
+# Beam search did its job: on every made-up sentence its final score is at least greedy's
+# (asserted; beam search does not guarantee it in general), and where the two differ it is higher.
+# Yet where they differ, greedy's translation equals the reference more often than beam's (the
+# counts above, asserted). Two kinds of error meet here:
+#
+# * a **search error**: the model gives the reference a higher score ($\log p / \mathrm{lp}$, the score
+#   beam search ranks by) than the translation the search returned. Where beam is right and greedy
+#   wrong, greedy made one: a better search fixes it.
+# * a **model error**: the model gives a wrong translation a higher score than the reference. Where
+#   greedy is right and beam wrong, beam's wrong translation scores higher than greedy's, which is the
+#   reference: the model prefers the wrong one, and a better search only finds it more surely.
+#
+# On a construction it never saw, this translator makes model errors, and there a wider search does
+# not help: the remedy is the model's (more data, or data with that construction), not the search's.
 
 # %% [markdown]
 # ## Exercises
 #
 # 1. Time the two decoders for 8, 24 and 64 tokens. How does the speed-up grow with length? Compare
 #    it with the counts of positions and of query-key products above.
-# 2. Beam search with a beam of one, `decoding.beam_search(model, src, beam_size=1, max_len=12)`, must
-#    equal greedy search, `greedy_decode(model, src, 12)`. Check it.
+# 2. Beam search with a beam of one, `decoding.beam_search(run.model, made_src, beam_size=1,
+#    max_len=MAX_LEN)`, must equal greedy search, `greedy_decode(run.model, made_src, MAX_LEN)`, on the
+#    pretrained translator and the made-up sentences. Check it.
 # 3. Implement sampling with a temperature $\tau$: replace `argmax` with a draw from
 #    $\operatorname{softmax}(z / \tau)$ of the logits $z$.
-# 4. Run `decoding.beam_search` on the same sources with the argument `length_penalty` set to $0$ and
-#    to $1$. How do the lengths of the chosen translations change, and why?
+# 4. The length-penalty section ran `decoding.beam_search` on the made-up sentences with the argument
+#    `length_penalty` set to $0$, $0.6$ and $1$ (`chosen`). How does the mean length of the chosen
+#    translations change with $\alpha$, and why? On how many sentences does the choice change at all?
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
 #
-# 1. (Printed below, on the lesson's 32 sources.) The speed-up grows steadily with the length,
-#    because the uncached decoder's work per step grows with $t$ while the cached step's hardly does.
+# 1. (Printed below, on the random model and the 32 sources of the timing section.) The speed-up
+#    grows steadily with the length, because the uncached decoder's work per step grows with $t$ while
+#    the cached step's hardly does.
 #    It stays far below both counted ratios, $(T + 1)/2$ for positions and $(2T + 1)/3$ for query-key
 #    products: a cached step works on one position per sentence, and such small matrix products are
 #    dominated by fixed costs (Python, one call per op and per layer) that the counts ignore. Full
@@ -582,14 +789,17 @@ assert list(greedy[0]) != list(beam[0]), "on this source the two searches must d
 #    $\operatorname{softmax}(z / \tau)$ in float64 with the row maximum subtracted before `exp`, and draw
 #    one token per row from a seeded generator. Checks: as $\tau \to 0$ the draw becomes greedy
 #    decoding (asserted); $\tau = 1$ samples the model's own distribution, and $\tau > 1$ flattens it.
-# 4. (Printed below.) With $\alpha = 0$ the score is the raw $\log p(y \mid x)$: every token adds a
-#    negative term, so among its finished hypotheses beam search picks short ones. With $\alpha = 1$
-#    the score is divided by $(5 + |y|)/6$, close to a per-token average, so length is no longer
-#    punished and the chosen translations get longer (or stay the same). The lesson's model never
-#    writes `<eos>`, so the cell below uses a random model made confident and given a likelier `<eos>`
-#    (hypotheses then end at many lengths). A well-trained translator, such as lesson 13's full run, is
-#    so sure of one translation that the choice rarely changes with $\alpha$: a full answer says that
-#    the penalty matters only when finished hypotheses of different lengths have close log-probabilities.
+# 4. (Printed below, on the pretrained translator and the made-up sentences.) With $\alpha = 0$ the
+#    score is the raw $\log p(y \mid x)$: every token adds a negative term, so among its finished
+#    hypotheses beam search picks short ones. With $\alpha = 1$ the score is divided by
+#    $(5 + |y|)/6$, close to a per-token average, so length is no longer punished and the chosen
+#    translations get longer or stay the same: the mean length does not fall as $\alpha$ grows
+#    (asserted). The three runs end with the same beam, so $\alpha$ only moves the final choice among
+#    its finished hypotheses, and a larger $\alpha$ can only move it to a longer one. The choice changes
+#    on few of the sentences (the count is printed): on the others, no finished hypothesis of another
+#    length comes close enough in log-probability for the penalty to overturn the choice. A full answer
+#    says that the penalty matters only when finished hypotheses of different lengths have close
+#    log-probabilities.
 
 # %% tags=["instructor"]
 speedups = {}
@@ -609,8 +819,8 @@ if os.environ.get("NPFORMER_QUICK") != "1":  # timings: asserted only in the ful
     assert speedups[64] > speedups[8], "the speed-up must grow with the length"
 
 # %% tags=["instructor"]
-assert decoding.beam_search(model, small, beam_size=1, max_len=12) == greedy_decode(model, small, 12)
-print("answer 2: beam search with beam_size=1 equals greedy decoding on all", small.shape[0], "sources")
+assert decoding.beam_search(run.model, made_src, beam_size=1, max_len=MAX_LEN) == greedy_made
+print("answer 2: beam search with beam_size=1 equals greedy decoding on all", len(made_up), "made-up sentences")
 
 
 # %% tags=["instructor"]
@@ -638,14 +848,9 @@ print(f"answer 3: tau = 1e-8 reproduces greedy decoding; tau = 1 changes {(warm 
       "of the tokens")
 
 # %% tags=["instructor"]
-from npformer.tokens import EOS_ID  # noqa: E402
-
-confident = models.Transformer(model.config, seed=0).eval()  # a model of its own: `model` is unchanged
-confident.out_proj.W *= 10.0  # sharper next-word distributions
-confident.out_proj.b[EOS_ID] += 6.0  # and <eos> likely enough that hypotheses end at many lengths
-mean_length = {alpha: np.mean([len(y) for y in decoding.beam_search(confident, src, beam_size=4, max_len=24,
-                                                                     length_penalty=alpha)])
-               for alpha in (0.0, 0.6, 1.0)}
+mean_length = {alpha: np.mean([len(tokens) for tokens in chosen[alpha]]) for alpha in ALPHAS}
 print("answer 4: mean length of the chosen translations: "
-      + ", ".join(f"alpha = {alpha}: {value:.2f}" for alpha, value in mean_length.items()))
-assert mean_length[0.0] <= mean_length[0.6] <= mean_length[1.0] and mean_length[0.0] < mean_length[1.0]
+      + ", ".join(f"alpha = {alpha}: {value:.3f}" for alpha, value in mean_length.items())
+      + f"; the choice changes between alpha = 0 and 1 on {len(changed)} of {len(made_up)} sentences")
+assert mean_length[0.0] <= mean_length[0.6] <= mean_length[1.0]
+assert all(len(chosen[1.0][i]) > len(chosen[0.0][i]) for i in changed)

@@ -122,18 +122,24 @@ def _stub_solutions(text: str, name: str, keep: bool) -> tuple[str, str]:
     return "".join(out), "".join(removed)
 
 
+def _split_edition(text: str, name: str) -> tuple[str, str, str]:
+    """(the student edition, the solutions' lines it leaves out, the ``instructor`` cells it leaves out)."""
+    _stub_solutions(text, name, keep=True)  # the markers are checked on the whole file, tagged cells included
+    parts = cells(text)
+    kept = "".join(cell for cell in parts if not is_instructor_cell(cell))
+    stubbed, solutions = _stub_solutions(kept, name, keep=False)
+    return stubbed, solutions, "".join(cell for cell in parts if is_instructor_cell(cell))
+
+
 def student_source(text: str, name: str = "lesson") -> str:
     """``text`` without its ``instructor`` cells and with every solution replaced by a stub."""
-    kept = "".join(cell for cell in cells(text) if not is_instructor_cell(cell))
-    _stub_solutions(text, name, keep=True)  # the markers are checked on the whole file
-    return _stub_solutions(kept, name, keep=False)[0]
+    return _split_edition(text, name)[0]
 
 
 def instructor_only(text: str, name: str = "lesson") -> str:
     """What the student edition of ``text`` leaves out: the solutions' lines and the ``instructor`` cells."""
-    tagged = "".join(cell for cell in cells(text) if is_instructor_cell(cell))
-    kept = "".join(cell for cell in cells(text) if not is_instructor_cell(cell))
-    return _stub_solutions(kept, name, keep=False)[1] + tagged
+    _, solutions, tagged = _split_edition(text, name)
+    return solutions + tagged
 
 
 def _write_edition(lessons_dir: str | Path | None, out_dir: str | Path, student: bool) -> list[Path]:

@@ -37,7 +37,7 @@ def _rows_sum_to_zero(values, reference) -> bool:
 
 # -- layer norm ------------------------------------------------------------------------------------
 
-def _x_hat(x, eps=1e-5):
+def layernorm_x_hat(x, eps=1e-5):
     return (x - x.mean(axis=-1, keepdims=True)) / numpy.sqrt(x.var(axis=-1, keepdims=True) + eps)
 
 
@@ -48,7 +48,7 @@ def layernorm_dx_hint(got, expected, inputs, output):
     if not _rows_sum_to_zero(got, expected):
         return ("the rows of dx do not sum to zero, but a right dx's rows do (shifting a whole row changes "
                 "nothing after normalisation): check the - mean(g) term, with g = dout * gamma")
-    x_hat = _x_hat(inputs["x"])
+    x_hat = layernorm_x_hat(inputs["x"])
     along_x_hat = numpy.abs((got * x_hat).sum(axis=-1)).max()
     allowed = numpy.abs((expected * x_hat).sum(axis=-1)).max() + 1e-6 * numpy.abs(expected).max() * x_hat.shape[-1]
     if along_x_hat > 10 * allowed:
@@ -76,14 +76,14 @@ def _single_row_candidates(inputs, output):
     if output == "dbeta" or output == "db":
         return [dout[0], dout[-1]]
     if output == "dgamma":
-        x_hat = _x_hat(inputs["x"]).reshape(-1, dout.shape[-1])
+        x_hat = layernorm_x_hat(inputs["x"]).reshape(-1, dout.shape[-1])
         return [dout[0] * x_hat[0], dout[-1] * x_hat[-1]]
     return []
 
 
 # -- softmax and attention -------------------------------------------------------------------------
 
-def _softmax(scores):
+def softmax(scores):
     shifted = numpy.exp(scores - scores.max(axis=-1, keepdims=True))
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
@@ -92,7 +92,7 @@ def softmax_diagonal_hint(got, expected, inputs, output):
     """softmax_backward: the Jacobian's diagonal alone, p (1 - p) dout."""
     if output != "dx" or got.shape != expected.shape:
         return ""
-    p = _softmax(inputs["x"])
+    p = softmax(inputs["x"])
     if _explains(inputs["dout"] * p * (1 - p), got):
         return ("only the diagonal of the Jacobian, p_i (1 - p_i): softmax mixes the row, dp_i/dx_j = "
                 "-p_i p_j for j != i too, so dx = p * (dout - sum(dout * p)) over the row")
@@ -109,7 +109,7 @@ def _attention_pieces(inputs):
     allowed = numpy.ones(scores.shape, dtype=bool) if mask is None else numpy.broadcast_to(mask, scores.shape)
     scores = numpy.where(allowed, scores, -numpy.inf)
     with numpy.errstate(invalid="ignore"):
-        weights = numpy.nan_to_num(_softmax(numpy.where(allowed.any(-1, keepdims=True), scores, 0.0))) * allowed
+        weights = numpy.nan_to_num(softmax(numpy.where(allowed.any(-1, keepdims=True), scores, 0.0))) * allowed
     d_weights = dout @ v.swapaxes(-1, -2)
     d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))
     return q, k, scale, weights, d_weights, d_scores

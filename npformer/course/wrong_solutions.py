@@ -24,25 +24,19 @@ import numpy as np
 
 from .. import ops
 from .exercises import MODULES, WrongSolution
+from .exercises.foundations import merge_heads_reference as merge_heads
+from .exercises.foundations import split_heads_reference as split_heads
 from .grader import ExerciseReport, check
+from .hints import layernorm_x_hat, softmax
 
 PAD = 0
 
 
 # -- pieces the wrong solutions share (each right on its own) ----------------------------------------
 
-def _softmax(x):
-    shifted = np.exp(x - x.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
-
-
-def _x_hat(x, eps=1e-5):
-    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
-
-
 def _layernorm_parts(x, gamma, dout, eps=1e-5):
     rstd = 1 / np.sqrt(x.var(-1, keepdims=True) + eps)
-    return rstd, _x_hat(x, eps), dout * gamma
+    return rstd, layernorm_x_hat(x, eps), dout * gamma
 
 
 def _rows(a):
@@ -72,7 +66,7 @@ def _attention_grads(q, k, v, mask, dout, diagonal=False, transpose_dk=True, sca
 
 
 def _loss_grad(logits, targets, dloss, smoothing=0.0, per_token=True, zero_padding=True, classes=None):
-    p = _softmax(logits)
+    p = softmax(logits)
     vocab = logits.shape[-1]
     target = np.eye(vocab)[targets] * (1 - smoothing) + smoothing / (classes or vocab)
     real = (targets != PAD)[..., None]
@@ -89,21 +83,11 @@ def _adam(param, grad, m, v, step, lr, beta1, beta2, eps, correction_step=None, 
     return param - lr * m_hat / denominator, m, v
 
 
-def _split(x, n_heads):
-    batch, length, d_model = x.shape
-    return x.reshape(batch, length, n_heads, d_model // n_heads).transpose(0, 2, 1, 3)
-
-
-def _merge(x):
-    batch, heads, length, head_dim = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
-
-
 def _mha_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout, paths=("k", "v"), no_wo=False):
-    q, k, v = _split(query @ Wq, n_heads), _split(memory @ Wk, n_heads), _split(memory @ Wv, n_heads)
-    context = _merge(_weights(q, k, mask) @ v)
-    d_context = _split(dout if no_wo else dout @ Wo.T, n_heads)
-    dq, dk, dv = (_merge(d) for d in _attention_grads(q, k, v, mask, d_context))
+    q, k, v = split_heads(query @ Wq, n_heads), split_heads(memory @ Wk, n_heads), split_heads(memory @ Wv, n_heads)
+    context = merge_heads(_weights(q, k, mask) @ v)
+    d_context = split_heads(dout if no_wo else dout @ Wo.T, n_heads)
+    dq, dk, dv = (merge_heads(d) for d in _attention_grads(q, k, v, mask, d_context))
     flat_memory, flat_query = _rows(memory), _rows(query)
     dmemory = sum(d @ W.T for name, d, W in (("k", dk, Wk), ("v", dv, Wv)) if name in paths)
     return (dq @ Wq.T, dmemory, flat_query.T @ _rows(dq), flat_memory.T @ _rows(dk), flat_memory.T @ _rows(dv),
@@ -269,8 +253,8 @@ def _lessons_1_to_15() -> list[WrongSolution]:
         W("softmax", "normalised over the first axis", lambda x: np.exp(x - x.max(0, keepdims=True))
           / np.exp(x - x.max(0, keepdims=True)).sum(0, keepdims=True)),
         W("softmax_backward", "only the diagonal of the Jacobian",
-          lambda x, dout: dout * _softmax(x) * (1 - _softmax(x)), "diagonal"),
-        W("softmax_backward", "the row sum without p", lambda x, dout: _softmax(x) * (
+          lambda x, dout: dout * softmax(x) * (1 - softmax(x)), "diagonal"),
+        W("softmax_backward", "the row sum without p", lambda x, dout: softmax(x) * (
             dout - dout.sum(-1, keepdims=True)), "sum to zero"),
         W("softmax_backward", "a pass-through to npformer's", _lazy_softmax, "npformer's own"),
 
@@ -336,11 +320,11 @@ def _lessons_1_to_15() -> list[WrongSolution]:
         W("split_heads", "heads taken from interleaved columns", lambda x, n_heads: x.reshape(
             x.shape[0], x.shape[1], x.shape[2] // n_heads, n_heads).transpose(0, 3, 1, 2)),
         W("merge_heads", "a bare reshape", lambda x: x.reshape(x.shape[0], x.shape[2], -1), "bare reshape"),
-        W("multi_head_attention", "no output projection", lambda query, memory, Wq, Wk, Wv, Wo, n_heads, mask: _merge(
-            _weights(_split(query @ Wq, n_heads), _split(memory @ Wk, n_heads), mask) @ _split(memory @ Wv, n_heads))),
+        W("multi_head_attention", "no output projection", lambda query, memory, Wq, Wk, Wv, Wo, n_heads, mask: merge_heads(
+            _weights(split_heads(query @ Wq, n_heads), split_heads(memory @ Wk, n_heads), mask) @ split_heads(memory @ Wv, n_heads))),
         W("multi_head_attention", "keys and values from the query, not the memory",
-          lambda query, memory, Wq, Wk, Wv, Wo, n_heads, mask: _merge(_weights(
-              _split(query @ Wq, n_heads), _split(query @ Wk, n_heads), None) @ _split(query @ Wv, n_heads)) @ Wo),
+          lambda query, memory, Wq, Wk, Wv, Wo, n_heads, mask: merge_heads(_weights(
+              split_heads(query @ Wq, n_heads), split_heads(query @ Wk, n_heads), None) @ split_heads(query @ Wv, n_heads)) @ Wo),
         W("multi_head_attention_backward", "dmemory from the values' path only",
           lambda *args: _mha_backward(*args, paths=("v",)), "values' path"),
         W("multi_head_attention_backward", "dmemory from the keys' path only",

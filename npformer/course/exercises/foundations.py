@@ -274,12 +274,12 @@ def _attention_backward_cases(rng):
     return backward_cases(rng, _attention, _attention_shapes())
 
 
-def _split_heads(x, n_heads):
+def split_heads_reference(x, n_heads):
     batch, length, d_model = x.shape
     return x.reshape(batch, length, n_heads, d_model // n_heads).transpose(0, 2, 1, 3)
 
 
-def _merge_heads(x):
+def merge_heads_reference(x):
     batch, heads, length, head_dim = x.shape
     return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
 
@@ -300,7 +300,7 @@ def _transpose_forgotten_hint(got, expected, inputs, output):
 
 
 def _merge_cases(rng):
-    return [Case(case.label, {"x": _split_heads(case.inputs["x"], case.inputs["n_heads"])})
+    return [Case(case.label, {"x": split_heads_reference(case.inputs["x"], case.inputs["n_heads"])})
             for case in _split_cases(rng)]
 
 
@@ -309,9 +309,9 @@ def _multi_head_attention_pieces(query, memory, Wq, Wk, Wv, Wo, n_heads, mask):
     for x, W in ((query, Wq), (memory, Wk), (memory, Wv)):
         projected, cache = ops.linear_forward(x, W)
         caches.append(cache)
-        heads.append(_split_heads(projected, n_heads))
+        heads.append(split_heads_reference(projected, n_heads))
     attended, attention_cache = ops.attention_forward(*heads, mask)
-    out, out_cache = ops.linear_forward(_merge_heads(attended), Wo)
+    out, out_cache = ops.linear_forward(merge_heads_reference(attended), Wo)
     return out, (caches, attention_cache, out_cache)
 
 
@@ -323,9 +323,9 @@ def _multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask,
     _, (caches, attention_cache, out_cache) = _multi_head_attention_pieces(
         query, memory, Wq, Wk, Wv, Wo, n_heads, mask)
     d_merged, dWo, _ = ops.linear_backward(dout, out_cache)
-    d_heads = ops.attention_backward(_split_heads(d_merged, n_heads), attention_cache)
+    d_heads = ops.attention_backward(split_heads_reference(d_merged, n_heads), attention_cache)
     (dquery, dWq, _), (dkeys, dWk, _), (dvalues, dWv, _) = (
-        ops.linear_backward(_merge_heads(d_head), cache) for d_head, cache in zip(d_heads, caches))
+        ops.linear_backward(merge_heads_reference(d_head), cache) for d_head, cache in zip(d_heads, caches))
     return dquery, dkeys + dvalues, dWq, dWk, dWv, dWo
 
 
@@ -336,9 +336,9 @@ def _memory_paths_hint(got, expected, inputs, output):
     forward_inputs = {key: value for key, value in inputs.items() if key != "dout"}
     _, (caches, attention_cache, out_cache) = _multi_head_attention_pieces(*forward_inputs.values())
     d_merged = ops.linear_backward(inputs["dout"], out_cache)[0]
-    _, dk, dv = ops.attention_backward(_split_heads(d_merged, inputs["n_heads"]), attention_cache)
+    _, dk, dv = ops.attention_backward(split_heads_reference(d_merged, inputs["n_heads"]), attention_cache)
     for d_head, cache, path in ((dk, caches[1], "keys'"), (dv, caches[2], "values'")):
-        if hints._explains(ops.linear_backward(_merge_heads(d_head), cache)[0], got):
+        if hints._explains(ops.linear_backward(merge_heads_reference(d_head), cache)[0], got):
             return (f"only the {path} path: the memory feeds both the keys and the values, so dmemory is the "
                     "sum of the two paths' gradients")
     return ""
@@ -693,7 +693,7 @@ def _unseen_split(rng):
 
 
 def _unseen_merge(rng):
-    return [Case(case.label, {"x": _split_heads(case.inputs["x"], case.inputs["n_heads"])}) for case in _unseen_split(rng)]
+    return [Case(case.label, {"x": split_heads_reference(case.inputs["x"], case.inputs["n_heads"])}) for case in _unseen_split(rng)]
 
 
 def _unseen_multi_head_attention_inputs(rng):
@@ -841,10 +841,10 @@ EXERCISES: list[Exercise] = [
              _attention_backward, _attention_backward_cases, ("dq", "dk", "dv"), _attention, ("q", "k", "v"),
              hints=(hints.attention_backward_hint,), unseen=_unseen_attention_backward,
              library=(ops.attention.attention_backward,), points=2),
-    Exercise("split_heads", "split_heads(x, n_heads) -> (B, H, T, D / H)", "08", _split_heads, _split_cases,
+    Exercise("split_heads", "split_heads(x, n_heads) -> (B, H, T, D / H)", "08", split_heads_reference, _split_cases,
              ("heads",), hints=(_transpose_forgotten_hint,), unseen=_unseen_split,
              library=(nn.MultiHeadAttention.split_heads,)),
-    Exercise("merge_heads", "merge_heads(x) -> (B, T, H * Dh)", "08", _merge_heads, _merge_cases, ("merged",),
+    Exercise("merge_heads", "merge_heads(x) -> (B, T, H * Dh)", "08", merge_heads_reference, _merge_cases, ("merged",),
              hints=(_transpose_forgotten_hint,), unseen=_unseen_merge, library=(nn.MultiHeadAttention.merge_heads,)),
     Exercise("multi_head_attention",
              "multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask) -> out", "08",

@@ -175,15 +175,10 @@ def _top_k_hint(got, expected, inputs, output):
     return ""
 
 
-def _softmax(logits):
-    shifted = numpy.exp(logits - numpy.max(logits))
-    return shifted / shifted.sum()
-
-
 def _sample_token(logits, temperature, u):
     """Inverse-CDF sampling: the first token whose cumulative probability exceeds u, as ``rng.choice``
     (and so ``LanguageModel.generate``) draws it from ``u = rng.random()``."""
-    probabilities = _softmax(numpy.asarray(logits, dtype=numpy.float64) / temperature)
+    probabilities = hints.softmax(numpy.asarray(logits, dtype=numpy.float64) / temperature)
     cdf = numpy.cumsum(probabilities)
     cdf /= cdf[-1]
     return int(numpy.searchsorted(cdf, u, side="right"))
@@ -192,7 +187,7 @@ def _sample_token(logits, temperature, u):
 def _draws(rng, logits, temperature, count, extra=()):
     """``count`` uniform draws, each at least 1e-6 away from every boundary of the CDF (where rounding
     could decide the token), sorted, plus ``extra``."""
-    cdf = numpy.cumsum(_softmax(numpy.asarray(logits, dtype=numpy.float64) / temperature))
+    cdf = numpy.cumsum(hints.softmax(numpy.asarray(logits, dtype=numpy.float64) / temperature))
     draws = []
     while len(draws) < count:
         u = float(rng.random())
@@ -232,7 +227,7 @@ def _sample_hint(got, expected, inputs, output):
     logits, temperature, draws = inputs["logits"], inputs["temperature"], inputs["u"]
     if got.shape != expected.shape:
         return ""
-    probabilities = _softmax(numpy.asarray(logits, dtype=numpy.float64) / temperature)
+    probabilities = hints.softmax(numpy.asarray(logits, dtype=numpy.float64) / temperature)
     tokens = got.astype(int)
     if numpy.all((tokens >= 0) & (tokens < len(probabilities))) and numpy.any(probabilities[tokens] == 0):
         return ("drew a token of probability 0 (a -inf logit): take the first token whose cumulative "

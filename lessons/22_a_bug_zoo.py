@@ -1,11 +1,13 @@
 # %% [markdown]
-# # Lesson 22 — A bug zoo from real tutorials
+# # Lesson 22 — A bug zoo: eleven tutorial mistakes
 #
 # Lesson 21 hunted bugs in backward passes, where a gradient check points at the wrong tensor. The
 # bugs of this lesson are of another kind: the backward passes are right (autograd wrote them, in
 # the tutorials they come from), the code runs, the shapes fit, and often the loss falls. What is
-# wrong is the model, the data or the measurement. Each of the eleven was found in a popular Keras
-# or PyTorch Transformer tutorial.
+# wrong is the model, the data or the measurement. All eleven are of the kinds that Keras and
+# PyTorch Transformer tutorials make. Four (bugs 2, 4, 7 and 9) are printed with the public tutorial
+# or code where they were found and reported; the other seven are common slips that this lesson does
+# not attribute to one source.
 #
 # `npformer.course.zoo` holds each bug as one small entry: its name, what the tutorial wrote, a
 # `buggy` and a `fixed` function with the same signature, and a `symptom`: a function that takes
@@ -34,8 +36,9 @@ def show(number):
     """Measure entry ``number`` on its buggy and its fixed function, print both, check the claim."""
     bug = zoo.bug(number)
     buggy, fixed = bug.measure(bug.buggy), bug.measure(bug.fixed)
-    print(f"bug {bug.number}: {bug.name}\n  the tutorial: {bug.tutorial}\n  symptom: {bug.measures}\n"
-          f"  buggy {buggy:.3g}, fixed {fixed:.3g} (the bug shows above {bug.threshold:g})")
+    print(f"bug {bug.number}: {bug.name}\n  the tutorial: {bug.tutorial}\n"
+          + (f"  source: {bug.source}\n" if bug.source else "")
+          + f"  symptom: {bug.measures}\n  buggy {buggy:.3g}, fixed {fixed:.3g} (the bug shows above {bug.threshold:g})")
     assert buggy > bug.threshold >= fixed, "the symptom must show for the buggy version only"
     return buggy, fixed
 

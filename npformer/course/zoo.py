@@ -1,4 +1,7 @@
-"""A bug zoo: eleven bugs found in popular Keras and PyTorch Transformer tutorials.
+"""A bug zoo: eleven bugs of the kind that Keras and PyTorch Transformer tutorials make.
+
+Four entries (2, 4, 7, 9) cite, in ``Bug.source``, the public tutorial or code where the bug was
+found and reported; the other seven are common slips of the same kinds, not attributed to one source.
 
 Each bug is a ``Bug``: a name, what the tutorial does (in its own style), a ``buggy`` and a
 ``fixed`` function with the same signature, and a ``symptom``: a function that takes either
@@ -57,6 +60,7 @@ class Bug:
     symptom: Callable[[Callable], float]
     threshold: float
     measures: str        # what the symptom's number is
+    source: str = ""     # the public code or tutorial where the bug was found and reported, if cited
 
     def measure(self, implementation: Callable) -> float:
         """``symptom(implementation)``, on NumPy whatever the active backend."""
@@ -405,7 +409,9 @@ BUGS = [
     Bug(2, "positional table indexed by batch, not position",
         "x = x + self.pe[:x.size(0)]   # pe (max_len, 1, d_model), x (batch, seq, d_model)",
         add_positions_buggy, add_positions_fixed, depends_on_batch_row, 1e-9,
-        "largest difference between two batch rows holding the same sentence"),
+        "largest difference between two batch rows holding the same sentence",
+        "the table's (seq, batch, d_model) layout comes from PyTorch's tutorial \"Language Modeling with "
+        "nn.Transformer and torchtext\"; the bug is copying it into a batch-first model"),
     Bug(3, "attention scores as K Q^T",
         "scores = tf.matmul(k, q, transpose_b=True) / tf.sqrt(d_k)",
         attention_buggy, attention_fixed, query_leak, 1e-9,
@@ -413,7 +419,10 @@ BUGS = [
     Bug(4, "scores scaled by sqrt(d_model), not sqrt(d_head)",
         "scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)",
         scaled_scores_buggy, scaled_scores_fixed, score_scale_error, 0.25,
-        "|ln std(scores)| for unit-variance q and k, 8 heads"),
+        "|ln std(scores)| for unit-variance q and k, 8 heads",
+        "Aladdin Persson's \"Transformer from scratch\" (aladdinpersson/Machine-Learning-Collection, "
+        "transformer_from_scratch.py, reported in its issue #65); the single-head form, scaled by the "
+        "embedding width, was fixed in Karpathy's \"Let's build GPT\" code (karpathy/ng-video-lecture, PR #6)"),
     Bug(5, "cross-attention queries from the raw decoder input",
         "out1 = norm1(x + mha1(x, x, x)); attn2 = mha2(x, enc, enc)   # query x, not out1",
         decoder_layer_buggy, decoder_layer_fixed, context_blind_cross_attention, 0.5,
@@ -425,7 +434,10 @@ BUGS = [
     Bug(7, "layer norm with the unbiased std and beta = ones",
         "self.b = nn.Parameter(torch.ones(d)); (x - x.mean(-1)) / (x.std(-1) + eps) + self.b",
         layer_norm_buggy, layer_norm_fixed, not_normalised, 1e-3,
-        "max |row mean| + max |row variance - 1| at initialisation"),
+        "max |row mean| + max |row variance - 1| at initialisation",
+        "the unbiased x.std(-1) with eps outside the root: The Annotated Transformer's LayerNorm "
+        "(harvardnlp/annotated-transformer, PR #119 and issue #122), copied into codertimo/BERT-pytorch "
+        "(its issue #30); beta = ones is this entry's own second slip, not from a cited source"),
     Bug(8, "decoder input not shifted",
         "model.fit([src, tgt], tgt)   # the decoder reads the very tokens it must predict",
         decoder_pairs_buggy, decoder_pairs_fixed, generation_gap, 0.5,
@@ -433,7 +445,9 @@ BUGS = [
     Bug(9, "a softmax layer, then a loss from logits",
         "Dense(vocab, activation='softmax'); SparseCategoricalCrossentropy(from_logits=True)",
         loss_buggy, loss_fixed, loss_floor, 0.01,
-        "loss of a right and certain prediction (V = 12)"),
+        "loss of a right and certain prediction (V = 12)",
+        "a softmax output fed to a loss that applies its own softmax: the RNN spam-prediction recipe of "
+        "Nick McClure's TensorFlow Machine Learning Cookbook (nfmcclure/tensorflow_cookbook, issue #87)"),
     Bug(10, "cross-attention masked with the decoder's padding",
         "attn2 = mha2(out1, enc, enc, mask=padding_mask(tgt))",
         cross_attention_mask_buggy, cross_attention_mask_fixed, weight_on_source_padding, 1e-9,

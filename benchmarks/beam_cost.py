@@ -20,7 +20,7 @@ import time
 
 from npformer import threads
 from npformer.tasks.translation import Translator
-from npformer.training import RunFolder, load_run
+from npformer.tasks.translation import RunFolder, load_run
 
 
 def main() -> None:

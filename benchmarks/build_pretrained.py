@@ -20,7 +20,8 @@ from pathlib import Path
 
 from npformer.tasks.translation import TrainOptions, Translator, test_bleu, train
 from npformer.tasks.translation.pretrained import PRETRAINED_DIR
-from npformer.training import RunFolder, load_run, save_checkpoint
+from npformer.tasks.translation import RunFolder, load_run
+from npformer.training import save_checkpoint
 
 KEPT = ("config.json", "src_vocab.json", "tgt_vocab.json", "test.tsv")
 

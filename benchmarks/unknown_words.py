@@ -23,7 +23,7 @@ from npformer.data.toy_corpus import NOUNS
 from npformer.tasks.translation import Translator
 from npformer.tasks.translation.alignment import gold_test_split
 from npformer.tasks.translation.evaluation import unknown_words_copied
-from npformer.training import RunFolder, load_run
+from npformer.tasks.translation import RunFolder, load_run
 
 NAMES = ("Zorvan", "Quillet", "Brannoc", "Velmira", "Tosker", "Ardwyn", "Pelloza", "Himbertz", "Oskaru", "Fendrel")
 

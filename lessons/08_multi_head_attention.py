@@ -387,17 +387,17 @@ toy = npformer.pretrained("toy")
 print(f"pretrained toy translator: {toy.config['model']['n_layers']} layers, {toy.config['model']['n_heads']} heads, "
       f"d_model {toy.config['model']['d_model']}; test BLEU {pretrained_record('toy')['bleu_greedy']:.1f} (greedy)")
 read = attention_of(toy, "the black cat eats the white apple.", beam_size=1)
-rows, columns = read.labels["enc"]
-figure = viz.attention_heatmaps(read.maps["enc"], rows, columns,
+rows, columns = read.labels["encoder"]
+figure = viz.attention_heatmaps(read.attention["encoder"], rows, columns,
                                 title="Encoder self-attention of the pretrained toy translator, every layer and head",
                                 path=viz.figures_dir() / "08_heads.png")
-for layer, heads in enumerate(read.maps["enc"]):
+for layer, heads in enumerate(read.attention["encoder"]):
     for head, weights in enumerate(heads):
         looks_at = [columns[int(np.argmax(row))] for row in weights[: len(rows), : len(columns)]]
         print(f"layer {layer}, head {head}: " + ", ".join(f"{word}->{target}" for word, target in zip(rows, looks_at)))
-heads_differ = any(not np.array_equal(np.argmax(heads[0], -1), np.argmax(heads[1], -1)) for heads in read.maps["enc"])
+heads_differ = any(not np.array_equal(np.argmax(heads[0], -1), np.argmax(heads[1], -1)) for heads in read.attention["encoder"])
 assert heads_differ, "the two heads of some layer must pick different words"
-head_gap = max(float(np.abs(heads[0] - heads[1]).max()) for heads in read.maps["enc"])
+head_gap = max(float(np.abs(heads[0] - heads[1]).max()) for heads in read.attention["encoder"])
 print(f"largest difference between two heads' weights of one layer: {head_gap:.2f}")
 assert head_gap > 0.05, "the two heads must attend differently"
 

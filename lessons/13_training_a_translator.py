@@ -28,7 +28,7 @@ from npformer.course import check
 from npformer.data import encode_pairs, make_batches, toy_corpus
 from npformer.tasks.translation import TrainOptions, Translator, pretrained_record, train
 from npformer.tokens import PAD_ID
-from npformer.training import load_run
+from npformer.tasks.translation import load_run
 
 splits = toy_corpus()
 print(splits.counts())

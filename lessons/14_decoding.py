@@ -35,7 +35,7 @@ from npformer.data.toy_corpus import ADJECTIVES_AFTER, ADJECTIVES_BEFORE, KINDS,
 from npformer.tasks.translation import Translator, decoding, greedy_decode, pretrained_record
 from npformer.tasks.translation.decoding import length_penalty_factor
 from npformer.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from npformer.training import RunFolder
+from npformer.tasks.translation import RunFolder
 
 # %% [markdown]
 # ## The KV cache

@@ -18,7 +18,7 @@ from npformer.course import check
 from npformer.data import tokenize
 from npformer.tokens import BOS_ID
 from npformer.tasks.translation import TrainOptions, Translator, train
-from npformer.training import load_run
+from npformer.tasks.translation import load_run
 
 folder = os.path.join("runs", "lesson-13")
 if os.environ.get("NPFORMER_QUICK") == "1":  # quick mode trains too little to read: the shipped translator
@@ -40,7 +40,7 @@ src_tokens, tgt_tokens = tokenize(sentence, "en"), tokenize(translation, "fr")
 src = np.array([run.src_vocab.encode(src_tokens)])
 tgt_in = np.array([[BOS_ID] + run.tgt_vocab.encode(tgt_tokens)])
 run.model.forward(backend.asarray(src), backend.asarray(tgt_in))
-cross = [backend.to_numpy(layer[0]) for layer in run.model.attention_maps()["decoder_cross"]]
+cross = [backend.to_numpy(layer[0]) for layer in run.model.attention_maps()["cross"]]
 for layer in cross:  # (heads, target positions, source tokens): one distribution over the source per row
     assert layer.shape[1:] == (tgt_in.shape[1], len(src_tokens))
     assert np.allclose(layer.sum(-1), 1), "each row of cross-attention must be a distribution over the source"

@@ -33,7 +33,8 @@ from npformer.data import (Batch, Vocab, detokenize, encode_pairs, make_batches,
                            toy_corpus)
 from npformer.tasks.translation.decoding import greedy_decode
 from npformer.tokens import BOS_ID, EOS_ID, PAD_ID
-from npformer.training import evaluate_loss, fit
+from npformer.tasks.translation import evaluate_loss
+from npformer.training import fit
 
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 splits = toy_corpus(n_train=2000, n_valid=100, n_test=50) if QUICK else toy_corpus()
@@ -205,7 +206,7 @@ for name, data, shifted in [("shifted", examples, True), ("not shifted", example
 # above; the figure below draws both curves). It has not learned French better; it has learned to copy. Two
 # measurements on the validation split make that plain: how often its most probable token at
 # position $t$ is simply its own input at $t$, and its loss when it is asked the real question,
-# with the shifted input (`training.evaluate_loss` uses `tgt_in`, as decoding does).
+# with the shifted input (`evaluate_loss` uses `tgt_in`, as decoding does).
 
 # %%
 valid = encode_pairs(splits.valid, src_vocab, tgt_vocab, MAX_LEN)

@@ -30,11 +30,10 @@ import numpy as np
 from npformer import backend, metrics, viz
 from npformer.course import EXERCISES, check
 from npformer.data import ATTRIBUTION, tokenize
-from npformer.models import Transformer, TransformerConfig
+from npformer.models import ATTENTION_KINDS, Transformer, TransformerConfig
 from npformer.tasks.translation import TrainOptions, Translator, attention_of, corpus_bleu, train
-from npformer.tasks.translation.attention import KINDS, TITLES
 from npformer.tokens import BOS_ID
-from npformer.training import RunFolder, load_run
+from npformer.tasks.translation import RunFolder, load_run
 
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 
@@ -135,7 +134,7 @@ if data and not QUICK:
 # On the Tatoeba pairs, in the full run, the validation loss is lower and the validation BLEU higher
 # at the last evaluation than at the first (asserted then). The two loss curves are not measured
 # alike: the training loss is label-smoothed and taken with dropout on, the validation loss is
-# neither (`training.evaluate_loss`), so the gap between them is not a measure of overfitting.
+# neither (`evaluate_loss`), so the gap between them is not a measure of overfitting.
 # Whether the curves have flattened by the last step, read on the figure; the schedule's learning
 # rate is still well above zero there.
 
@@ -199,9 +198,10 @@ for (english, french), hypothesis in zip(sample, trained.translate([english for 
 # %% [markdown]
 # ## Where the trained model looks
 #
-# `attention_of(run, sentence)` translates one sentence, feeds the source and the translation back
-# through the model (teacher forcing, lesson 23), and returns every attention map with the tokens
-# that label its rows and columns: the same maps that `npformer attention --kind all` draws. We take
+# `attention_of(run, sentence)` translates one sentence and returns its `Translation`: the text, the
+# tokens exactly as decoded, and every attention map, recorded while the decoder produced those
+# tokens, with the tokens that label its rows and columns: the same maps that
+# `npformer attention --kind all` draws. We take
 # a test sentence of 5 to 8 tokens (punctuation included), so that the labels stay readable: the
 # first one whose greedy translation is one of its references, when the model translates one of
 # the first 200 such sentences right, else the first one. Whether the translation is right is
@@ -217,18 +217,18 @@ readable = [english for english, _ in test_pairs if 5 <= token_count(english) <=
 translated = dict(zip(readable, trained.translate(readable, beam_size=1)))
 sentence = next((english for english in readable if translated[english] in references[english]), readable[0])
 attention = attention_of(run, sentence, beam_size=1)
-verdict = ("right: one of its references" if attention.translation in references[sentence]
+verdict = ("right: one of its references" if attention.text in references[sentence]
            else f"wrong: the reference is {references[sentence][0]!r}")
-print(f"{attention.sentence!r} -> {attention.translation!r}   ({verdict}; "
-      f"sentence BLEU {metrics.bleu([attention.translation], [references[sentence][0]]):.1f})")
-for kind in KINDS:
+print(f"{attention.sentence!r} -> {attention.text!r}   ({verdict}; "
+      f"sentence BLEU {metrics.bleu([attention.text], [references[sentence][0]]):.1f})")
+for kind in ATTENTION_KINDS:
     rows, columns = attention.labels[kind]
-    for layer in attention.maps[kind]:
+    for layer in attention.attention[kind]:
         assert layer.shape[1:] == (len(rows), len(columns)), "one row per query token, one column per key"
         assert np.allclose(layer.sum(axis=-1), 1.0, atol=1e-5), "every row is a distribution over the keys"
-    print(f"{TITLES[kind]}: {len(attention.maps[kind])} layers x {attention.maps[kind][0].shape[0]} heads, "
+    print(f"{kind}: {len(attention.attention[kind])} layers x {attention.attention[kind][0].shape[0]} heads, "
           f"{len(rows)} query tokens x {len(columns)} key tokens")
-for layer in attention.maps["dec"]:
+for layer in attention.attention["decoder"]:
     assert np.allclose(np.triu(layer, k=1), 0.0), "decoder self-attention never looks ahead"
 
 # %% [markdown]
@@ -239,18 +239,18 @@ for layer in attention.maps["dec"]:
 
 # %%
 figures = {}
-names = {"enc": "26_encoder_self_attention.png", "dec": "26_decoder_self_attention.png",
+names = {"encoder": "26_encoder_self_attention.png", "decoder": "26_decoder_self_attention.png",
          "cross": "26_cross_attention.png"}
 
 
 def draw(kind):
     rows, columns = attention.labels[kind]
     figures[kind] = viz.attention_heatmaps(
-        attention.maps[kind], rows, columns, path=viz.figures_dir() / names[kind],
-        title=f"{TITLES[kind]}\n{attention.sentence} -> {attention.translation}\n(the translation is {verdict})")
+        attention.attention[kind], rows, columns, path=viz.figures_dir() / names[kind],
+        title=f"{attention.title(kind)}\n(the translation is {verdict})")
 
 
-draw("enc")
+draw("encoder")
 
 # %% [markdown]
 # ### Decoder self-attention
@@ -260,7 +260,7 @@ draw("enc")
 # hence the empty upper triangle (asserted above).
 
 # %%
-draw("dec")
+draw("decoder")
 
 # %% [markdown]
 # ### Cross-attention
@@ -281,7 +281,7 @@ draw("cross")
 
 # %%
 rows, columns = attention.labels["cross"]
-averaged = attention.maps["cross"][-1].mean(axis=0)
+averaged = attention.attention["cross"][-1].mean(axis=0)
 print("output token -> source token read most (last layer, mean of the heads)")
 for row, weights in zip(rows, averaged):
     print(f"  {row:>12s} -> {columns[int(weights.argmax())]:12s} (weight {weights.max():.2f})")
@@ -292,20 +292,22 @@ for row, weights in zip(rows, averaged):
 # for the untrained one on the same sentence and translation.
 
 # %%
-def attention_maps_of(model, sentence, translation):
-    """Every attention map of ``model`` reading ``sentence`` and fed ``translation`` (as ``attention_of``)."""
-    src = np.array([run.src_vocab.encode(trained.source_tokens(sentence)[1])])
-    tgt_in = np.array([[BOS_ID] + run.tgt_vocab.encode(tokenize(translation, "fr"))])
+def attention_maps_of(model):
+    """Every attention map of ``model`` reading the source ids of ``attention`` and fed the tokens its
+    decoder produced (teacher forcing, lesson 23): for the trained model, the maps that were
+    recorded while decoding."""
+    positions = len(attention.labels["cross"][0])
+    src = np.array([attention.source_ids])
+    tgt_in = np.array([[BOS_ID] + attention.output_ids[: positions - 1]])
     with model.evaluating():
         model.forward(backend.asarray(src), backend.asarray(tgt_in))
-    return {kind: [backend.to_numpy(layer[0]) for layer in model.attention_maps()[name]]
-            for kind, name in KINDS.items()}
+    return {kind: [backend.to_numpy(layer[0]) for layer in model.attention_maps()[kind]] for kind in ATTENTION_KINDS}
 
 
-before = attention_maps_of(untrained_model, attention.sentence, attention.translation)
-after = attention_maps_of(run.model, attention.sentence, attention.translation)
-for kind in KINDS:
-    assert all(np.allclose(a, b) for a, b in zip(after[kind], attention.maps[kind])), "as attention_of"
+before = attention_maps_of(untrained_model)
+after = attention_maps_of(run.model)
+for kind in ATTENTION_KINDS:
+    assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(after[kind], attention.attention[kind])), "as recorded"
 
 
 def mean_entropy(maps):
@@ -315,13 +317,13 @@ def mean_entropy(maps):
 
 print("mean row entropy in nats, one number per head")
 sharper = {}
-for kind in KINDS:
+for kind in ATTENTION_KINDS:
     rows, columns = attention.labels[kind]
     # the entropy of a uniform row over the keys it may read (a decoder row t may read t + 1 of them)
-    allowed = np.arange(1, len(rows) + 1) if kind == "dec" else np.full(len(rows), len(columns))
-    after_heads, before_heads = mean_entropy(attention.maps[kind]), mean_entropy(before[kind])
+    allowed = np.arange(1, len(rows) + 1) if kind == "decoder" else np.full(len(rows), len(columns))
+    after_heads, before_heads = mean_entropy(attention.attention[kind]), mean_entropy(before[kind])
     sharper[kind] = bool(after_heads.mean() < before_heads.mean())
-    print(f"{TITLES[kind]} (uniform rows: {np.log(allowed).mean():.2f})")
+    print(f"{ATTENTION_KINDS[kind]} (uniform rows: {np.log(allowed).mean():.2f})")
     for layer, (b, a) in enumerate(zip(before_heads, after_heads)):
         print(f"  layer {layer}: untrained " + " ".join(f"{x:.2f}" for x in b)
               + "   trained " + " ".join(f"{x:.2f}" for x in a))
@@ -534,7 +536,8 @@ print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs w
 #    holds one reference per sentence; repeat a reference where a sentence has fewer). How far is
 #    this from the one-reference BLEU above?
 # 4. Find a test sentence whose translation holds an unknown word that the Translator copied from
-#    the source (`trained.unknown_words`). Does the cross-attention of the last layer point at the
+#    the source (`trained.translations(...)` gives each sentence's `copies`: output position ->
+#    source position). Does the cross-attention of the last layer point at the
 #    word that was copied, and what do the other layers do?
 # 5. Draw the attention of a sentence the model translates badly (a low sentence BLEU above). Is
 #    the cross-attention of that sentence more spread out than that of a good one?
@@ -571,9 +574,10 @@ print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs w
 #    several references a hypothesis is credited for n-grams found in any of them, so the score
 #    rises where Tatoeba has several translations (`tu`/`vous`); by how much is printed below. On
 #    the embedded corpus every English sentence has one reference and the two agree.
-# 4. Reference code below: it looks for a test sentence with a source word the vocabulary does not
-#    hold (`trained.unknown_words`) that the translation contains, then prints, for every
-#    cross-attention layer averaged over heads, the source word read most at that output position.
+# 4. Reference code below: it takes the first of 300 test sentences whose `Translation` has a copy
+#    (`copies`: the output position of a `<unk>` and the source position whose word replaced it),
+#    then prints, for every cross-attention layer averaged over heads, the source word read most at
+#    that output position.
 #    The last layer points at the copied word by construction: its argmax is how the Translator
 #    chose the word to copy, so that agreement is no evidence of anything. The question is what the
 #    other layers do; they need not point there (they may spread over neighbouring words or the
@@ -627,27 +631,18 @@ print(f"answer 3: {len(distinct)} distinct test sentences ({len(per_pair)} pairs
       f"greedy BLEU with one reference per pair {one_reference:.1f}, with all references at once {all_references:.1f}")
 
 # %% tags=["instructor"]
-copied = None
-for english in list(references)[:300]:
-    unknown_here = trained.unknown_words([english])
-    if unknown_here:
-        translation_here = trained.translate([english])[0]
-        found = [word for word in unknown_here if word in tokenize(translation_here, "fr")]
-        if found:
-            copied = (english, found[0])
-            break
+copied = next((found for found in trained.translations(list(references)[:300]) if found.copies), None)
 if copied is None:
     print("answer 4: no test sentence among the first 300 holds a copied unknown word in this run")
 else:
-    copy_attention = attention_of(run, copied[0], beam_size=1)
-    copy_rows, copy_columns = copy_attention.labels["cross"]
-    print(f"answer 4: {copy_attention.sentence!r} -> {copy_attention.translation!r}; copied: {copied[1]!r}")
-    if copied[1] in copy_rows:
-        at = copy_rows.index(copied[1])
-        for layer_index, layer in enumerate(copy_attention.maps["cross"]):
-            weights_at = layer[:, at].mean(axis=0)
-            print(f"  cross-attention layer {layer_index}, mean of the heads: reads {copy_columns[int(weights_at.argmax())]!r} "
-                  f"most (weight {weights_at.max():.2f})")
+    position, source_position = next(iter(copied.copies.items()))
+    print(f"answer 4: {copied.sentence!r} -> {copied.text!r}; output token {position} "
+          f"({copied.output_labels[position]!r}) copied from source token {source_position} "
+          f"({copied.source_labels[source_position]!r})")
+    for layer_index, layer in enumerate(copied.attention["cross"]):
+        weights_at = layer[:, position].mean(axis=0)
+        print(f"  cross-attention layer {layer_index}, mean of the heads: reads "
+              f"{copied.source_labels[int(weights_at.argmax())]!r} most (weight {weights_at.max():.2f})")
 
 # %% tags=["instructor"]
 candidates = list(references)[:50]
@@ -658,7 +653,7 @@ worst_sentence, best_sentence = candidates[int(np.argmin(candidate_scores))], ca
 
 def relative_cross_entropy(sentence):
     """Mean entropy of the cross-attention rows, every layer and head, over log T_k (1 = uniform)."""
-    maps = attention_of(run, sentence, beam_size=1).maps["cross"]
+    maps = attention_of(run, sentence, beam_size=1).attention["cross"]
     return float(np.mean([metrics.attention_entropy(layer).mean() for layer in maps]) / np.log(maps[0].shape[-1]))
 
 

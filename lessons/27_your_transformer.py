@@ -174,7 +174,7 @@ figure.savefig(viz.figures_dir() / "27_your_transformer.png", dpi=110)
 #    Why can the model check not see the Adam mistake?
 # 2. `npformer gradcheck --model --ops my_npformer.py --allow-failing` names the exercise that breaks
 #    the model when one of your functions fails. How does it find it? (Read `_blame_student_ops` in
-#    `npformer/cli.py`.)
+#    `npformer/cli/gradcheck.py`.)
 # 3. Time both runs with `npformer train --ops my_npformer.py` and `npformer train`. Where does your
 #    run spend the extra time? (Lesson 16's profile, and `npformer bench --ops textbook`.)
 

@@ -34,15 +34,19 @@ from typing import Any
 
 import numpy
 
+from .models import MODEL_PRESETS
 from .tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS
 
-PRESETS = {
-    "tiny": dict(d_model=64, n_heads=4, d_ff=256, n_layers=2, src_vocab=1000, tgt_vocab=1000, batch=32, length=12),
-    "small": dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, src_vocab=4000, tgt_vocab=6000, batch=64, length=16),
-    "base": dict(d_model=256, n_heads=8, d_ff=1024, n_layers=3, src_vocab=8000, tgt_vocab=8000, batch=64, length=24),
+# What each preset is timed on: vocabulary sizes, sentences per batch, longest sentence.
+WORKLOADS = {
+    "tiny": dict(src_vocab=1000, tgt_vocab=1000, batch=32, length=12),
+    "small": dict(src_vocab=4000, tgt_vocab=6000, batch=64, length=16),
+    "base": dict(src_vocab=8000, tgt_vocab=8000, batch=64, length=24),
     # for GPUs: the paper's base sizes (NPFORMER_BACKEND=cupy npformer bench --presets base large)
-    "large": dict(d_model=512, n_heads=8, d_ff=2048, n_layers=6, src_vocab=8000, tgt_vocab=8000, batch=128, length=32),
+    "large": dict(src_vocab=8000, tgt_vocab=8000, batch=128, length=32),
 }
+# The model sizes (``models.MODEL_PRESETS``) and the workload of every preset, in one dict each.
+PRESETS = {name: {**MODEL_PRESETS[name], **workload} for name, workload in WORKLOADS.items()}
 
 
 def _max_rss_mb() -> float:
@@ -145,7 +149,8 @@ def _measure_npformer_with_active_ops(name: str, steps: int) -> dict:
     batches = [(backend.asarray(s), backend.asarray(t)) for s, t in random_batches(preset, steps + 2)]
 
     def step(src: Any, tgt: Any) -> float:
-        return train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=PAD_ID).loss
+        return train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=PAD_ID,
+                          only_counted_targets=True).loss
 
     seconds, memory = _time_steps(step, batches)
     tokens = sum(int((s != PAD_ID).sum() + (t[:, 1:] != PAD_ID).sum()) for s, t in batches[2:]) / steps
@@ -198,12 +203,14 @@ def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = 
     try:
         with threads.blas_on_one_thread(when=hold_blas), ops.using(timed_ops, name="timed"):
             for src, tgt in batches[:2]:
-                train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index)
+                train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index,
+                           only_counted_targets=True)
             for family in spent:
                 spent[family] = 0.0
             start = time.perf_counter()
             for src, tgt in batches[2:]:
-                train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index)
+                train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index,
+                           only_counted_targets=True)
             total = (time.perf_counter() - start) / (len(batches) - 2)
     finally:
         optimizer.step = original_step

@@ -20,7 +20,7 @@ from npformer import backend, gradcheck, models, nn, ops
 from npformer.data import Batch, Vocab
 from npformer.tasks.translation import Translator, beam_search, greedy_decode
 from npformer.tokens import PAD_ID, SPECIAL_TOKENS, UNK_ID
-from npformer.training import evaluate_loss
+from npformer.tasks.translation import evaluate_loss
 
 TOLERANCE = 1e-12  # max |fused - textbook| / max |textbook|, per array
 

@@ -13,7 +13,8 @@ import pytest
 from npformer import cli, models, nn, tokens
 from npformer.data import Splits, Vocab
 from npformer.tasks.translation import TrainOptions, train
-from npformer.training import RunFolder, save_checkpoint
+from npformer.tasks.translation import RunFolder
+from npformer.training import save_checkpoint
 
 # Options that take text (paths, names): the walk below checks the numbers and the choices, and
 # the tests after it check the paths. A new option must be a number, a choice, a switch or here.
@@ -42,7 +43,7 @@ def _bad_values():
             elif getattr(action.type, "__name__", "") in ("int", "float"):
                 cases += [(command, flag, "-5"), (command, flag, "zero")]
             else:
-                assert flag in TEXT_OPTIONS, f"{command} {flag}: give it a range (cli._number) or a choice"
+                assert flag in TEXT_OPTIONS, f"{command} {flag}: give it a range (cli.arguments.number) or a choice"
     return cases
 
 
@@ -91,7 +92,7 @@ def test_train_checks_values_and_combinations_before_any_work(arguments, words, 
 
 
 def test_the_library_checks_train_options_too(tmp_path):
-    from npformer.training import RunError
+    from npformer.tasks.translation import RunError
 
     with pytest.raises(RunError, match="n_heads"):
         train(TrainOptions(runs_dir=str(tmp_path), n_heads=5, max_steps=1))
@@ -120,7 +121,7 @@ def test_output_paths_that_cannot_be_written_are_named_before_any_work(tmp_path,
     assert cli.main(["attention", "--score", "--run", str(tmp_path), "--out", str(tmp_path)]) == 2
     assert "is a folder" in _one_line_error(capsys, "attention")
     assert cli.main(["evaluate", "--run", "nowhere", "--data", str(tmp_path / "none.tsv")]) == 2
-    assert "no data file" in _one_line_error(capsys, "evaluate")
+    assert "no such file" in _one_line_error(capsys, "evaluate")
 
 
 def test_missing_parents_of_the_runs_folder_are_created(tmp_path, capsys):
@@ -238,7 +239,7 @@ def test_an_unexpected_error_is_one_line_that_asks_for_a_report(monkeypatch, cap
     def broken(args):
         raise RuntimeError("something nobody expected")
 
-    monkeypatch.setattr(cli, "_run_translate", broken)
+    monkeypatch.setattr(cli.translate, "run", broken)
     monkeypatch.delenv("NPFORMER_DEBUG", raising=False)
     assert cli.main(["translate", "--run", "x", "the cat"]) == 1
     line = _one_line_error(capsys, "translate")

@@ -135,7 +135,7 @@ def test_a_run_trained_with_bpe_stores_its_merges_and_translates_words(tmp_path)
     from npformer import cli
     from npformer.tasks.translation import TrainOptions, Translator, train
     from npformer.tasks.translation.attention import attention_of
-    from npformer.training import load_run
+    from npformer.tasks.translation import load_run
 
     options = TrainOptions(runs_dir=str(tmp_path), name="bpe", max_steps=30, tokenizer="bpe", bpe_merges=60,
                            joint_vocab=True, d_model=16, d_ff=32, n_layers=1, n_heads=2, eval_every=1000,
@@ -153,6 +153,6 @@ def test_a_run_trained_with_bpe_stores_its_merges_and_translates_words(tmp_path)
     assert translator.unknown_words(["the zebra eats"]) == []  # a new word of known letters is no <unk>
     sentence = attention_of(run, "the black cat eats the gobbledygook")
     rows, columns = sentence.labels["cross"]
-    assert sentence.maps["cross"][0].shape[1:] == (len(rows), len(columns))  # one label per piece
+    assert sentence.attention["cross"][0].shape[1:] == (len(rows), len(columns))  # one label per piece
     assert len(columns) > len("the black cat eats the gobbledygook .".split())
     assert cli.main(["translate", "--run", str(tmp_path / "bpe"), "a small dog"]) == 0

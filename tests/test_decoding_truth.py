@@ -67,7 +67,15 @@ class StubDecoder:
     def start_decoding(self, src_ids, max_len=None):
         assert self.in_eval
         keys = [int(k) for k in backend.to_numpy(src_ids)[:, 0]]
+        self.shape = {"batch": len(keys), "source": src_ids.shape[1], "rows": len(keys), "length": 0}
         return _Cache(keys, [None] * len(keys))
+
+    def attention_maps(self):
+        """Uniform weights (one layer, one head) of the right shapes, for the Translator to record."""
+        batch, source, rows, length = (self.shape[k] for k in ("batch", "source", "rows", "length"))
+        return {"encoder": [numpy.full((batch, 1, source, source), 1.0 / source)],
+                "decoder": [numpy.full((rows, 1, 1, length), 1.0 / max(length, 1))],
+                "cross": [numpy.full((rows, 1, 1, source), 1.0 / source)]}
 
     def decode_step(self, cache: _Cache, next_ids):
         assert self.in_eval
@@ -86,6 +94,7 @@ class StubDecoder:
             live = all(t in (A, B, C) for t in prefix)
             out[row] = self.log_probs(key, prefix) if live else AFTER_THE_END
         cache.length += 1
+        self.shape.update(rows=len(next_ids), length=cache.length)
         return backend.asarray(out)
 
 
@@ -286,9 +295,10 @@ class _Config:
 
 
 class StubTranslationModel(StubDecoder):
-    """Emits the translation of ``TRANSLATIONS``; ``forward`` records cross-attention maps (3 heads,
-    2 layers) whose last layer's head average points at the aligned source word, while each head
-    alone, the max over heads and the first layer point elsewhere."""
+    """Emits the translation of ``TRANSLATIONS``. Each ``decode_step`` leaves cross-attention weights
+    (3 heads, 2 layers) whose last layer's head average points at the aligned source word, while each
+    head alone, the max over heads and the first layer point elsewhere; ``forward`` (a second,
+    teacher-forced pass) must never be needed."""
 
     config = _Config()
 
@@ -299,7 +309,10 @@ class StubTranslationModel(StubDecoder):
 
     def start_decoding(self, src_ids, max_len=None):
         cache = super().start_decoding(src_ids, max_len)
-        cache.keys = [tuple(t for t in row if t != PAD_ID) for row in backend.to_numpy(src_ids).tolist()]
+        rows = backend.to_numpy(src_ids).tolist()
+        cache.keys = [tuple(t for t in row if t != PAD_ID) for row in rows]
+        width = len(rows[0])
+        self.maps = {"encoder": [backend.asarray(numpy.full((len(rows), 3, width, width), 1.0 / width))] * 2}
         return cache
 
     def _log_probs(self, key, prefix):
@@ -313,34 +326,29 @@ class StubTranslationModel(StubDecoder):
         assert self.in_eval
         next_ids = backend.to_numpy(next_ids).tolist()
         out = numpy.empty((len(next_ids), VOCAB_T))
+        width = max(len(key) for key in cache.keys)
+        first, last = numpy.zeros((2, len(next_ids), 3, 1, width))
         for row, (key, prefix, token) in enumerate(zip(cache.keys, cache.prefixes, next_ids)):
             prefix = () if prefix is None else prefix + (token,)
             cache.prefixes[row] = prefix
             out[row] = self._log_probs(key, prefix)
+            position, n = len(prefix), len(key)
+            aligned = TRANSLATIONS[key][1].get(position, position % n)
+            # every head alone, and the max over heads, point at a decoy; the mean at `aligned`
+            # (0.417 against 0.2, 0.2, 0.183); the first layer points elsewhere
+            for head, weight in enumerate((0.4, 0.4, 0.45)):
+                decoy = (aligned + 1 + head) % n
+                last[row, head, 0, aligned], last[row, head, 0, decoy] = weight, 1 - weight
+                first[row, head, 0, (aligned + 1) % n] = 1.0
+        self_weights = numpy.full((len(next_ids), 3, 1, cache.length + 1), 1.0 / (cache.length + 1))
+        self.maps = {**self.maps, "decoder": [backend.asarray(self_weights)] * 2,
+                     "cross": [backend.asarray(first), backend.asarray(last)]}
         cache.length += 1
         return backend.asarray(out)
 
     def forward(self, src_ids, tgt_in):
-        assert self.in_eval
-        src_rows, tgt_rows = backend.to_numpy(src_ids).tolist(), backend.to_numpy(tgt_in).tolist()
-        batch, t_len, s_len = len(src_rows), len(tgt_rows[0]), len(src_rows[0])
-        last = numpy.zeros((batch, 3, t_len, s_len))
-        first = numpy.zeros((batch, 3, t_len, s_len))
-        for i, (src_row, tgt_row) in enumerate(zip(src_rows, tgt_rows)):
-            key = tuple(t for t in src_row if t != PAD_ID)
-            target, alignment = TRANSLATIONS[key]
-            self.forwarded.append((key, tgt_row))
-            n = len(key)
-            for p in range(t_len):
-                aligned = alignment.get(p, p % n)
-                # every head alone, and the max over heads, point at a decoy; the mean at `aligned`
-                # (0.417 against 0.2, 0.2, 0.183); the first layer points elsewhere
-                for head, weight in enumerate((0.4, 0.4, 0.45)):
-                    decoy = (aligned + 1 + head) % n
-                    last[i, head, p, aligned], last[i, head, p, decoy] = weight, 1 - weight
-                    first[i, head, p, (aligned + 1) % n] = 1.0
-        self.maps = {"decoder_cross": [backend.asarray(first), backend.asarray(last)]}
-        return None
+        self.forwarded.append((src_ids, tgt_in))
+        raise AssertionError("the Translator must not run a second, teacher-forced pass")
 
     def attention_maps(self):
         return self.maps
@@ -356,11 +364,12 @@ def test_translator_copies_each_unknown_word_from_the_aligned_source_position(be
     sentences = ["The cat sees the cat.", "Zorblax sees Quux", "McGonagall sees the cat"]
     out = translator.translate(sentences, beam_size=beam_size)
     assert out == ["le chat voit le chat.", "Quux voit Zorblax.", "le chat voit McGonagall."]
-    # only the rows holding <unk> are fed back, each as <bos> + the translation without its last token
-    assert [tgt[: len(TRANSLATIONS[key][0])] for key, tgt in model.forwarded] == [
-        [BOS_ID, UNK_ID, T["voit"], UNK_ID],
-        [BOS_ID, T["le"], T["chat"], T["voit"], UNK_ID],
-    ]
+    assert model.forwarded == []  # the attention of the one decoding, no second pass
+    found = translator.translations(sentences, beam_size=beam_size)
+    assert [one.copies for one in found] == [{}, {0: 2, 2: 0}, {3: 0}]
+    assert found[1].output_tokens == ["<unk>", "voit", "<unk>", "."]
+    assert found[1].output_labels == ["Quux", "voit", "Zorblax", "."]
+    assert found[1].labels["cross"] == (["Quux", "voit", "Zorblax", ".", "<eos>"], ["Zorblax", "sees", "Quux", "."])
     assert translator.unknown_words(sentences) == ["Zorblax", "Quux", "McGonagall"]
     # the same through several batches (the rows of a later batch restart at 0)
     assert translator.translate(sentences[::-1] + sentences, beam_size=beam_size, batch_size=2) == out[::-1] + out

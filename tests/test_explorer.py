@@ -17,13 +17,13 @@ import os
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy
 import pytest
 
 from npformer import viz
-from npformer.tasks.translation import SentenceAttention
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
@@ -33,19 +33,29 @@ def _softmax(scores: numpy.ndarray) -> numpy.ndarray:
     return weights / weights.sum(axis=-1, keepdims=True)
 
 
+@dataclass
+class Shown:
+    """What the explorer reads of a ``Translation``: the sentence, its text, the maps and their labels."""
+
+    sentence: str
+    text: str
+    attention: dict
+    labels: dict
+
+
 def make_attention(source: list[str], target: list[str], n_layers: int = 2, n_heads: int = 3,
-                   seed: int = 0) -> SentenceAttention:
-    """A ``SentenceAttention`` with seeded random weights of the right shapes (causal decoder)."""
+                   seed: int = 0) -> Shown:
+    """Seeded random weights of the right shapes (causal decoder), labelled as a ``Translation`` is."""
     rng = numpy.random.default_rng(seed)
     n_src, n_tgt = len(source), len(target) + 1
     causal = numpy.tril(numpy.ones((n_tgt, n_tgt), dtype=bool))
-    maps = {"enc": [_softmax(rng.normal(size=(n_heads, n_src, n_src)) * 2) for _ in range(n_layers)],
-            "dec": [_softmax(numpy.where(causal, rng.normal(size=(n_heads, n_tgt, n_tgt)) * 2, -numpy.inf))
+    maps = {"encoder": [_softmax(rng.normal(size=(n_heads, n_src, n_src)) * 2) for _ in range(n_layers)],
+            "decoder": [_softmax(numpy.where(causal, rng.normal(size=(n_heads, n_tgt, n_tgt)) * 2, -numpy.inf))
                     for _ in range(n_layers)],
             "cross": [_softmax(rng.normal(size=(n_heads, n_tgt, n_src)) * 2) for _ in range(n_layers)]}
-    labels = {"enc": (source, source), "dec": (["<bos>"] + target, ["<bos>"] + target),
+    labels = {"encoder": (source, source), "decoder": (["<bos>"] + target, ["<bos>"] + target),
               "cross": (target + ["<eos>"], source)}
-    return SentenceAttention(" ".join(source), " ".join(target), maps, labels)
+    return Shown(" ".join(source), " ".join(target), maps, labels)
 
 
 SENTENCES = [
@@ -73,17 +83,17 @@ def test_the_page_is_self_contained_and_holds_the_weights(tmp_path):
     data = _payload(page)
     assert [s["sentence"] for s in data["sentences"]] == [s.sentence for s in SENTENCES]
     for shown, given in zip(data["sentences"], SENTENCES):
-        for kind in ("enc", "dec", "cross"):
+        for kind in ("encoder", "decoder", "cross"):
             assert (shown["kinds"][kind]["rows"], shown["kinds"][kind]["cols"]) == given.labels[kind]
             numpy.testing.assert_allclose(numpy.array(shown["kinds"][kind]["layers"]),
-                                          numpy.array(given.maps[kind]), atol=5e-5)
+                                          numpy.array(given.attention[kind]), atol=5e-5)
 
 
 def test_a_token_that_closes_the_script_cannot_break_the_page():
     tricky = make_attention(["</script>", "<b>"], ["x"])
     page = viz.attention_explorer(tricky).html
     assert page.count("</script>") == 2, "the data block and the program: a token must not close either"
-    assert _payload(page)["sentences"][0]["kinds"]["enc"]["rows"] == ["</script>", "<b>"]
+    assert _payload(page)["sentences"][0]["kinds"]["encoder"]["rows"] == ["</script>", "<b>"]
 
 
 def test_the_notebook_display_is_an_iframe_holding_the_page():
@@ -168,21 +178,21 @@ def test_explorer_in_a_real_browser(browser, tmp_path):
 
     # Opens on cross-attention, layer 0, all heads: one panel per head, every weight drawn.
     cells = _cells(browser)
-    n_heads = first.maps["cross"][0].shape[0]
+    n_heads = first.attention["cross"][0].shape[0]
     assert len(browser.find_elements("css selector", "#view .panel")) == n_heads
     for head in range(n_heads):
-        numpy.testing.assert_allclose(_weights(cells, head), first.maps["cross"][0][head], atol=5e-5)
+        numpy.testing.assert_allclose(_weights(cells, head), first.attention["cross"][0][head], atol=5e-5)
     largest = max(cells, key=lambda c: c["w"])
     assert largest["fill"] == "rgb(253, 231, 37)", "the largest weight on the page is the top of the scale"
     assert "cross-attention" in browser.find_element("id", "caption").text.lower()
 
     # Layer 1, then head 2 alone.
     _choose(browser, "layer", "1")
-    numpy.testing.assert_allclose(_weights(_cells(browser), 0), first.maps["cross"][1][0], atol=5e-5)
+    numpy.testing.assert_allclose(_weights(_cells(browser), 0), first.attention["cross"][1][0], atol=5e-5)
     _choose(browser, "head", "2")
     cells = _cells(browser)
     assert {c["head"] for c in cells} == {2}
-    numpy.testing.assert_allclose(_weights(cells, 2), first.maps["cross"][1][2], atol=5e-5)
+    numpy.testing.assert_allclose(_weights(cells, 2), first.attention["cross"][1][2], atol=5e-5)
 
     # Hovering an output token (a row of cross-attention) highlights its row: what it attends to.
     rows, columns = first.labels["cross"]
@@ -192,7 +202,7 @@ def test_explorer_in_a_real_browser(browser, tmp_path):
     assert focused == {(1, k) for k in range(len(columns))}
     assert all("dim" in c["cls"] for c in cells if c["q"] != 1)
     details = browser.find_element("id", "details").text
-    top = columns[int(first.maps["cross"][1][2][1].argmax())]
+    top = columns[int(first.attention["cross"][1][2][1].argmax())]
     assert f'"{rows[1]}" attends to: {top}' in details, details
     # ... and a source token (a column): what attends to it.
     _hover(browser, "text.key[data-k='2']")
@@ -200,19 +210,19 @@ def test_explorer_in_a_real_browser(browser, tmp_path):
     assert focused == {(q, 2) for q in range(len(rows))}
 
     # Encoder self-attention: a token is a query and a key; hovering it shows its row and column.
-    browser.find_element("css selector", "#kinds button[data-kind='enc']").click()
+    browser.find_element("css selector", "#kinds button[data-kind='encoder']").click()
     cells = _cells(browser)
     assert {c["head"] for c in cells} == {2}, "the chosen head is kept across kinds"
-    numpy.testing.assert_allclose(_weights(cells, 2), first.maps["enc"][1][2], atol=5e-5)
+    numpy.testing.assert_allclose(_weights(cells, 2), first.attention["encoder"][1][2], atol=5e-5)
     _hover(browser, "text.query[data-q='3']")
     focused = {(c["q"], c["k"]) for c in _cells(browser) if "focus" in c["cls"]}
-    n_src = len(first.labels["enc"][0])
+    n_src = len(first.labels["encoder"][0])
     assert focused == {(3, k) for k in range(n_src)} | {(q, 3) for q in range(n_src)}
     labels = browser.find_elements("css selector", "text.token.focus")
-    assert sorted(label.text for label in labels) == sorted([first.labels["enc"][0][3]] * 2)
+    assert sorted(label.text for label in labels) == sorted([first.labels["encoder"][0][3]] * 2)
 
     # The decoder's self-attention is causal: nothing above the diagonal.
-    browser.find_element("css selector", "#kinds button[data-kind='dec']").click()
+    browser.find_element("css selector", "#kinds button[data-kind='decoder']").click()
     assert all(c["w"] == 0 for c in _cells(browser) if c["k"] > c["q"])
 
     # The second sentence, 29 source and 31 target tokens, all heads: every label is drawn and none overlap.
@@ -220,7 +230,7 @@ def test_explorer_in_a_real_browser(browser, tmp_path):
     browser.find_element("css selector", "#kinds button[data-kind='cross']").click()
     _choose(browser, "head", "all")
     second = SENTENCES[1]
-    assert len(_cells(browser)) == second.maps["cross"][0].size
+    assert len(_cells(browser)) == second.attention["cross"][0].size
     boxes = browser.execute_script(
         "const svg = document.querySelector('#view svg');"
         "return [...svg.querySelectorAll('text.query')].map(t => {const b = t.getBBox(); return [b.y, b.height]});")
@@ -247,7 +257,7 @@ def test_the_notebook_iframe_runs_the_page(browser, tmp_path):
                     encoding="utf-8")
     browser.get(host.as_uri())
     browser.switch_to.frame(browser.find_element("tag name", "iframe"))
-    assert len(_cells(browser)) == SENTENCES[0].maps["cross"][0].size
+    assert len(_cells(browser)) == SENTENCES[0].attention["cross"][0].size
     browser.switch_to.default_content()
 
 

@@ -13,7 +13,7 @@ import pytest
 from npformer import __version__, cli
 from npformer.tasks.translation import TrainOptions, Translator, train
 from npformer.tasks.translation.options import DEFAULT_STEPS
-from npformer.training import load_run
+from npformer.tasks.translation import load_run
 
 SMALL = dict(d_model=16, d_ff=32, n_layers=1, n_heads=2, eval_every=1000, test_sentences=10, log_every=1)
 
@@ -82,7 +82,7 @@ def test_attention_writes_beside_the_run_not_in_the_current_folder(runs, tmp_pat
     monkeypatch.chdir(tmp_path)
     assert cli.main(["attention", "the black cat eats.", "--run", str(runs / "runs" / "toy-tiny"), "--kind", "all"]) == 0
     assert list(tmp_path.iterdir()) == []
-    for kind in ("enc", "dec", "cross"):
+    for kind in ("encoder", "decoder", "cross"):
         assert (runs / "runs" / "toy-tiny" / f"attention-{kind}.png").is_file()
 
 

@@ -41,7 +41,7 @@ def _imported_modules(path):
 # same rank. `data` needs only `tokens` and host NumPy; gradcheck, metrics and viz sit
 # beside `training`, above the models they check, score and draw; the tasks use training.
 LAYERS = {
-    "backend": 0, "strict_backend": 0, "tokens": 0,
+    "backend": 0, "strict_backend": 0, "tokens": 0, "errors": 0,
     "threads": 0.5,  # how ops run on the CPU's cores; asks backend whether the arrays are on a GPU
     "ops": 1, "data": 1,
     "nn": 2,
@@ -117,6 +117,82 @@ def test_the_import_check_catches_an_import_that_goes_up(tmp_path):
     assert any("nn/attention.py" in v and "training" in v for v in found), found
     assert any("ops/masks.py" in v and "npformer.data" in v for v in found), found  # same rank: sideways
     assert len(found) == 2
+
+
+def _module_name(path, root, package):
+    """``npformer.nn.attention`` for ``root/nn/attention.py``; ``npformer.nn`` for ``root/nn/__init__.py``."""
+    parts = (package, *path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root, package="npformer"):
+    """``{module: sorted modules of the package it imports}`` for every module under ``root``.
+
+    Every import counts, at the top of the file or inside a function. ``from .x import y`` names
+    the submodule ``x.y`` when there is one, else ``x`` (its ``__init__``). The parent packages
+    that Python runs before a module are not edges: they are not imports the module asks for.
+    """
+    files = {_module_name(path, root, package): path for path in root.rglob("*.py")}
+    graph = {}
+    for name, path in files.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]  # the module's package
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = here.split(".")
+                    stem = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                else:
+                    stem = node.module
+                imported.update(f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in files else stem
+                                for alias in node.names)
+        graph[name] = sorted(module for module in imported if module in files and module != name)
+    return graph
+
+
+def import_cycles(graph):
+    """The import circles of ``graph``, each as ``[a, b, ..., a]``: one per import that closes a
+    circle in a depth-first walk, so the list is empty exactly when there is no circle."""
+    state, path, cycles = {}, [], []
+
+    def visit(module):
+        state[module] = "open"
+        path.append(module)
+        for target in graph[module]:
+            if state.get(target) == "open":
+                cycles.append(path[path.index(target):] + [target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    return cycles
+
+
+def test_no_import_circle_anywhere():
+    graph = import_graph(ROOT / "npformer")
+    assert "npformer.data.vocab" in graph and "npformer.ops.softmax" in graph["npformer.ops.cross_entropy"]
+    cycles = import_cycles(graph)
+    assert cycles == [], "import circles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_circle_check_catches_a_circle_closed_inside_a_function(tmp_path):
+    """The check above must be able to fail: a subclass imported lazily by its base's module."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from .a import A\n")
+    (package / "sub" / "a.py").write_text("class A:\n    def load(self):\n        from .b import B\n        return B()\n")
+    (package / "sub" / "b.py").write_text("from .a import A\n\n\nclass B(A):\n    pass\n")
+    (package / "c.py").write_text("import numpy\n\nfrom .sub import a\nfrom . import sub\n")
+    graph = import_graph(package, "pkg")
+    assert graph["pkg.c"] == ["pkg.sub", "pkg.sub.a"]
+    assert import_cycles(graph) == [["pkg.sub.a", "pkg.sub.b", "pkg.sub.a"]]
 
 
 def test_ops_reach_the_array_library_only_through_the_backend():

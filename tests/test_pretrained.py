@@ -9,7 +9,7 @@ import npformer
 from npformer import cli
 from npformer.tasks.translation import Translator, test_bleu
 from npformer.tasks.translation.pretrained import available, pretrained_folder, pretrained_record
-from npformer.training import RunError, RunFolder
+from npformer.tasks.translation import RunError, RunFolder
 
 
 def test_the_toy_translator_ships_small_and_translates():

@@ -14,7 +14,7 @@ import pytest
 from npformer import backend, cli, ops
 from npformer.training import checkpoint
 from npformer.tasks.translation import TrainOptions, Trainer, train
-from npformer.training import RunError, load_run
+from npformer.tasks.translation import RunError, load_run
 
 TINY = dict(d_model=16, d_ff=32, n_layers=1, n_heads=2)
 
@@ -267,7 +267,7 @@ def test_attention_command_draws_every_kind_and_rejects_bad_input(tiny_run, tmp_
     assert cli.main(["attention", "--run", tiny_run, "the black cat eats the apple.", "--kind", "all",
                      "--out", str(out), "--beam", "1"]) == 0
     printed = capsys.readouterr().out
-    for kind in ("enc", "dec", "cross"):
+    for kind in ("encoder", "decoder", "cross"):
         path = tmp_path / f"att-{kind}.png"
         assert path.is_file() and path.stat().st_size > 10_000 and str(path) in printed
     assert cli.main(["attention", "--run", tiny_run, " "]) == 2
@@ -304,8 +304,9 @@ def test_attention_score_prints_every_head_and_draws_the_table(tiny_run, tmp_pat
 
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
 def test_the_step_projects_only_real_targets_and_equals_the_textbook_step(label_smoothing):
-    """``train_step`` asks the Transformer for the logits of the real targets only; the loss and
-    every gradient equal the textbook step's (all logits, padding ignored by the loss)."""
+    """``train_step(..., only_counted_targets=True)`` asks the Transformer for the logits of the real
+    targets only (``forward_positions``); the loss and every gradient equal the textbook step's (all
+    logits, padding ignored by the loss), and the model keeps no state between the two calls."""
     from npformer import gradcheck
     from npformer.tokens import PAD_ID
     from npformer.training import train_step
@@ -320,7 +321,8 @@ def test_the_step_projects_only_real_targets_and_equals_the_textbook_step(label_
             self.seen = {name: backend.to_numpy(grad).copy() for name, grad in model.grads().items()}
 
     recorder = Recorder()
-    fast = train_step(model, (src, tgt_in), tgt_out, recorder, ignore_index=PAD_ID, label_smoothing=label_smoothing)
+    fast = train_step(model, (src, tgt_in), tgt_out, recorder, ignore_index=PAD_ID, label_smoothing=label_smoothing,
+                      only_counted_targets=True)
     logits = model.forward(src, tgt_in)  # the textbook step
     loss, cache = ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID, label_smoothing=label_smoothing)
     model.zero_grad()
@@ -329,5 +331,7 @@ def test_the_step_projects_only_real_targets_and_equals_the_textbook_step(label_
     for name, grad in model.grads().items():
         np.testing.assert_allclose(recorder.seen[name], backend.to_numpy(grad), rtol=1e-10, atol=1e-14, err_msg=name)
     keep = tgt_out != PAD_ID
-    np.testing.assert_allclose(backend.to_numpy(model.forward(src, tgt_in, keep=keep)),
+    np.testing.assert_allclose(backend.to_numpy(model.forward_positions(src, tgt_in, keep)),
                                backend.to_numpy(logits[keep]), rtol=1e-12, atol=1e-14)
+    with pytest.raises(TypeError, match="only_counted_targets needs a model with forward_positions"):
+        train_step(object(), (src, tgt_in), tgt_out, recorder, ignore_index=PAD_ID, only_counted_targets=True)

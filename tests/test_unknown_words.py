@@ -17,7 +17,7 @@ from npformer.tasks.translation import TrainOptions, Translator, train
 from npformer.tasks.translation.evaluation import unknown_words_copied
 from npformer.tasks.translation.trainer import training_copy_links
 from npformer.tokens import BOS_ID, EOS_ID, UNK_ID
-from npformer.training import load_run
+from npformer.tasks.translation import load_run
 
 
 def test_gold_links_are_the_one_to_one_sure_links():

@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy
 
 from .. import backend, ops
+from ..gradcheck.arguments import check_callable, check_int, check_known, check_type
 from ..gradcheck.engine import numerical_gradient
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
@@ -47,6 +48,14 @@ PASSED, FAILED, NOT_IMPLEMENTED = "passed", "FAILED", "not implemented yet"
 
 class ExerciseFailed(AssertionError):
     """Raised by ``check`` under ``NPFORMER_GRADER=strict`` when an exercise fails."""
+
+
+class UnknownExercise(KeyError, ValueError):
+    """``check`` was given a name that no exercise has: a ``ValueError`` (bad input), and a
+    ``KeyError`` as well, since ``EXERCISES[name]`` would raise one."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # one line, not KeyError's quoted repr
 
 
 class LibraryAnswerUsed(Exception):
@@ -158,7 +167,9 @@ def _call(exercise: Exercise, fn: Callable, inputs: dict) -> tuple:
 def library_answers(exercise: Exercise) -> dict[Any, str]:
     """The code objects of npformer's own answers to ``exercise`` -> their dotted names: its
     ``library`` functions and their fast twins (``npformer.ops.fast.<module>``), its reference,
-    and for a gradient the finite differences (``gradcheck.engine.numerical_gradient``)."""
+    and for a gradient the finite differences (``gradcheck.engine.numerical_gradient``).
+    ``exercise`` must be an ``Exercise`` (checked)."""
+    check_type("library_answers", "exercise", exercise, Exercise, "an npformer.course.Exercise")
     functions = list(exercise.library) + [exercise.reference]
     if exercise.forward is not None:
         functions.append(numerical_gradient)
@@ -265,11 +276,14 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     unseen ones (None: a new seed, printed in the report). ``strict``: raise
     ``ExerciseFailed`` on a failure; None (the default) follows ``NPFORMER_GRADER=strict``.
     A lesson that shows a mistake on purpose passes ``strict=False``.
+
+    Checked before any grading (the only errors ``check`` raises for its arguments): ``name`` an
+    exercise (``UnknownExercise``, a ``ValueError`` and a ``KeyError``, offering the close names),
+    ``student_fn`` callable, ``seed`` an int >= 0, ``unseen_seed`` an int >= 0 or None, ``strict``
+    a bool or None. A function that takes the wrong arguments is the student's mistake: graded
+    as a failure, not raised.
     """
-    if name not in EXERCISES:
-        raise KeyError(f"check: unknown exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
-    if not callable(student_fn):
-        raise TypeError(f"check: {name} must be given a function, not {type(student_fn).__name__}")
+    _check_arguments(name, student_fn, seed, strict, unseen_seed)
     exercise = EXERCISES[name]
     active = backend.get_backend()
     backend.set_backend("numpy")  # the student writes NumPy, and the cases are NumPy arrays
@@ -283,6 +297,16 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     if report.status == FAILED and strict:
         raise ExerciseFailed(str(report))
     return report
+
+
+def _check_arguments(name: Any, student_fn: Any, seed: Any, strict: Any, unseen_seed: Any) -> None:
+    """The checks ``check`` makes before any grading (see its docstring)."""
+    check_known("check", "name", name, EXERCISES, error=UnknownExercise)
+    check_callable("check", "student_fn", student_fn)
+    check_int("check", "seed", seed)
+    check_int("check", "unseen_seed", unseen_seed, optional=True)
+    if strict is not None:
+        check_type("check", "strict", strict, bool, "a bool or None")
 
 
 def _cases(exercise: Exercise, seed: int, unseen_seed: int | None) -> tuple[list[Case], int | None]:

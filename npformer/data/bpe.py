@@ -157,9 +157,21 @@ def join_pieces(pieces: Iterable[str]) -> list[str]:
 class BPEVocab(Vocab):
     """A vocabulary of BPE pieces that encodes words and decodes back to words."""
 
+    saved_key = "merges"  # ``Vocab.load`` gives a document with merges to ``from_saved``
+
     def __init__(self, tokens: list[str], merges: Iterable[Pair]) -> None:
         super().__init__(tokens)
         self.bpe = BPE(merges)
+
+    @classmethod
+    def from_saved(cls, saved: dict) -> "BPEVocab":
+        """What ``save`` wrote: ``{"tokens": [...], "merges": [[first, second], ...]}``."""
+        merges = saved["merges"]
+        if not isinstance(merges, list) or not all(
+                isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)
+                for pair in merges):
+            raise ValueError("its 'merges' must be a list of [first, second] pairs of strings")
+        return cls(saved["tokens"], [tuple(pair) for pair in merges])
 
     @property
     def merges(self) -> list[Pair]:

@@ -7,9 +7,11 @@ Data credit: sentence pairs from the Tatoeba Project (tatoeba.org), CC-BY 2.0 FR
 via manythings.org/anki. Show this credit wherever results on the data are shown.
 npformer never ships the file.
 
-``load_pairs`` reads the file and keeps count of what it drops: malformed lines
-(no tab, an empty side, bytes that are not UTF-8) are reported with their
-line numbers, never silently skipped and never fatal. ``split_by_source``
+``load_pairs`` reads the file through ``files.read_pairs_file`` (one checked path, one set of
+``DataError`` messages) and keeps count of what it drops: malformed lines (no tab, an empty
+side, a stray line that is not UTF-8) are reported with their line numbers, never silently
+skipped; a file that cannot be used as a whole (missing, binary, in another encoding, empty, no
+line with a tab, no usable pair) is a ``DataError`` naming it. ``split_by_source``
 deduplicates and splits by English sentence, so all the translations of one
 English sentence land in the same split; each split comes in a seeded random
 order, so that its first pairs are a fair sample.
@@ -17,12 +19,12 @@ order, so that its first pairs are a fair sample.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy
 
+from .files import EXPECTED, DataError, check_encoding, data_error, read_pairs_file
 from .toy_corpus import Splits, toy_corpus
 
 ATTRIBUTION = "Tatoeba Project (tatoeba.org), CC-BY 2.0 FR, via manythings.org/anki"
@@ -56,55 +58,67 @@ class LoadReport:
 
 
 def load_pairs(path: str, max_words: int | None = None, max_pairs: int | None = None,
-               lowercase: bool = False) -> tuple[list[tuple[str, str]], LoadReport]:
+               lowercase: bool = False, allow_empty: bool = False) -> tuple[list[tuple[str, str]], LoadReport]:
     """Read ``english<TAB>french[<TAB>...]`` pairs, deduplicated, in file order.
 
     Args:
-        path: the TSV file.
+        path: the TSV file, read through ``files.read_pairs_file`` (its checks, its messages).
         max_words: keep pairs with at most this many whitespace-separated words per side.
         max_pairs: stop after this many kept pairs.
         lowercase: lower-case both sides.
+        allow_empty: an empty file, or one without a usable pair, gives no pairs instead of an
+            error (a run folder's empty split).
 
     Returns:
-        The pairs and a ``LoadReport``. Raises ``FileNotFoundError`` naming the path.
+        The pairs and a ``LoadReport``. Raises ``DataError`` (a ``ValueError``) naming the path:
+        the file's problems (``read_pairs_file``: missing, a directory, unreadable, empty, binary,
+        not UTF-8), no line with a tab, or no usable pair, with the report of what was dropped.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"load_pairs: no such file: {path}")
     report = LoadReport(path=path)
     pairs: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
-    with open(path, "rb") as file:
-        for line_number, raw in enumerate(file, start=1):
-            report.lines += 1
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                report.add_problem("not UTF-8", line_number)
-                continue
-            if not line.strip():
-                report.add_problem("empty line", line_number)
-                continue
-            columns = line.split("\t")
-            if len(columns) < 2:
-                report.add_problem("no tab", line_number)
-                continue
-            english, french = columns[0].strip(), columns[1].strip()
-            if not english or not french:
-                report.add_problem("empty side", line_number)
-                continue
-            if lowercase:
-                english, french = english.lower(), french.lower()
-            if max_words is not None and max(len(english.split()), len(french.split())) > max_words:
-                report.too_long += 1
-                continue
-            if (english, french) in seen:
-                report.duplicates += 1
-                continue
-            seen.add((english, french))
-            pairs.append((english, french))
-            if max_pairs is not None and len(pairs) >= max_pairs:
-                break
+    first_bad, tabs = None, 0
+    for entry in read_pairs_file(path, allow_empty):
+        line_number, line = entry.number, entry.text
+        report.lines += 1
+        if line is None:
+            first_bad = first_bad or entry
+            report.add_problem("not UTF-8", line_number)
+            continue
+        if not line.strip():
+            report.add_problem("empty line", line_number)
+            continue
+        columns = line.split("\t")
+        if len(columns) < 2:
+            report.add_problem("no tab", line_number)
+            continue
+        tabs += 1
+        english, french = columns[0].strip(), columns[1].strip()
+        if not english or not french:
+            report.add_problem("empty side", line_number)
+            continue
+        if lowercase:
+            english, french = english.lower(), french.lower()
+        if max_words is not None and max(len(english.split()), len(french.split())) > max_words:
+            report.too_long += 1
+            continue
+        if (english, french) in seen:
+            report.duplicates += 1
+            continue
+        seen.add((english, french))
+        pairs.append((english, french))
+        if max_pairs is not None and len(pairs) >= max_pairs:
+            break
     report.kept = len(pairs)
+    check_encoding(path, first_bad, len(report.problems.get("not UTF-8", [])), report.lines, report.kept)
+    if not pairs and not allow_empty:
+        if not tabs and report.problems.get("no tab"):
+            raise data_error(path, f"no line has a tab: not a file of sentence pairs ({EXPECTED}, "
+                                   f"as in the Tatoeba files of manythings.org/anki)")
+        if not tabs:
+            raise data_error(path, f"holds only blank lines ({EXPECTED})")
+        hint = f"; allow longer sentences (max_words is {max_words})" if report.too_long else ""
+        raise data_error(path, f"no usable sentence pair ({report.summary()}){hint}")
     return pairs, report
 
 
@@ -135,14 +149,67 @@ def split_by_source(pairs: list[tuple[str, str]], valid_fraction: float = 0.02,
     return Splits(**buckets)
 
 
+SPLIT_NAMES = {"train": "training", "valid": "validation", "test": "test"}
+
+
+def _sources_needed(needs: tuple[str, ...], valid_fraction: float, test_fraction: float) -> int | None:
+    """The fewest distinct English sentences for which ``split_by_source`` fills every split in ``needs``."""
+    for n in range(1, 1_000_001):
+        n_test, n_valid = int(round(test_fraction * n)), int(round(valid_fraction * n))
+        counts = {"train": n - n_test - n_valid, "valid": n_valid, "test": n_test}
+        if all(counts[name] > 0 for name in needs):
+            return n
+    return None
+
+
+def split_hint(report: LoadReport, max_pairs: int | None, max_words: int | None,
+               max_words_flag: str | None = "--max-words") -> str:
+    """What else gives more pairs, for ``check_splits``: a larger ``max_pairs`` when it stopped the
+    reading, a larger ``max_words`` (``max_words_flag``) when it dropped pairs."""
+    hint = ""
+    if max_pairs is not None and report.kept >= max_pairs:
+        hint += f", or a larger --max-pairs (now {max_pairs:,})"
+    if report.too_long:
+        limit = f"{max_words_flag}, now {max_words}" if max_words_flag else f"at most {max_words} words here"
+        hint += f", or longer sentences ({limit}: {report.too_long:,} pairs were longer)"
+    return hint
+
+
+def check_splits(splits: Splits, path: str | None, needs: tuple[str, ...] = ("train", "valid", "test"),
+                 valid_fraction: float = 0.02, test_fraction: float = 0.05, hint: str = "") -> Splits:
+    """``splits``, when each split named in ``needs`` holds at least one pair; else, before any
+    training, the ``DataError`` that names the file (``path``; ``None``: the embedded corpus), says
+    how many pairs there were, what each split got, how many distinct English sentences
+    ``split_by_source`` needs at these fractions, and what to do (``hint``: see ``split_hint``)."""
+    empty = [name for name in needs if not getattr(splits, name)]
+    if not empty:
+        return splits
+    everything = splits.train + splits.valid + splits.test
+    got = ", ".join(f"{SPLIT_NAMES[name]} {len(getattr(splits, name)):,}" for name in SPLIT_NAMES)
+    which = " and ".join(SPLIT_NAMES[name] for name in empty) + (" splits are" if len(empty) > 1 else " split is")
+    if path is None:
+        raise DataError(f"the embedded corpus: {len(everything):,} pairs give {got}: the {which} empty; "
+                        f"use more pairs (--max-pairs)")
+    sources = len({english for english, _ in everything})
+    needed = _sources_needed(needs, valid_fraction, test_fraction)
+    rule = (f"holding out {valid_fraction:.0%} for validation and {test_fraction:.0%} for test takes at least "
+            f"{needed:,} distinct English sentences" if needed else "the split fractions leave it empty")
+    raise data_error(path, f"too few pairs to split: {len(everything):,} pairs ({sources:,} distinct English "
+                           f"sentences) give {got}: the {which} empty ({rule}); use a bigger file{hint}")
+
+
 def sentence_splits(data: str | None, max_pairs: int, seed: int = 0,
-                    log: Callable[[str], None] | None = None) -> tuple[Splits, str]:
+                    log: Callable[[str], None] | None = None,
+                    needs: tuple[str, ...] = ("train", "test")) -> tuple[Splits, str]:
     """The sentence pairs of the small-model tasks and where they came from: the embedded corpus
     (``data=None``, at most 12,000 training pairs), or a Tatoeba file's pairs of at most 12 words,
-    split by English sentence. The load report goes to ``log``."""
+    split by English sentence. The load report goes to ``log``. ``DataError`` (naming the file) when
+    the file cannot be read (``load_pairs``) or a split in ``needs`` comes out empty
+    (``check_splits``), before any training."""
     if data is None:
-        return toy_corpus(n_train=min(max_pairs, 12000), seed=seed), "embedded corpus"
+        return check_splits(toy_corpus(n_train=min(max_pairs, 12000), seed=seed), None, needs), "embedded corpus"
     pairs, report = load_pairs(data, max_words=12, max_pairs=max_pairs)
     if log:
         log(report.summary())
-    return split_by_source(pairs, seed=seed), data
+    splits = split_by_source(pairs, seed=seed)
+    return check_splits(splits, data, needs, hint=split_hint(report, max_pairs, 12, None)), data

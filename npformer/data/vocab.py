@@ -4,6 +4,12 @@ Ids 0, 1, 2, 3 are ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>`` in every
 vocabulary; the rest are the training tokens seen at least ``min_freq`` times,
 most frequent first (ties in first-seen order), at most ``max_size`` in all.
 Unknown tokens encode to ``<unk>``.
+
+``Vocab.load`` reads back every kind of vocabulary without this module importing
+the others: a subclass whose saved document holds more than the tokens names that
+key (``saved_key``) and reads the document itself (``from_saved``), and defining the
+subclass registers it. ``BPEVocab`` (``npformer.data.bpe``, imported with
+``npformer.data``) saves its ``"merges"``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,14 @@ from ..tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 
 
 class Vocab:
+    saved_key: str | None = None  # a subclass: the key its saved document holds besides "tokens"
+    _kinds: dict[str, type["Vocab"]] = {}  # saved_key -> the subclass that reads such documents
+
+    def __init_subclass__(cls, **options: object) -> None:
+        super().__init_subclass__(**options)
+        if cls.saved_key is not None:
+            Vocab._kinds[cls.saved_key] = cls
+
     def __init__(self, tokens: list[str]) -> None:
         if tuple(tokens[: len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
             raise ValueError(f"Vocab: tokens must start with {SPECIAL_TOKENS}, got {tokens[:4]}")
@@ -83,15 +97,14 @@ class Vocab:
 
     @staticmethod
     def from_dict(saved: dict) -> "Vocab":
-        """What ``save`` wrote: ``{"tokens": [...]}``, plus ``"merges"`` for a ``BPEVocab``.
+        """What ``save`` wrote: ``{"tokens": [...]}``, plus ``"merges"`` for a ``BPEVocab`` (read by
+        the subclass whose ``saved_key`` the document holds, ``from_saved``).
         Raises ``KeyError``/``TypeError``/``ValueError`` for a document that is neither."""
-        if "merges" not in saved:
-            return Vocab(saved["tokens"])
-        from .bpe import BPEVocab
+        kind = next((kind for key, kind in Vocab._kinds.items() if key in saved), Vocab)
+        return kind.from_saved(saved)
 
-        merges = saved["merges"]
-        if not isinstance(merges, list) or not all(
-                isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) and p for p in pair)
-                for pair in merges):
-            raise ValueError("its 'merges' must be a list of [first, second] pairs of strings")
-        return BPEVocab(saved["tokens"], [tuple(pair) for pair in merges])
+    @classmethod
+    def from_saved(cls, saved: dict) -> "Vocab":
+        """The vocabulary of a saved document of this kind: ``{"tokens": [...]}`` here; a subclass
+        that saves more (its ``saved_key``) reads it back in its own ``from_saved``."""
+        return cls(saved["tokens"])

@@ -2,6 +2,9 @@
 
 One concern per file; each imports only the files above it:
 
+    arguments.py  the argument checks every entry point below (and the course's grader) makes
+                  before any work: one line naming the function, the argument, what was
+                  expected and what it got
     report.py     TensorCheck and GradcheckReport (the table), relative_error, the pass
                   rule (tolerance DEFAULT_TOL, RESOLUTION for entries too small to resolve)
     engine.py     the fourth-order central difference (numerical_gradient, DEFAULT_EPS) and

@@ -11,6 +11,8 @@ draw them (hypothesis) and the command can use the defaults. ``check_op`` runs
 
 from __future__ import annotations
 
+import functools
+import inspect
 from functools import partial
 from typing import Any, Callable
 
@@ -18,6 +20,7 @@ import numpy
 
 from .. import backend, ops
 from ..tokens import PAD_ID
+from .arguments import check_fits, check_int, check_known, check_number, check_type
 from .engine import check_gradients
 from .report import DEFAULT_TOL, GradcheckReport
 
@@ -38,6 +41,31 @@ def padded_ids(rng: numpy.random.Generator, batch: int, length: int, vocab: int,
     return ids
 
 
+def checked_case(builder: Callable) -> Callable:
+    """A case builder that checks its arguments first: ``rng`` a ``numpy.random.Generator``, each
+    size (an argument whose default is an int) an int >= 1 (a seed >= 0; an axis, any int: the op
+    checks it), each switch (a bool default) a bool. Other values are checked by the op itself."""
+    signature = inspect.signature(builder)
+
+    @functools.wraps(builder)
+    def checked(rng: Any, **sizes: Any) -> Any:
+        caller = builder.__name__
+        check_type(caller, "rng", rng, numpy.random.Generator, "a numpy.random.Generator")
+        check_fits(caller, "sizes", builder, ["rng"], keywords=sizes)
+        for key, value in sizes.items():
+            default = signature.parameters[key].default
+            if isinstance(default, bool):
+                check_type(caller, key, value, bool, "a bool")
+            elif key == "axis":
+                check_type(caller, key, value, (int, numpy.integer), "an int")
+            elif isinstance(default, int):
+                check_int(caller, key, value, low=0 if key.endswith("seed") else 1)
+        return builder(rng, **sizes)
+
+    return checked
+
+
+@checked_case
 def linear_case(rng, batch=2, length=3, d_in=4, d_out=5):
     inputs = {
         "x": rng.standard_normal((batch, length, d_in)),
@@ -47,11 +75,13 @@ def linear_case(rng, batch=2, length=3, d_in=4, d_out=5):
     return ops.linear_forward, ops.linear_backward, inputs
 
 
+@checked_case
 def relu_case(rng, batch=2, length=3, width=5):
     inputs = {"x": _away_from_zero(rng.standard_normal((batch, length, width)))}
     return ops.relu_forward, ops.relu_backward, inputs
 
 
+@checked_case
 def gelu_case(rng, batch=2, length=3, width=5, approximate="none"):
     def forward(x):
         return ops.gelu_forward(x, approximate=approximate)
@@ -60,6 +90,7 @@ def gelu_case(rng, batch=2, length=3, width=5, approximate="none"):
     return forward, ops.gelu_backward, inputs
 
 
+@checked_case
 def softmax_case(rng, batch=2, length=3, width=5, axis=-1):
     def forward(x):
         return ops.softmax_forward(x, axis=axis)
@@ -68,6 +99,7 @@ def softmax_case(rng, batch=2, length=3, width=5, axis=-1):
     return forward, ops.softmax_backward, inputs
 
 
+@checked_case
 def layernorm_case(rng, batch=2, length=3, d_model=6, eps=1e-5):
     def forward(x, gamma, beta):
         return ops.layernorm_forward(x, gamma, beta, eps=eps)
@@ -82,6 +114,7 @@ def layernorm_case(rng, batch=2, length=3, d_model=6, eps=1e-5):
     return forward, ops.layernorm_backward, inputs
 
 
+@checked_case
 def embedding_case(rng, batch=2, length=4, vocab=7, d_model=5):
     inputs = {
         "ids": rng.integers(0, vocab, size=(batch, length)),
@@ -90,6 +123,7 @@ def embedding_case(rng, batch=2, length=4, vocab=7, d_model=5):
     return ops.embedding_forward, ops.embedding_backward, inputs
 
 
+@checked_case
 def attention_case(rng, batch=2, heads=2, q_len=4, k_len=4, head_dim=3, causal=True,
                    fully_padded_row=True):
     """Self-attention shapes with key padding (and the look-ahead mask when ``q_len == k_len``)."""
@@ -109,6 +143,7 @@ def attention_case(rng, batch=2, heads=2, q_len=4, k_len=4, head_dim=3, causal=T
     return forward, ops.attention_backward, inputs
 
 
+@checked_case
 def dropout_case(rng, batch=2, length=3, width=5, p=0.3, training=True, mask_seed=7):
     def forward(x):
         # A fresh generator with the same seed per call: every call drops the same elements.
@@ -118,6 +153,7 @@ def dropout_case(rng, batch=2, length=3, width=5, p=0.3, training=True, mask_see
     return forward, ops.dropout_backward, inputs
 
 
+@checked_case
 def cross_entropy_case(rng, batch=2, length=3, vocab=6, label_smoothing=0.1,
                        fully_padded_row=True):
     targets = padded_ids(rng, batch, length, vocab, fully_padded_row=fully_padded_row)
@@ -131,7 +167,9 @@ def cross_entropy_case(rng, batch=2, length=3, vocab=6, label_smoothing=0.1,
     return forward, ops.cross_entropy_backward, inputs
 
 
+@checked_case
 def pooling_case(rng, batch=3, length=5, width=4, kind="mean", fully_padded_row=True):
+    check_known("pooling_case", "kind", kind, ("mean", "max"))
     mask = backend.asarray(padded_ids(rng, batch, length, 9, fully_padded_row) != PAD_ID)
     forward_op, backward_op = {
         "mean": (ops.masked_mean_pool_forward, ops.masked_mean_pool_backward),
@@ -146,6 +184,7 @@ def pooling_case(rng, batch=3, length=5, width=4, kind="mean", fully_padded_row=
     return forward, backward_op, {"x": values + 0.01 * rng.standard_normal(values.shape)}
 
 
+@checked_case
 def patches_case(rng, batch=2, channels=1, size=4, patch=2):
     def forward(images):
         return ops.patches_forward(images, patch)
@@ -172,23 +211,40 @@ OP_CASES: dict[str, Callable] = {
 
 
 def op_case(name: str, seed: int, sizes: dict[str, Any], caller: str) -> tuple[Callable, Callable, dict[str, Any]]:
-    """The case of ``OP_CASES[name]`` drawn with ``seed``, its inputs on the active backend."""
-    if name not in OP_CASES:
-        raise ValueError(f"{caller}: name must be one of {sorted(OP_CASES)}, got {name!r}")
+    """The case of ``OP_CASES[name]`` drawn with ``seed``, its inputs on the active backend.
+
+    Checked first: ``name`` a key of ``OP_CASES`` (the message offers the close ones), ``seed``
+    an int >= 0; the case builder checks ``sizes``."""
+    check_known(caller, "name", name, OP_CASES)
+    check_int(caller, "seed", seed)
+    check_fits(caller, "sizes", OP_CASES[name], ["rng"], keywords=sizes)
     forward, backward, inputs = OP_CASES[name](numpy.random.default_rng(seed), **sizes)
     inputs = {k: backend.asarray(v) if isinstance(v, numpy.ndarray) else v for k, v in inputs.items()}
     return forward, backward, inputs
 
 
 def check_op(name: str, seed: int = 0, tol: float = DEFAULT_TOL, **sizes: Any) -> GradcheckReport:
-    """Check one op of ``OP_CASES`` by name; ``sizes`` override its default shapes."""
+    """Check one op of ``OP_CASES`` by name; ``sizes`` override its default shapes.
+
+    Checked before any work: ``name`` (close names offered), ``seed`` an int >= 0, ``tol`` a
+    number > 0, ``sizes`` keywords of the op's case builder."""
+    check_number("check_op", "tol", tol)
     forward, backward, inputs = op_case(name, seed, sizes, caller="check_op")
     return check_gradients(forward, backward, inputs, name=name, seed=seed, tol=tol)
 
 
 def check_all_ops(seed: int = 0, names: list[str] | None = None,
                   tol: float = DEFAULT_TOL) -> GradcheckReport:
-    """Check every op (or those named) and gather one report."""
+    """Check every op (or those named) and gather one report.
+
+    Checked before any op runs: ``names`` a list of keys of ``OP_CASES`` or None, ``seed`` an
+    int >= 0, ``tol`` a number > 0."""
+    check_int("check_all_ops", "seed", seed)
+    check_number("check_all_ops", "tol", tol)
+    if names is not None:
+        check_type("check_all_ops", "names", names, (list, tuple), "a list of op names or None")
+        for name in names:
+            check_known("check_all_ops", "names", name, OP_CASES)
     report = GradcheckReport(tol=tol)
     for name in names or list(OP_CASES):
         report.extend(check_op(name, seed=seed, tol=tol))

@@ -45,6 +45,8 @@ import numpy
 
 from .. import backend
 from ..backend import xp
+from .arguments import (check_callable, check_fits, check_float64, check_inputs, check_int, check_number, check_shape,
+                        check_type, received)
 from .report import DEFAULT_TOL, GradcheckReport, TensorCheck, _judge
 
 DEFAULT_EPS = 3e-4  # the step h of the fourth-order central difference (see above)
@@ -60,7 +62,12 @@ def numerical_gradient(
     ``(4 D(h) - D(2h)) / 3`` with ``D(h)`` the plain central difference and
     ``h = eps``. ``entries`` (flat indices) limits the work to some elements;
     the others are left as NaN.
+
+    Checked first: ``output`` is a function of no arguments, ``x`` a writable C-contiguous
+    float64 array, ``eps`` a number > 0, ``entries`` flat indices inside ``x``; and, at the
+    first difference (the output's shape is known only then), that ``dout`` has the output's shape.
     """
+    _check_numerical_gradient(output, x, eps, entries)
     flat = x.reshape(-1)  # a view: the checks pass contiguous float64 copies (as_float64_inputs)
 
     def output_with(i: int, step: float) -> Any:
@@ -72,12 +79,29 @@ def numerical_gradient(
 
     def central_difference(i: int, step: float) -> float:
         change = output_with(i, step) - output_with(i, -step)
+        check_shape("numerical_gradient", "dout", dout, change.shape, "the shape of output()")
         return float(xp.sum(change * dout)) / (2.0 * step)
 
     grad = numpy.full(x.size, numpy.nan)
     for i in range(x.size) if entries is None else entries:
         grad[i] = (4.0 * central_difference(i, eps) - central_difference(i, 2.0 * eps)) / 3.0
     return grad.reshape(x.shape)
+
+
+def _check_numerical_gradient(output: Any, x: Any, eps: Any, entries: Any) -> None:
+    check_callable("numerical_gradient", "output", output)
+    check_fits("numerical_gradient", "output", output, [])
+    check_float64("numerical_gradient", "x", x)
+    check_number("numerical_gradient", "eps", eps)
+    if entries is None:
+        return
+    indices = numpy.asarray(entries)
+    if indices.ndim != 1 or indices.dtype.kind not in "iu":
+        raise TypeError(f"numerical_gradient: entries must be a 1-D sequence of int flat indices, "
+                        f"got {received(indices)}")
+    if indices.size and not (indices.min() >= 0 and indices.max() < x.size):
+        raise ValueError(f"numerical_gradient: entries must lie in [0, x.size = {x.size}), "
+                         f"got values in [{indices.min()}, {indices.max()}]")
 
 
 # -- what every check does first: float64 copies, a random upstream gradient, a tuple of grads ---
@@ -150,22 +174,28 @@ def check_gradients(
 
     Returns:
         A ``GradcheckReport`` with one row per floating input.
+
+    Checked before any work: ``forward`` and ``backward`` are functions, ``forward`` takes the
+    inputs in order (their number, and no name that is another of its parameters) and
+    ``backward`` takes ``(dout, cache)``; ``inputs`` is a dict with a floating array; ``name`` a
+    str, ``seed`` an int >= 0, ``eps`` and ``tol`` numbers > 0. Then, after the first forward
+    call, that it returned ``(out, cache)`` and that ``dout`` has the shape of ``out``.
     """
+    _check_gradients_arguments(forward, backward, inputs, name, seed, eps, tol)
     inputs = as_float64_inputs(inputs)
     wrt_names = floating_names(inputs)
     if not wrt_names:
-        raise ValueError(f"check_gradients: inputs of {name!r} has no floating array to check")
+        raise ValueError(f"check_gradients: inputs of {name!r} must hold a floating array to check, "
+                         f"got {', '.join(f'{k}: {received(v)}' for k, v in inputs.items())}")
     report = GradcheckReport(tol=tol)
 
     args = list(inputs.values())
-    out, cache = forward(*args)
+    out, cache = _out_and_cache(forward(*args))
     if dout is None:
         dout = upstream_gradient(check_rng(seed), out)
     else:
         dout = xp.asarray(dout, dtype=xp.float64)
-        if tuple(dout.shape) != tuple(numpy.shape(out)):
-            raise ValueError(f"check_gradients: dout of {name!r} must have the output's shape "
-                             f"{tuple(numpy.shape(out))}, got {tuple(dout.shape)}")
+        check_shape("check_gradients", "dout", dout, numpy.shape(out), f"the output shape of {name!r}")
     grads = as_tuple(backward(xp.array(dout, copy=True), cache))
 
     if len(grads) != len(wrt_names):
@@ -184,3 +214,24 @@ def check_gradients(
         pairs.append((key, shape, analytic, numeric, ""))
     report.extend(_judge(name, pairs, tol))
     return report
+
+
+def _check_gradients_arguments(forward: Any, backward: Any, inputs: Any, name: Any, seed: Any, eps: Any,
+                               tol: Any) -> None:
+    """The checks ``check_gradients`` makes before any work (see its docstring)."""
+    check_callable("check_gradients", "forward", forward)
+    check_callable("check_gradients", "backward", backward)
+    check_inputs("check_gradients", "inputs", inputs)
+    check_fits("check_gradients", "inputs", forward, list(inputs))
+    check_fits("check_gradients", "backward", backward, ["dout", "cache"], match_names=False)
+    check_type("check_gradients", "name", name, str, "a str")
+    check_int("check_gradients", "seed", seed)
+    check_number("check_gradients", "eps", eps)
+    check_number("check_gradients", "tol", tol)
+
+
+def _out_and_cache(result: Any) -> tuple[Any, Any]:
+    """A forward's ``(out, cache)``; a TypeError naming ``forward`` when it returned something else."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise TypeError(f"check_gradients: forward must return a pair (out, cache), got {received(result)}")
+    return result

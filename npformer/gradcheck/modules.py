@@ -10,6 +10,7 @@ Transformer (``TINY_MODEL``, built by ``model_case``), as the command
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import numpy
@@ -17,7 +18,10 @@ import numpy
 from .. import backend, nn, ops
 from ..backend import xp
 from ..models import Transformer, TransformerConfig
+from ..models.checks import check_probability
 from ..tokens import BOS_ID, EOS_ID, PAD_ID
+from .arguments import (check_callable, check_fits, check_inputs, check_int, check_known, check_number,
+                        check_type, received)
 from .cases import padded_ids
 from .engine import (DEFAULT_EPS, as_float64_inputs, as_tuple, check_rng, floating_names, numerical_gradient,
                      upstream_gradient)
@@ -90,14 +94,14 @@ def check_module(
 
     Active dropout is allowed: each generator's state is restored before every
     forward call, so every call drops the same units.
+
+    Checked before any work: ``module`` is an ``nn.Module`` with float64 parameters; ``inputs``
+    a dict that ``forward`` takes in order; ``forward`` and ``backward`` functions (``backward``
+    taking ``dout``); ``name`` a str or None; ``seed`` an int >= 0; ``eps`` and ``tol`` numbers
+    > 0; ``max_entries`` and ``directions`` ints >= 1 or None.
     """
+    _check_module_arguments(module, inputs, forward, backward, name, seed, eps, tol, max_entries, directions)
     name = name or type(module).__name__
-    for key, value in module.params().items():
-        if value.dtype != numpy.float64:
-            raise TypeError(
-                f"check_module: parameters must be float64 (build the module with "
-                f"dtype=numpy.float64), got {key} of dtype {value.dtype}"
-            )
     inputs = as_float64_inputs(inputs)
     backward = backward or module.backward
     output = _replaying_dropout(module, forward or module.forward, list(inputs.values()))
@@ -130,6 +134,29 @@ def check_module(
         note = "" if entries is None else f"{len(entries)} of {value.size} entries"
         pairs.append((key, tuple(value.shape), analytic, numeric, note))
     return _judge(name, pairs, tol)
+
+
+def _check_module_arguments(module: Any, inputs: Any, forward: Any, backward: Any, name: Any, seed: Any, eps: Any,
+                            tol: Any, max_entries: Any, directions: Any) -> None:
+    """The checks ``check_module`` makes before any work (see its docstring)."""
+    check_type("check_module", "module", module, nn.Module, "an npformer.nn.Module")
+    for key, value in module.params().items():
+        if value.dtype != numpy.float64:
+            raise TypeError(f"check_module: module's parameters must be float64 (build the module with "
+                            f"dtype=numpy.float64), got {key} of dtype {value.dtype}")
+    check_inputs("check_module", "inputs", inputs)
+    for argument, function in (("forward", forward), ("backward", backward)):
+        if function is not None:
+            check_callable("check_module", argument, function)
+    check_fits("check_module", "inputs", forward or module.forward, list(inputs))
+    check_fits("check_module", "backward", backward or module.backward, ["dout"], match_names=False)
+    if name is not None:
+        check_type("check_module", "name", name, str, "a str or None")
+    check_int("check_module", "seed", seed)
+    check_number("check_module", "eps", eps)
+    check_number("check_module", "tol", tol)
+    check_int("check_module", "max_entries", max_entries, low=1, optional=True)
+    check_int("check_module", "directions", directions, low=1, optional=True)
 
 
 def _directional_derivatives(output: Callable[[], Any], value: Any, dout: Any, analytic: Any,
@@ -165,7 +192,14 @@ def model_case(seed: int = 0, batch: int = 2, src_len: int = 5, tgt_len: int = 4
 
     Returns ``(model, src_ids, tgt_in_ids, tgt_out_ids)``; ``config`` overrides ``TINY_MODEL``.
     The last target sequence is one token shorter (padded), so padding is exercised.
+
+    Checked first: ``seed`` an int >= 0, the sizes ints >= 1, every key of ``config`` a field
+    of ``TransformerConfig`` (whose own checks then judge the values).
     """
+    check_int("model_case", "seed", seed)
+    for size, value in (("batch", batch), ("src_len", src_len), ("tgt_len", tgt_len)):
+        check_int("model_case", size, value, low=1)
+    _check_config("model_case", config)
     options = {**TINY_MODEL, **config}
     model = Transformer(TransformerConfig(**options), seed=seed, dtype=numpy.float64)
     rng = numpy.random.default_rng(seed)
@@ -177,6 +211,13 @@ def model_case(seed: int = 0, batch: int = 2, src_len: int = 5, tgt_len: int = 4
     return model, backend.asarray(src), backend.asarray(tgt[:, :-1]), backend.asarray(tgt[:, 1:])
 
 
+def _check_config(function: str, config: dict, sizes: tuple[str, ...] = ()) -> None:
+    """Every key of ``config`` must be a field of ``TransformerConfig`` (or one of ``sizes``)."""
+    known = [field.name for field in dataclasses.fields(TransformerConfig)] + list(sizes)
+    for key in config:
+        check_known(function, "each keyword of config", key, known, error=TypeError)
+
+
 def check_loss(model: nn.Module, inputs: dict[str, Any], targets: Any, *, ignore_index: int | None = PAD_ID,
                label_smoothing: float = 0.0, name: str | None = None, seed: int = 0, tol: float = DEFAULT_TOL,
                max_entries: int | None = None, directions: int | None = None) -> GradcheckReport:
@@ -185,7 +226,19 @@ def check_loss(model: nn.Module, inputs: dict[str, Any], targets: Any, *, ignore
     The scalar checked is ``ops.cross_entropy_forward(model.forward(*inputs.values()), targets,
     ignore_index, label_smoothing)``; its backward is ``model.backward(ops.cross_entropy_backward(...))``,
     which returns the gradients of the floating inputs (if any).
+
+    Checked before any work: ``model`` is an ``nn.Module`` whose ``forward`` takes ``inputs`` in
+    order, ``targets`` an integer array, ``ignore_index`` an int or None, ``label_smoothing`` in
+    [0, 1); the rest as in ``check_module``.
     """
+    check_type("check_loss", "model", model, nn.Module, "an npformer.nn.Module")
+    check_inputs("check_loss", "inputs", inputs)
+    check_fits("check_loss", "inputs", model.forward, list(inputs))
+    if getattr(getattr(targets, "dtype", None), "kind", "") not in ("i", "u"):
+        raise TypeError(f"check_loss: targets must be an integer array of class ids, got {received(targets)}")
+    if ignore_index is not None:
+        check_type("check_loss", "ignore_index", ignore_index, (int, numpy.integer), "an int or None")
+    check_probability("check_loss", "label_smoothing", label_smoothing)
     last = {}
 
     def loss(*args: Any) -> Any:
@@ -208,7 +261,15 @@ def check_model(seed: int = 0, max_entries: int | None = None, tol: float = DEFA
     ``activation="gelu"``, ``dropout=0.0``, or the paper's base sizes with the fast
     check, ``directions=1``; see ``check_module``). ``fused=False`` checks the textbook
     attention (``nn.use_fused_attention``).
+
+    Checked before any work: ``fused`` a bool, every key of ``config`` a field of
+    ``TransformerConfig`` or a size of ``model_case``; the rest as in ``check_module``.
     """
+    check_type("check_model", "fused", fused, bool, "a bool")
+    check_int("check_model", "max_entries", max_entries, low=1, optional=True)
+    check_int("check_model", "directions", directions, low=1, optional=True)
+    check_number("check_model", "tol", tol)
+    _check_config("check_model", config, sizes=("batch", "src_len", "tgt_len"))
     model, src, tgt_in, tgt_out = model_case(seed, **config)
     nn.use_fused_attention(model, fused)
     return check_loss(model, {"src_ids": src, "tgt_in_ids": tgt_in}, tgt_out,

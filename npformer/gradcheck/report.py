@@ -120,9 +120,13 @@ def relative_error(analytic: Any, numeric: Any) -> tuple[float, tuple | None]:
     """Worst elementwise ``|a - n| / max(|a| + |n|, 1e-12)`` and where it occurs.
 
     Entries where ``numeric`` is NaN were not computed and are skipped; a NaN in
-    ``analytic`` counts as an infinite error.
+    ``analytic`` counts as an infinite error. The two must have the same shape (checked:
+    broadcasting would compare the wrong entries).
     """
     analytic, numeric = _host(analytic), _host(numeric)
+    if analytic.shape != numeric.shape:
+        raise ValueError(f"relative_error: analytic must have the shape of numeric {numeric.shape}, "
+                         f"got shape {analytic.shape}")
     return _worst(_entry_errors(analytic, numeric), ~numpy.isnan(numeric))
 
 

@@ -6,15 +6,17 @@
 * ``LanguageModel``: the encoder layer under a causal mask (GPT-style), or without it
   (``causal=False``: a BERT-style masked language model);
 * ``VisionTransformer``: images as sequences of patches;
-* ``summary``: per-module output shapes, parameter counts and FLOPs.
+* ``summary``: per-module output shapes, parameter counts and FLOPs;
+* ``MODEL_PRESETS``: the named sizes (tiny, small, base, large), written once.
 """
 
 from .classifier import ClassifierConfig, EncoderClassifier
 from .language_model import LanguageModel, LanguageModelConfig
+from .presets import MODEL_PRESETS
 from .summary import summarize, summary_rows
-from .transformer import Transformer, TransformerConfig
+from .transformer import ATTENTION_KINDS, Transformer, TransformerConfig
 from .vit import ViTConfig, VisionTransformer
 
-__all__ = ["Transformer", "TransformerConfig", "EncoderClassifier", "ClassifierConfig",
+__all__ = ["ATTENTION_KINDS", "Transformer", "TransformerConfig", "EncoderClassifier", "ClassifierConfig",
            "LanguageModel", "LanguageModelConfig", "VisionTransformer", "ViTConfig",
-           "summarize", "summary_rows"]
+           "summarize", "summary_rows", "MODEL_PRESETS"]

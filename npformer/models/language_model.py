@@ -25,8 +25,7 @@ from typing import Any
 import numpy
 
 from .. import backend, ops
-from ..backend import xp
-from ..nn import Dropout, Embedding, Encoder, LearnedPositions, Linear, Module
+from ..nn import Dropout, Embedding, Encoder, LearnedPositions, Linear, Module, kv_buffers
 from ..tokens import PAD_ID
 from .base import start_model
 from .checks import check_config, check_token_ids
@@ -100,9 +99,9 @@ class LanguageModel(Module):
             raise ValueError(f"LanguageModel.generate: temperature must be > 0, got {temperature}")
         total = min(len(prompt_ids) + max_new_tokens, self.config.max_len)
         with self.evaluating():
-            shape = (1, self.config.n_heads, total, self.config.d_model // self.config.n_heads)
-            keys = [xp.zeros(shape, dtype=self.dtype) for _ in self.blocks.layers]
-            values = [xp.zeros(shape, dtype=self.dtype) for _ in self.blocks.layers]
+            c = self.config
+            keys, values = kv_buffers(1, c.n_heads, total, c.d_model // c.n_heads, len(self.blocks.layers),
+                                      self.dtype)
             tokens = list(prompt_ids)
             for position in range(total - 1):
                 x = self._embed(backend.asarray(numpy.array([[tokens[position]]])), start=position)
@@ -114,8 +113,7 @@ class LanguageModel(Module):
                 logits /= temperature
                 if top_k is not None and top_k < len(logits):
                     logits[numpy.argsort(logits)[:-top_k]] = -numpy.inf
-                probs = numpy.exp(logits - logits.max())
-                probs /= probs.sum()
+                probs = backend.to_numpy(ops.softmax_forward(backend.asarray(logits))[0])
                 token = int(rng.choice(len(probs), p=probs))
                 tokens.append(token)
                 if token == stop_id:

@@ -29,10 +29,18 @@ from typing import Any
 
 from .. import ops
 from ..backend import xp
-from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module
+from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module, kv_buffers
 from ..tokens import PAD_ID, SPECIAL_TOKENS
 from .base import start_model
 from .checks import check_choice, check_config, check_probability, check_token_ids
+
+# The three kinds of attention in an encoder-decoder, one name each everywhere (``attention_maps``,
+# ``npformer attention --kind``, the explorer, the figures), with the title every figure uses.
+ATTENTION_KINDS = {
+    "encoder": "Encoder self-attention: source token (row) -> source token (column)",
+    "decoder": "Decoder self-attention (causal): position (row) -> earlier input token (column)",
+    "cross": "Cross-attention: output token (row) -> source token (column)",
+}
 
 
 @dataclass
@@ -84,8 +92,6 @@ class TransformerConfig:
 class Transformer(Module):
     """Encoder-decoder Transformer. ``forward(src_ids, tgt_in_ids) -> logits (B, Tt, V_tgt)``."""
 
-    forward_keeps_rows = True  # forward(..., keep=mask) projects only the kept positions
-
     def __init__(self, config: TransformerConfig, seed: int = 0, dtype: Any = None) -> None:
         super().__init__()
         rng = start_model(self, config, seed, dtype)
@@ -130,52 +136,68 @@ class Transformer(Module):
         x = self._embed(src_ids, self.src_embed, self.src_dropout)
         return self.encoder.forward(x, src_mask), src_mask
 
-    def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any, keep: Any = None) -> Any:
-        """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``, or, with a
-        boolean ``keep (B, Tt)``, the logits of the kept positions only, ``(N, V_tgt)`` in row-major
-        order (``logits[keep]``, without computing the others; see ``forward``)."""
+    def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
+        """``tgt_in_ids (B, Tt)`` and the encoder output -> the decoder's output ``(B, Tt, D)``, before
+        the projection to the vocabulary."""
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
         if tgt_in_ids.shape[0] != memory.shape[0]:
             raise ValueError(f"Transformer: tgt_in_ids must have batch size {memory.shape[0]} "
                              f"(from the source), got {tgt_in_ids.shape[0]}")
         tgt_mask = ops.padding_mask(tgt_in_ids, PAD_ID) & ops.causal_mask(tgt_in_ids.shape[1])
         x = self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout)
-        x = self.decoder.forward(x, memory, tgt_mask, src_mask)
-        self._keep = keep
-        if keep is not None:
-            self._decoded_shape = x.shape
-            x = x[keep]  # (N, D): only the rows whose logits are wanted
-        return self.out_proj.forward(x)
+        return self.decoder.forward(x, memory, tgt_mask, src_mask)
 
-    def forward(self, src_ids: Any, tgt_in_ids: Any, keep: Any = None) -> Any:
-        """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing).
-
-        ``keep``: a boolean ``(B, Tt)`` array (e.g. ``targets != PAD_ID``); then only the kept
-        positions go through the output projection, and the result is ``(N, V_tgt)``, equal to
-        ``forward(src_ids, tgt_in_ids)[keep]``. The projection to the vocabulary is the largest
-        product of a step, and padded positions would only be thrown away by the loss;
-        ``training.train_step`` uses it. ``backward`` then takes ``dlogits (N, V_tgt)``.
-        """
+    def forward(self, src_ids: Any, tgt_in_ids: Any) -> Any:
+        """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing)."""
         memory, src_mask = self.encode(src_ids)
-        return self.decode(tgt_in_ids, memory, src_mask, keep)
+        return self.out_proj.forward(self.decode(tgt_in_ids, memory, src_mask))
 
     def backward(self, dlogits: Any) -> None:
-        """Add the gradient of every parameter for upstream ``dlogits (B, Tt, V_tgt)`` (or
-        ``(N, V_tgt)`` after ``forward(..., keep=...)``)."""
-        d_src, d_tgt = self.backward_to_inputs(dlogits)
+        """Add the gradient of every parameter for upstream ``dlogits (B, Tt, V_tgt)``."""
+        self._backward_from_decoded(self._decoded_gradient(dlogits, None))
+
+    def forward_positions(self, src_ids: Any, tgt_in_ids: Any, positions: Any) -> Any:
+        """The logits of the chosen target positions only: ``(N, V_tgt)``, equal to
+        ``forward(src_ids, tgt_in_ids)[positions]`` for a boolean ``positions (B, Tt)`` with N
+        True entries (e.g. ``targets != PAD_ID``). The projection to the vocabulary is the largest
+        product of a step, and padded positions would only be thrown away by the loss;
+        ``train_step(..., only_counted_targets=True)`` uses it. Pair it with ``backward_positions``."""
+        memory, src_mask = self.encode(src_ids)
+        decoded = self.decode(tgt_in_ids, memory, src_mask)  # (B, Tt, D)
+        return self.out_proj.forward(decoded[positions])     # (N, V_tgt)
+
+    def backward_positions(self, dlogits: Any, positions: Any) -> None:
+        """``backward`` for ``forward_positions``: ``dlogits (N, V_tgt)`` of the same ``positions``;
+        the positions left out get no gradient."""
+        self._backward_from_decoded(self._decoded_gradient(dlogits, positions))
+
+    def _decoded_gradient(self, dlogits: Any, positions: Any) -> Any:
+        """The gradient of the decoder's output ``(B, Tt, D)`` from ``dlogits`` of every position
+        (``positions`` None) or of the chosen ``positions`` only (zero elsewhere)."""
+        d_out = self.out_proj.backward(dlogits)
+        if positions is None:
+            return d_out
+        d_decoded = xp.zeros((*positions.shape, self.config.d_model), dtype=d_out.dtype)
+        d_decoded[positions] = d_out
+        return d_decoded
+
+    def _backward_from_decoded(self, d_decoded: Any) -> None:
+        """From the gradient of the decoder's output ``(B, Tt, D)`` down into the embedding tables."""
+        d_src, d_tgt = self._backward_to_inputs_from_decoded(d_decoded)
         self._embed_backward(d_tgt, self.tgt_embed, self.tgt_dropout)
         self._embed_backward(d_src, self.src_embed, self.src_dropout)
 
-    def backward_to_inputs(self, dlogits: Any) -> tuple[Any, Any]:
+    def backward_to_inputs(self, dlogits: Any, positions: Any = None) -> tuple[Any, Any]:
         """The backward pass down to the embedded inputs: add the gradients of every parameter
         above the embedding tables and return ``dx_src (B, Ts, D)`` and ``dx_tgt (B, Tt, D)``, the
         gradients of the dropout outputs of ``_embed`` (in eval mode: of ``E[ids] sqrt(D) + PE``).
-        ``backward`` finishes them into the tables; saliency maps read them as they are."""
-        d = self.out_proj.backward(dlogits)
-        if self._keep is not None:  # the rows left out of the projection get no gradient
-            kept, d = d, xp.zeros(self._decoded_shape, dtype=d.dtype)
-            d[self._keep] = kept
-        d_tgt, d_memory = self.decoder.backward(d)
+        ``backward`` finishes them into the tables; saliency maps read them as they are.
+        ``dlogits``: ``(B, Tt, V_tgt)`` after ``forward``, or ``(N, V_tgt)`` after
+        ``forward_positions(..., positions)`` with the same ``positions``."""
+        return self._backward_to_inputs_from_decoded(self._decoded_gradient(dlogits, positions))
+
+    def _backward_to_inputs_from_decoded(self, d_decoded: Any) -> tuple[Any, Any]:
+        d_tgt, d_memory = self.decoder.backward(d_decoded)
         return self.encoder.backward(d_memory), d_tgt
 
     # -- incremental decoding ---------------------------------------------------------------
@@ -191,15 +213,14 @@ class Transformer(Module):
         if max_len > self.config.max_len:
             raise ValueError(f"start_decoding: max_len must be <= {self.config.max_len}, got {max_len}")
         memory, src_mask = self.encode(src_ids)
-        batch = memory.shape[0]
-        memory_keys, memory_values, self_keys, self_values = [], [], [], []
+        memory_keys, memory_values = [], []
         for layer in self.decoder.layers:
             keys, values = layer.cross_attn.project_keys_values(memory)
             memory_keys.append(keys)
             memory_values.append(values)
-            buffer_shape = (batch, self.config.n_heads, max_len, self.config.d_model // self.config.n_heads)
-            self_keys.append(xp.zeros(buffer_shape, dtype=self.dtype))
-            self_values.append(xp.zeros(buffer_shape, dtype=self.dtype))
+        c = self.config
+        self_keys, self_values = kv_buffers(memory.shape[0], c.n_heads, max_len, c.d_model // c.n_heads,
+                                            len(self.decoder.layers), self.dtype)
         return DecoderCache(memory_keys, memory_values, self_keys, self_values, src_mask)
 
     def decode_step(self, cache: DecoderCache, next_ids: Any) -> Any:
@@ -217,11 +238,12 @@ class Transformer(Module):
     # -- inspection -------------------------------------------------------------------------
 
     def attention_maps(self) -> dict[str, list]:
-        """The last forward pass's attention weights, by kind, one ``(B, H, Tq, Tk)`` per layer."""
+        """The last forward pass's attention weights, by kind (``ATTENTION_KINDS``: "encoder",
+        "decoder", "cross"), one ``(B, H, Tq, Tk)`` per layer."""
         return {
             "encoder": [layer.self_attn.attn_weights for layer in self.encoder.layers],
-            "decoder_self": [layer.self_attn.attn_weights for layer in self.decoder.layers],
-            "decoder_cross": [layer.cross_attn.attn_weights for layer in self.decoder.layers],
+            "decoder": [layer.self_attn.attn_weights for layer in self.decoder.layers],
+            "cross": [layer.cross_attn.attn_weights for layer in self.decoder.layers],
         }
 
     def summary(self, batch: int = 1, src_len: int = 32, tgt_len: int = 32) -> str:

@@ -4,7 +4,7 @@ Whole networks made of these blocks live one layer up, in ``npformer.models``.
 """
 
 from .attention import MultiHeadAttention, SelfAttention, check_heads, use_fused_attention
-from .decoder import Decoder, DecoderCache, DecoderLayer
+from .decoder import Decoder, DecoderCache, DecoderLayer, kv_buffers
 from .dropout import Dropout
 from .embedding import Embedding, LearnedPositions
 from .encoder import Encoder, EncoderLayer
@@ -16,5 +16,5 @@ from .module import BackwardBeforeForwardError, Module, ModuleList
 __all__ = [
     "Module", "ModuleList", "BackwardBeforeForwardError", "Linear", "Embedding", "LearnedPositions", "LayerNorm", "Dropout",
     "FeedForward", "MultiHeadAttention", "SelfAttention", "check_heads", "use_fused_attention",
-    "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",
+    "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "kv_buffers",
 ]

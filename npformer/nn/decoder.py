@@ -12,6 +12,8 @@ the sum of the cross-attention gradients of all layers.
 For generation, ``step`` runs one new position at a time: self-attention
 reuses the keys and values of earlier positions from a cache, and
 cross-attention uses keys and values of ``memory`` computed once per source.
+``kv_buffers`` allocates the self-attention caches (the decoder-only language
+model's generation uses it too).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import numpy
 
 from .. import ops
+from ..backend import xp
 from .attention import MultiHeadAttention, SelfAttention
 from .dropout import Dropout
 from .feedforward import FeedForward
@@ -104,6 +107,17 @@ class Decoder(Module):
             x = layer.step(x, position, cache.self_keys[index], cache.self_values[index],
                            cache.memory_keys[index], cache.memory_values[index], cache.memory_mask)
         return x if self.norm is None else self.norm.forward(x)
+
+
+def kv_buffers(batch: int, n_heads: int, max_len: int, head_dim: int, n_layers: int,
+               dtype: Any) -> tuple[list, list]:
+    """Empty self-attention caches for incremental decoding: ``(keys, values)``, two lists of
+    ``n_layers`` zero arrays ``(batch, n_heads, max_len, head_dim)`` in ``dtype``, one per layer,
+    which ``SelfAttention.forward_step`` fills one position per step."""
+    shape = (batch, n_heads, max_len, head_dim)
+    keys = [xp.zeros(shape, dtype=dtype) for _ in range(n_layers)]
+    values = [xp.zeros(shape, dtype=dtype) for _ in range(n_layers)]
+    return keys, values
 
 
 class DecoderCache:

@@ -30,7 +30,7 @@ from .pooling import (masked_max_pool_backward, masked_max_pool_forward,
 from .positional import positional_encoding
 from .relu import relu_backward, relu_forward
 from .residual import residual_backward, residual_backward_with_memory, stack_backward_with_memory
-from .softmax import log_softmax, softmax_backward, softmax_forward
+from .softmax import log_softmax, logsumexp, softmax_backward, softmax_forward
 from .special import erf, erfc
 from .switch import DEFAULT, OP_NAMES, active, holding_blas, holds_blas, using
 
@@ -47,7 +47,7 @@ __all__ = [
     "masked_mean_pool_forward", "masked_mean_pool_backward",
     "masked_max_pool_forward", "masked_max_pool_backward",
     "patches_forward", "patches_backward",
-    "positional_encoding", "padding_mask", "causal_mask", "log_softmax",
+    "positional_encoding", "padding_mask", "causal_mask", "log_softmax", "logsumexp",
     "residual_backward", "residual_backward_with_memory", "stack_backward_with_memory",
     "adam_step", "erf", "erfc",
     "using", "active", "holds_blas", "holding_blas", "OP_NAMES",

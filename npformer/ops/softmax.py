@@ -12,6 +12,9 @@ as each row has at least one finite entry.
 Backward: the Jacobian is ``diag(y) - y y^T``, so without building it::
 
     dx = y * (dy - sum_j(dy_j * y_j))
+
+Two helpers without a backward pass use the same shift: ``logsumexp(x)``, the log
+normaliser ``m + log(sum_j exp(x_j - m))``, and ``log_softmax(x) = x - logsumexp(x)``.
 """
 
 from __future__ import annotations
@@ -44,13 +47,37 @@ def softmax_backward(dy: Any, cache: dict) -> Any:
     return dx
 
 
+def logsumexp(x: Any, axis: int = -1, keepdims: bool = True, dtype: Any = None) -> Any:
+    """``log(sum_j exp(x_j))`` along ``axis``, without overflow: ``m + log(sum_j exp(x_j - m))``.
+
+    ``x`` of any shape -> the same shape with ``axis`` kept at size 1 (``keepdims=True``) or
+    dropped. ``m = max_j x_j``, so every ``exp`` is at most 1. ``dtype`` is the dtype the sum
+    of exponentials accumulates in (None: that of ``x``); ``dtype=float64`` with float32 ``x``
+    gives a float64 result. A helper without a backward pass, like ``log_softmax``: the log
+    normaliser of a softmax, for when only a few entries of a row need their log probability,
+    ``log p_j = x_j - logsumexp(x)``, and the whole ``log_softmax`` row would be wasted.
+    """
+    check_float("logsumexp", "x", x)
+    row_max, _, log_norm = _shifted_and_log_norm(x, axis, dtype)
+    total = row_max + log_norm
+    return total if keepdims else total.squeeze(axis)
+
+
 def log_softmax(x: Any, axis: int = -1) -> Any:
     """``log softmax(x)`` along ``axis``, never ``log(0)``: ``(x - m) - log(sum_j exp(x_j - m))``.
 
-    A helper without a backward pass, for scoring sequences by their log
-    probabilities. The loss fuses the same formula into ``cross_entropy_forward``,
-    where it also keeps ``exp(x - m)`` for its gradient; beam search needs only
-    each row's k best entries (``tasks.translation.decoding.top_k_log_probs``).
+    ``x - logsumexp(x)``, with ``m = max_j x_j`` subtracted first so that the entries near the
+    maximum keep their precision; the result has the shape of ``x``. A helper without a
+    backward pass, for scoring sequences by their log probabilities. The loss fuses the same
+    formula into ``cross_entropy_forward``, where it also keeps ``exp(x - m)`` for its gradient;
+    beam search needs only each row's k best entries and their normaliser (``logsumexp``).
     """
-    shifted = x - x.max(axis=axis, keepdims=True)
-    return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
+    _, shifted, log_norm = _shifted_and_log_norm(x, axis, None)
+    return shifted - log_norm
+
+
+def _shifted_and_log_norm(x: Any, axis: int, dtype: Any) -> tuple[Any, Any, Any]:
+    """``m = max_j x_j``, ``x - m`` and ``log(sum_j exp(x_j - m))`` (summed in ``dtype``), keeping ``axis``."""
+    row_max = x.max(axis=axis, keepdims=True)
+    shifted = x - row_max
+    return row_max, shifted, xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True, dtype=dtype))

@@ -50,7 +50,9 @@ def accuracy(model: EncoderClassifier, ids: numpy.ndarray, labels: numpy.ndarray
 
 def train_language_id(data: str | None = None, steps: int = 300, batch: int = 64, max_pairs: int = 20000,
                       pooling: str = "mean", seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
-    """Train and evaluate; returns the model, vocabulary and held-out accuracy."""
+    """Train and evaluate; returns the model, vocabulary and held-out accuracy. ``DataError`` (a
+    ``ValueError`` naming the file), before any training, when ``data`` cannot be read or leaves the
+    training or the test split empty (``data.sentence_splits``)."""
     log = (lambda text: print(text, file=stream)) if stream else (lambda text: None)
     splits, source = sentence_splits(data, max_pairs, seed, log)
     train, test = labelled(splits.train), labelled(splits.test)
@@ -82,6 +84,8 @@ def train_language_id(data: str | None = None, steps: int = 300, batch: int = 64
 def predict(model: EncoderClassifier, vocab: Vocab, sentences: list[str], lowercase: bool = False) -> list[str]:
     """"English" or "French" for each sentence. ``lowercase``: read input as the training text was
     written (the embedded corpus is lower-case: ``train_language_id`` says so in its ``"lowercase"``)."""
+    if not sentences:
+        return []
     ids, _ = encode([(s.lower() if lowercase else s, 0) for s in sentences], vocab, model.config.max_len)
     with model.evaluating():
         logits = model.forward(backend.asarray(ids))

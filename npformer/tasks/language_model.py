@@ -46,8 +46,10 @@ def perplexity(model: LanguageModel, ids: numpy.ndarray, batch: int = 256) -> fl
 
 def french_sentences(data: str | None, max_pairs: int, seed: int, log: Any) -> tuple[list[str], list[str], str]:
     """The French sides of the training and validation pairs (the test split when there is no
-    validation split), and where they came from."""
-    splits, source = sentence_splits(data, max_pairs, seed, log)
+    validation split), and where they came from. ``DataError`` (a ``ValueError`` naming the file),
+    before any training, when ``data`` cannot be read or leaves the training split, or both held-out
+    splits, empty: a perplexity over nothing is no number."""
+    splits, source = sentence_splits(data, max_pairs, seed, log, needs=("train", "test"))
     valid = splits.valid or splits.test
     return [french for _, french in splits.train], [french for _, french in valid], source
 

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy
 
+from ..errors import UsageError
+
 
 def _atomic_write(path: str, write: Any) -> None:
     """Call ``write(file)`` on a temporary file beside ``path``, then rename it over ``path``."""
@@ -68,7 +70,7 @@ def save_checkpoint(path: str, model: Any, optimizer: Any = None, meta: dict | N
     _atomic_write(os.path.splitext(path)[0] + ".json", lambda file: file.write(text.encode("utf-8")))
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ValueError, UsageError):
     """A checkpoint file that cannot be used; the message names the file and what is wrong."""
 
 

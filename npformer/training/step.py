@@ -11,10 +11,11 @@ Every model in npformer maps inputs to logits and has a hand-written
     optimizer.step()
 
 The translator's trainer, the small models' loop (``fit``), ``npformer bench``
-and the lessons all call ``train_step``. For a model that says ``forward_keeps_rows``
-(the ``Transformer``), the step asks for the logits of the real targets only,
-``model.forward(*inputs, keep=targets != ignore_index)``: the same loss and
-gradients without projecting padded positions onto the vocabulary.
+and the lessons all call ``train_step``. With ``only_counted_targets=True`` (the
+translator's trainer and ``npformer bench`` ask for it), the step takes the logits
+of the counted targets only, ``model.forward_positions(*inputs, targets != ignore_index)``
+and ``model.backward_positions``: the same loss and gradients without projecting
+padded positions onto the vocabulary (``Transformer`` has both methods).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class StepResult:
 @ops.holding_blas  # the fast ops split over npformer's threads: BLAS keeps to one (npformer.threads)
 def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
                ignore_index: int | None = PAD_ID, label_smoothing: float = 0.0,
-               max_norm: float | None = None) -> StepResult:
+               max_norm: float | None = None, only_counted_targets: bool = False) -> StepResult:
     """Forward, loss, backward, clipping and one optimizer update.
 
     Args:
@@ -51,15 +52,21 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
         ignore_index: the target id that adds nothing to the loss (``<pad>``); None keeps all.
         label_smoothing: the weight ``eps`` spread over all classes.
         max_norm: clip the global gradient norm to this; None does not clip.
+        only_counted_targets: project only the positions whose target counts (the fast form; the
+            model needs ``forward_positions`` and ``backward_positions``; same loss and gradients).
 
     A non-finite loss skips the update (nothing is changed) and is returned as it is,
     so that the caller can stop and keep its last good checkpoint.
     """
-    if getattr(model, "forward_keeps_rows", False) and ignore_index is not None:
+    positions = None
+    if only_counted_targets and ignore_index is not None:
+        if not hasattr(model, "forward_positions"):
+            raise TypeError(f"train_step: only_counted_targets needs a model with forward_positions and "
+                            f"backward_positions; {type(model).__name__} has none")
         # The fast form: logits only where a target counts (the same loss and gradients as the
         # textbook form of the module docstring, checked by tests/test_train.py).
-        keep = targets != ignore_index
-        logits, targets = model.forward(*inputs, keep=keep), targets[keep]
+        positions = targets != ignore_index
+        logits, targets = model.forward_positions(*inputs, positions), targets[positions]
     else:
         logits = model.forward(*inputs)
     loss, cache = ops.cross_entropy_forward(logits, targets, ignore_index=ignore_index,
@@ -70,7 +77,10 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
     model.zero_grad()
     dlogits = ops.cross_entropy_backward(1.0, cache)
     del cache, logits  # the (N, V) probabilities and logits are not needed during backward
-    model.backward(dlogits)
+    if positions is None:
+        model.backward(dlogits)
+    else:
+        model.backward_positions(dlogits, positions)
     grad_norm = clip_grad_norm(model, max_norm) if max_norm is not None else math.nan
     optimizer.step()
     return StepResult(loss, grad_norm)

@@ -39,7 +39,7 @@ from typing import Any, Sequence
 
 import numpy
 
-from ... import backend
+from ... import backend, ops
 from ...data import Alignment, Vocab, pad_rows, tokenize
 from ...metrics import alignment_error_rate
 from ...models import Transformer
@@ -80,30 +80,39 @@ def saliency(model: Transformer, src_ids: Any, tgt_in_ids: Any, tgt_out_ids: Any
     """Gradient x input saliency ``S (B, Tt, Ts)``: ``S[b, i, j] = || dlog p(y_i) / de_j * e_j ||``.
 
     One backward pass per target position, all in one batch: sentence ``b`` is repeated ``Tt``
-    times, and copy ``i`` sends back the gradient of ``log p(y_i)`` alone,
-    ``onehot(y_i) - softmax(logits_i)`` at row ``i`` and zero elsewhere. The model runs in eval
-    mode; its parameter gradients are zeroed afterwards.
+    times, copy ``i`` projects only its position ``i`` onto the vocabulary
+    (``Transformer.forward_positions``) and sends back the gradient of ``log p(y_i)`` alone,
+    ``onehot(y_i) - softmax(logits_i)``. The model runs in eval mode; its parameter gradients are
+    zeroed afterwards.
     """
+    return _saliency_and_maps(model, src_ids, tgt_in_ids, tgt_out_ids)[0]
+
+
+def _saliency_and_maps(model: Transformer, src_ids: Any, tgt_in_ids: Any,
+                       tgt_out_ids: Any) -> tuple[numpy.ndarray, dict[str, list[numpy.ndarray]]]:
+    """``saliency`` and, from the same forward pass, every attention map of each sentence
+    (``{kind: [(B, H, Tq, Tk) per layer]}``, float64): copy 0 of sentence ``b`` is sentence ``b``
+    teacher-forced, so no second pass is needed."""
     src, tgt_in, tgt_out = (numpy.asarray(backend.to_numpy(a)) for a in (src_ids, tgt_in_ids, tgt_out_ids))
     batch, n_tgt = tgt_in.shape
     copies = numpy.repeat(numpy.arange(batch), n_tgt)  # (B * Tt,): sentence of each copy
     rows = numpy.tile(numpy.arange(n_tgt), batch)  # the position each copy explains
+    explained = numpy.zeros((len(copies), n_tgt), dtype=bool)
+    explained[numpy.arange(len(copies)), rows] = True  # copy k projects its position rows[k] only
     with model.evaluating():
-        logits = backend.to_numpy(model.forward(backend.asarray(src[copies]), backend.asarray(tgt_in[copies])))
-        picked = logits[numpy.arange(len(copies)), rows].astype(numpy.float64)  # (B * Tt, V)
-        probabilities = numpy.exp(picked - picked.max(axis=-1, keepdims=True))
-        probabilities /= probabilities.sum(axis=-1, keepdims=True)
+        logits = model.forward_positions(backend.asarray(src[copies]), backend.asarray(tgt_in[copies]),
+                                         backend.asarray(explained))  # (B * Tt, V): logits_i of copy i
+        maps = {kind: [backend.to_numpy(weights[::n_tgt]).astype(numpy.float64) for weights in layers]
+                for kind, layers in model.attention_maps().items()}
+        gradient = -backend.to_numpy(ops.softmax_forward(logits.astype(numpy.float64))[0])  # -softmax(logits_i)
         targets = tgt_out[copies, rows]
-        dlogits = numpy.zeros(logits.shape, dtype=logits.dtype)
-        gradient = -probabilities
         gradient[numpy.arange(len(copies)), targets] += 1.0  # d log p(y_i) / d logits_i
         gradient[targets == PAD_ID] = 0.0
-        dlogits[numpy.arange(len(copies)), rows] = gradient
-        d_src, _ = model.backward_to_inputs(backend.asarray(dlogits))
+        d_src, _ = model.backward_to_inputs(backend.asarray(gradient.astype(logits.dtype)), backend.asarray(explained))
         model.zero_grad()
     embeddings = backend.to_numpy(model.src_embed.W)[src[copies]] * model.embed_scale  # (B * Tt, Ts, D)
     scores = numpy.linalg.norm(backend.to_numpy(d_src).astype(numpy.float64) * embeddings, axis=-1)
-    return scores.reshape(batch, n_tgt, -1)
+    return scores.reshape(batch, n_tgt, -1), maps
 
 
 @dataclass
@@ -196,13 +205,9 @@ def explain(model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, sources: Seq
     tgt_ids = [tgt_vocab.encode(tokens) for tokens in targets]
     tgt_in = pad_rows([[BOS_ID] + ids for ids in tgt_ids])
     tgt_out = pad_rows([ids + [PAD_ID] for ids in tgt_ids])  # <eos> is not explained
-    with model.evaluating():
-        model.forward(backend.asarray(src), backend.asarray(tgt_in))
-    maps = {kind: [backend.to_numpy(m).astype(numpy.float64) for m in layers]
-            for kind, layers in model.attention_maps().items()}
-    return {"cross": maps["decoder_cross"],
-            "rollout": rollout(maps["encoder"], maps["decoder_self"], maps["decoder_cross"]),
-            "saliency": saliency(model, src, tgt_in, tgt_out)}
+    scores, maps = _saliency_and_maps(model, src, tgt_in, tgt_out)  # one forward and one backward pass
+    return {"cross": maps["cross"], "rollout": rollout(maps["encoder"], maps["decoder"], maps["cross"]),
+            "saliency": scores}
 
 
 def gold_test_split(run: Any) -> tuple[list[tuple[str, str]], list[Alignment]]:
@@ -212,7 +217,7 @@ def gold_test_split(run: Any) -> tuple[list[tuple[str, str]], list[Alignment]]:
     corpus with the run's seed and size (the grammar is deterministic) and are matched by source.
     """
     from ...data import toy_corpus
-    from ...training import RunFolder
+    from .run_folder import RunFolder
 
     options = run.config.get("train", {})
     if options.get("data") is not None:

@@ -22,6 +22,19 @@ from ... import backend, ops, threads
 from ...backend import xp
 from ...models import Transformer
 from ...tokens import BOS_ID, EOS_ID, PAD_ID
+from .attention_record import AttentionRecord
+
+NEVER_OUTPUT = (PAD_ID, BOS_ID)  # no target sequence holds them: a search never produces them
+
+
+def _next_logits(model: Transformer, cache: Any, tokens: Any, record: AttentionRecord | None) -> Any:
+    """One ``decode_step``, with the tokens no translation contains ruled out (and its attention
+    kept in ``record``)."""
+    logits = model.decode_step(cache, tokens)
+    if record is not None:
+        record.read_step(model)
+    logits[:, list(NEVER_OUTPUT)] = -xp.inf
+    return logits
 
 
 def _strip(rows: Any) -> list[list[int]]:
@@ -39,9 +52,11 @@ def _strip(rows: Any) -> list[list[int]]:
 
 
 @ops.holding_blas
-def greedy_decode(model: Transformer, src_ids: Any, max_len: int) -> list[list[int]]:
+def greedy_decode(model: Transformer, src_ids: Any, max_len: int,
+                  record: AttentionRecord | None = None) -> list[list[int]]:
     """The most probable next token at each step. Returns one id list per source (no <eos>).
 
+    ``record``: an ``AttentionRecord`` that keeps every step's attention (row ``b``: source ``b``).
     The model runs in eval mode and is put back in the mode it had.
     """
     batch = src_ids.shape[0]
@@ -50,8 +65,10 @@ def greedy_decode(model: Transformer, src_ids: Any, max_len: int) -> list[list[i
     outputs = []
     with model.evaluating():
         cache = model.start_decoding(src_ids, max_len=max_len)
+        if record is not None:
+            record.read_encoder(model)
         for _ in range(max_len):
-            tokens = model.decode_step(cache, tokens).argmax(axis=-1)
+            tokens = _next_logits(model, cache, tokens, record).argmax(axis=-1)
             tokens = xp.where(finished, PAD_ID, tokens)
             outputs.append(tokens)
             finished |= tokens == EOS_ID
@@ -72,8 +89,9 @@ def length_penalty_factor(length: Any, alpha: float) -> Any:
 
 def top_k_log_probs(logits: Any, k: int) -> tuple[Any, Any]:
     """The ``k`` most probable next tokens of each row of ``logits (N, V)`` (any order) and their
-    log probabilities in float64: ``z - max(z) - log(sum_j exp(z_j - max(z)))``, computed
-    without a full ``(N, V)`` log-softmax. Rows are split over threads (``threads.parallel_rows``)."""
+    log probabilities in float64: ``z - logsumexp(z)`` (``ops.logsumexp``), computed for the k
+    chosen tokens only, without a full ``(N, V)`` log-softmax. Rows are split over threads
+    (``threads.parallel_rows``)."""
     n_rows, vocab = logits.shape
     k = min(k, vocab)
     tokens = xp.empty((n_rows, k), dtype=xp.int64)
@@ -81,11 +99,9 @@ def top_k_log_probs(logits: Any, k: int) -> tuple[Any, Any]:
 
     def best_of(rows: slice) -> None:
         z = logits[rows]
-        row_max = z.max(axis=-1, keepdims=True)
-        log_norm = xp.log(xp.exp(z - row_max).sum(axis=-1, keepdims=True, dtype=xp.float64))
         top = xp.argpartition(z, vocab - k, axis=-1)[:, vocab - k:]
         tokens[rows] = top
-        log_probs[rows] = (xp.take_along_axis(z, top, axis=-1).astype(xp.float64) - row_max) - log_norm
+        log_probs[rows] = xp.take_along_axis(z, top, axis=-1).astype(xp.float64) - ops.logsumexp(z, dtype=xp.float64)
 
     threads.parallel_rows(best_of, n_rows, row_size=vocab)
     return tokens, log_probs
@@ -93,9 +109,11 @@ def top_k_log_probs(logits: Any, k: int) -> tuple[Any, Any]:
 
 @ops.holding_blas
 def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
-                length_penalty: float = 0.6) -> list[list[int]]:
+                length_penalty: float = 0.6, record: AttentionRecord | None = None) -> list[list[int]]:
     """Beam search with the GNMT length penalty. Returns one id list per source (no <eos>).
 
+    ``record``: an ``AttentionRecord`` that keeps every step's attention and the beams kept; the
+    chosen translation of source ``b`` is its row ``record.final_rows[b]``.
     The model runs in eval mode and is put back in the mode it had.
     """
     if beam_size < 1:
@@ -103,6 +121,8 @@ def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
     with model.evaluating():
         batch, beams = src_ids.shape[0], beam_size
         cache = model.start_decoding(src_ids, max_len=max_len)
+        if record is not None:
+            record.read_encoder(model)
         cache = cache.select(xp.repeat(xp.arange(batch), beams))  # row b * beams + k: beam k of b
         scores = xp.full((batch, beams), -xp.inf, dtype=xp.float64)
         scores[:, 0] = 0.0  # all beams start identical: let only the first one expand
@@ -113,7 +133,7 @@ def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
         for _ in range(max_len):
             # The k best of beams x vocab continuations hold at most k of any one beam, so each
             # beam offers only its own k best tokens: k x k candidates per sentence, not k x V.
-            top_tokens, top_log_probs = top_k_log_probs(model.decode_step(cache, tokens), beams)
+            top_tokens, top_log_probs = top_k_log_probs(_next_logits(model, cache, tokens, record), beams)
             # A finished beam can only continue with <pad>, at no cost: its score stays.
             top_tokens[finished, 0], top_log_probs[finished, 0], top_log_probs[finished, 1:] = PAD_ID, 0.0, -xp.inf
             offered = top_tokens.shape[1]
@@ -127,7 +147,12 @@ def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
             lengths = lengths[rows] + ~was_finished
             finished = was_finished | (tokens == EOS_ID)
             cache = cache.select(rows)
+            if record is not None:
+                record.reorder(rows)
             if bool(finished.all()):
                 break
-    chosen = (scores / length_penalty_factor(lengths.reshape(batch, beams), length_penalty)).argmax(axis=-1)
-    return _strip(history[xp.arange(batch) * beams + chosen])
+    chosen_rows = xp.arange(batch) * beams + (
+        scores / length_penalty_factor(lengths.reshape(batch, beams), length_penalty)).argmax(axis=-1)
+    if record is not None:
+        record.final_rows = backend.to_numpy(chosen_rows).tolist()
+    return _strip(history[chosen_rows])

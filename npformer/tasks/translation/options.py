@@ -10,15 +10,12 @@ import os
 import typing
 from dataclasses import dataclass, fields
 
-from ...models import TransformerConfig
+from ...models import MODEL_PRESETS, TransformerConfig
 from ...tokens import SPECIAL_TOKENS
-from ...training import check_option
+from ..checks import check_option
 
-PRESETS = {
-    "tiny": dict(d_model=64, n_heads=4, d_ff=256, n_layers=2),
-    "small": dict(d_model=128, n_heads=4, d_ff=512, n_layers=2),
-    "base": dict(d_model=256, n_heads=8, d_ff=1024, n_layers=3),
-}
+# The sizes ``--preset`` offers: the CPU sizes of ``models.MODEL_PRESETS`` (not "large").
+PRESETS = {name: dict(MODEL_PRESETS[name]) for name in ("tiny", "small", "base")}
 DEFAULT_STEPS = 900  # the default run on the embedded corpus: steps, not minutes, so every machine agrees
 TOKENIZERS = ("word", "bpe")
 MODEL_OVERRIDES = ("d_model", "n_layers", "n_heads", "d_ff", "norm", "activation", "tie_embeddings",
@@ -88,7 +85,7 @@ class TrainOptions:
     def check(self) -> None:
         """Every value and every combination, before any work starts; ``ValueError`` names the option.
 
-        Numbers follow ``training.options`` (positive; ``seed >= 0``; ``dropout``,
+        Numbers follow ``tasks.checks`` (positive; ``seed >= 0``; ``dropout``,
         ``label_smoothing`` and ``unk_rate`` in [0, 1)). Then: the preset exists, the model's
         sizes fit together (heads divide ``d_model``), and a batch of ``token_budget`` tokens can
         hold the longest example the model takes (``max_len`` tokens).

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...training import RunError, load_run
+from .run_folder import RunError, load_run
 
 PRETRAINED_DIR = Path(__file__).resolve().parents[2] / "data" / "pretrained"
 

@@ -5,7 +5,7 @@
 1. **A new run** (``start_run``): load the data (the embedded toy corpus, or a
    Tatoeba TSV file split by English sentence), build the vocabularies from
    the training split, and write them, the splits and ``config.json`` into the
-   run folder (``training.RunFolder``).
+   run folder (``run_folder.RunFolder``).
 2. **The loop** (``Trainer.run``): epochs of shuffled, length-bucketed batches
    of ``token_budget`` tokens (with ``unk_rate``, some aligned word pairs made
    unknown, drawn anew each epoch: ``<unk>`` with words, an invented word with
@@ -40,30 +40,34 @@ import numpy
 from tqdm.auto import tqdm
 
 from ... import backend, optim
-from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, copy_links, encode_pairs, encode_tokens, hide_links,
-                     invent_links, load_pairs, make_batches, split_by_source, tokenize, toy_corpus,
-                     WordInventor)
+from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, check_splits, copy_links, encode_pairs, encode_tokens,
+                     hide_links, invent_links, load_pairs, make_batches, split_by_source, split_hint, tokenize,
+                     toy_corpus, WordInventor)
 from ...models import Transformer, TransformerConfig
 from ...tokens import PAD_ID
-from ...training import (CheckpointError, RunError, RunFolder, check_folder_can_be_created, generator_state,
-                         graceful_interrupts, load_checkpoint, save_checkpoint, set_generator_state, train_step)
+from ...training import (CheckpointError, generator_state, graceful_interrupts, load_checkpoint, save_checkpoint,
+                         set_generator_state, train_step)
 from ...viz import close, training_curves
+from ..checks import check_folder_can_be_created
 from .evaluation import metrics_line, test_bleu, validate
 from .options import TrainOptions
+from .run_folder import RunError, RunFolder
 from .translator import Translator
 
 
 def load_splits(options: TrainOptions, log: Any = print) -> tuple[Splits, dict]:
-    """The splits and a description of where they came from."""
+    """The splits and a description of where they came from; ``DataError`` (a ``ValueError`` naming
+    the file) when ``options.data`` cannot be read or leaves the training, validation or test split
+    empty (the validation BLEU and the test BLEU would be over nothing)."""
     if options.data is None:
         splits = toy_corpus(n_train=options.max_pairs or 12000, seed=options.seed)
         info = {"source": "embedded toy corpus (npformer.data.toy_corpus)", **splits.counts()}
     else:
+        # DataError (naming the file) when it cannot be read or a split comes out empty: before any work
         pairs, report = load_pairs(options.data, options.max_words, options.max_pairs, options.lowercase)
         log(report.summary())
-        if not pairs:
-            raise RunError(f"no usable sentence pairs in {options.data}")
-        splits = split_by_source(pairs, seed=options.seed)
+        splits = check_splits(split_by_source(pairs, seed=options.seed), options.data,
+                              hint=split_hint(report, options.max_pairs, options.max_words))
         info = {"source": os.path.abspath(options.data), "attribution": ATTRIBUTION,
                 "max_words": options.max_words, "max_pairs": options.max_pairs,
                 "lowercase": options.lowercase, "malformed_lines": sum(map(len, report.problems.values())),
@@ -265,7 +269,8 @@ class Trainer:
                 self.optimizer.lr = self.schedule(position["step"] + 1)
                 result = train_step(self.model, (backend.asarray(batch.src), backend.asarray(batch.tgt_in)),
                                     backend.asarray(batch.tgt_out), self.optimizer, ignore_index=PAD_ID,
-                                    label_smoothing=self.model_config.label_smoothing, max_norm=options.clip)
+                                    label_smoothing=self.model_config.label_smoothing, max_norm=options.clip,
+                                    only_counted_targets=True)
                 if not math.isfinite(result.loss):
                     bar.close()
                     self.log(f"stopping: the loss is {result.loss} at step {position['step'] + 1}; the last "

@@ -1,17 +1,24 @@
-"""``Translator``: sentences in, sentences out: tokenise, encode, search, decode, detokenise."""
+"""``Translator``: sentences in, translations out: tokenise, encode, search, decode, detokenise.
+
+``translations(sentences)`` returns one ``Translation`` per sentence: everything the one decoding
+of that sentence produced (the source as typed and as read, the ids and tokens as decoded, the
+words copied for ``<unk>``, the text, and every attention map of the decoded sequence).
+``translate(sentences)`` is the same decoding, strings only.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy
 from tqdm.auto import tqdm
 
 from ... import backend
 from ...data import Vocab, detokenize, pad_batch, tokenize
 from ...models import Transformer
-from ...tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from ...tokens import BOS_ID, EOS_ID, UNK_ID
+from .attention_record import AttentionRecord
 from .decoding import beam_search, greedy_decode
+from .result import Translation, piece_label
 
 
 SENTENCE_ENDS = (".", "!", "?", "...", "…")
@@ -28,9 +35,9 @@ class Translator:
     ``Translator.from_run(run)`` takes both from the run's ``config.json``.
 
     A target ``<unk>`` is replaced by the source word (as typed) that the last
-    cross-attention layer (averaged over heads) attends to most when the
-    translation is fed back through the model, so names and other unknown
-    words pass through instead of printing ``<unk>``; ``unknown_words`` lists them.
+    cross-attention layer (averaged over heads) attended to most when the decoder produced it,
+    so names and other unknown words pass through instead of printing ``<unk>``;
+    ``unknown_words`` lists them, and ``Translation.copies`` says what was copied from where.
     """
 
     def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -49,7 +56,7 @@ class Translator:
 
     @classmethod
     def from_run(cls, run: Any) -> "Translator":
-        """The translator of a loaded run (``training.load_run``), with its input style."""
+        """The translator of a loaded run (``load_run``), with its input style."""
         return cls.for_config(run.model, run.src_vocab, run.tgt_vocab, run.config)
 
     def source_tokens(self, sentence: str) -> tuple[list[str], list[str]]:
@@ -72,11 +79,23 @@ class Translator:
 
     def translate(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = 0.6,
                   batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[str]:
-        """Translations of ``sentences``, in order; ``beam_size=1`` is greedy search.
-        ``progress``: a bar over the sentences (``tqdm.auto``: a widget in Jupyter)."""
+        """The translations of ``sentences`` as strings, in order (``translations(...)``'s texts)."""
+        return [found.text for found in self.translations(sentences, beam_size, length_penalty, batch_size,
+                                                          max_len, progress)]
+
+    def translations(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = 0.6,
+                     batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[Translation]:
+        """One ``Translation`` per sentence, in order; ``beam_size=1`` is greedy search.
+
+        Each sentence is encoded once and decoded once; its attention maps are recorded during
+        that decoding. ``max_len``: the longest output (default: twice the source plus 10, at most
+        the model's ``max_len``). ``progress``: a bar over the batches (``tqdm.auto``: a widget in
+        Jupyter)."""
         if isinstance(sentences, str):
-            raise TypeError("Translator.translate: sentences must be a list of strings, got a str")
-        results: list[str] = []
+            raise TypeError("Translator.translations: sentences must be a list of strings, got a str")
+        if beam_size < 1:
+            raise ValueError(f"Translator.translations: beam_size must be >= 1, got {beam_size}")
+        results: list[Translation] = []
         starts = range(0, len(sentences), batch_size)
         for start in tqdm(starts, disable=not progress, unit="batch", leave=False,
                           desc=f"translating ({'greedy' if beam_size == 1 else f'beam {beam_size}'})"):
@@ -84,38 +103,50 @@ class Translator:
             results += self._translate_batch(chunk, beam_size, length_penalty, max_len)
         return results
 
-    def _translate_batch(self, sentences: list[str], beam_size: int, length_penalty: float,
-                         max_len: int | None) -> list[str]:
+    def _read_source(self, sentence: str) -> dict[str, list]:
+        """The source of one sentence: words as typed and as read, and per id its word and label."""
+        typed, read = self.source_tokens(sentence)
+        ids, word_index, labels = [], [], []
+        for index, (typed_word, read_word) in enumerate(zip(typed, read)):
+            pieces = self.src_vocab.pieces([read_word])
+            ids += self.src_vocab.encode([read_word])
+            word_index += [index] * len(pieces)
+            labels += [typed_word] if len(pieces) == 1 else [piece_label(piece) for piece in pieces]
         limit = self.model.config.max_len
-        typed_and_read = [self.source_tokens(sentence) for sentence in sentences]
-        # One entry per source id: the word as typed (a word of several BPE pieces repeats).
-        source_tokens = [[word for word, read_word in zip(typed, read) for _ in self.src_vocab.pieces([read_word])][:limit]
-                         for typed, read in typed_and_read]
-        encoded = [(self.src_vocab.encode(read)[:limit], [BOS_ID, EOS_ID]) for _, read in typed_and_read]
-        src = backend.asarray(pad_batch(encoded).src)
-        longest = max(len(tokens) for tokens in source_tokens)
-        max_len = min(max_len or 2 * longest + 10, limit)
-        if beam_size == 1:
-            hypotheses = greedy_decode(self.model, src, max_len)
-        else:
-            hypotheses = beam_search(self.model, src, beam_size, max_len, length_penalty)
-        words = [[self.tgt_vocab.tokens[i] for i in ids] for ids in hypotheses]
-        unknown_rows = [row for row, ids in enumerate(hypotheses) if UNK_ID in ids]
-        if unknown_rows:
-            self._replace_unknown(src, hypotheses, words, source_tokens, unknown_rows)
-        return [detokenize(self.tgt_vocab.join(tokens), self.tgt_lang) for tokens in words]
+        return {"typed": typed, "read": read, "ids": ids[:limit], "word_index": word_index[:limit],
+                "labels": labels[:limit]}
 
-    def _replace_unknown(self, src: Any, hypotheses: list[list[int]], words: list[list[str]],
-                         source_tokens: list[list[str]], rows: list[int]) -> None:
-        # Decoder input position p predicts output token p, so <bos> + all but the last token
-        # suffice (and fit max_len even when the search used every position).
-        tgt_in = pad_batch([([PAD_ID], [BOS_ID] + hypotheses[r]) for r in rows]).tgt_in
-        with self.model.evaluating():
-            self.model.forward(src[backend.asarray(numpy.array(rows))], backend.asarray(tgt_in))
-        cross = backend.to_numpy(self.model.attention_maps()["decoder_cross"][-1]).mean(axis=1)
-        for i, row in enumerate(rows):
-            for position, token_id in enumerate(hypotheses[row]):
+    def _translate_batch(self, sentences: list[str], beam_size: int, length_penalty: float,
+                         max_len: int | None) -> list[Translation]:
+        sources = [self._read_source(sentence) for sentence in sentences]
+        src = backend.asarray(pad_batch([(source["ids"], [BOS_ID, EOS_ID]) for source in sources]).src)
+        longest = max(len(source["ids"]) for source in sources)
+        max_len = min(max_len or 2 * longest + 10, self.model.config.max_len)
+        record = AttentionRecord()
+        if beam_size == 1:
+            hypotheses = greedy_decode(self.model, src, max_len, record=record)
+        else:
+            hypotheses = beam_search(self.model, src, beam_size, max_len, length_penalty, record=record)
+        final_rows = record.final_rows or list(range(len(sentences)))
+        return [self._result(sentence, source, ids, record, row, index, max_len)
+                for index, (sentence, source, ids, row) in enumerate(zip(sentences, sources, hypotheses, final_rows))]
+
+    def _result(self, sentence: str, source: dict, output_ids: list[int], record: AttentionRecord,
+                row: int, index: int, max_len: int) -> Translation:
+        """One sentence's ``Translation`` from its decoded ids and the recorded attention."""
+        ended = len(output_ids) < max_len  # a search stops early only at <eos>
+        attention = record.trace(row, index, len(output_ids) + ended, len(source["ids"]))
+        tokens = [self.tgt_vocab.tokens[i] for i in output_ids]
+        copied_tokens, copies = list(tokens), {}
+        if UNK_ID in output_ids:
+            looked_at = attention["cross"][-1].mean(axis=0)  # last layer, heads averaged: (Tt, Ts)
+            for position, token_id in enumerate(output_ids):
                 if token_id == UNK_ID:
-                    # decoder input position `position` predicts output token `position`
-                    aligned = int(cross[i, position, : len(source_tokens[row])].argmax())
-                    words[row][position] = self.tgt_vocab.whole_word(source_tokens[row][aligned])
+                    copies[position] = int(looked_at[position].argmax())
+                    word = source["typed"][source["word_index"][copies[position]]]
+                    copied_tokens[position] = self.tgt_vocab.whole_word(word)
+        text = detokenize(self.tgt_vocab.join(copied_tokens), self.tgt_lang)
+        return Translation(sentence=sentence, text=text, source_typed=source["typed"], source_read=source["read"],
+                           source_ids=source["ids"], source_labels=source["labels"], output_ids=list(output_ids),
+                           output_tokens=tokens, output_labels=[piece_label(token) for token in copied_tokens],
+                           copies=copies, ended=ended, attention=attention)

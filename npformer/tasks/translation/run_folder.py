@@ -21,25 +21,28 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..data import Splits, Vocab, load_pairs
-from ..models import Transformer, TransformerConfig
-from .checkpoint import CheckpointError, load_checkpoint
+from ...data import Splits, Vocab, load_pairs
+from ...errors import UsageError
+from ...models import Transformer, TransformerConfig
+from ...training.checkpoint import CheckpointError, load_checkpoint
 
 CHECKPOINT = "checkpoint.npz"
 
 
-class RunError(RuntimeError):
+class RunError(RuntimeError, UsageError):
     """A problem with a run folder or its data that the user can fix; reported in one line."""
 
 
 def write_tsv(path: str, pairs: list[tuple[str, str]]) -> None:
+    """Write ``pairs`` as ``english<TAB>french`` lines (a split file of a run folder)."""
     with open(path, "w", encoding="utf-8") as file:
         for english, french in pairs:
             file.write(f"{english}\t{french}\n")
 
 
 def read_tsv(path: str) -> list[tuple[str, str]]:
-    pairs, _ = load_pairs(path, max_words=None)
+    """The pairs of a split file of a run folder (an empty split of an older run gives none)."""
+    pairs, _ = load_pairs(path, max_words=None, allow_empty=True)
     return pairs
 
 

@@ -1,0 +1,36 @@
+"""``npformer translate``: translate sentences with a trained run or a shipped translator."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .arguments import add_run_arguments, number
+from .inputs import load_run, sentences
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "translate", help="translate sentences with a trained run",
+        description="Translate English sentences given as arguments, or one per line on stdin.")
+    parser.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
+    add_run_arguments(parser)
+    parser.add_argument("--beam", type=number("beam", int), default=4,
+                        help="beam size; 1 = greedy (default: %(default)s)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..tasks.translation import Translator
+
+    given = sentences(args.sentences, "translate")
+    translator = Translator.from_run(load_run("translate", args.run, args.pretrained))
+    non_empty = [sentence for sentence in given if sentence.strip()]
+    unknown = translator.unknown_words(non_empty)
+    if unknown:
+        print(f"npformer translate: words the model never saw (copied from the source or guessed): "
+              f"{', '.join(unknown)}", file=sys.stderr)
+    translations = iter(translator.translate(non_empty, beam_size=args.beam, progress=len(non_empty) > 64))
+    for sentence in given:
+        print(next(translations) if sentence.strip() else "")
+    return 0

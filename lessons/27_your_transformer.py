@@ -251,7 +251,7 @@ print("answer 1: Adam without bias correction, step size over the right one (bet
 assert abs(ratio[-1] - 1) < 1e-6
 
 # %% tags=["instructor"]
-from npformer.cli import _blame_student_ops  # noqa: E402
+from npformer.cli.gradcheck import _blame_student_ops  # noqa: E402
 import argparse  # noqa: E402
 
 verdict = _blame_student_ops(argparse.Namespace(seed=0), broken, broken_check)

@@ -1,6 +1,6 @@
-"""README stays true: its quickstart runs as written, and the counts it quotes match the code."""
+"""README and docs/ stay true: their examples do what the text says, and the counts they quote match
+the code. (tests/test_docs.py runs every block; this file checks what the blocks and tables claim.)"""
 
-import io
 import os
 import pathlib
 import re
@@ -10,35 +10,55 @@ import sys
 import pytest
 
 from npformer import cli, gradcheck
-from npformer.tasks.translation import TrainOptions, train
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
 
 
-def _block_after(heading: str, language: str) -> str:
-    section = README[README.index(heading):]
+def _page(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def _flat(text: str) -> str:
+    """The text with every run of whitespace as one space, so that a phrase may wrap."""
+    return " ".join(text.split())
+
+
+def _block_after(text: str, heading: str, language: str) -> str:
+    section = text[text.index(heading):]
     return re.search(rf"```{language}\n(.*?)```", section, re.DOTALL).group(1)
 
 
-def test_the_python_quickstart_runs_as_written(tmp_path):
-    # a small stand-in for the default run, where the quickstart expects it
-    status = train(TrainOptions(runs_dir=str(tmp_path / "runs"), name="toy-tiny", max_steps=30, d_model=16,
-                                d_ff=32, n_layers=1, n_heads=2, eval_every=1000, test_sentences=10),
-                   stream=io.StringIO())
-    assert status == 0
-    code = _block_after("## Python quickstart", "python")
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                            env={**os.environ, "MPLBACKEND": "Agg"})
+def _run_python(code: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "MPLBACKEND": "Agg"}, timeout=120)
+
+
+def test_the_readme_installs_from_the_clone_never_from_a_package_index():
+    assert "pip install . && npformer train" in README
+    assert not re.search(r"pip install npformer\b", README + "".join(_page(p.name) for p in DOCS.glob("*.md")))
+
+
+def test_the_readme_attention_example_draws_and_writes_the_explorer(tmp_path):
+    result = _run_python(_block_after(README, "## Reading attention", "python"), tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "all passed" in result.stdout
+    assert "le chat noir mange la pomme." in result.stdout  # the comment in the block says so
     assert (tmp_path / "cross-attention.png").stat().st_size > 5_000
+    assert "<script" in (tmp_path / "explorer.html").read_text(encoding="utf-8")
 
 
-def test_the_gradcheck_table_in_readme_is_what_the_command_prints(capsys):
+def test_the_readme_gradient_example_passes_both_checks(tmp_path):
+    result = _run_python(_block_after(README, "## Checking gradients", "python"), tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("all passed") == 2
+
+
+def test_the_gradcheck_table_in_the_docs_is_what_the_command_prints(capsys):
     assert cli.main(["gradcheck"]) == 0
     printed = capsys.readouterr().out.splitlines()[1:]  # after the backend line
-    quoted = _block_after("`npformer gradcheck` runs it over every op", "").strip().splitlines()
+    quoted = _block_after(_page("gradient-checking.md"), "`npformer gradcheck` runs it over every op",
+                          "text").strip().splitlines()
 
     def without_errors(lines):  # the error values depend on the machine's rounding; the rest must not
         return [re.sub(r"\d\.\d\de-\d\d", "E", line) for line in lines]
@@ -47,23 +67,34 @@ def test_the_gradcheck_table_in_readme_is_what_the_command_prints(capsys):
     assert f"{sum(1 for _ in printed) - 3} tensors checked" in quoted[-1]
 
 
-def test_readme_counts_the_lessons_there_are():
+def test_the_course_page_counts_the_lessons_there_are():
     lessons = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.py"))
-    rows = re.findall(r"^\| (\d+) \| ", README, re.MULTILINE)
+    course = _page("course.md")
+    rows = re.findall(r"^\| (\d+) \| ", course, re.MULTILINE)
     assert [int(row) for row in rows] == list(range(1, len(lessons) + 1))
     units = ["", "-one", "-two", "-three", "-four", "-five", "-six", "-seven", "-eight", "-nine"]
     words = {20 + n: "twenty" + unit for n, unit in enumerate(units)}
-    assert f"a course in {words[len(lessons)]} steps" in README
+    assert f"a course in {words[len(lessons)]} steps" in _flat(course)
+    assert f"a course in {words[len(lessons)]} steps" in _flat(README)
+    assert f"a course of {words[len(lessons)]} lessons" in _flat(README)
+
+
+def test_the_course_page_counts_the_exercises_there_are():
+    from npformer.course.exercises import EXERCISES
+
+    lessons = {exercise.lesson for exercise in EXERCISES.values()}
+    assert f"{len(EXERCISES)} graded exercises in {len(lessons)} lessons" in _flat(_page("course.md"))
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "base"])
-def test_readme_presets_match_the_code(name):
+def test_the_translation_page_presets_match_the_code(name):
     from npformer.tasks.translation import PRESETS
 
     preset = PRESETS[name]
-    assert f"`{name}` (d_model {preset['d_model']}" in README or f"`{name}` ({preset['d_model']}" in README
+    translation = _flat(_page("translation.md"))
+    assert f"`{name}` (d_model {preset['d_model']}" in translation or f"`{name}` ({preset['d_model']}" in translation
 
 
-def test_readme_counts_the_tensors_of_the_model_check():
+def test_the_gradient_page_counts_the_tensors_of_the_model_check():
     model = gradcheck.model_case()[0]
-    assert f"float64 Transformer ({len(model.params())} tensors)" in README
+    assert f"float64 Transformer ({len(model.params())} tensors)" in _flat(_page("gradient-checking.md"))

@@ -4,7 +4,6 @@ student's functions and grading a class."""
 from __future__ import annotations
 
 import argparse
-import os
 
 from ..errors import UsageError
 from ..tasks.checks import check_folder_can_be_created
@@ -56,7 +55,6 @@ def _check_paths(args: argparse.Namespace) -> None:
     if args.action in ("collect", "grade"):
         what = "the folder of your lessons" if args.action == "collect" else "the folder of submissions (one per student)"
         require(bool(args.out), f"needs {what}: npformer course {args.action} FOLDER --out FILE")
-        require(os.path.isdir(args.out), f"{args.out} is not a folder: give {what}")
         writable_files(args.module or ("my_npformer.py" if args.action == "collect" else "grades.csv"))
     elif args.action != "exercises":
         require(bool(args.out), f"needs an output folder: npformer course {args.action} OUT")

@@ -239,6 +239,8 @@ def _write(graded: list[StudentGrades], names: list[str], out: Path, seed: int) 
 
 def summary(graded: list[StudentGrades]) -> str:
     """One line per student (total, passed, errors), then each exercise's pass count."""
+    if not graded:
+        return "no student graded"
     width = max(len("student"), *(len(grades.student) for grades in graded))
     lines = [f"{'student'.ljust(width)}  total  passed  errors"]
     for grades in graded:

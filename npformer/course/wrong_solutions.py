@@ -24,8 +24,8 @@ import numpy as np
 
 from .. import ops
 from .exercises import MODULES, WrongSolution
-from .exercises.foundations import merge_heads_reference as merge_heads
-from .exercises.foundations import split_heads_reference as split_heads
+from .exercises.attention_pieces import merge_heads_reference as merge_heads
+from .exercises.attention_pieces import split_heads_reference as split_heads
 from .grader import ExerciseReport, check
 from .hints import layernorm_x_hat, softmax
 

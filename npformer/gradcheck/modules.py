@@ -125,7 +125,7 @@ def check_module(
     for key, value, analytic in tensors:
         if directions is not None:
             along, numeric = _directional_derivatives(output, value, dout, analytic, rng, directions, eps)
-            pairs.append((key, tuple(value.shape), along, numeric, f"{directions} random direction(s)"))
+            pairs.append((key, tuple(value.shape), along, numeric, ""))
             continue
         entries = None
         if max_entries is not None and value.size > max_entries:
@@ -133,7 +133,10 @@ def check_module(
         numeric = numerical_gradient(output, value, dout, eps, entries)
         note = "" if entries is None else f"{len(entries)} of {value.size} entries"
         pairs.append((key, tuple(value.shape), analytic, numeric, note))
-    return _judge(name, pairs, tol)
+    report = _judge(name, pairs, tol)
+    if directions is not None:
+        report.method = f"{directions} random direction{'s' if directions > 1 else ''} per tensor"
+    return report
 
 
 def _check_module_arguments(module: Any, inputs: Any, forward: Any, backward: Any, name: Any, seed: Any, eps: Any,

@@ -53,6 +53,7 @@ class GradcheckReport:
 
     results: list[TensorCheck] = field(default_factory=list)
     tol: float = DEFAULT_TOL
+    method: str = ""  # how the numeric side was taken, when not entry by entry (said once, under the table)
 
     @property
     def passed(self) -> bool:
@@ -64,6 +65,7 @@ class GradcheckReport:
 
     def extend(self, other: "GradcheckReport") -> None:
         self.results.extend(other.results)
+        self.method = self.method or other.method
 
     def table(self) -> str:
         header = ("op", "tensor", "shape", "max rel error", "result")
@@ -84,7 +86,8 @@ class GradcheckReport:
             lines.append("  ".join(cells + [row[-1]]))
         n_failed = len(self.failures)
         verdict = "all passed" if self.passed else f"{n_failed} FAILED"
-        lines.append(f"{len(self.results)} tensors checked, tolerance {self.tol:.0e}: {verdict}")
+        method = f" ({self.method})" if self.method else ""
+        lines.append(f"{len(self.results)} tensors checked{method}, tolerance {self.tol:.0e}: {verdict}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -137,8 +137,11 @@ class Transformer(Module):
         return self.encoder.forward(x, src_mask), src_mask
 
     def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
-        """``tgt_in_ids (B, Tt)`` and the encoder output -> the decoder's output ``(B, Tt, D)``, before
-        the projection to the vocabulary."""
+        """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``."""
+        return self.out_proj.forward(self._decode_hidden(tgt_in_ids, memory, src_mask))
+
+    def _decode_hidden(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
+        """The decoder's output ``(B, Tt, D)``, before the projection to the vocabulary."""
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
         if tgt_in_ids.shape[0] != memory.shape[0]:
             raise ValueError(f"Transformer: tgt_in_ids must have batch size {memory.shape[0]} "
@@ -150,7 +153,7 @@ class Transformer(Module):
     def forward(self, src_ids: Any, tgt_in_ids: Any) -> Any:
         """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing)."""
         memory, src_mask = self.encode(src_ids)
-        return self.out_proj.forward(self.decode(tgt_in_ids, memory, src_mask))
+        return self.decode(tgt_in_ids, memory, src_mask)
 
     def backward(self, dlogits: Any) -> None:
         """Add the gradient of every parameter for upstream ``dlogits (B, Tt, V_tgt)``."""
@@ -163,7 +166,7 @@ class Transformer(Module):
         product of a step, and padded positions would only be thrown away by the loss;
         ``train_step(..., only_counted_targets=True)`` uses it. Pair it with ``backward_positions``."""
         memory, src_mask = self.encode(src_ids)
-        decoded = self.decode(tgt_in_ids, memory, src_mask)  # (B, Tt, D)
+        decoded = self._decode_hidden(tgt_in_ids, memory, src_mask)  # (B, Tt, D)
         return self.out_proj.forward(decoded[positions])     # (N, V_tgt)
 
     def backward_positions(self, dlogits: Any, positions: Any) -> None:

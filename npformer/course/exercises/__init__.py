@@ -1,12 +1,21 @@
-"""The course's graded exercises, one module per part of the course, gathered in lesson order.
+"""The course's graded exercises, one module per group of lessons, gathered in lesson order.
 
-    base.py         Exercise, Case, WrongSolution, and the pieces cases are drawn with
-    foundations.py  lessons 1-15: the ops' backward passes, attention, the Transformer's pieces,
-                    Adam and its schedule, BLEU's precision, the length penalty, attention's entropy
-    decoding.py     lesson 14: beam search and the KV-cached decoding step
-    model_families.py   lessons 17-19: pooling, sampling, BERT's masking rule
-    patches_and_bugs.py lessons 20-22: patch embeddings, reading a gradient check, a bug fixed
-    training_details.py lessons 23-26: teacher forcing, batch norm, PyTorch's layout, BPE
+    base.py                 Exercise, Case, WrongSolution, and the pieces cases are drawn with
+    ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
+                            softmax, the loss, layer norm, the embedding), the positional encoding
+    attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
+                            multi-head attention
+    blocks_and_training.py  lessons 9-15: dropout, the residual block, the decoder stack, the parameter
+                            count, Adam and its schedule, BLEU's precision, the length penalty,
+                            attention's entropy
+    searches.py             lesson 14: greedy search, one step of beam search, the whole beam search
+    kv_cache.py             lesson 14: the KV-cached decoding step
+    masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
+    language_models.py      lessons 18-19: top-k, sampling, BERT's masking rule
+    patches.py              lesson 20: patch embeddings and their backward pass
+    debugging.py            lessons 21-22: reading a gradient check, two bugs of the zoo fixed
+    teacher_forcing_and_batchnorm.py  lessons 23-24: teacher forcing's shift, batch norm and its backward
+    torch_layout_and_bpe.py lessons 25-26: PyTorch's in_proj layout, BPE's merge step and segmentation
 
 Each module lists its ``EXERCISES`` (and may list ``WRONG_SOLUTIONS``, realistic mistakes the
 grader must fail, beside ``course.wrong_solutions``'s catalogue).
@@ -14,10 +23,12 @@ grader must fail, beside ``course.wrong_solutions``'s catalogue).
 
 from __future__ import annotations
 
-from . import decoding, foundations, model_families, patches_and_bugs, training_details
+from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
+               ops_backward, patches, searches, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
 from .base import Case, Exercise, WrongSolution
 
-MODULES = (foundations, decoding, model_families, patches_and_bugs, training_details)
+MODULES = (ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, masked_pooling, language_models,
+           patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

@@ -1,18 +1,14 @@
-"""The exercises of lessons 23-26: teacher forcing, batch norm, the layout of PyTorch's weights, BPE.
+"""The exercises of lessons 25-26: the layout of PyTorch's attention weights, byte-pair encoding.
 
-    shift_right         lesson 23: the decoder's input and targets from the target rows
-    batchnorm_forward   lesson 24: batch norm whose statistics leave the padded rows out
-    batchnorm_backward  lesson 24: its backward pass (padded rows get no gradient)
     to_torch_in_proj    lesson 25: W_q, W_k, W_v and their biases as torch.nn.MultiheadAttention's
                         in_proj_weight and in_proj_bias (graded with NumPy only: no PyTorch needed)
     bpe_merge_step      lesson 26: one merge of byte-pair encoding's learning
     bpe_segment         lesson 26: a word as BPE pieces, the merges replayed as npformer does
 
-The references call npformer where it has the answer (``data.pad_batch``'s shift,
-``interop.to_torch_layout``'s map, ``data.bpe``'s merges and segmentation). The BPE exercises
-return strings; the grader compares numbers, so their ``call`` turns each returned list of
-pieces into the code points of its characters, a piece ending at each ``-1`` (exact, and the
-hints turn the codes back into pieces to name the difference).
+The references call npformer (``interop.to_torch_layout``'s map, ``data.bpe``'s merges and
+segmentation). The BPE exercises return strings; the grader compares numbers, so their ``call``
+turns each returned list of pieces into the code points of its characters, a piece ending at each
+``-1`` (exact, and the hints turn the codes back into pieces to name the difference).
 """
 
 from __future__ import annotations
@@ -22,213 +18,9 @@ from collections import Counter
 import numpy
 
 from ... import interop, nn
-from ...data import batching, bpe
-from ...tokens import BOS_ID, EOS_ID, PAD_ID
+from ...data import bpe
 from ..hints import _explains  # a wrong formula that reproduces the output
-from .base import Case, Exercise, WrongSolution, backward_cases, normal, size, with_dout
-
-# -- lesson 23: the shifted decoder input ------------------------------------------------------------
-
-def _shift_right(tgt_ids):
-    """npformer's shift: ``pad_batch`` of the rows with ``<bos>`` in front (its tgt_in and tgt_out)."""
-    rows = [[BOS_ID, *row] for row in numpy.asarray(tgt_ids).tolist()]
-    batch = batching.pad_batch([([PAD_ID], row) for row in rows])
-    return batch.tgt_in, batch.tgt_out
-
-
-def _target_rows(rows, length):
-    """Word ids per row (None: a row of padding only) -> ``(B, T)`` targets ``y1 .. yn <eos> <pad> ...``."""
-    ids = numpy.full((len(rows), length), PAD_ID, dtype=numpy.int64)
-    for index, row in enumerate(rows):
-        if row is not None:
-            ids[index, : len(row) + 1] = [*row, EOS_ID]
-    return ids
-
-
-def _shift_cases(rng):
-    return [Case("B=3, T=5: rows of 4, 2 and 1 words (a full row, padded tails)",
-                 {"tgt_ids": _target_rows([[7, 5, 9, 4], [6, 11], [8]], 5)}),
-            Case("B=1, T=1: a target of <eos> only", {"tgt_ids": _target_rows([[]], 1)}),
-            Case("B=2, T=3: repeated ids, and a row of padding only",
-                 {"tgt_ids": _target_rows([[5, 5], None], 3)})]
-
-
-def _unseen_shift(rng):
-    batch, length = size(rng, 1, 4), size(rng, 1, 8)
-    rows = [None if rng.random() < 0.15 else [int(i) for i in rng.integers(4, 40, size=size(rng, 0, length - 1))]
-            for _ in range(batch)]
-    return [Case(f"B={batch}, T={length}, random lengths", {"tgt_ids": _target_rows(rows, length)})]
-
-
-def _shift_hint(got, expected, inputs, output):
-    tgt_ids = numpy.asarray(inputs["tgt_ids"])
-    batch, length = tgt_ids.shape
-    if output == "tgt_out":
-        if got.shape == (batch, length - 1) and numpy.array_equal(got, tgt_ids[:, 1:]):
-            return ("the targets lost their first column, y1: slicing [:, 1:] is for rows that begin with <bos>; "
-                    "these rows are already the targets y1 .. yn <eos>, as they are")
-        return ""
-    if output != "tgt_in":
-        return ""
-    if got.shape == (batch, length - 1) and numpy.array_equal(got, tgt_ids[:, :-1]):
-        return ("tgt_ids[:, :-1]: that is pad_batch's slicing of rows that begin with <bos>, but these rows have "
-                "no <bos> yet: put <bos> in front, then drop the last column")
-    if got.shape != expected.shape:
-        return ""
-    if numpy.array_equal(got, tgt_ids):
-        return ("the decoder input is the targets themselves: nothing is shifted, so position t is given the very "
-                "token it must predict and learns to copy it (the lesson's model that was not shifted)")
-    left = numpy.concatenate([tgt_ids[:, 1:], numpy.full((batch, 1), PAD_ID)], axis=1)
-    if numpy.array_equal(got, left):
-        return ("shifted the wrong way: position t is given y_{t+2}, a token after the one it must predict; "
-                "the input is <bos> followed by the targets, shifted one place to the right")
-    if numpy.array_equal(got[:, 1:], expected[:, 1:]) and not (got[:, 0] == BOS_ID).all():
-        return ("right from position 1 on, but the first column must be <bos> (id 1) in every row "
-                "(numpy.roll wraps the last column round to the front)")
-    return ""
-
-
-# -- lesson 24: batch norm with the padding left out ---------------------------------------------------
-
-BATCHNORM_EPS = 1e-5
-
-
-def _batchnorm_parts(x, keep, eps=BATCHNORM_EPS):
-    """The kept rows' mean and 1/std per feature, and x_hat at every position (padded ones too)."""
-    keep = numpy.asarray(keep, dtype=bool)
-    rows = x[keep]  # (N, D): the kept positions only
-    rstd = 1.0 / numpy.sqrt(rows.var(axis=0) + eps)
-    return keep, rstd, (x - rows.mean(axis=0)) * rstd
-
-
-def _batchnorm_forward(x, gamma, beta, keep):
-    keep, _, x_hat = _batchnorm_parts(x, keep)
-    return numpy.where(keep[..., None], gamma * x_hat + beta, 0.0)
-
-
-def _batchnorm_backward(x, gamma, beta, keep, dout):
-    keep, rstd, x_hat = _batchnorm_parts(x, keep)
-    kept = keep[..., None]
-    d_model, count = x.shape[-1], keep.sum()
-    g = dout * gamma * kept
-    g_mean = g.reshape(-1, d_model).sum(axis=0) / count
-    gx_mean = (g * x_hat).reshape(-1, d_model).sum(axis=0) / count
-    dx = kept * rstd * (g - g_mean - x_hat * gx_mean)
-    dgamma = (dout * x_hat * kept).reshape(-1, d_model).sum(axis=0)
-    dbeta = (dout * kept).reshape(-1, d_model).sum(axis=0)
-    return dx, dgamma, dbeta
-
-
-def _batchnorm_inputs(r, keep, d_model, padded_value=None):
-    keep = numpy.asarray(keep, dtype=bool)
-    x = 1 + 2 * normal(r, *keep.shape, d_model)
-    if padded_value is not None:
-        x[~keep] = padded_value + normal(r, int((~keep).sum()), d_model)
-    return {"x": x, "gamma": 1 + 0.5 * normal(r, d_model), "beta": normal(r, d_model), "keep": keep}
-
-
-def _batchnorm_shapes():
-    return [
-        ("B=2, T=3, D=4: a padded tail", lambda r: _batchnorm_inputs(r, [[1, 1, 1], [1, 0, 0]], 4)),
-        ("B=3, T=2, D=3: a sentence of padding only", lambda r: _batchnorm_inputs(r, [[1, 1], [0, 0], [1, 1]], 3)),
-        ("B=1, T=4, D=1: nothing padded, one feature", lambda r: _batchnorm_inputs(r, [[1, 1, 1, 1]], 1)),
-        ("B=2, T=3, D=2: padded rows hold values near 50", lambda r: _batchnorm_inputs(r, [[1, 1, 0], [1, 1, 0]], 2,
-                                                                                        padded_value=50.0)),
-    ]
-
-
-def _batchnorm_cases(rng):
-    return [Case(label, make(rng)) for label, make in _batchnorm_shapes()]
-
-
-def _batchnorm_backward_cases(rng):
-    return backward_cases(rng, _batchnorm_forward, _batchnorm_shapes())
-
-
-def _unseen_batchnorm_inputs(rng):
-    batch, length, d_model = size(rng, 2, 3), size(rng, 2, 5), size(rng, 1, 5)
-    keep = rng.random((batch, length)) < 0.7
-    keep.reshape(-1)[rng.permutation(batch * length)[:3]] = True  # at least three kept positions
-    label = f"B={batch}, T={length}, D={d_model}, {int((~keep).sum())} padded positions"
-    return label, _batchnorm_inputs(rng, keep, d_model, padded_value=float(rng.uniform(-20, 20)))
-
-
-def _unseen_batchnorm(rng):
-    label, inputs = _unseen_batchnorm_inputs(rng)
-    return [Case(label, inputs)]
-
-
-def _unseen_batchnorm_backward(rng):
-    label, inputs = _unseen_batchnorm_inputs(rng)
-    return [Case(label, with_dout(rng, inputs, _batchnorm_forward))]
-
-
-def _stats(x, rows, ddof=0, eps=BATCHNORM_EPS):
-    """x normalised with the mean and variance of ``rows`` (axis 0)."""
-    return (x - rows.mean(axis=0)) / numpy.sqrt(rows.var(axis=0, ddof=ddof) + eps)
-
-
-def _batchnorm_forward_hint(got, expected, inputs, output):
-    x, gamma, beta = inputs["x"], inputs["gamma"], inputs["beta"]
-    keep = numpy.asarray(inputs["keep"], dtype=bool)
-
-    def zeroed(values):
-        return numpy.where(keep[..., None], values, 0.0)
-
-    counted = gamma * _stats(x, x.reshape(-1, x.shape[-1])) + beta
-    layer_norm = gamma * (x - x.mean(axis=-1, keepdims=True)) / numpy.sqrt(
-        x.var(axis=-1, keepdims=True) + BATCHNORM_EPS) + beta
-    counted_words = ("the statistics include the padded rows: take the mean and variance over the kept rows only "
-                     "(x[keep])")
-    layer_words = ("a mean and variance per position, over its D features: that is layer norm; batch norm takes "
-                   "one per feature, over the kept rows")
-    candidates = [(zeroed(counted), counted_words), (counted, counted_words), (zeroed(layer_norm), layer_words),
-                  (layer_norm, layer_words),
-                  (gamma * _stats(x, x[keep]) + beta, "the padded rows' outputs must be 0: normalise, then zero the "
-                                                      "rows that keep leaves out")]
-    if keep.sum() > 1:
-        unbiased = gamma * _stats(x, x[keep], ddof=1) + beta
-        unbiased_words = ("the unbiased variance (ddof=1): batch norm normalises with the mean of the squared "
-                          "deviations, dividing by N")
-        candidates += [(zeroed(unbiased), unbiased_words), (unbiased, unbiased_words)]
-    return next((words for candidate, words in candidates if _explains(candidate, got)), "")
-
-
-def _batchnorm_backward_hint(got, expected, inputs, output):
-    x, gamma, dout = inputs["x"], inputs["gamma"], inputs["dout"]
-    keep = numpy.asarray(inputs["keep"], dtype=bool)
-    kept = keep[..., None]
-    d_model = x.shape[-1]
-    _, rstd, x_hat = _batchnorm_parts(x, keep)
-    if got.shape != expected.shape:
-        return ""
-    if output == "dx":
-        g = dout * gamma * kept
-        every = keep.size
-        all_rows = kept * rstd * (g - g.reshape(-1, d_model).sum(0) / every
-                                  - x_hat * (g * x_hat).reshape(-1, d_model).sum(0) / every)
-        candidates = [
-            (kept * rstd * g, "dx = gamma * dout / sigma treats the mean and the variance as constants: they are "
-                              "functions of every kept x, hence the two mean terms of the compact form"),
-            (all_rows, "the two means divide by all B*T positions: they are means over the N kept rows"),
-        ]
-        for candidate, words in candidates:
-            if _explains(candidate, got):
-                return words
-        if (~keep).any() and numpy.abs(got[~keep]).max(initial=0.0) > 0 and _explains(
-                expected[keep], got[keep]):
-            return ("right on the kept rows, but the padded rows get a gradient: their outputs are 0 whatever x "
-                    "holds there, so their dx is 0")
-        return ""
-    if output in ("dgamma", "dbeta"):
-        every = (dout * x_hat if output == "dgamma" else dout).reshape(-1, d_model).sum(axis=0)
-        if (~keep).any() and _explains(every, got):
-            return f"{output} sums over the padded rows too: only the kept rows have outputs that depend on it"
-        count = int(keep.sum())
-        if count > 1 and _explains(expected / count, got):
-            return f"{output} = (right answer) / {count}: the kept rows share it, so their gradients add up (a sum)"
-    return ""
-
+from .base import Case, Exercise, WrongSolution, normal, size
 
 # -- lesson 25: PyTorch's in_proj_weight -----------------------------------------------------------------
 
@@ -520,15 +312,6 @@ def _segment_hint(got, expected, inputs, output):
 
 
 EXERCISES: list[Exercise] = [
-    Exercise("shift_right", "shift_right(tgt_ids) -> (tgt_in, tgt_out), each (B, T): <bos> in front, the last "
-             "column dropped", "23", _shift_right, _shift_cases, ("tgt_in", "tgt_out"), exact=True,
-             hints=(_shift_hint,), unseen=_unseen_shift, library=(batching.pad_batch, batching.make_batches)),
-    Exercise("batchnorm_forward", "batchnorm_forward(x, gamma, beta, keep) -> out (B, T, D), the statistics of "
-             "the kept rows, padded rows 0", "24", _batchnorm_forward, _batchnorm_cases, ("out",),
-             hints=(_batchnorm_forward_hint,), unseen=_unseen_batchnorm),
-    Exercise("batchnorm_backward", "batchnorm_backward(x, gamma, beta, keep, dout) -> (dx, dgamma, dbeta)", "24",
-             _batchnorm_backward, _batchnorm_backward_cases, ("dx", "dgamma", "dbeta"), _batchnorm_forward,
-             ("x", "gamma", "beta"), hints=(_batchnorm_backward_hint,), unseen=_unseen_batchnorm_backward, points=2),
     Exercise("to_torch_in_proj", "to_torch_in_proj(Wq, Wk, Wv, bq, bk, bv) -> (in_proj_weight (3D, D), "
              "in_proj_bias (3D,))", "25", _to_torch_in_proj, _in_proj_cases, ("in_proj_weight", "in_proj_bias"),
              hints=(_in_proj_hint,), unseen=_unseen_in_proj,
@@ -545,82 +328,6 @@ EXERCISES: list[Exercise] = [
 
 
 # -- realistic wrong solutions -------------------------------------------------------------------------------
-
-def _not_shifted(tgt_ids):
-    return tgt_ids.copy(), tgt_ids
-
-
-def _sliced_like_pad_batch(tgt_ids):
-    return tgt_ids[:, :-1], tgt_ids[:, 1:]
-
-
-def _rolled(tgt_ids):
-    return numpy.roll(tgt_ids, 1, axis=1), tgt_ids
-
-
-def _shifted_left(tgt_ids):
-    pad = numpy.zeros((tgt_ids.shape[0], 1), dtype=tgt_ids.dtype)
-    return numpy.concatenate([tgt_ids[:, 1:], pad], axis=1), tgt_ids
-
-
-def _bn_padding_counted(x, gamma, beta, keep):
-    rows = x.reshape(-1, x.shape[-1])
-    out = gamma * (x - rows.mean(0)) / numpy.sqrt(rows.var(0) + 1e-5) + beta
-    return out * keep[..., None]
-
-
-def _bn_over_features(x, gamma, beta, keep):
-    out = gamma * (x - x.mean(-1, keepdims=True)) / numpy.sqrt(x.var(-1, keepdims=True) + 1e-5) + beta
-    return out * keep[..., None]
-
-
-def _bn_padded_rows_kept(x, gamma, beta, keep):
-    rows = x[keep]
-    return gamma * (x - rows.mean(0)) / numpy.sqrt(rows.var(0) + 1e-5) + beta
-
-
-def _bn_unbiased(x, gamma, beta, keep):
-    rows = x[keep]
-    out = gamma * (x - rows.mean(0)) / numpy.sqrt(rows.var(0, ddof=1) + 1e-5) + beta
-    return out * keep[..., None]
-
-
-def _bn_backward_pieces(x, gamma, keep, dout):
-    rows = x[keep]
-    rstd = 1 / numpy.sqrt(rows.var(0) + 1e-5)
-    x_hat = (x - rows.mean(0)) * rstd
-    kept = keep[..., None]
-    return rstd, x_hat, kept, dout * gamma * kept
-
-
-def _bn_backward_constant_statistics(x, gamma, beta, keep, dout):
-    rstd, x_hat, kept, g = _bn_backward_pieces(x, gamma, keep, dout)
-    d = x.shape[-1]
-    return rstd * g, (dout * x_hat * kept).reshape(-1, d).sum(0), (dout * kept).reshape(-1, d).sum(0)
-
-
-def _bn_backward_all_rows(x, gamma, beta, keep, dout):
-    rstd, x_hat, kept, g = _bn_backward_pieces(x, gamma, keep, dout)
-    d = x.shape[-1]
-    g_rows, gx_rows = g.reshape(-1, d), (g * x_hat).reshape(-1, d)
-    dx = kept * rstd * (g - g_rows.mean(0) - x_hat * gx_rows.mean(0))  # mean over all B*T rows
-    return dx, (dout * x_hat * kept).reshape(-1, d).sum(0), (dout * kept).reshape(-1, d).sum(0)
-
-
-def _bn_backward_padded_gradient(x, gamma, beta, keep, dout):
-    rstd, x_hat, kept, g = _bn_backward_pieces(x, gamma, keep, dout)
-    d, count = x.shape[-1], keep.sum()
-    dx = rstd * (dout * gamma - (g.reshape(-1, d).sum(0) + x_hat * (g * x_hat).reshape(-1, d).sum(0)) / count)
-    return dx * kept + rstd * dout * gamma * ~kept, (dout * x_hat * kept).reshape(-1, d).sum(0), \
-        (dout * kept).reshape(-1, d).sum(0)
-
-
-def _bn_backward_params_over_padding(x, gamma, beta, keep, dout):
-    rstd, x_hat, kept, g = _bn_backward_pieces(x, gamma, keep, dout)
-    d, count = x.shape[-1], keep.sum()
-    dx = kept * rstd * (g - (g.reshape(-1, d).sum(0) + x_hat * (g * x_hat).reshape(-1, d).sum(0)) / count)
-    return dx, (dout * x_hat).reshape(-1, d).sum(0), dout.reshape(-1, d).sum(0)
-
 
 def _in_proj_untransposed(Wq, Wk, Wv, bq, bk, bv):
     return numpy.concatenate([Wq, Wk, Wv]), numpy.concatenate([bq, bk, bv])
@@ -715,26 +422,6 @@ def _segment_last_learned_first(word, merges):
 
 
 WRONG_SOLUTIONS: list[WrongSolution] = [
-    WrongSolution("shift_right", "not shifted: the targets as the input", _not_shifted, "nothing is shifted"),
-    WrongSolution("shift_right", "sliced like pad_batch, without a <bos> to drop", _sliced_like_pad_batch,
-                  "no <bos> yet"),
-    WrongSolution("shift_right", "numpy.roll: the last column wraps round to the front", _rolled,
-                  "must be <bos>"),
-    WrongSolution("shift_right", "shifted to the left", _shifted_left, "shifted the wrong way"),
-    WrongSolution("batchnorm_forward", "statistics over every row, padding counted", _bn_padding_counted,
-                  "include the padded rows"),
-    WrongSolution("batchnorm_forward", "statistics over the features: layer norm", _bn_over_features,
-                  "that is layer norm"),
-    WrongSolution("batchnorm_forward", "padded rows normalised, not zeroed", _bn_padded_rows_kept,
-                  "outputs must be 0"),
-    WrongSolution("batchnorm_forward", "unbiased variance", _bn_unbiased, "unbiased variance"),
-    WrongSolution("batchnorm_backward", "the statistics treated as constants", _bn_backward_constant_statistics,
-                  "treats the mean and the variance as constants"),
-    WrongSolution("batchnorm_backward", "means over all B*T rows", _bn_backward_all_rows, "all B*T positions"),
-    WrongSolution("batchnorm_backward", "padded rows get a gradient", _bn_backward_padded_gradient,
-                  "padded rows get a gradient"),
-    WrongSolution("batchnorm_backward", "dgamma and dbeta summed over the padded rows too",
-                  _bn_backward_params_over_padding, "sums over the padded rows too"),
     WrongSolution("to_torch_in_proj", "npformer's W, not transposed", _in_proj_untransposed, "weight = W.T"),
     WrongSolution("to_torch_in_proj", "the blocks side by side (D, 3D)", _in_proj_side_by_side, "side by side"),
     WrongSolution("to_torch_in_proj", "the blocks in the order k, q, v", _in_proj_kqv, "PyTorch's order is"),

@@ -1,13 +1,9 @@
-"""The exercises of lessons 20-22: patch embeddings, reading a gradient check, a bug of the zoo fixed.
+"""The exercises of lessons 21-22: reading a gradient check, two bugs of the zoo fixed.
 
-    lesson 20   patches_forward, patches_backward: an image cut into patches, and the way back
     lesson 21   failing_tensors: a gradient check's verdict, from the analytic and numeric gradients
     lesson 22   scaled_scores (bug 4 of the zoo) and token_accuracy (bug 11), fixed
 
-Patch extraction is a pure rearrangement, so its mistakes are arrangements too: a bare reshape,
-the channels last inside a patch, the patches numbered down the columns, the forward's transpose
-applied again on the way back. The hints recompute each wrong arrangement from the inputs. The
-verdict of a gradient check has its own classic mistakes (a NaN gradient that passes, 0/0 at a
+The verdict of a gradient check has its own classic mistakes (a NaN gradient that passes, 0/0 at a
 masked entry, the mean error instead of the worst, an absolute error, ``>`` for ``>=``), and the
 hint recomputes the verdict under each wrong rule. The zoo's buggy functions are among the wrong
 solutions of lesson 22, named by their hints.
@@ -20,127 +16,11 @@ import warnings
 
 import numpy
 
-from ... import ops
 from ...gradcheck import report as gradcheck_report
 from ...tokens import PAD_ID
 from .. import zoo
 from ..hints import _explains
-from .base import Case, Exercise, WrongSolution, backward_cases, normal, size, with_dout
-
-# == lesson 20: patches ============================================================================
-
-def _patches(images, patch_size):
-    return ops.patches_forward(images, patch_size)[0]
-
-
-def _patches_backward(images, patch_size, dout):
-    return ops.patches_backward(dout, ops.patches_forward(images, patch_size)[1])
-
-
-def _image_cases(rng):
-    return [("B=1, C=1, 4 x 4, p=2: the lesson's image", lambda r: {
-                "images": numpy.arange(16.0).reshape(1, 1, 4, 4), "patch_size": 2}),
-            ("B=2, C=3, 4 x 6, p=2: three channels, 2 x 3 patches", lambda r: {
-                "images": normal(r, 2, 3, 4, 6), "patch_size": 2}),
-            ("B=1, C=2, 3 x 3, p=3: one patch", lambda r: {"images": normal(r, 1, 2, 3, 3), "patch_size": 3}),
-            ("B=2, C=1, 2 x 3, p=1: every pixel a patch", lambda r: {
-                "images": normal(r, 2, 1, 2, 3), "patch_size": 1})]
-
-
-def _patches_cases(rng):
-    return [Case(label, make(rng)) for label, make in _image_cases(rng)]
-
-
-def _patches_backward_cases(rng):
-    return backward_cases(rng, _patches, _image_cases(rng))
-
-
-def _unseen_image(rng):
-    batch, channels, rows, cols, patch = (size(rng, 1, 3), size(rng, 1, 3), size(rng, 1, 3), size(rng, 1, 3),
-                                          size(rng, 1, 3))
-    label = f"B={batch}, C={channels}, {rows * patch} x {cols * patch}, p={patch}"
-    return label, {"images": normal(rng, batch, channels, rows * patch, cols * patch), "patch_size": patch}
-
-
-def _unseen_patches(rng):
-    label, inputs = _unseen_image(rng)
-    return [Case(label, inputs)]
-
-
-def _unseen_patches_backward(rng):
-    label, inputs = _unseen_image(rng)
-    return [Case(label, with_dout(rng, inputs, _patches))]
-
-
-def _grid(images, patch):
-    """``(B, C, H, W)`` -> ``(B, C, rows, p, cols, p)``: channel, patch row, row inside the patch,
-    patch column, column inside the patch."""
-    batch, channels, height, width = images.shape
-    return images.reshape(batch, channels, height // patch, patch, width // patch, patch)
-
-
-def _arranged(images, patch, axes):
-    """The patches with the grid's axes in the order ``axes`` (npformer's: (0, 2, 4, 1, 3, 5))."""
-    batch, channels, height, width = images.shape
-    count = (height // patch) * (width // patch)
-    return _grid(images, patch).transpose(axes).reshape(batch, count, channels * patch * patch)
-
-
-def _unarranged(dout, images, patch, axes):
-    """The inverse of ``_arranged(images, patch, axes)``, applied to ``dout``."""
-    batch, channels, height, width = images.shape
-    shape = numpy.array([batch, channels, height // patch, patch, width // patch, patch])
-    grid = dout.reshape(tuple(shape[list(axes)]))
-    return grid.transpose(numpy.argsort(axes)).reshape(images.shape)
-
-
-_RIGHT = (0, 2, 4, 1, 3, 5)
-_LAYOUTS = [
-    ((0, 2, 4, 3, 5, 1), "the channels last inside a patch, (row, column, channel), as einops' "
-                         "'b c (h p1) (w p2) -> b (h w) (p1 p2 c)' writes it: npformer's patch is "
-                         "images[b, :, rows, columns].reshape(-1), channel first"),
-    ((0, 4, 2, 1, 3, 5), "the patches numbered down the columns first: number them row by row, left to "
-                         "right and then top to bottom (patch n sits at row n // (W / p), column n % (W / p))"),
-    ((0, 2, 4, 1, 5, 3), "the pixels inside a patch taken column by column: inside a patch, row by row "
-                         "(the transpose of the patch)"),
-]
-
-
-def _patches_hint(got, expected, inputs, output):
-    images, patch = inputs["images"], inputs["patch_size"]
-    if got.shape != expected.shape:
-        return ""
-    if _explains(images.reshape(expected.shape), got):
-        return ("a bare reshape of the image: a row of its result is a run of pixels along one image row, "
-                "not a p x p square; reshape to (B, C, H/p, p, W/p, p), transpose, then reshape")
-    for axes, words in _LAYOUTS:
-        if _explains(_arranged(images, patch, axes), got):
-            return words
-    if numpy.allclose(numpy.sort(got, axis=None), numpy.sort(expected, axis=None), rtol=0, atol=1e-12):
-        return "every pixel is there, but in the wrong place: check the order of the transpose's axes"
-    return ""
-
-
-def _patches_backward_hint(got, expected, inputs, output):
-    images, patch, dout = inputs["images"], inputs["patch_size"], inputs["dout"]
-    if got.shape != expected.shape:
-        return ""
-    if _explains(dout.reshape(images.shape), got):
-        return ("a bare reshape of dout: undo the forward's steps in reverse order, reshape to the "
-                "transposed grid (B, H/p, W/p, C, p, p), transpose back, then reshape to (B, C, H, W)")
-    batch, channels, height, width = images.shape
-    again = dout.reshape(batch, height // patch, width // patch, channels, patch, patch).transpose(_RIGHT)
-    if _explains(again.reshape(images.shape), got):
-        return ("the forward's transpose (0, 2, 4, 1, 3, 5) applied again: undoing a transpose needs the "
-                "inverse permutation, the one that puts every axis back where it came from")
-    for axes, words in _LAYOUTS:
-        if _explains(_unarranged(dout, images, patch, axes), got):
-            return "the inverse of another layout: " + words
-    if numpy.allclose(numpy.sort(got, axis=None), numpy.sort(expected, axis=None), rtol=0, atol=1e-12):
-        return ("every entry of dout is there, but in the wrong place: each one must go back to the pixel "
-                "it came from (the inverse rearrangement)")
-    return ""
-
+from .base import Case, Exercise, WrongSolution, normal, size
 
 # == lesson 21: reading a gradient check ==========================================================
 
@@ -439,15 +319,7 @@ def _accuracy_hint(got, expected, inputs, output):
 
 
 # == the table ======================================================================================
-
 EXERCISES: list[Exercise] = [
-    Exercise("patches_forward", "patches_forward(images, patch_size) -> (B, N, C * patch_size^2) patches", "20",
-             _patches, _patches_cases, ("patches",), hints=(_patches_hint,), unseen=_unseen_patches,
-             library=(ops.patches.patches_forward,)),
-    Exercise("patches_backward", "patches_backward(images, patch_size, dout) -> dimages", "20",
-             _patches_backward, _patches_backward_cases, ("dimages",), _patches, ("images",),
-             hints=(_patches_backward_hint,), unseen=_unseen_patches_backward,
-             library=(ops.patches.patches_backward, ops.patches.patches_forward), points=2),
     Exercise("failing_tensors", "failing_tensors(analytic, numeric, tol) -> sorted list of the names whose worst "
              "relative error is >= tol", "21", _failing_tensors, _failing_cases, ("failing",), exact=True,
              hints=(_failing_tensors_hint,), call=_as_positions, unseen=_unseen_failing,
@@ -462,22 +334,6 @@ EXERCISES: list[Exercise] = [
 
 
 # == wrong solutions ==================================================================================
-
-def _lazy_patches(images, patch_size):
-    return ops.patches_forward(images, patch_size)[0]
-
-
-def _lazy_patches_backward(images, patch_size, dout):
-    from ...ops.patches import patches_backward, patches_forward  # bound before grading: still caught
-    return patches_backward(dout, patches_forward(images, patch_size)[1])
-
-
-def _forward_transpose_again(images, patch_size, dout):
-    batch, channels, height, width = images.shape
-    grid = dout.reshape(batch, height // patch_size, width // patch_size, channels, patch_size, patch_size)
-    return grid.transpose(0, 2, 4, 1, 3, 5).reshape(images.shape)
-
-
 def _accuracy_per_sentence(logits, targets):
     real = targets != PAD_ID
     correct = (logits.argmax(axis=-1) == targets) & real
@@ -493,21 +349,6 @@ def _accuracy_by_prediction(logits, targets):
 
 W = WrongSolution
 WRONG_SOLUTIONS: list[WrongSolution] = [
-    W("patches_forward", "a bare reshape", lambda images, p: images.reshape(
-        images.shape[0], -1, images.shape[1] * p * p), "bare reshape"),
-    W("patches_forward", "the channels last inside a patch (einops' p1 p2 c)",
-      lambda images, p: _arranged(images, p, (0, 2, 4, 3, 5, 1)), "channels last"),
-    W("patches_forward", "the patches numbered down the columns",
-      lambda images, p: _arranged(images, p, (0, 4, 2, 1, 3, 5)), "down the columns"),
-    W("patches_forward", "each patch transposed", lambda images, p: _arranged(images, p, (0, 2, 4, 1, 5, 3))),
-    W("patches_forward", "a pass-through to npformer's", _lazy_patches, "npformer's own"),
-    W("patches_backward", "a bare reshape of dout", lambda images, p, dout: dout.reshape(images.shape),
-      "bare reshape"),
-    W("patches_backward", "the forward's transpose applied again", _forward_transpose_again, "inverse permutation"),
-    W("patches_backward", "the inverse of the channels-last layout",
-      lambda images, p, dout: _unarranged(dout, images, p, (0, 2, 4, 3, 5, 1)), "channels last"),
-    W("patches_backward", "a pass-through to npformer's", _lazy_patches_backward, "npformer's own"),
-
     W("failing_tensors", "a NaN gradient passes (max of a NaN is NaN)", _nan_passes, "NaN"),
     W("failing_tensors", "nanmax: the NaN skipped", _nan_skipped, "NaN"),
     W("failing_tensors", "no floor: 0/0 at entries where both are 0", _no_floor, "0/0"),

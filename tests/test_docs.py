@@ -1,0 +1,157 @@
+"""The README and docs/ stay true: every code block runs as pasted, every relative link resolves.
+
+Each fenced block of README.md and docs/*.md is one of:
+
+* ```python: run in a fresh interpreter, in an empty temporary folder;
+* ```bash: run with ``bash -e`` in an empty temporary folder, with this interpreter's ``bin``
+  (where ``npformer`` is installed) first on PATH;
+* ```text: output or a listing, never run.
+
+A block that is not meant to run as pasted (a 30-minute training, a GPU command, a fragment) has
+``<!-- sketch -->`` on the line right before its opening fence; a sketch is still checked for
+syntax (``compile`` for Python, ``bash -n`` for bash), never run.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SKETCH = "<!-- sketch -->"
+LANGUAGES = {"python", "bash", "text"}
+TIMEOUT = 120  # seconds per block
+
+
+@dataclass
+class Block:
+    page: pathlib.Path
+    line: int  # 1-based line of the opening fence
+    language: str
+    code: str
+    sketch: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks_of(page: pathlib.Path) -> list[Block]:
+    """Every fenced block of a Markdown page (fences at the start of a line, ``` only)."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    found, index = [], 0
+    while index < len(lines):
+        opening = re.match(r"^```(\S*)\s*$", lines[index])
+        if not opening:
+            index += 1
+            continue
+        start = index
+        index += 1
+        body = []
+        while index < len(lines) and lines[index].rstrip() != "```":
+            body.append(lines[index])
+            index += 1
+        if index == len(lines):
+            raise AssertionError(f"{page.relative_to(ROOT)}:{start + 1}: a code block is never closed")
+        sketch = start > 0 and lines[start - 1].strip() == SKETCH
+        found.append(Block(page, start + 1, opening.group(1), "\n".join(body) + "\n", sketch))
+        index += 1
+    return found
+
+
+BLOCKS = [block for page in PAGES for block in blocks_of(page)]
+RUNNABLE = [block for block in BLOCKS if block.language in ("python", "bash") and not block.sketch]
+SKETCHES = [block for block in BLOCKS if block.language in ("python", "bash") and block.sketch]
+
+
+def environment() -> dict[str, str]:
+    bin_dir = str(pathlib.Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "MPLBACKEND": "Agg"}
+    for name in ("NPFORMER_BACKEND", "NPFORMER_QUICK", "PYTHONPATH"):  # the docs' readers set none of these
+        env.pop(name, None)
+    return env
+
+
+def test_the_pages_have_code_to_check():
+    assert (ROOT / "docs").is_dir() and len(PAGES) > 1
+    assert len(RUNNABLE) >= 10, [block.name for block in RUNNABLE]
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda block: block.name)
+def test_every_block_names_its_language(block):
+    assert block.language in LANGUAGES, \
+        f"{block.name}: a fence must say python, bash or text (got {block.language!r})"
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=lambda block: block.name)
+def test_the_block_runs_as_pasted(block, tmp_path):
+    if block.language == "python":
+        script = tmp_path / "block.py"
+        command = [sys.executable, str(script)]
+    else:
+        script = tmp_path / "block.sh"
+        command = ["bash", "-e", str(script)]
+    script.write_text(block.code, encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    try:
+        result = subprocess.run(command, cwd=work, env=environment(), capture_output=True, text=True,
+                                timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{block.name}: ran past {TIMEOUT} s; make it faster or mark it {SKETCH}")
+    assert result.returncode == 0, (f"{block.name} failed (exit {result.returncode}):\n{block.code}\n"
+                                    f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}")
+
+
+@pytest.mark.parametrize("block", SKETCHES, ids=lambda block: block.name)
+def test_a_sketch_is_still_valid_syntax(block):
+    if block.language == "python":
+        compile(block.code, block.name, "exec")
+    else:
+        result = subprocess.run(["bash", "-n"], input=block.code, capture_output=True, text=True)
+        assert result.returncode == 0, f"{block.name}: {result.stderr}"
+
+
+def without_code(text: str) -> str:
+    """The page without its fenced blocks and inline code, where brackets are not links."""
+    text = re.sub(r"^```.*?^```\s*$", "", text, flags=re.DOTALL | re.MULTILINE)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def relative_links(page: pathlib.Path) -> list[str]:
+    targets = re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", without_code(page.read_text(encoding="utf-8")))
+    return [target for target in targets if not re.match(r"^(?:[a-z][a-z0-9+.-]*:|#)", target)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_relative_link_points_to_a_file(page):
+    missing = [target for target in relative_links(page)
+               if not (page.parent / target.split("#", 1)[0]).exists()]
+    assert not missing, f"{page.relative_to(ROOT)} links to files that do not exist: {missing}"
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    linked = {(ROOT / target.split("#", 1)[0]).resolve() for target in relative_links(ROOT / "README.md")}
+    orphans = [page.name for page in PAGES[1:] if page.resolve() not in linked]
+    assert not orphans, f"docs pages the README does not link to: {orphans}"
+
+
+def test_a_sketch_marker_stands_right_before_a_block():
+    for page in PAGES:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, start=1):
+            if line.strip() == SKETCH:
+                assert number < len(lines) and lines[number].startswith(("```python", "```bash")), \
+                    f"{page.relative_to(ROOT)}:{number}: {SKETCH} must stand right before a python or bash block"
+
+
+def test_the_readme_is_a_five_minute_read():
+    words = len((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert words <= 1600, f"README.md has {words} words; the depth belongs in docs/"

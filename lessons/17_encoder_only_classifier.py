@@ -135,7 +135,7 @@ with ops.using(yours, name="yours"):
 # The labelled sentences come from translation pairs: the English side is class 0, the French side
 # class 1, and both sides of a pair stay in the same split. The full run uses real Tatoeba sentences
 # when you have the file: download `fra-eng.zip` from manythings.org/anki, unzip it, and set
-# `NPFORMER_FRA_ENG` to the path of `fra.txt` (the repository's README, "Translating", says more).
+# `NPFORMER_FRA_ENG` to the path of `fra.txt` (`docs/translation.md` says more).
 # Without it, and in the quick run (`NPFORMER_QUICK=1`), the lesson uses the embedded corpus and
 # says so.
 

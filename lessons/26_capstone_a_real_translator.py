@@ -41,8 +41,7 @@ QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 # ## The data
 #
 # npformer never ships the Tatoeba file. Download `fra-eng.zip` from manythings.org/anki, unzip it,
-# and set `NPFORMER_FRA_ENG` to the path of its `fra.txt` (the repository's README, "Translating",
-# says more). The lesson also looks in `$NPFORMER_SHARED/data/fra-eng/fra.txt`, where the project's
+# and set `NPFORMER_FRA_ENG` to the path of its `fra.txt` (`docs/translation.md` says more). The lesson also looks in `$NPFORMER_SHARED/data/fra-eng/fra.txt`, where the project's
 # shared data folder keeps it. Without either, it falls back to the embedded corpus and says so: the
 # code runs the same, but the numbers are then not those of real sentences.
 #
@@ -76,8 +75,8 @@ else:
 # %% [markdown]
 # ## Training
 #
-# The budget is counted in steps, not minutes, so that every machine trains the same model. The
-# README reports a greedy test BLEU of 41.9 for the `small` preset after 30 minutes on all pairs of
+# The budget is counted in steps, not minutes, so that every machine of one kind (the same cores,
+# hence the same thread count) trains the same model. `docs/translation.md` reports a greedy test BLEU of 41.9 for the `small` preset after 30 minutes on all pairs of
 # at most 8 words (`--token-budget 4096 --lr 2e-3 --warmup 400 --min-freq 2 --unk-rate 0.1`). For
 # about ten minutes in all, this lesson keeps that model (`small`: $d_{model} = 128$, 4 heads, 2 encoder and
 # 2 decoder layers), batch size and peak learning rate, warms up over 300 steps instead of 400, and
@@ -519,7 +518,7 @@ print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs w
 # invented words in place of the names that both sides of a pair share (`npformer.data.unknown_words`).
 # Whether pieces translate better in the same time is an experiment:
 # `npformer train --tokenizer bpe --joint-vocab --share-embeddings` (exercise 6), and
-# `benchmarks/RESULTS.md` records the runs that chose the README's command.
+# `benchmarks/RESULTS.md` records the runs that chose the documented command (docs/translation.md).
 #
 # Data credit for the Tatoeba sentences: Tatoeba Project (tatoeba.org), CC-BY 2.0 FR, via
 # manythings.org/anki.
@@ -554,7 +553,7 @@ print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs w
 #    greedy test BLEUs and both validation curves, and reads the 700-step curve first: the cell
 #    below prints the validation loss at this run's last two evaluations and the learning rate at
 #    its last logged step. Expected: the learning rate is still well above zero at step 700 and the
-#    README's longer Tatoeba run was still gaining validation BLEU long after step 700
+#    longer Tatoeba run of `docs/translation.md` was still gaining validation BLEU long after step 700
 #    (`benchmarks/RESULTS.md`), so more steps gain BLEU, with diminishing returns, and the longer
 #    run's validation loss flattens towards its end. An answer that changes the seed, the budget
 #    or the schedule's warm-up along with the steps compares two things at once and loses marks.
@@ -592,7 +591,7 @@ print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs w
 #    sharp map can point at the wrong word).
 # 6. Needs two (then three) more runs. A full-marks answer keeps steps, budget and seed equal,
 #    reports test BLEU and seconds per step for each run, and shows the translations of test
-#    sentences with names. Expected reasoning, which the README's 30-minute Tatoeba runs bear out
+#    sentences with names. Expected reasoning, which the 30-minute Tatoeba runs of docs/translation.md bear out
 #    (`benchmarks/RESULTS.md`, "Words against pieces" and "Names"): pieces and words translate
 #    about equally well; pieces make sentences about a tenth longer while the output layer follows
 #    the piece vocabulary's size, so the time per step moves with whichever wins; a joint

@@ -155,3 +155,40 @@ def test_a_sketch_marker_stands_right_before_a_block():
 def test_the_readme_is_a_five_minute_read():
     words = len((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert words <= 1600, f"README.md has {words} words; the depth belongs in docs/"
+
+
+# Figures a page may quote without a recorded run behind them: the Python version it needs.
+NOT_MEASURED = {"3.10"}
+MEASUREMENT = re.compile(r"(?<![\w.,])(\d+\.\d+|\d+(?=%)|\d+(?= ?(?:s|ms|min)\b))(?![\w.])")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_measured_figure_in_the_prose_is_one_that_was_recorded(page):
+    """Times, ratios, BLEU, AER, percentages: every decimal figure, percentage or duration in a page's
+    prose (code blocks aside) must appear in ``benchmarks/RESULTS.md`` or in the recorded lesson times
+    (``benchmarks/lesson_times.json``), so that a figure cannot be typed in, or outlive its record."""
+    recorded = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    times = ROOT / "benchmarks" / "lesson_times.json"
+    recorded += times.read_text(encoding="utf-8") if times.is_file() else ""
+    prose = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    unrecorded = sorted({figure for figure in MEASUREMENT.findall(prose)
+                         if figure not in recorded and figure not in NOT_MEASURED})
+    assert not unrecorded, f"{page.name} quotes figures that no recorded run holds: {unrecorded}"
+
+
+def test_the_lesson_times_table_is_the_recorded_one():
+    """docs/course.md's table of lesson times is ``python benchmarks/lesson_times.py --table``, from
+    the record, and the README's totals are the record's."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("lesson_times", ROOT / "benchmarks" / "lesson_times.py")
+    lesson_times = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lesson_times)
+    record = json.loads((ROOT / "benchmarks" / "lesson_times.json").read_text(encoding="utf-8"))
+    assert lesson_times.table(record) in (ROOT / "docs" / "course.md").read_text(encoding="utf-8")
+    assert len(record["quick"]) == len(record["full"]) == len(list((ROOT / "lessons").glob("[0-9][0-9]_*.py")))
+    assert all(entry["passed"] for mode in ("quick", "full") for entry in record[mode].values())
+    quick, full = (sum(entry["seconds"] for entry in record[mode].values()) for mode in ("quick", "full"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"{quick / 60:.0f} minutes in quick mode" in readme and f"{full / 60:.0f} minutes in full mode" in readme

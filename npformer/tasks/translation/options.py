@@ -76,7 +76,7 @@ class TrainOptions:
 
     def budget(self) -> tuple[int | None, float | None]:
         """``(max_steps, minutes)``: as given, or, when neither is, ``DEFAULT_STEPS`` on the toy
-        corpus (the same model on every machine, about two minutes on two cores) and 30 minutes
+        corpus (the same model on every machine of one kind, about a minute on two cores) and 30 minutes
         with ``data``."""
         if self.minutes is None and self.max_steps is None:
             return (DEFAULT_STEPS, None) if self.data is None else (None, 30.0)

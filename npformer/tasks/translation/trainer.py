@@ -39,7 +39,7 @@ from typing import IO, Any
 import numpy
 from tqdm.auto import tqdm
 
-from ... import backend, optim
+from ... import backend, optim, threads
 from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, check_splits, copy_links, encode_pairs, encode_tokens,
                      hide_links, invent_links, load_pairs, make_batches, split_by_source, split_hint, tokenize,
                      toy_corpus, WordInventor)
@@ -233,7 +233,9 @@ class Trainer:
         c = self.model_config
         self.log(f"run folder: {self.folder}; model: {self.model.num_params():,} parameters "
                  f"({options.preset}: d_model {c.d_model}, {c.n_layers}+{c.n_layers} layers); "
-                 f"vocab {self.model_config.src_vocab:,}/{self.model_config.tgt_vocab:,}")
+                 f"vocab {self.model_config.src_vocab:,}/{self.model_config.tgt_vocab:,}; "
+                 f"{threads.get_threads()} thread(s) (NPFORMER_THREADS; another count sums in another order "
+                 f"and gives slightly different weights)")
         with graceful_interrupts() as stop:
             status = self._loop(position, stop)
         if status != 0:

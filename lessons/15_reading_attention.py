@@ -261,7 +261,7 @@ print(f"worst head (layer {worst[0]}, head {worst[1]}), {total} rows: "
 # ## Exercises
 #
 # 1. Find a sentence with a prenominal adjective ("the small house"). Does the crossing disappear?
-# 2. Draw the encoder self-attention (`npformer attention --kind enc`). What does each head do?
+# 2. Draw the encoder self-attention (`npformer attention --kind encoder`). What does each head do?
 # 3. Score the heads of a run of 40 steps (`TrainOptions(max_steps=40)`) with `score_alignments`.
 #    Which explanation is already good, and which needs training?
 # 4. With your `attention_entropy`, compare the mean entropy of each head of lesson 13's run of 600

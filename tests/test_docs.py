@@ -192,3 +192,26 @@ def test_the_lesson_times_table_is_the_recorded_one():
     quick, full = (sum(entry["seconds"] for entry in record[mode].values()) for mode in ("quick", "full"))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"{quick / 60:.0f} minutes in quick mode" in readme and f"{full / 60:.0f} minutes in full mode" in readme
+
+
+def test_the_parameter_counts_of_the_base_model_are_the_blocks_own():
+    """docs/architecture.md counts the paper's base model (D 512, 8 heads, F 2048, 6 + 6 layers, a
+    37,000-word vocabulary on each side) by hand; every count it quotes is what npformer's blocks hold."""
+    import numpy
+
+    from npformer.models import MODEL_PRESETS
+    from npformer.nn import DecoderLayer, EncoderLayer
+
+    sizes = MODEL_PRESETS["large"]
+    d_model, vocab = sizes["d_model"], 37_000
+    options = dict(n_heads=sizes["n_heads"], d_ff=sizes["d_ff"], dropout=0.0, dropout_rng=numpy.random.default_rng(0),
+                   pre_norm=False, activation="relu", rng=numpy.random.default_rng(0))
+    encoder_layer, decoder_layer = EncoderLayer(d_model, **options), DecoderLayer(d_model, **options)
+    embedding, out_proj = vocab * d_model, d_model * vocab + vocab
+    total = 2 * embedding + out_proj + sizes["n_layers"] * (encoder_layer.num_params() + decoder_layer.num_params())
+    counts = [encoder_layer.self_attn.num_params(), encoder_layer.ffn.num_params(), encoder_layer.norm1.num_params(),
+              encoder_layer.num_params(), decoder_layer.num_params(),
+              sizes["n_layers"] * (encoder_layer.num_params() + decoder_layer.num_params()), embedding, out_proj, total]
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [f"{count:,}" for count in counts if f"{count:,}" not in page]
+    assert not missing, f"docs/architecture.md no longer quotes these counts of the base model: {missing}"

@@ -71,8 +71,8 @@ def _load_cupy() -> Any:
     except ImportError as error:
         raise BackendUnavailableError(
             "backend 'cupy' needs CuPy, which is not installed "
-            f"({error}). Install it with: pip install 'npformer[gpu]' "
-            "(or the cupy-cudaXXx wheel that matches your CUDA)."
+            f"({error}). Install the cupy-cudaXXx wheel that matches your CUDA (pip install "
+            "cupy-cuda12x), or, from a clone of npformer, pip install \".[gpu]\"."
         ) from None
     try:
         n_devices = cupy.cuda.runtime.getDeviceCount()

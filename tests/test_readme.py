@@ -98,3 +98,10 @@ def test_the_translation_page_presets_match_the_code(name):
 def test_the_gradient_page_counts_the_tensors_of_the_model_check():
     model = gradcheck.model_case()[0]
     assert f"float64 Transformer ({len(model.params())} tensors)" in _flat(_page("gradient-checking.md"))
+
+
+def test_no_install_hint_names_a_package_index_entry_that_does_not_exist():
+    """npformer is installed from a clone or a wheel: no message of the package may tell a user to
+    ``pip install npformer`` or ``npformer[extra]`` from an index."""
+    sources = "".join(path.read_text(encoding="utf-8") for path in (ROOT / "npformer").rglob("*.py"))
+    assert not re.search(r"pip install ['\"]?npformer(\[|\b(?! wheel))", sources)

@@ -60,7 +60,7 @@ def lessons_folder() -> Path:
     if any(clone.glob("[0-9][0-9]_*.py")):
         return clone
     raise FileNotFoundError("the lessons are not installed with this copy of npformer: reinstall it "
-                            "(pip install npformer, or pip install . from a clone), or pass --lessons FOLDER")
+                            "(pip install . from a clone, or pip install the npformer wheel), or pass --lessons FOLDER")
 
 
 def lesson_files(lessons_dir: str | Path | None = None) -> list[Path]:

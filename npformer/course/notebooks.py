@@ -46,7 +46,8 @@ def _course_tools() -> tuple[Any, Any, Any]:
         import nbformat
     except ImportError as error:
         raise ImportError(f"the notebooks need the course extra ({error.name} is missing): "
-                          "pip install \"npformer[course]\"") from None
+                          "pip install jupytext nbclient nbformat ipykernel, or, from a clone of "
+                          "npformer, pip install \".[course]\"") from None
     return jupytext, nbclient, nbformat
 
 

@@ -215,3 +215,29 @@ def test_the_parameter_counts_of_the_base_model_are_the_blocks_own():
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     missing = [f"{count:,}" for count in counts if f"{count:,}" not in page]
     assert not missing, f"docs/architecture.md no longer quotes these counts of the base model: {missing}"
+
+
+# Counts a page may quote because another test checks them against the code, or because they are an
+# input, not a result: the base model's parameter counts (test_the_parameter_counts_...) and the
+# paper's 37,000-token vocabulary.
+COUNTS_CHECKED_ELSEWHERE = {"1,050,624", "2,099,712", "1,024", "3,152,384", "4,204,032", "44,138,496",
+                            "18,944,000", "18,981,000", "101,007,496", "37,000"}
+COUNT = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\d,]\d)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_count_in_the_prose_has_a_source(page):
+    """A count written with thousands separators (sentences, pairs, parameters, tests) must come from a
+    record: ``benchmarks/RESULTS.md``, a lesson that prints and asserts it, the shared data's
+    ``SOURCES.md`` (when the shared folder is there), or a test that checks it against the code."""
+    sources = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    sources += "".join(path.read_text(encoding="utf-8") for path in (ROOT / "lessons").glob("*.py"))
+    shared = pathlib.Path(os.environ.get("NPFORMER_SHARED", ROOT.parent / "shared")) / "data" / "SOURCES.md"
+    sources += shared.read_text(encoding="utf-8") if shared.is_file() else ""
+    # a lesson writes its asserted counts as Python literals: 10_656 for 10,656
+    sources += sources.replace("_", ",")
+    prose = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    unsourced = sorted({count for count in COUNT.findall(prose)
+                        if count not in sources and count not in COUNTS_CHECKED_ELSEWHERE
+                        and not (count == "167,130" and not shared.is_file())})
+    assert not unsourced, f"{page.name} quotes counts without a source: {unsourced}"

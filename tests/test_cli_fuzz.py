@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npformer import cli
+from test_bad_input import TEXT_OPTIONS  # the flags that take text: drawn here as paths
 
 # What keeps each command's real work small: appended after the drawn arguments (the last value of
 # a flag wins), and the work behind --score, evaluate and the small models capped.
@@ -35,7 +36,6 @@ CAPS = {
     "language-id": ["--steps", "1", "--max-pairs", "60"],
     "lm": ["--steps", "1", "--max-pairs", "60", "--samples", "1"],
 }
-PATH_OPTIONS = {"--data", "--name", "--runs-dir", "--run", "--out", "--json", "--op", "--lessons", "--ops", "--html"}
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -105,7 +105,7 @@ def command_lines(draw, command: str, folder: str) -> list[str]:
             arguments.append(flag)
         elif action.choices is not None:
             arguments += [flag, draw(st.sampled_from([*map(str, action.choices), "bogus"]))]
-        elif flag in PATH_OPTIONS or action.dest == "module":
+        elif flag in TEXT_OPTIONS or action.dest == "module":
             arguments += [flag, _path(draw, folder)]
         else:
             arguments += [flag, draw(NUMBERS)]

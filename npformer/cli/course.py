@@ -11,6 +11,12 @@ from .arguments import number, require
 from .inputs import writable_files
 
 ACTIONS = ("student", "instructor", "notebooks", "exercises", "collect", "grade")
+WRITES = {"collect": "my_npformer.py", "grade": "grades.csv"}  # what --out names by default
+
+
+def _written_file(args: argparse.Namespace) -> str:
+    """The file that ``collect`` or ``grade`` writes: ``--out``, else its default."""
+    return args.module or WRITES[args.action]
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -55,7 +61,7 @@ def _check_paths(args: argparse.Namespace) -> None:
     if args.action in ("collect", "grade"):
         what = "the folder of your lessons" if args.action == "collect" else "the folder of submissions (one per student)"
         require(bool(args.out), f"needs {what}: npformer course {args.action} FOLDER --out FILE")
-        writable_files(args.module or ("my_npformer.py" if args.action == "collect" else "grades.csv"))
+        writable_files(_written_file(args))
     elif args.action != "exercises":
         require(bool(args.out), f"needs an output folder: npformer course {args.action} OUT")
         check_folder_can_be_created(args.out)
@@ -67,12 +73,12 @@ def run(args: argparse.Namespace) -> int:
     _check_paths(args)
     try:
         if args.action == "collect":
-            print(course.collect(args.out, args.module or "my_npformer.py").summary())
+            print(course.collect(args.out, _written_file(args)).summary())
         elif args.action == "grade":
-            graded = course.grade_class(args.out, args.module or "grades.csv", timeout=args.timeout, seed=args.seed,
+            graded = course.grade_class(args.out, _written_file(args), timeout=args.timeout, seed=args.seed,
                                         progress=lambda name: print(f"grading {name} ...", flush=True))
             print(course.grading.summary(graded))
-            print(f"wrote {args.module or 'grades.csv'} and the feedback beside it")
+            print(f"wrote {_written_file(args)} and the feedback beside it")
         elif args.action == "exercises":
             print(course.exercise_table(args.lessons))
         elif args.action in ("student", "instructor"):

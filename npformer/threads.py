@@ -129,7 +129,7 @@ def get_threads() -> int:
 
 def _blocks(n_rows: int, row_size: int) -> list[slice]:
     """Consecutive row slices, one per thread, each at least ``MIN_BLOCK_SIZE`` elements."""
-    if _threads == 1 or getattr(_inside, "active", False):
+    if _threads == 1 or n_rows == 0 or getattr(_inside, "active", False):
         return [slice(0, n_rows)]
     if is_cupy():  # one kernel launch over every row; the GPU does the parallel part
         return [slice(0, n_rows)]

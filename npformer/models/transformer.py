@@ -29,7 +29,7 @@ from typing import Any
 
 from .. import ops
 from ..backend import xp
-from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module, kv_buffers
+from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module, Packing, kv_buffers
 from ..tokens import PAD_ID, SPECIAL_TOKENS
 from .base import start_model
 from .checks import check_choice, check_config, check_probability, check_token_ids
@@ -111,6 +111,7 @@ class Transformer(Module):
         self.tgt_dropout = Dropout(c.dropout, self.dropout_rng)
         self.positions = ops.positional_encoding(c.max_len, c.d_model, dtype=self.dtype)
         self.embed_scale = math.sqrt(c.d_model)
+        self._packing_cache = None  # the packings of the last forward_positions; None after forward
 
     # -- embeddings -------------------------------------------------------------------------
 
@@ -118,10 +119,16 @@ class Transformer(Module):
         """The block that owns the target table: ``tgt_embed``, or ``src_embed`` when shared."""
         return self.src_embed if self.config.share_embeddings else self.tgt_embed
 
-    def _embed(self, ids: Any, table: Embedding, dropout: Dropout, start: int = 0) -> Any:
-        """``table(ids) * sqrt(D) + PE[start : start + T]``, then dropout."""
-        x = table.forward(ids) * self.embed_scale
-        x += self.positions[start:start + ids.shape[1]]
+    def _embed(self, ids: Any, table: Embedding, dropout: Dropout, start: int = 0,
+               packing: Packing | None = None) -> Any:
+        """``table(ids) * sqrt(D) + PE[start : start + T]``, then dropout: ``(B, T, D)``. With
+        ``packing``, the real tokens only, each with the position it has in its sentence: ``(1, N, D)``."""
+        if packing is None:
+            x = table.forward(ids) * self.embed_scale
+            x += self.positions[start:start + ids.shape[1]]
+        else:
+            x = table.forward(packing.pack(ids)) * self.embed_scale          # (1, N, D)
+            x += self.positions[packing.time_index]
         return dropout.forward(x)
 
     def _embed_backward(self, d: Any, table: Embedding, dropout: Dropout) -> None:
@@ -129,77 +136,96 @@ class Transformer(Module):
 
     # -- the full pass ----------------------------------------------------------------------
 
-    def encode(self, src_ids: Any) -> tuple[Any, Any]:
-        """``src_ids (B, Ts)`` -> ``memory (B, Ts, D)`` and the source mask ``(B, 1, 1, Ts)``."""
+    def encode(self, src_ids: Any, packing: Packing | None = None) -> tuple[Any, Any]:
+        """``src_ids (B, Ts)`` -> ``memory (B, Ts, D)`` and the source mask ``(B, 1, 1, Ts)``.
+        With ``packing`` (of the source's real tokens), ``memory`` is packed: ``(1, Ns, D)``."""
         check_token_ids("Transformer", "src_ids", src_ids, self.config.max_len)
         src_mask = ops.padding_mask(src_ids, PAD_ID)
-        x = self._embed(src_ids, self.src_embed, self.src_dropout)
-        return self.encoder.forward(x, src_mask), src_mask
+        x = self._embed(src_ids, self.src_embed, self.src_dropout, packing=packing)
+        return self.encoder.forward(x, src_mask, packing), src_mask
 
     def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
         """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``."""
         return self.out_proj.forward(self._decode_hidden(tgt_in_ids, memory, src_mask))
 
-    def _decode_hidden(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
-        """The decoder's output ``(B, Tt, D)``, before the projection to the vocabulary."""
+    def _decode_hidden(self, tgt_in_ids: Any, memory: Any, src_mask: Any, packing: Packing | None = None,
+                       memory_packing: Packing | None = None) -> Any:
+        """The decoder's output ``(B, Tt, D)`` (packed: ``(1, Nt, D)``), before the projection to the
+        vocabulary."""
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
-        if tgt_in_ids.shape[0] != memory.shape[0]:
-            raise ValueError(f"Transformer: tgt_in_ids must have batch size {memory.shape[0]} "
+        batch = memory.shape[0] if memory_packing is None else memory_packing.shape[0]
+        if tgt_in_ids.shape[0] != batch:
+            raise ValueError(f"Transformer: tgt_in_ids must have batch size {batch} "
                              f"(from the source), got {tgt_in_ids.shape[0]}")
         tgt_mask = ops.padding_mask(tgt_in_ids, PAD_ID) & ops.causal_mask(tgt_in_ids.shape[1])
-        x = self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout)
-        return self.decoder.forward(x, memory, tgt_mask, src_mask)
+        x = self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout, packing=packing)
+        return self.decoder.forward(x, memory, tgt_mask, src_mask, packing, memory_packing)
 
     def forward(self, src_ids: Any, tgt_in_ids: Any) -> Any:
         """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing)."""
+        self._packing_cache = None
         memory, src_mask = self.encode(src_ids)
         return self.decode(tgt_in_ids, memory, src_mask)
 
-    def backward(self, dlogits: Any) -> None:
-        """Add the gradient of every parameter for upstream ``dlogits (B, Tt, V_tgt)``."""
-        self._backward_from_decoded(self._decoded_gradient(dlogits, None))
-
     def forward_positions(self, src_ids: Any, tgt_in_ids: Any, positions: Any) -> Any:
-        """The logits of the chosen target positions only: ``(N, V_tgt)``, equal to
-        ``forward(src_ids, tgt_in_ids)[positions]`` for a boolean ``positions (B, Tt)`` with N
-        True entries (e.g. ``targets != PAD_ID``). The projection to the vocabulary is the largest
-        product of a step, and padded positions would only be thrown away by the loss;
-        ``train_step(..., only_counted_targets=True)`` uses it. Pair it with ``backward_positions``."""
-        memory, src_mask = self.encode(src_ids)
-        decoded = self._decode_hidden(tgt_in_ids, memory, src_mask)  # (B, Tt, D)
-        return self.out_proj.forward(decoded[positions])     # (N, V_tgt)
+        """The fast form of ``forward``: the logits of the chosen target positions only, ``(N, V_tgt)``,
+        equal to ``forward(src_ids, tgt_in_ids)[positions]`` for a boolean ``positions (B, Tt)``
+        with N True entries (e.g. ``targets != PAD_ID``; ``train_step(..., only_counted_targets=True)``).
 
-    def backward_positions(self, dlogits: Any, positions: Any) -> None:
-        """``backward`` for ``forward_positions``: ``dlogits (N, V_tgt)`` of the same ``positions``;
-        the positions left out get no gradient."""
-        self._backward_from_decoded(self._decoded_gradient(dlogits, positions))
+        It does no work that the loss would throw away:
 
-    def _decoded_gradient(self, dlogits: Any, positions: Any) -> Any:
-        """The gradient of the decoder's output ``(B, Tt, D)`` from ``dlogits`` of every position
-        (``positions`` None) or of the chosen ``positions`` only (zero elsewhere)."""
-        d_out = self.out_proj.backward(dlogits)
-        if positions is None:
-            return d_out
-        d_decoded = xp.zeros((*positions.shape, self.config.d_model), dtype=d_out.dtype)
-        d_decoded[positions] = d_out
-        return d_decoded
+        * every position-wise layer (the projections, the feed-forward networks, layer norm,
+          dropout, the residual additions) runs on the real tokens alone, packed side by side
+          (``nn.Packing``); attention unpacks them into the padded layout around its scores;
+        * only the chosen positions are projected onto the vocabulary, the largest product of a step.
 
-    def _backward_from_decoded(self, d_decoded: Any) -> None:
-        """From the gradient of the decoder's output ``(B, Tt, D)`` down into the embedding tables."""
-        d_src, d_tgt = self._backward_to_inputs_from_decoded(d_decoded)
+        Padded positions never reach a real one, so the logits and, after ``backward``, every
+        gradient are those of the padded ``forward`` up to rounding (``tests/test_packing.py``).
+        With dropout, the random masks are drawn over the packed shape, so they differ from the
+        padded pass's. ``backward(dlogits (N, V_tgt))`` follows it, as it follows ``forward``.
+        """
+        check_token_ids("Transformer", "src_ids", src_ids, self.config.max_len)
+        check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
+        if positions.dtype != bool or tuple(positions.shape) != tuple(tgt_in_ids.shape):
+            raise ValueError(f"Transformer: positions must be a boolean array shaped like tgt_in_ids "
+                             f"{tuple(tgt_in_ids.shape)}, got {positions.dtype} {tuple(positions.shape)}")
+        src_packing = Packing(src_ids != PAD_ID)
+        tgt_packing = Packing((tgt_in_ids != PAD_ID) | positions)   # a chosen <pad> input is computed too
+        memory, src_mask = self.encode(src_ids, src_packing)                                 # (1, Ns, D)
+        decoded = self._decode_hidden(tgt_in_ids, memory, src_mask, tgt_packing, src_packing)  # (1, Nt, D)
+        chosen = tgt_packing.pack(positions)[0]                     # (Nt,): which packed rows are asked for
+        self._packing_cache = (src_packing, tgt_packing, chosen)
+        return self.out_proj.forward(decoded[0, chosen])            # (N, V_tgt)
+
+    def backward(self, dlogits: Any) -> None:
+        """Add the gradient of every parameter for upstream ``dlogits``: ``(B, Tt, V_tgt)`` after
+        ``forward``, ``(N, V_tgt)`` after ``forward_positions``."""
+        d_src, d_tgt = self._backward_below_embeddings(dlogits)
         self._embed_backward(d_tgt, self.tgt_embed, self.tgt_dropout)
         self._embed_backward(d_src, self.src_embed, self.src_dropout)
 
-    def backward_to_inputs(self, dlogits: Any, positions: Any = None) -> tuple[Any, Any]:
+    def backward_to_inputs(self, dlogits: Any) -> tuple[Any, Any]:
         """The backward pass down to the embedded inputs: add the gradients of every parameter
         above the embedding tables and return ``dx_src (B, Ts, D)`` and ``dx_tgt (B, Tt, D)``, the
         gradients of the dropout outputs of ``_embed`` (in eval mode: of ``E[ids] sqrt(D) + PE``).
         ``backward`` finishes them into the tables; saliency maps read them as they are.
-        ``dlogits``: ``(B, Tt, V_tgt)`` after ``forward``, or ``(N, V_tgt)`` after
-        ``forward_positions(..., positions)`` with the same ``positions``."""
-        return self._backward_to_inputs_from_decoded(self._decoded_gradient(dlogits, positions))
+        ``dlogits``: as for ``backward``. After ``forward_positions`` the padded positions, which
+        were not computed, get zeros (their gradient in the padded pass)."""
+        d_src, d_tgt = self._backward_below_embeddings(dlogits)
+        if self._packing_cache is None:
+            return d_src, d_tgt
+        src_packing, tgt_packing, _ = self._packing_cache
+        return src_packing.unpack(d_src), tgt_packing.unpack(d_tgt)
 
-    def _backward_to_inputs_from_decoded(self, d_decoded: Any) -> tuple[Any, Any]:
+    def _backward_below_embeddings(self, dlogits: Any) -> tuple[Any, Any]:
+        """From ``dlogits`` down to the gradients of the two embedded inputs, padded or packed as
+        the last forward pass was."""
+        d_decoded = self.out_proj.backward(dlogits)
+        if self._packing_cache is not None:        # (N, D) of the chosen rows -> (1, Nt, D), zero elsewhere
+            _, tgt_packing, chosen = self._packing_cache
+            d_rows = xp.zeros((1, tgt_packing.count, d_decoded.shape[-1]), dtype=d_decoded.dtype)
+            d_rows[0, chosen] = d_decoded
+            d_decoded = d_rows
         d_tgt, d_memory = self.decoder.backward(d_decoded)
         return self.encoder.backward(d_memory), d_tgt
 

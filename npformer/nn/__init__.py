@@ -12,9 +12,10 @@ from .feedforward import FeedForward
 from .layernorm import LayerNorm
 from .linear import Linear
 from .module import BackwardBeforeForwardError, Module, ModuleList
+from .packing import Packing
 
 __all__ = [
     "Module", "ModuleList", "BackwardBeforeForwardError", "Linear", "Embedding", "LearnedPositions", "LayerNorm", "Dropout",
     "FeedForward", "MultiHeadAttention", "SelfAttention", "check_heads", "use_fused_attention",
-    "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "kv_buffers",
+    "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "kv_buffers", "Packing",
 ]

@@ -20,6 +20,7 @@ from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
 from .module import Module, ModuleList
+from .packing import Packing
 from .residual import residual_backward, residual_forward
 
 
@@ -38,8 +39,9 @@ class EncoderLayer(Module):
         self.drop1 = Dropout(dropout, dropout_rng)
         self.drop2 = Dropout(dropout, dropout_rng)
 
-    def forward(self, x: Any, mask: Any) -> Any:
-        x = residual_forward(x, lambda h: self.self_attn.forward(h, mask),
+    def forward(self, x: Any, mask: Any, packing: Packing | None = None) -> Any:
+        """``x (B, Ts, D)``, or packed ``(1, N, D)`` with its ``packing`` (``nn.Packing``)."""
+        x = residual_forward(x, lambda h: self.self_attn.forward(h, mask, packing),
                              self.norm1, self.drop1, self.pre_norm)
         return residual_forward(x, self.ffn.forward, self.norm2, self.drop2, self.pre_norm)
 
@@ -69,9 +71,9 @@ class Encoder(Module):
         ])
         self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
 
-    def forward(self, x: Any, mask: Any) -> Any:
+    def forward(self, x: Any, mask: Any, packing: Packing | None = None) -> Any:
         for layer in self.layers:
-            x = layer.forward(x, mask)
+            x = layer.forward(x, mask, packing)
         return x if self.norm is None else self.norm.forward(x)
 
     def backward(self, dout: Any) -> Any:

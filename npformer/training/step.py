@@ -13,9 +13,9 @@ Every model in npformer maps inputs to logits and has a hand-written
 The translator's trainer, the small models' loop (``fit``), ``npformer bench``
 and the lessons all call ``train_step``. With ``only_counted_targets=True`` (the
 translator's trainer and ``npformer bench`` ask for it), the step takes the logits
-of the counted targets only, ``model.forward_positions(*inputs, targets != ignore_index)``
-and ``model.backward_positions``: the same loss and gradients without projecting
-padded positions onto the vocabulary (``Transformer`` has both methods).
+of the counted targets only, ``model.forward_positions(*inputs, targets != ignore_index)``,
+and ``model.backward`` follows it: the same loss and gradients without any work on padding
+(``Transformer.forward_positions`` packs the real tokens and projects only the counted ones).
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
         ignore_index: the target id that adds nothing to the loss (``<pad>``); None keeps all.
         label_smoothing: the weight ``eps`` spread over all classes.
         max_norm: clip the global gradient norm to this; None does not clip.
-        only_counted_targets: project only the positions whose target counts (the fast form; the
-            model needs ``forward_positions`` and ``backward_positions``; same loss and gradients).
+        only_counted_targets: the fast form: no work on padding, and only the positions whose
+            target counts projected onto the vocabulary (the model needs ``forward_positions``;
+            same loss and gradients).
 
     A non-finite loss skips the update (nothing is changed) and is returned as it is,
     so that the caller can stop and keep its last good checkpoint.
@@ -61,8 +62,8 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
     positions = None
     if only_counted_targets and ignore_index is not None:
         if not hasattr(model, "forward_positions"):
-            raise TypeError(f"train_step: only_counted_targets needs a model with forward_positions and "
-                            f"backward_positions; {type(model).__name__} has none")
+            raise TypeError(f"train_step: only_counted_targets needs a model with forward_positions; "
+                            f"{type(model).__name__} has none")
         # The fast form: logits only where a target counts (the same loss and gradients as the
         # textbook form of the module docstring, checked by tests/test_train.py).
         positions = targets != ignore_index
@@ -77,10 +78,7 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
     model.zero_grad()
     dlogits = ops.cross_entropy_backward(1.0, cache)
     del cache, logits  # the (N, V) probabilities and logits are not needed during backward
-    if positions is None:
-        model.backward(dlogits)
-    else:
-        model.backward_positions(dlogits, positions)
+    model.backward(dlogits)
     grad_norm = clip_grad_norm(model, max_norm) if max_norm is not None else math.nan
     optimizer.step()
     return StepResult(loss, grad_norm)

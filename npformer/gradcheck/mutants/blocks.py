@@ -84,7 +84,7 @@ def _fused_key_value_swapped(original):
 
 
 def _heads_merged_in_wrong_order(original):
-    def merge(self, x):
+    def merge(self, x, packing=None):
         batch, heads, length, head_dim = x.shape
         return x.reshape(batch, length, heads * head_dim)  # no transpose: heads and time mixed
     return merge

@@ -108,7 +108,7 @@ def _saliency_and_maps(model: Transformer, src_ids: Any, tgt_in_ids: Any,
         targets = tgt_out[copies, rows]
         gradient[numpy.arange(len(copies)), targets] += 1.0  # d log p(y_i) / d logits_i
         gradient[targets == PAD_ID] = 0.0
-        d_src, _ = model.backward_to_inputs(backend.asarray(gradient.astype(logits.dtype)), backend.asarray(explained))
+        d_src, _ = model.backward_to_inputs(backend.asarray(gradient.astype(logits.dtype)))
         model.zero_grad()
     embeddings = backend.to_numpy(model.src_embed.W)[src[copies]] * model.embed_scale  # (B * Tt, Ts, D)
     scores = numpy.linalg.norm(backend.to_numpy(d_src).astype(numpy.float64) * embeddings, axis=-1)

@@ -8,6 +8,11 @@ In one run it measures:
   on random padded batches with lengths uniform in ``[L/2, L]``: tokens/s (real source
   and target tokens), achieved GFLOP/s (matrix products, ``2mnk`` each, x3 for forward
   plus backward), the fraction of the GEMM peak (MFU), and the peak memory of a step;
+  the MFU twice: over the FLOPs of the padded batch (what a framework that computes the
+  padding does) and over the FLOPs of the real tokens alone (each sentence at its own
+  lengths), with the padding share of the batches;
+* the limit: the time of the real tokens' matrix products at the GEMM peak, and the step's
+  time over it;
 * greedy decoding of 24 tokens, with and without the KV cache;
 * a profile of npformer's step: the time in each op family (linear layers, attention, layer norm,
   loss, ...), in the optimizer and in the rest, and the floor that the GEMM peak sets;
@@ -16,7 +21,11 @@ In one run it measures:
   timed in the same run, and the ratio npformer / PyTorch.
 
 The two frameworks are measured alternately, ``rounds`` times each, and each keeps its
-fastest step time: the machine's speed drifts, and drift should hit both alike.
+fastest step time: the machine's speed drifts, and drift should hit both alike. Each
+measurement first runs ``WARMUP_STEPS`` untimed steps: the first steps of a process are
+slower while the C allocator adapts to the step's array sizes (measured on a 2-core Intel
+Xeon: npformer's first five steps 1.2-1.9x its later ones, PyTorch's first two), and a
+training run lives in the later ones.
 
 Every (framework, preset) runs in a fresh subprocess, so that its peak resident memory
 (``ru_maxrss``, above the process's size before the first step) is its own.
@@ -118,15 +127,45 @@ def step_flops(preset: dict) -> int:
     return 3 * sum(row.forward_flops for row in rows)
 
 
+# Untimed steps before the timed ones, for both frameworks (see the module docstring).
+WARMUP_STEPS = 5
+
+
+def real_token_flops(preset: dict, batches: list) -> float:
+    """Matrix-product FLOPs of one training step (3 x forward) counting the real tokens only: each
+    sentence at its own source length and target length (its counted targets), averaged over
+    ``batches``. The padded batch's FLOPs are ``step_flops``."""
+    from .models import Transformer, TransformerConfig, summary_rows
+
+    config = TransformerConfig(**{k: preset[k] for k in ("src_vocab", "tgt_vocab", "d_model", "n_heads",
+                                                         "d_ff", "n_layers")}, dropout=0.0)
+    model = Transformer(config)
+    pairs: dict[tuple[int, int], int] = {}
+    for src, tgt in batches:
+        for src_length, tgt_length in zip((src != PAD_ID).sum(1), (tgt[:, 1:] != PAD_ID).sum(1)):
+            key = (int(src_length), int(tgt_length))
+            pairs[key] = pairs.get(key, 0) + 1
+    total = sum(count * sum(row.forward_flops for row in summary_rows(model, 1, max(src_length, 1), tgt_length))
+                for (src_length, tgt_length), count in pairs.items())
+    return 3 * total / len(batches)
+
+
+def padding_share(batches: list) -> float:
+    """The share of the batches' source and target positions that hold ``<pad>``."""
+    real = sum(int((src != PAD_ID).sum() + (tgt[:, 1:] != PAD_ID).sum()) for src, tgt in batches)
+    total = sum(src.size + tgt[:, 1:].size for src, tgt in batches)
+    return 1.0 - real / total
+
+
 def _time_steps(step: Any, batches: list) -> tuple[float, float]:
-    """Two warm-up steps, then the mean seconds per step and the peak-memory growth in MB."""
+    """``WARMUP_STEPS`` untimed steps, then the mean seconds per step and the peak-memory growth in MB."""
     rss_before = _max_rss_mb()
-    for src, tgt in batches[:2]:
+    for src, tgt in batches[:WARMUP_STEPS]:
         step(src, tgt)
     start = time.perf_counter()
-    for src, tgt in batches[2:]:
+    for src, tgt in batches[WARMUP_STEPS:]:
         step(src, tgt)  # each step reads its loss, which also waits for a GPU
-    return (time.perf_counter() - start) / (len(batches) - 2), _max_rss_mb() - rss_before
+    return (time.perf_counter() - start) / (len(batches) - WARMUP_STEPS), _max_rss_mb() - rss_before
 
 
 def _measure_npformer(name: str, steps: int, op_set: str = "fast") -> dict:
@@ -146,14 +185,14 @@ def _measure_npformer_with_active_ops(name: str, steps: int) -> dict:
                                                          "d_ff", "n_layers")}, dropout=0.0)
     model = Transformer(config, seed=0)
     optimizer = optim.Adam(model, lr=1e-4)
-    batches = [(backend.asarray(s), backend.asarray(t)) for s, t in random_batches(preset, steps + 2)]
+    batches = [(backend.asarray(s), backend.asarray(t)) for s, t in random_batches(preset, steps + WARMUP_STEPS)]
 
     def step(src: Any, tgt: Any) -> float:
         return train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=PAD_ID,
                           only_counted_targets=True).loss
 
     seconds, memory = _time_steps(step, batches)
-    tokens = sum(int((s != PAD_ID).sum() + (t[:, 1:] != PAD_ID).sum()) for s, t in batches[2:]) / steps
+    tokens = sum(int((s != PAD_ID).sum() + (t[:, 1:] != PAD_ID).sum()) for s, t in batches[WARMUP_STEPS:]) / steps
     return {"seconds_per_step": seconds, "tokens_per_step": tokens,
             "peak_memory_mb": memory, "decoding": _measure_decoding(model, preset),
             "profile": profile_step(model, optimizer, batches)}
@@ -177,7 +216,7 @@ def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = 
     and merge, positional table, masks, copies, Python).
 
     Every ``ops.<name>_forward`` and ``ops.<name>_backward`` that the blocks call is wrapped by a
-    timer for the duration, and so is ``optimizer.step``; the first two batches warm up. Timers
+    timer for the duration, and so is ``optimizer.step``; the first ``WARMUP_STEPS`` batches warm up. Timers
     cost about a microsecond per call, a fraction of a percent of a step.
     """
     from . import ops, threads
@@ -202,19 +241,19 @@ def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = 
     hold_blas = ops.holds_blas()  # asked before the timers hide which ops are active
     try:
         with threads.blas_on_one_thread(when=hold_blas), ops.using(timed_ops, name="timed"):
-            for src, tgt in batches[:2]:
+            for src, tgt in batches[:WARMUP_STEPS]:
                 train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index,
                            only_counted_targets=True)
             for family in spent:
                 spent[family] = 0.0
             start = time.perf_counter()
-            for src, tgt in batches[2:]:
+            for src, tgt in batches[WARMUP_STEPS:]:
                 train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=ignore_index,
                            only_counted_targets=True)
-            total = (time.perf_counter() - start) / (len(batches) - 2)
+            total = (time.perf_counter() - start) / (len(batches) - WARMUP_STEPS)
     finally:
         optimizer.step = original_step
-    per_step = {family: seconds / (len(batches) - 2) for family, seconds in spent.items()}
+    per_step = {family: seconds / (len(batches) - WARMUP_STEPS) for family, seconds in spent.items()}
     per_step["the rest: residuals, head split/merge, copies, Python"] = max(total - sum(per_step.values()), 0.0)
     return {"seconds_per_step": total, "families": per_step}
 
@@ -291,7 +330,7 @@ def _measure_torch(name: str, steps: int) -> dict:
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD_ID)
     batches = [(torch.from_numpy(s).to(device), torch.from_numpy(t).to(device))
-               for s, t in random_batches(preset, steps + 2)]
+               for s, t in random_batches(preset, steps + WARMUP_STEPS)]
 
     def step(src: Any, tgt: Any) -> float:
         logits = model(src, tgt[:, :-1])
@@ -365,8 +404,11 @@ def run(presets: list[str], steps: int = 10, with_torch: bool | None = None,
     for name in presets:
         print(f"measuring {name} ...", file=stream, flush=True)
         flops = step_flops(PRESETS[name])
+        timed_batches = random_batches(PRESETS[name], steps + WARMUP_STEPS)[WARMUP_STEPS:]
         ours, theirs = _fastest("npformer", name, steps, rounds, "torch" if with_torch else None, ops)
-        entry = {**ours, "flops_per_step": flops, "gflops": flops / ours["seconds_per_step"] / 1e9}
+        entry = {**ours, "flops_per_step": flops, "gflops": flops / ours["seconds_per_step"] / 1e9,
+                 "real_token_flops_per_step": real_token_flops(PRESETS[name], timed_batches),
+                 "padding_share": padding_share(timed_batches)}
         entry["tokens_per_second"] = ours["tokens_per_step"] / ours["seconds_per_step"]
         if with_torch:
             entry["torch"] = theirs
@@ -375,17 +417,25 @@ def run(presets: list[str], steps: int = 10, with_torch: bool | None = None,
     # The GEMM peak again, now that the machine is warm: MFU divides by the higher reading.
     results["gemm_gflops"] = peak = max(peak, gemm_gflops())
     print(f"GEMM peak (best of two readings): {peak:.0f} GFLOP/s", file=stream)
-    print(f"{'preset':<6} {'ms/step':>8} {'tok/s':>8} {'GFLOP/s':>8} {'MFU':>5} {'mem MB':>7} {'decode x':>8}"
+    print(f"{'preset':<6} {'ms/step':>8} {'tok/s':>8} {'GFLOP/s':>8} {'MFU':>5} {'MFU*':>5} {'pad':>4} "
+          f"{'limit ms':>8} {'x limit':>7} {'mem MB':>7} {'decode x':>8}"
           + (f" {'torch ms':>9} {'torch MB':>8} {'ratio':>6}" if with_torch else ""), file=stream)
     for name, entry in results["presets"].items():
         entry["mfu"] = entry["gflops"] / peak
+        entry["mfu_real_tokens"] = entry["real_token_flops_per_step"] / entry["seconds_per_step"] / (peak * 1e9)
+        entry["limit_seconds"] = entry["real_token_flops_per_step"] / (peak * 1e9)
         line = (f"{name:<6} {1000 * entry['seconds_per_step']:8.1f} {entry['tokens_per_second']:8,.0f} "
-                f"{entry['gflops']:8.1f} {entry['mfu']:5.2f} {entry['peak_memory_mb']:7.0f} "
+                f"{entry['gflops']:8.1f} {entry['mfu']:5.2f} {entry['mfu_real_tokens']:5.2f} "
+                f"{100 * entry['padding_share']:3.0f}% {1000 * entry['limit_seconds']:8.1f} "
+                f"{entry['seconds_per_step'] / entry['limit_seconds']:6.2f}x {entry['peak_memory_mb']:7.0f} "
                 f"{entry['decoding']['speedup']:7.1f}x")
         if with_torch:
             line += (f" {1000 * entry['torch']['seconds_per_step']:9.1f} "
                      f"{entry['torch']['peak_memory_mb']:8.0f} {entry['ratio_to_torch']:6.2f}")
         print(line, file=stream)
+    print("MFU = padded batch's FLOPs / time / GEMM peak; MFU* = the real tokens' FLOPs only (each sentence at "
+          "its own lengths); pad = padding share of the batch positions; limit = the real tokens' matrix "
+          "products at the GEMM peak, x limit = step time / limit", file=stream)
     print("ratio = npformer time / PyTorch time per step (below 1: npformer is faster); "
           "decode x = KV-cached greedy decoding speed-up at 24 tokens", file=stream)
     for name, entry in results["presets"].items():

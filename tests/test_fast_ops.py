@@ -156,6 +156,27 @@ def test_adam_step(shape, step, seed):
     assert got[0] is inputs[0] and got[1] is inputs[2] and got[2] is inputs[3]  # in place, as documented
 
 
+@pytest.mark.parametrize("layout", ["three chunks, the last one short", "a transposed view of each array"])
+def test_adam_step_in_chunks_and_on_views(layout):
+    """The fast step updates ``fast.adam.CHUNK`` elements at a time; a partial last chunk, and arrays
+    that are views with no flat form (updated whole), give the textbook step too."""
+    from npformer.ops.fast import adam as fast_adam
+
+    rng = np.random.default_rng(1)
+    shape = (3, fast_adam.CHUNK - 5) if layout.startswith("three") else (7, 9)
+    param, grad, m = (rng.standard_normal(shape) for _ in range(3))
+    v = rng.random(shape)
+    expected = adam.adam_step(param, grad, m, v, 3, 1e-2, 0.9, 0.98, 1e-9)
+    if layout.startswith("three"):
+        inputs = [array.copy() for array in (param, grad, m, v)]
+    else:
+        inputs = [np.asfortranarray(array).T.T for array in (param, grad, m, v)]  # F-ordered, not C-contiguous
+        assert not inputs[0].flags.c_contiguous
+    got = fast.adam_step(*inputs, 3, 1e-2, 0.9, 0.98, 1e-9)
+    _same(got, expected)
+    assert got[0] is inputs[0] and got[1] is inputs[2] and got[2] is inputs[3]
+
+
 def test_the_textbook_ops_are_the_ones_in_npformer_ops_files():
     with ops.using("textbook"):
         assert ops.linear_forward is linear.linear_forward

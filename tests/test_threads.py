@@ -179,3 +179,24 @@ def test_without_threadpoolctl_npformer_runs_one_block(monkeypatch):
     assert threads._default_threads() == 1
     with pytest.raises(ImportError, match="set_threads: more than one thread needs threadpoolctl"):
         threads.set_threads(2)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5])
+@pytest.mark.parametrize("n_first, n_second", [(1, 1), (7, 3), (64, 64)])
+def test_row_pairs_cover_both_loops_once(split_everything, count, n_first, n_second):
+    """``parallel_row_pairs`` (a linear layer's dX and dW side by side): every row of both loops once,
+    and on two threads each loop whole on its own thread."""
+    threads.set_threads(count)
+    first, second = np.zeros(n_first, dtype=int), np.zeros(n_second, dtype=int)
+    where = {"first": set(), "second": set()}
+
+    def make(seen, name):
+        def block(rows):
+            seen[rows] += 1
+            where[name].add(threading.current_thread().name)
+        return block
+
+    threads.parallel_row_pairs(make(first, "first"), n_first, 1, make(second, "second"), n_second, 1)
+    assert first.tolist() == [1] * n_first and second.tolist() == [1] * n_second
+    if count == 2:
+        assert len(where["first"]) == len(where["second"]) == 1 and where["first"] != where["second"]

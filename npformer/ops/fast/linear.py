@@ -1,8 +1,10 @@
 """Fast form of ``npformer.ops.linear`` (``y = x @ W + b``): the same products, split over threads.
 
 What changes: each product is cut into blocks, one per thread
-(``threads.parallel_rows``): rows of ``y`` and ``dX``, columns of ``dW``; each
-block writes into an array made before the split (``out=``), and the bias
+(``threads.parallel_rows``): the rows of ``y``; in backward, ``dX`` and ``dW``
+run side by side, half the threads on the rows of ``dX`` and half on the columns
+of ``dW`` (``threads.parallel_row_pairs``); each block writes into an array
+made before the split (``out=``), and the bias
 gradient is a matrix-vector product (BLAS) rather than a ``sum``. A block is the
 same product on fewer rows or columns, so the split changes no equation: the
 tests show this form equal to its twin in float64.
@@ -51,8 +53,8 @@ def linear_backward(dy: Any, cache: dict) -> tuple[Any, Any, Any]:
     def weight_gradient(columns: slice) -> None:  # each block sums over every row
         xp.matmul(x_rows.T, dy_rows[:, columns], out=dW[:, columns])
 
-    threads.parallel_rows(input_gradient, dy_rows.shape[0], row_size=W.size)
-    threads.parallel_rows(weight_gradient, d_out, row_size=x_rows.size)
+    # dX and dW cost the same (N Din Dout multiply-adds each): half the threads take each
+    threads.parallel_row_pairs(input_gradient, dy_rows.shape[0], W.size, weight_gradient, d_out, x_rows.size)
     # The column sums as one matrix-vector product: BLAS, 3x faster than sum(axis=0) here.
     db = xp.ones(dy_rows.shape[0], dtype=dy_rows.dtype) @ dy_rows if cache["has_bias"] else None
     return dx_rows.reshape(x.shape), dW, db

@@ -112,6 +112,7 @@ import npformer
 from npformer import ops, optim, threads, training
 from npformer.models import Transformer, TransformerConfig
 after_import = blas()
+assert not __import__("npformer.allocator").allocator._done, "importing must not change the allocator"
 threads.set_threads(2)
 model = Transformer(TransformerConfig(src_vocab=40, tgt_vocab=40, d_model=64, n_heads=4, d_ff=128,
                                       n_layers=1, dropout=0.0), seed=0)
@@ -119,6 +120,8 @@ rng = numpy.random.default_rng(0)
 src, tgt = rng.integers(4, 40, (64, 20)), rng.integers(4, 40, (64, 21))
 with ops.using("fast"):
     training.train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optim.Adam(model))
+from npformer import allocator
+assert allocator._done, "the first training step tells glibc to keep freed memory (npformer.allocator)"
 print(before, after_import, blas(), "matplotlib" in __import__("sys").modules)
 """
     env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")

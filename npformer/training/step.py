@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .. import ops
+from .. import allocator, ops
 from ..optim import clip_grad_norm
 from ..tokens import PAD_ID
 
@@ -59,6 +59,7 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
     A non-finite loss skips the update (nothing is changed) and is returned as it is,
     so that the caller can stop and keep its last good checkpoint.
     """
+    allocator.keep_freed_memory()  # once per process: each step reuses the last one's memory
     positions = None
     if only_counted_targets and ignore_index is not None:
         if not hasattr(model, "forward_positions"):

@@ -22,10 +22,8 @@ In one run it measures:
 
 The two frameworks are measured alternately, ``rounds`` times each, and each keeps its
 fastest step time: the machine's speed drifts, and drift should hit both alike. Each
-measurement first runs ``WARMUP_STEPS`` untimed steps: the first steps of a process are
-slower while the C allocator adapts to the step's array sizes (measured on a 2-core Intel
-Xeon: npformer's first five steps 1.2-1.9x its later ones, PyTorch's first two), and a
-training run lives in the later ones.
+measurement first runs ``WARMUP_STEPS`` untimed steps (the first step of a process sets up
+its arrays, thread pools and caches).
 
 Every (framework, preset) runs in a fresh subprocess, so that its peak resident memory
 (``ru_maxrss``, above the process's size before the first step) is its own.
@@ -127,8 +125,8 @@ def step_flops(preset: dict) -> int:
     return 3 * sum(row.forward_flops for row in rows)
 
 
-# Untimed steps before the timed ones, for both frameworks (see the module docstring).
-WARMUP_STEPS = 5
+# Untimed steps before the timed ones, for both frameworks.
+WARMUP_STEPS = 2
 
 
 def real_token_flops(preset: dict, batches: list) -> float:
@@ -445,13 +443,14 @@ def run(presets: list[str], steps: int = 10, with_torch: bool | None = None,
 
 def profile_table(name: str, entry: dict, peak: float) -> str:
     """The profile of one preset's step as lines: milliseconds and share of the step per family,
-    and the floor: the step's matrix-product FLOPs at the GEMM peak."""
+    and the floor: the matrix-product FLOPs of the real tokens (of the padded batch when the entry
+    has no count of them) at the GEMM peak."""
     profile = entry["profile"]
     total = profile["seconds_per_step"]
     lines = [f"where the {name} step goes ({1000 * total:.1f} ms in the profiled steps):"]
     for family, seconds in sorted(profile["families"].items(), key=lambda item: -item[1]):
         lines.append(f"  {100 * seconds / total:5.1f}%  {1000 * seconds:7.1f} ms  {family}")
-    floor = entry["flops_per_step"] / (peak * 1e9)
-    lines.append(f"  every matrix product of the step at the GEMM peak would take {1000 * floor:.1f} ms "
+    floor = entry.get("real_token_flops_per_step", entry["flops_per_step"]) / (peak * 1e9)
+    lines.append(f"  every matrix product of the real tokens at the GEMM peak would take {1000 * floor:.1f} ms "
                  f"({100 * floor / total:.0f}% of the step)")
     return "\n".join(lines)

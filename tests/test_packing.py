@@ -152,3 +152,17 @@ def test_the_training_step_runs_packed_in_float32():
                         optim.Adam(model), only_counted_targets=True)
     assert np.isfinite(result.loss)
     assert all(grad.dtype == np.float32 for grad in model.grads().values())
+
+
+def test_a_subclass_that_changes_the_embedding_is_packed_after_it():
+    """``_embed`` runs on the padded ids and is packed after it, so a subclass that changes it (lesson
+    05's learned positions) trains through the packed step with its own embedding."""
+
+    class DoubledPositions(Transformer):
+        def _embed(self, ids, table, dropout, start=0):
+            x = table.forward(ids) * self.embed_scale
+            return dropout.forward(x + 2.0 * self.positions[start:start + ids.shape[1]])
+
+    config = TransformerConfig(src_vocab=11, tgt_vocab=13, d_model=8, n_heads=2, d_ff=12, n_layers=1, dropout=0.0)
+    src, tgt = sentence_pairs(np.random.default_rng(6), 3, 5, 5, [5, 2, 0], [4, 1, 2])
+    assert_packed_equals_padded(DoubledPositions(config, seed=3, dtype=np.float64), src, tgt)

@@ -119,16 +119,10 @@ class Transformer(Module):
         """The block that owns the target table: ``tgt_embed``, or ``src_embed`` when shared."""
         return self.src_embed if self.config.share_embeddings else self.tgt_embed
 
-    def _embed(self, ids: Any, table: Embedding, dropout: Dropout, start: int = 0,
-               packing: Packing | None = None) -> Any:
-        """``table(ids) * sqrt(D) + PE[start : start + T]``, then dropout: ``(B, T, D)``. With
-        ``packing``, the real tokens only, each with the position it has in its sentence: ``(1, N, D)``."""
-        if packing is None:
-            x = table.forward(ids) * self.embed_scale
-            x += self.positions[start:start + ids.shape[1]]
-        else:
-            x = table.forward(packing.pack(ids)) * self.embed_scale          # (1, N, D)
-            x += self.positions[packing.time_index]
+    def _embed(self, ids: Any, table: Embedding, dropout: Dropout, start: int = 0) -> Any:
+        """``table(ids) * sqrt(D) + PE[start : start + T]``, then dropout."""
+        x = table.forward(ids) * self.embed_scale
+        x += self.positions[start:start + ids.shape[1]]
         return dropout.forward(x)
 
     def _embed_backward(self, d: Any, table: Embedding, dropout: Dropout) -> None:
@@ -141,8 +135,8 @@ class Transformer(Module):
         With ``packing`` (of the source's real tokens), ``memory`` is packed: ``(1, Ns, D)``."""
         check_token_ids("Transformer", "src_ids", src_ids, self.config.max_len)
         src_mask = ops.padding_mask(src_ids, PAD_ID)
-        x = self._embed(src_ids, self.src_embed, self.src_dropout, packing=packing)
-        return self.encoder.forward(x, src_mask, packing), src_mask
+        x = self._embed(src_ids, self.src_embed, self.src_dropout)
+        return self.encoder.forward(x if packing is None else packing.pack(x), src_mask, packing), src_mask
 
     def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
         """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``."""
@@ -158,7 +152,8 @@ class Transformer(Module):
             raise ValueError(f"Transformer: tgt_in_ids must have batch size {batch} "
                              f"(from the source), got {tgt_in_ids.shape[0]}")
         tgt_mask = ops.padding_mask(tgt_in_ids, PAD_ID) & ops.causal_mask(tgt_in_ids.shape[1])
-        x = self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout, packing=packing)
+        x = self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout)
+        x = x if packing is None else packing.pack(x)
         return self.decoder.forward(x, memory, tgt_mask, src_mask, packing, memory_packing)
 
     def forward(self, src_ids: Any, tgt_in_ids: Any) -> Any:
@@ -176,13 +171,15 @@ class Transformer(Module):
 
         * every position-wise layer (the projections, the feed-forward networks, layer norm,
           dropout, the residual additions) runs on the real tokens alone, packed side by side
-          (``nn.Packing``); attention unpacks them into the padded layout around its scores;
+          (``nn.Packing``) right after the embedding; attention unpacks them into the padded
+          layout around its scores;
         * only the chosen positions are projected onto the vocabulary, the largest product of a step.
 
         Padded positions never reach a real one, so the logits and, after ``backward``, every
         gradient are those of the padded ``forward`` up to rounding (``tests/test_packing.py``).
-        With dropout, the random masks are drawn over the packed shape, so they differ from the
-        padded pass's. ``backward(dlogits (N, V_tgt))`` follows it, as it follows ``forward``.
+        With dropout, the masks inside the layers are drawn over the packed shape, so they differ
+        from the padded pass's. The embedding (``_embed``, which a subclass may change) runs on
+        the padded ids, and its gradient comes back unpacked, zero at the padding. ``backward(dlogits (N, V_tgt))`` follows it, as it follows ``forward``.
         """
         check_token_ids("Transformer", "src_ids", src_ids, self.config.max_len)
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
@@ -200,7 +197,7 @@ class Transformer(Module):
     def backward(self, dlogits: Any) -> None:
         """Add the gradient of every parameter for upstream ``dlogits``: ``(B, Tt, V_tgt)`` after
         ``forward``, ``(N, V_tgt)`` after ``forward_positions``."""
-        d_src, d_tgt = self._backward_below_embeddings(dlogits)
+        d_src, d_tgt = self.backward_to_inputs(dlogits)
         self._embed_backward(d_tgt, self.tgt_embed, self.tgt_dropout)
         self._embed_backward(d_src, self.src_embed, self.src_dropout)
 

@@ -281,6 +281,32 @@ class WarmupCosineSchedule:
         return self.min_lr + (self.peak_lr - self.min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+class BudgetSchedule:
+    """Linear warm-up, then a cosine decay that reaches zero when the training budget is spent::
+
+        lr = peak_lr * min(1, step / warmup_steps) * (1 + cos(pi * spent)) / 2
+
+    ``spent`` is the share of the budget used before this step, from 0 to 1: in steps,
+    ``(step - 1) / total_steps``; in time, ``elapsed / allowed``. Under a fixed budget a rate that
+    lands at zero at its end trains better than one that is still high when the run is cut (Li
+    et al., 2020, "Budgeted training"); ``NoamSchedule`` is still at ``1 / sqrt(step)`` of its peak
+    then. A time budget cannot know its number of steps in advance, so it follows the clock,
+    which keeps it landing at zero even when evaluations or a busy machine slow some steps.
+    """
+
+    def __init__(self, peak_lr: float, warmup_steps: int) -> None:
+        if warmup_steps < 1:
+            raise ValueError(f"BudgetSchedule: warmup_steps must be >= 1, got {warmup_steps!r}")
+        self.peak_lr, self.warmup_steps = peak_lr, warmup_steps
+
+    def __call__(self, step: int, spent: float) -> float:
+        _check_step(step)
+        if not 0.0 <= spent <= 1.0:
+            raise ValueError(f"BudgetSchedule: spent must be in [0, 1], got {spent!r}")
+        warmup = min(1.0, step / self.warmup_steps)
+        return self.peak_lr * warmup * 0.5 * (1.0 + math.cos(math.pi * spent))
+
+
 class ConstantSchedule:
     """``lr(step) = lr`` for every step."""
 

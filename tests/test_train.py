@@ -34,7 +34,7 @@ def train_losses(folder):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("runs")
-    status = train(options(folder, "tiny", max_steps=150, eval_every=75, d_model=32, d_ff=64),
+    status = train(options(folder, "tiny", max_steps=150, eval_every=75, d_model=32, d_ff=64, warmup=50),
                    stream=io.StringIO())
     assert status == 0
     return os.path.join(str(folder), "tiny")
@@ -61,18 +61,34 @@ def test_a_run_folder_holds_config_vocabularies_checkpoint_metrics_and_curves(ti
     assert run.model.config.d_model == 32 and not run.model.training
 
 
-@pytest.mark.parametrize("unknown_words", [dict(), dict(unk_rate=0.3), dict(unk_rate=0.5, tokenizer="bpe", bpe_merges=100)])
-def test_resuming_reproduces_the_uninterrupted_losses_exactly(tmp_path, unknown_words):
+@pytest.mark.parametrize("unknown_words, schedule", [
+    (dict(), "budget"), (dict(unk_rate=0.3), "budget"), (dict(unk_rate=0.5, tokenizer="bpe", bpe_merges=100), "budget"),
+    (dict(), "noam")])
+def test_resuming_reproduces_the_uninterrupted_losses_exactly(tmp_path, monkeypatch, unknown_words, schedule):
     """200 training pairs make epochs of a few batches, so the 40 steps cross epoch
     boundaries and the resumption lands inside a later epoch. With ``unk_rate`` the words
     made unknown (<unk>, or invented words with BPE) are drawn anew each epoch, and a resumed
-    run draws the same ones."""
-    small = dict(max_pairs=200, dropout=0.3, **unknown_words)
+    run draws the same ones. The run is stopped by Ctrl-C (sent by its 23rd step) and resumed with
+    the same budget, so the budget schedule's learning rates are the same too."""
+    from npformer.tasks.translation import trainer as trainer_module
+
+    small = dict(max_pairs=200, dropout=0.3, schedule=schedule, **unknown_words)
     assert train(options(tmp_path, "straight", max_steps=40, **small), stream=io.StringIO()) == 0
-    assert train(options(tmp_path, "resumed", max_steps=23, **small), stream=io.StringIO()) == 0
+    real_step, calls = trainer_module.train_step, []
+
+    def pressed_during_step_23(*args, **kwargs):
+        calls.append(True)
+        if len(calls) == 23:
+            os.kill(os.getpid(), signal.SIGINT)  # the first press: stop after this step
+            time.sleep(0.05)
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "train_step", pressed_during_step_23)
+    assert train(options(tmp_path, "resumed", max_steps=40, **small), stream=io.StringIO()) == 130
+    monkeypatch.setattr(trainer_module, "train_step", real_step)
     log = io.StringIO()
     assert train(options(tmp_path, "resumed", max_steps=40, resume=True, **small), stream=log) == 0
-    assert "resuming" in log.getvalue()
+    assert "resuming" in log.getvalue() and "at step 23" in log.getvalue()
     straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
     assert sorted(resumed) == list(range(1, 41))
     with open(tmp_path / "straight" / "metrics.jsonl", encoding="utf-8") as file:
@@ -335,3 +351,50 @@ def test_the_step_projects_only_real_targets_and_equals_the_textbook_step(label_
                                backend.to_numpy(logits[keep]), rtol=1e-12, atol=1e-14)
     with pytest.raises(TypeError, match="only_counted_targets needs a model with forward_positions"):
         train_step(object(), (src, tgt_in), tgt_out, recorder, ignore_index=PAD_ID, only_counted_targets=True)
+
+
+def test_the_budget_schedule_warms_up_and_lands_at_zero():
+    from npformer import optim
+
+    schedule = optim.BudgetSchedule(peak_lr=2e-3, warmup_steps=10)
+    assert schedule(5, 0.0) == pytest.approx(1e-3)  # half-way through the warm-up
+    assert schedule(10, 0.0) == pytest.approx(2e-3)  # the peak
+    assert schedule(500, 0.5) == pytest.approx(1e-3)  # half the budget spent: half the peak
+    assert schedule(1000, 1.0) == pytest.approx(0.0, abs=1e-18)  # the budget spent: zero
+    with pytest.raises(ValueError, match="spent must be in"):
+        schedule(3, 1.5)
+
+
+@pytest.mark.parametrize("schedule", ["budget", "noam"])
+def test_the_learning_rate_at_the_last_step_of_a_budget(tmp_path, schedule):
+    """``--schedule budget`` (the default) ends a 40-step budget at a learning rate near zero; the
+    paper's ``noam`` is still at ``lr * sqrt(warmup / step)`` there."""
+    status = train(options(tmp_path, schedule, max_steps=40, warmup=10, log_every=1, schedule=schedule),
+                   stream=io.StringIO())
+    assert status == 0
+    with open(tmp_path / schedule / "metrics.jsonl", encoding="utf-8") as file:
+        rates = {r["step"]: r["lr"] for r in map(json.loads, file) if r["kind"] == "train"}
+    if schedule == "budget":
+        assert rates[10] == pytest.approx(2e-3 * 0.5 * (1 + np.cos(np.pi * 9 / 40)))
+        assert rates[40] < 2e-3 * 0.01
+    else:
+        assert rates[40] == pytest.approx(2e-3 * np.sqrt(10 / 40))
+
+
+def test_average_last_makes_the_final_model_the_mean_of_the_last_snapshots(tmp_path):
+    """``--average-last 3`` with evaluations at steps 10, 20, 30 and a last step 35: the final model is
+    the mean of the parameters at 20, 30 and 35, and metrics.jsonl holds both validations."""
+    from npformer.training import Snapshots, checkpoint as checkpoints
+
+    status = train(options(tmp_path, "avg", max_steps=35, eval_every=10, average_last=3), stream=io.StringIO())
+    assert status == 0
+    folder = tmp_path / "avg"
+    snapshots = Snapshots(str(folder / "snapshots.npz"), 3)
+    assert snapshots.steps == [20, 30, 35]
+    arrays = checkpoints._read_arrays(str(folder / "checkpoint.npz"))
+    for key, mean in snapshots.mean().items():
+        np.testing.assert_allclose(arrays[f"param/{key}"], mean, rtol=1e-6, atol=1e-7, err_msg=key)
+        assert not np.array_equal(mean, snapshots.params[-1][key]) or key.endswith(".b")
+    with open(folder / "metrics.jsonl", encoding="utf-8") as file:
+        average = [r for r in map(json.loads, file) if r["kind"] == "average"]
+    assert average and average[0]["steps"] == [20, 30, 35] and "valid_loss" in average[0]["averaged"]

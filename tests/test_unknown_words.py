@@ -267,3 +267,21 @@ def test_a_bpe_trainer_with_one_vocabulary_per_language_never_makes_unk(tmp_path
     examples = trainer.epoch_examples()
     changed = sum(example != original for example, original in zip(examples, trainer.train_examples))
     assert changed >= 300 and not any(UNK_ID in src + tgt for src, tgt in examples)
+
+
+def test_a_known_english_word_is_translated_never_copied():
+    """A target ``<unk>`` copies only a number, a name, or a word the source vocabulary does not know
+    either (``Translator.copyable``); a sentence with none of them never writes ``<unk>``."""
+    import npformer
+    from npformer.tasks.translation import Translator
+
+    translator = Translator.from_run(npformer.pretrained("toy"))
+    typed, read = translator.source_tokens("The cat sees Zorvan and 42 dogs, and I see it")
+    flags = dict(zip(typed, translator.copyable(typed, read)))
+    assert flags["Zorvan"] and flags["42"], flags  # a name, a number
+    assert not flags["The"] and not flags["cat"] and not flags["I"] and not flags["dogs"], flags
+    for beam in (1, 3):
+        for found in translator.translations(["the cat sees the dog.", "the black cat eats the apple."], beam):
+            assert 3 not in found.output_ids and not found.copies, (found.text, found.output_tokens)
+        named = translator.translations(["the cat sees Zorvan."], beam)[0]
+        assert all(translator.copyable(named.source_typed, named.source_read)[at] for at in named.copies.values())

@@ -45,6 +45,10 @@ HELP = {
     "token_budget": "padded tokens per batch",
     "lr": "peak learning rate",
     "warmup": "warm-up steps",
+    "schedule": "learning rate: budget = warm-up, then a cosine decay to zero at the end of --max-steps or "
+                "--minutes (whichever is spent first); noam = the paper's warm-up and 1/sqrt(step) decay",
+    "average_last": "the final model is the mean of the parameters at the last N evaluation points and the "
+                    "last step (as in the paper); 1 keeps the last step's",
     "clip": "gradient-norm clip",
     "eval_every": "steps between evaluations",
     "eval_sentences": "validation BLEU sample size",
@@ -57,7 +61,7 @@ FLAGS = {"n_layers": "--layers", "n_heads": "--heads", "beam_size": "--beam"}
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     from ..tasks.translation import PRESETS, TrainOptions
-    from ..tasks.translation.options import DEFAULT_STEPS, TOKENIZERS
+    from ..tasks.translation.options import DEFAULT_STEPS, SCHEDULES, TOKENIZERS
 
     parser = commands.add_parser(
         "train", help="train an English -> French translator",
@@ -66,7 +70,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "--resume continues.")
     add_arguments(parser, TrainOptions, {**HELP, "max_steps": HELP["max_steps"].format(steps=DEFAULT_STEPS)},
                   flags=FLAGS, choices={"preset": tuple(PRESETS), "norm": ("post", "pre"),
-                                        "activation": ("relu", "gelu"), "tokenizer": TOKENIZERS})
+                                        "activation": ("relu", "gelu"), "tokenizer": TOKENIZERS,
+                                        "schedule": SCHEDULES})
     add_ops_arguments(parser, "train on your own ops")
     parser.set_defaults(handler=run)
 

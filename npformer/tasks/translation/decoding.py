@@ -21,20 +21,31 @@ from typing import Any
 from ... import backend, ops, threads
 from ...backend import xp
 from ...models import Transformer
-from ...tokens import BOS_ID, EOS_ID, PAD_ID
+from ...tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from .attention_record import AttentionRecord
 
 NEVER_OUTPUT = (PAD_ID, BOS_ID)  # no target sequence holds them: a search never produces them
 
 
-def _next_logits(model: Transformer, cache: Any, tokens: Any, record: AttentionRecord | None) -> Any:
-    """One ``decode_step``, with the tokens no translation contains ruled out (and its attention
-    kept in ``record``)."""
+def _next_logits(model: Transformer, cache: Any, tokens: Any, record: AttentionRecord | None,
+                 no_unk: Any = None) -> Any:
+    """One ``decode_step``, with the tokens no translation contains ruled out, and ``<unk>`` in the
+    rows where ``no_unk`` (boolean, one per row) is True (and its attention kept in ``record``)."""
     logits = model.decode_step(cache, tokens)
     if record is not None:
         record.read_step(model)
     logits[:, list(NEVER_OUTPUT)] = -xp.inf
+    if no_unk is not None:
+        logits[no_unk, UNK_ID] = -xp.inf
     return logits
+
+
+def _rows_without_unk(unk_allowed: Any, copies: int = 1) -> Any:
+    """The boolean row mask of ``_next_logits`` from one flag per source (each row repeated ``copies``
+    times, one per beam); None when every source may write ``<unk>``."""
+    if unk_allowed is None:
+        return None
+    return xp.repeat(~xp.asarray(unk_allowed, dtype=bool), copies)
 
 
 def _strip(rows: Any) -> list[list[int]]:
@@ -53,22 +64,25 @@ def _strip(rows: Any) -> list[list[int]]:
 
 @ops.holding_blas
 def greedy_decode(model: Transformer, src_ids: Any, max_len: int,
-                  record: AttentionRecord | None = None) -> list[list[int]]:
+                  record: AttentionRecord | None = None, unk_allowed: Any = None) -> list[list[int]]:
     """The most probable next token at each step. Returns one id list per source (no <eos>).
 
     ``record``: an ``AttentionRecord`` that keeps every step's attention (row ``b``: source ``b``).
+    ``unk_allowed``: one flag per source; where False, ``<unk>`` is never written (the best known
+    token is); None allows it everywhere.
     The model runs in eval mode and is put back in the mode it had.
     """
     batch = src_ids.shape[0]
     tokens = xp.full(batch, BOS_ID, dtype=xp.int64)
     finished = xp.zeros(batch, dtype=bool)
+    no_unk = _rows_without_unk(unk_allowed)
     outputs = []
     with model.evaluating():
         cache = model.start_decoding(src_ids, max_len=max_len)
         if record is not None:
             record.read_encoder(model)
         for _ in range(max_len):
-            tokens = _next_logits(model, cache, tokens, record).argmax(axis=-1)
+            tokens = _next_logits(model, cache, tokens, record, no_unk).argmax(axis=-1)
             tokens = xp.where(finished, PAD_ID, tokens)
             outputs.append(tokens)
             finished |= tokens == EOS_ID
@@ -109,11 +123,13 @@ def top_k_log_probs(logits: Any, k: int) -> tuple[Any, Any]:
 
 @ops.holding_blas
 def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
-                length_penalty: float = 0.6, record: AttentionRecord | None = None) -> list[list[int]]:
+                length_penalty: float = 0.6, record: AttentionRecord | None = None,
+                unk_allowed: Any = None) -> list[list[int]]:
     """Beam search with the GNMT length penalty. Returns one id list per source (no <eos>).
 
     ``record``: an ``AttentionRecord`` that keeps every step's attention and the beams kept; the
-    chosen translation of source ``b`` is its row ``record.final_rows[b]``.
+    chosen translation of source ``b`` is its row ``record.final_rows[b]``. ``unk_allowed``: as
+    for ``greedy_decode``.
     The model runs in eval mode and is put back in the mode it had.
     """
     if beam_size < 1:
@@ -130,10 +146,11 @@ def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
         finished = xp.zeros(batch * beams, dtype=bool)
         lengths = xp.zeros(batch * beams, dtype=xp.int64)
         history = xp.zeros((batch * beams, 0), dtype=xp.int64)
+        no_unk = _rows_without_unk(unk_allowed, beams)
         for _ in range(max_len):
             # The k best of beams x vocab continuations hold at most k of any one beam, so each
             # beam offers only its own k best tokens: k x k candidates per sentence, not k x V.
-            top_tokens, top_log_probs = top_k_log_probs(_next_logits(model, cache, tokens, record), beams)
+            top_tokens, top_log_probs = top_k_log_probs(_next_logits(model, cache, tokens, record, no_unk), beams)
             # A finished beam can only continue with <pad>, at no cost: its score stays.
             top_tokens[finished, 0], top_log_probs[finished, 0], top_log_probs[finished, 1:] = PAD_ID, 0.0, -xp.inf
             offered = top_tokens.shape[1]

@@ -18,6 +18,9 @@ from ..checks import check_option
 PRESETS = {name: dict(MODEL_PRESETS[name]) for name in ("tiny", "small", "base")}
 DEFAULT_STEPS = 900  # the default run on the embedded corpus: steps, not minutes, so every machine agrees
 TOKENIZERS = ("word", "bpe")
+# "budget": warm-up, then a cosine decay to zero at the end of the budget (optim.BudgetSchedule);
+# "noam": the paper's warm-up and 1 / sqrt(step) decay, scaled to peak at lr (optim.NoamSchedule).
+SCHEDULES = ("budget", "noam")
 MODEL_OVERRIDES = ("d_model", "n_layers", "n_heads", "d_ff", "norm", "activation", "tie_embeddings",
                    "share_embeddings")
 
@@ -57,6 +60,8 @@ class TrainOptions:
     token_budget: int = 2048
     lr: float = 2e-3  # the peak of the warm-up schedule
     warmup: int = 300
+    schedule: str = "budget"
+    average_last: int = 1  # the final model: the mean of the parameters at the last N evaluation points
     clip: float = 1.0
     minutes: float | None = None  # a wall-clock budget; it makes the result depend on the machine
     max_steps: int | None = None  # None (and no minutes): DEFAULT_STEPS on the toy corpus, 30 minutes with data
@@ -96,6 +101,8 @@ class TrainOptions:
             kind = typing.get_args(hints[option.name]) or (hints[option.name],)
             if (int in kind or float in kind) and bool not in kind:
                 check_option(option.name, value)
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.tokenizer not in TOKENIZERS:
             raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.joint_vocab and self.tokenizer != "bpe":

@@ -45,8 +45,8 @@ from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, check_splits, copy_li
                      toy_corpus, WordInventor)
 from ...models import Transformer, TransformerConfig
 from ...tokens import PAD_ID
-from ...training import (CheckpointError, generator_state, graceful_interrupts, load_checkpoint, save_checkpoint,
-                         set_generator_state, train_step)
+from ...training import (CheckpointError, Snapshots, generator_state, graceful_interrupts, load_checkpoint,
+                         save_checkpoint, set_generator_state, train_step)
 from ...viz import close, training_curves
 from ..checks import check_folder_can_be_created
 from .evaluation import metrics_line, test_bleu, validate
@@ -163,8 +163,12 @@ class Trainer:
         self.model = Transformer(self.model_config, seed=options.seed)
         self.optimizer = optim.Adam(self.model, lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         d_model = self.model_config.d_model
-        factor = options.lr * math.sqrt(d_model * options.warmup)  # peak = lr
-        self.schedule = optim.NoamSchedule(d_model, options.warmup, factor=factor)
+        if options.schedule == "noam":
+            noam = optim.NoamSchedule(d_model, options.warmup, factor=options.lr * math.sqrt(d_model * options.warmup))
+            self.learning_rate = lambda step, spent: noam(step)       # peak = lr, at step = warmup
+        else:
+            self.learning_rate = optim.BudgetSchedule(options.lr, options.warmup)   # zero when the budget is spent
+        self.snapshots = Snapshots(self.run_folder.path("snapshots.npz"), options.average_last)
         self.data_rng = numpy.random.default_rng(options.seed)
         self.translator = Translator.for_config(self.model, src_vocab, tgt_vocab, config)
 
@@ -188,6 +192,23 @@ class Trainer:
         """A checkpoint of the model, the optimizer and ``position`` (where the loop stands)."""
         meta = {**position, "dropout_rng_state": generator_state(self.model.dropout_rng)}
         save_checkpoint(self.run_folder.checkpoint, self.model, self.optimizer, meta)
+
+    def _average(self, step: int) -> None:
+        """The final model: the mean of the last ``average_last`` snapshots (the evaluation points and
+        this last step), with the validation of both in ``metrics.jsonl``."""
+        self.snapshots.take(self.model, step)
+        if len(self.snapshots.steps) < 2:
+            return
+        last, _ = validate(self.translator, self.valid_examples, self.valid_pairs, self.options.token_budget,
+                           self.options.eval_sentences)
+        self.snapshots.load_mean_into(self.model)
+        averaged, _ = validate(self.translator, self.valid_examples, self.valid_pairs, self.options.token_budget,
+                               self.options.eval_sentences)
+        self._record({"kind": "average", "step": step, "steps": self.snapshots.steps,
+                      "last": last, "averaged": averaged})
+        self.log(f"the final model is the mean of the parameters at steps {self.snapshots.steps}: validation loss "
+                 f"{last['valid_loss']:.3f} -> {averaged['valid_loss']:.3f}, BLEU on {self.options.eval_sentences} "
+                 f"sentences {last['valid_bleu']:.1f} -> {averaged['valid_bleu']:.1f}")
 
     def _record(self, record: dict) -> None:
         with open(self.run_folder.path("metrics.jsonl"), "a", encoding="utf-8") as metrics:
@@ -253,9 +274,18 @@ class Trainer:
         max_steps, minutes = options.budget()
         started, elapsed_before, tokens_seen = time.perf_counter(), position["elapsed_seconds"], 0
 
+        def spent() -> float:
+            """The share of the budget used so far: of the steps, or of the time (the run's whole time,
+            resumed sessions included), whichever is further."""
+            shares = [0.0]
+            if max_steps is not None:
+                shares.append(position["step"] / max_steps)
+            if minutes is not None:
+                shares.append((elapsed_before + time.perf_counter() - started) / (60 * minutes))
+            return min(max(shares), 1.0)
+
         def out_of_budget() -> bool:
-            return ((max_steps is not None and position["step"] >= max_steps)
-                    or (minutes is not None and time.perf_counter() - started >= 60 * minutes))
+            return spent() >= 1.0
 
         interactive = hasattr(self.stream, "isatty") and self.stream.isatty()
         bar = tqdm(total=max_steps, initial=position["step"], file=self.stream, unit="step",
@@ -268,7 +298,7 @@ class Trainer:
             batches = make_batches(self.epoch_examples(), options.token_budget, self.data_rng)
             while position["batch_index"] < len(batches) and not out_of_budget() and not stop.requested:
                 batch = batches[position["batch_index"]]
-                self.optimizer.lr = self.schedule(position["step"] + 1)
+                self.optimizer.lr = self.learning_rate(position["step"] + 1, spent())
                 result = train_step(self.model, (backend.asarray(batch.src), backend.asarray(batch.tgt_in)),
                                     backend.asarray(batch.tgt_out), self.optimizer, ignore_index=PAD_ID,
                                     label_smoothing=self.model_config.label_smoothing, max_norm=options.clip,
@@ -296,6 +326,7 @@ class Trainer:
                     self._record({**record, "step": step})
                     bar.write(f"step {step}: " + "\n".join(lines), file=self.stream)
                     position["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
+                    self.snapshots.take(self.model, step)
                     self.save(position)
                     self._plot()
             if position["batch_index"] >= len(batches):
@@ -303,6 +334,8 @@ class Trainer:
                                 epoch_rng_state=generator_state(self.data_rng))
         bar.close()
         position["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
+        if not stop.requested and self.options.average_last > 1:
+            self._average(position["step"])
         self.save(position)
         if not stop.requested and minutes is not None and (max_steps is None or position["step"] < max_steps):
             self.log(f"stopping: the time budget of {minutes:g} minutes is spent, at step {position['step']}")

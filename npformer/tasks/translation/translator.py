@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy
 from tqdm.auto import tqdm
 
 from ... import backend
@@ -34,10 +35,14 @@ class Translator:
     gets one, so "I like the dog" is read as "i like the dog.".
     ``Translator.from_run(run)`` takes both from the run's ``config.json``.
 
-    A target ``<unk>`` is replaced by the source word (as typed) that the last
-    cross-attention layer (averaged over heads) attended to most when the decoder produced it,
-    so names and other unknown words pass through instead of printing ``<unk>``;
-    ``unknown_words`` lists them, and ``Translation.copies`` says what was copied from where.
+    **What ``<unk>`` copies.** A target ``<unk>`` is replaced by a source word (as typed): of the
+    words that may be copied (``copyable``: a number, a name, or a word the source vocabulary does
+    not know either), the one that the last cross-attention layer (averaged over heads) attended to
+    most when the decoder produced it. So names and other unknown words pass through instead of
+    printing ``<unk>``, and a word the model knows in English is translated, never copied into
+    the French: in a sentence with nothing to copy, the search may not write ``<unk>`` at all and
+    takes the best known token instead. ``unknown_words`` lists the unknown words, and
+    ``Translation.copies`` says what was copied from where.
     """
 
     def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -77,6 +82,22 @@ class Translator:
             unknown.update((word, None) for word, token in zip(typed, read) if UNK_ID in self.src_vocab.encode([token]))
         return list(unknown)
 
+    def copyable(self, typed: list[str], read: list[str]) -> list[bool]:
+        """Which words of a source (as typed, as read) a target ``<unk>`` may copy: a number (a word
+        with a digit), a name (a capital letter, and a lower-case form the vocabulary does not know:
+        "Tom", "Zorvan", not "The" at the start of a sentence; "I" is not a name), or a word the
+        source vocabulary does not know either. Any other word the model knows and should
+        translate: copying it would put English into the French ("halves" -> "halves")."""
+        def known(word: str) -> bool:
+            return UNK_ID not in self.src_vocab.encode([word])
+
+        flags = []
+        for typed_word, read_word in zip(typed, read):
+            number = any(character.isdigit() for character in typed_word)
+            name = typed_word[:1].isupper() and typed_word != "I" and not known(typed_word.lower())
+            flags.append(number or name or not known(read_word))
+        return flags
+
     def translate(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = 0.6,
                   batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[str]:
         """The translations of ``sentences`` as strings, in order (``translations(...)``'s texts)."""
@@ -113,8 +134,9 @@ class Translator:
             word_index += [index] * len(pieces)
             labels += [typed_word] if len(pieces) == 1 else [piece_label(piece) for piece in pieces]
         limit = self.model.config.max_len
+        copyable_words = self.copyable(typed, read)
         return {"typed": typed, "read": read, "ids": ids[:limit], "word_index": word_index[:limit],
-                "labels": labels[:limit]}
+                "labels": labels[:limit], "copyable": [copyable_words[index] for index in word_index[:limit]]}
 
     def _translate_batch(self, sentences: list[str], beam_size: int, length_penalty: float,
                          max_len: int | None) -> list[Translation]:
@@ -123,10 +145,12 @@ class Translator:
         longest = max(len(source["ids"]) for source in sources)
         max_len = min(max_len or 2 * longest + 10, self.model.config.max_len)
         record = AttentionRecord()
+        unk_allowed = backend.asarray([any(source["copyable"]) for source in sources])  # else never <unk>
         if beam_size == 1:
-            hypotheses = greedy_decode(self.model, src, max_len, record=record)
+            hypotheses = greedy_decode(self.model, src, max_len, record=record, unk_allowed=unk_allowed)
         else:
-            hypotheses = beam_search(self.model, src, beam_size, max_len, length_penalty, record=record)
+            hypotheses = beam_search(self.model, src, beam_size, max_len, length_penalty, record=record,
+                                     unk_allowed=unk_allowed)
         final_rows = record.final_rows or list(range(len(sentences)))
         return [self._result(sentence, source, ids, record, row, index, max_len)
                 for index, (sentence, source, ids, row) in enumerate(zip(sentences, sources, hypotheses, final_rows))]
@@ -140,9 +164,10 @@ class Translator:
         copied_tokens, copies = list(tokens), {}
         if UNK_ID in output_ids:
             looked_at = attention["cross"][-1].mean(axis=0)  # last layer, heads averaged: (Tt, Ts)
+            may_copy = numpy.array(source["copyable"])      # (Ts,): the words an <unk> may copy
             for position, token_id in enumerate(output_ids):
                 if token_id == UNK_ID:
-                    copies[position] = int(looked_at[position].argmax())
+                    copies[position] = int(numpy.where(may_copy, looked_at[position], -numpy.inf).argmax())
                     word = source["typed"][source["word_index"][copies[position]]]
                     copied_tokens[position] = self.tgt_vocab.whole_word(word)
         text = detokenize(self.tgt_vocab.join(copied_tokens), self.tgt_lang)

@@ -1,0 +1,90 @@
+"""Score a Tatoeba run on its whole test split with sacreBLEU (the reference implementation).
+
+    python benchmarks/test_split_bleu.py RUN_FOLDER [--beam 4] [--json out.json] [--snapshot STEP]
+
+Translates every distinct English sentence of the run's ``test.tsv`` once, greedy and with beam
+search, and scores the translations of all test pairs: corpus BLEU with one reference per pair
+(sacreBLEU's default 13a tokenisation) and chrF, and BLEU with all of a sentence's French
+translations as references. It also counts the outputs that hold an English word: a word of the
+output that the run's English vocabulary knows, that the French one does not, and that is not a
+name or a number (no capital letter, no digit); ``--examples`` prints some.
+
+``--snapshot STEP`` scores the parameters kept at that step in ``snapshots.npz`` (``--average-last``)
+instead of the final model, to measure what averaging buys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections import defaultdict
+
+import numpy
+
+
+def english_words(text: str, english: set, french: set) -> list[str]:
+    words = re.findall(r"[^\W\d_]+", text)
+    return [word for word in words if word.islower() and word in english and word not in french]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run")
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--json")
+    parser.add_argument("--snapshot", type=int)
+    parser.add_argument("--examples", type=int, default=0)
+    parser.add_argument("--greedy-only", action="store_true")
+    args = parser.parse_args()
+
+    import sacrebleu
+
+    from npformer.tasks.translation import Translator, load_run
+    from npformer.training import Snapshots
+
+    run = load_run(args.run)
+    if args.snapshot is not None:
+        snapshots = Snapshots(os.path.join(args.run, "snapshots.npz"), keep=1000)
+        run.model.load_state_dict(snapshots.params[snapshots.steps.index(args.snapshot)])
+    translator = Translator.from_run(run)
+    with open(os.path.join(args.run, "test.tsv"), encoding="utf-8") as file:
+        pairs = [line.rstrip("\n").split("\t")[:2] for line in file if line.strip()]
+    references = defaultdict(list)
+    for source, target in pairs:
+        references[source].append(target)
+    sources = list(references)
+    english = {token for token in translator.src_vocab.index}
+    french = {token for token in translator.tgt_vocab.index}
+    results = {"run": args.run, "snapshot": args.snapshot, "pairs": len(pairs), "distinct_sources": len(sources),
+               "date": time.strftime("%Y-%m-%d")}
+    for name, beam in [("greedy", 1)] + ([] if args.greedy_only else [(f"beam{args.beam}", args.beam)]):
+        started = time.perf_counter()
+        translated = dict(zip(sources, translator.translate(sources, beam_size=beam, progress=True)))
+        seconds = time.perf_counter() - started
+        hypotheses = [translated[source] for source, _ in pairs]
+        single = sacrebleu.corpus_bleu(hypotheses, [[target for _, target in pairs]])
+        chrf = sacrebleu.corpus_chrf(hypotheses, [[target for _, target in pairs]])
+        most = max(len(refs) for refs in references.values())
+        multi = sacrebleu.corpus_bleu([translated[source] for source in sources],
+                                      [[references[source][k] if k < len(references[source]) else None
+                                        for source in sources] for k in range(most)])
+        leaked = {source: english_words(translated[source], english, french) for source in sources}
+        leaked = {source: words for source, words in leaked.items() if words}
+        results[name] = {"bleu": round(single.score, 2), "chrf": round(chrf.score, 2),
+                         "bleu_all_references": round(multi.score, 2), "seconds": round(seconds, 1),
+                         "outputs_with_english_words": len(leaked), "signature": str(single)}
+        print(name, json.dumps(results[name]), flush=True)
+        for source in list(leaked)[: args.examples]:
+            print(f"  {source} -> {translated[source]}  {leaked[source]}")
+    print(json.dumps(results, indent=1))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump(results, file, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,11 +6,13 @@ Translates every distinct English sentence of the run's ``test.tsv`` once, greed
 search, and scores the translations of all test pairs: corpus BLEU with one reference per pair
 (sacreBLEU's default 13a tokenisation) and chrF, and BLEU with all of a sentence's French
 translations as references. It also counts the outputs that hold an English word: a word of the
-output that the run's English vocabulary knows, that the French one does not, and that is not a
-name or a number (no capital letter, no digit); ``--examples`` prints some.
+output of two letters or more that the run's English vocabulary knows, that the French one does
+not, and that is not a name or a number (no capital letter, no digit; the French tokenizer keeps
+"m'" whole, so the letter "m" alone is not counted); ``--examples`` prints some.
 
 ``--snapshot STEP`` scores the parameters kept at that step in ``snapshots.npz`` (``--average-last``)
-instead of the final model, to measure what averaging buys.
+instead of the final model, and ``--mean-of N`` the mean of the last N kept, to measure what
+averaging buys; ``--valid`` scores the validation split instead (to choose N without the test).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy
 
 def english_words(text: str, english: set, french: set) -> list[str]:
     words = re.findall(r"[^\W\d_]+", text)
-    return [word for word in words if word.islower() and word in english and word not in french]
+    return [word for word in words if len(word) > 1 and word.islower() and word in english and word not in french]
 
 
 def main() -> None:
@@ -39,6 +41,10 @@ def main() -> None:
     parser.add_argument("--snapshot", type=int)
     parser.add_argument("--examples", type=int, default=0)
     parser.add_argument("--greedy-only", action="store_true")
+    parser.add_argument("--mean-of", type=int)
+    parser.add_argument("--valid", action="store_true")
+    parser.add_argument("--copy-any", action="store_true",
+                        help="the rule before issue 36: <unk> copies whatever source word it attends to most")
     args = parser.parse_args()
 
     import sacrebleu
@@ -47,11 +53,17 @@ def main() -> None:
     from npformer.training import Snapshots
 
     run = load_run(args.run)
-    if args.snapshot is not None:
+    if args.snapshot is not None or args.mean_of is not None:
         snapshots = Snapshots(os.path.join(args.run, "snapshots.npz"), keep=1000)
-        run.model.load_state_dict(snapshots.params[snapshots.steps.index(args.snapshot)])
+        if args.snapshot is not None:
+            run.model.load_state_dict(snapshots.params[snapshots.steps.index(args.snapshot)])
+        else:
+            snapshots.steps, snapshots.params = snapshots.steps[-args.mean_of:], snapshots.params[-args.mean_of:]
+            snapshots.load_mean_into(run.model)
     translator = Translator.from_run(run)
-    with open(os.path.join(args.run, "test.tsv"), encoding="utf-8") as file:
+    if args.copy_any:
+        translator.copyable = lambda typed, read: [True] * len(typed)
+    with open(os.path.join(args.run, "valid.tsv" if args.valid else "test.tsv"), encoding="utf-8") as file:
         pairs = [line.rstrip("\n").split("\t")[:2] for line in file if line.strip()]
     references = defaultdict(list)
     for source, target in pairs:
@@ -59,7 +71,8 @@ def main() -> None:
     sources = list(references)
     english = {token for token in translator.src_vocab.index}
     french = {token for token in translator.tgt_vocab.index}
-    results = {"run": args.run, "snapshot": args.snapshot, "pairs": len(pairs), "distinct_sources": len(sources),
+    results = {"run": args.run, "snapshot": args.snapshot, "mean_of": args.mean_of, "copy_any": args.copy_any,
+               "split": "valid" if args.valid else "test", "pairs": len(pairs), "distinct_sources": len(sources),
                "date": time.strftime("%Y-%m-%d")}
     for name, beam in [("greedy", 1)] + ([] if args.greedy_only else [(f"beam{args.beam}", args.beam)]):
         started = time.perf_counter()

@@ -13,7 +13,7 @@ from npformer.tasks.translation import RunError, RunFolder
 
 
 def test_the_toy_translator_ships_small_and_translates():
-    assert available() == ["toy"]
+    assert available() == ["fra", "toy"]
     folder = pretrained_folder("toy")
     assert sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder)) < 1_500_000
     run = npformer.pretrained("toy")
@@ -31,7 +31,7 @@ def test_the_shipped_weights_still_give_their_recorded_test_bleu():
 
 
 def test_an_unknown_name_is_one_clear_line():
-    with pytest.raises(RunError, match="no pretrained translator named 'big'; there is: toy"):
+    with pytest.raises(RunError, match="no pretrained translator named 'big'; there is: fra, toy"):
         npformer.pretrained("big")
 
 
@@ -45,3 +45,31 @@ def test_the_commands_take_it_and_write_nothing_into_the_package(tmp_path, monke
     assert sorted(os.listdir(pretrained_folder("toy"))) == before
     assert cli.main(["translate", "--pretrained", "toy", "--run", "x", "the cat"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def _size(folder):
+    return sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
+
+
+def test_the_tatoeba_translator_ships_in_float16_under_ten_megabytes_and_credits_its_data(capsys):
+    """``fra``: trained by the documented Tatoeba command; its weights are stored as float16 and loaded
+    back as float32; every command that reads it names the data's source and licence."""
+    folder = pretrained_folder("fra")
+    assert _size(folder) <= 10_000_000
+    record = pretrained_record("fra")
+    assert "CC-BY 2.0 FR" in record["data"] and "manythings.org/anki" in record["data"]
+    assert record["weights"] == "float16" and "npformer train" in record["command"]
+    run = npformer.pretrained("fra")
+    assert all(value.dtype.name == "float32" for value in run.model.params().values())
+    assert cli.main(["translate", "--pretrained", "fra", "--beam", "1", "Where is the station?"]) == 0
+    captured = capsys.readouterr()
+    assert "gare" in captured.out, captured.out
+    assert "Tatoeba" in captured.err and "CC-BY 2.0 FR" in captured.err
+
+
+def test_the_tatoeba_translator_still_gives_its_recorded_bleu_on_its_first_200_test_pairs():
+    record = pretrained_record("fra")["first_200"]
+    run = npformer.pretrained("fra")
+    pairs = RunFolder(run.folder).split("test")[:200]
+    again = test_bleu(Translator.from_run(run), pairs, beam_size=1)
+    assert again["bleu_greedy"] == pytest.approx(record["bleu_greedy"], abs=0.05)

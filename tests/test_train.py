@@ -367,8 +367,10 @@ def test_the_budget_schedule_warms_up_and_lands_at_zero():
 
 @pytest.mark.parametrize("schedule", ["budget", "noam"])
 def test_the_learning_rate_at_the_last_step_of_a_budget(tmp_path, schedule):
-    """``--schedule budget`` (the default) ends a 40-step budget at a learning rate near zero; the
-    paper's ``noam`` is still at ``lr * sqrt(warmup / step)`` there."""
+    """``--schedule budget`` (the default with ``--data``) ends a 40-step budget at a learning rate near
+    zero; the paper's ``noam`` (the default on the embedded corpus) is still at ``lr * sqrt(warmup / step)``."""
+    assert TrainOptions().learning_rate_schedule() == "noam"
+    assert TrainOptions(data="fra.txt").learning_rate_schedule() == "budget"
     status = train(options(tmp_path, schedule, max_steps=40, warmup=10, log_every=1, schedule=schedule),
                    stream=io.StringIO())
     assert status == 0

@@ -15,12 +15,17 @@ from ..tasks.checks import check_file_can_be_written
 def run_folder(command: str, folder: str | None, pretrained: str | None) -> str:
     """``--run``, the shipped ``--pretrained NAME``, or the most recent run in ``runs/`` (said on stderr)."""
     from ..tasks.translation import latest_run
-    from ..tasks.translation.pretrained import pretrained_folder
+    from ..tasks.translation.pretrained import pretrained_folder, pretrained_record
 
     if folder is not None and pretrained is not None:
         raise UsageError("give --run or --pretrained, not both")
     if pretrained is not None:
-        return pretrained_folder(pretrained)
+        found = pretrained_folder(pretrained)
+        credit = pretrained_record(pretrained).get("data")
+        if credit:  # the data's licence asks for attribution wherever the model is used
+            print(f"npformer {command}: the pretrained {pretrained!r} translator was trained on data of the {credit}",
+                  file=sys.stderr)
+        return found
     if folder is not None:
         return folder
     folder = latest_run("runs")

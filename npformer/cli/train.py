@@ -46,7 +46,8 @@ HELP = {
     "lr": "peak learning rate",
     "warmup": "warm-up steps",
     "schedule": "learning rate: budget = warm-up, then a cosine decay to zero at the end of --max-steps or "
-                "--minutes (whichever is spent first); noam = the paper's warm-up and 1/sqrt(step) decay",
+                "--minutes (whichever is spent first); noam = the paper's warm-up and 1/sqrt(step) decay "
+                "(default: budget with --data, noam on the embedded corpus)",
     "average_last": "the final model is the mean of the parameters at the last N evaluation points and the "
                     "last step (as in the paper); 1 keeps the last step's",
     "clip": "gradient-norm clip",

@@ -54,10 +54,18 @@ def _atomic_write(path: str, write: Any) -> None:
         raise
 
 
-def save_checkpoint(path: str, model: Any, optimizer: Any = None, meta: dict | None = None) -> None:
-    """Write model parameters, optimizer state and ``meta`` (JSON-able) to ``path`` atomically."""
-    arrays = {f"param/{key}": value for key, value in model.state_dict().items()}
+def save_checkpoint(path: str, model: Any, optimizer: Any = None, meta: dict | None = None,
+                    params_as: Any = None) -> None:
+    """Write model parameters, optimizer state and ``meta`` (JSON-able) to ``path`` atomically.
+
+    ``params_as``: a narrower dtype to store the parameters in (``numpy.float16`` halves a shipped
+    model; ``load_checkpoint`` casts them back to the model's dtype), recorded in the metadata.
+    """
+    arrays = {f"param/{key}": value if params_as is None else value.astype(params_as)
+              for key, value in model.state_dict().items()}
     meta = dict(meta or {})
+    if params_as is not None:
+        meta["params_stored_as"] = numpy.dtype(params_as).name
     if optimizer is not None:
         optimizer_state = optimizer.state_dict()
         for key, slots in optimizer_state.pop("state").items():
@@ -116,9 +124,12 @@ def load_checkpoint(path: str, model: Any, optimizer: Any = None) -> dict:
         meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CheckpointError(f"{path}: its 'meta' entry is not JSON ({error})") from None
+    params = {name[len("param/"):]: value for name, value in arrays.items() if name.startswith("param/")}
+    if "params_stored_as" in meta:  # stored narrower on purpose (a shipped model): back to the model's dtype
+        dtypes = {key: value.dtype for key, value in model.params().items()}
+        params = {key: value.astype(dtypes[key]) if key in dtypes else value for key, value in params.items()}
     try:
-        model.load_state_dict({name[len("param/"):]: value for name, value in arrays.items()
-                               if name.startswith("param/")})
+        model.load_state_dict(params)
     except (KeyError, ValueError, TypeError) as error:
         reason = error.args[0] if error.args else str(error)
         raise CheckpointError(f"{path} does not fit the model: {reason}") from None

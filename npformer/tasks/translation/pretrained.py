@@ -1,10 +1,16 @@
 """Translators that ship inside the package, trained and ready: ``npformer.pretrained("toy")``.
 
-``toy``: the default run of ``npformer train`` (the ``tiny`` preset on the embedded toy corpus,
-900 steps, seed 0), kept as a run folder with the weights alone (no optimizer state, about 1 MB)
-and its test split, in ``npformer/data/pretrained/toy/``. Its ``record.json`` holds the test BLEU
+* ``toy``: the default run of ``npformer train`` (the ``tiny`` preset on the embedded toy corpus,
+  900 steps, seed 0), with the weights alone (no optimizer state, about 1 MB) and its test split.
+* ``fra``: an English-to-French translator trained on Tatoeba by the documented command of
+  ``docs/translation.md`` (the ``small`` preset, BPE pieces), its weights stored as float16 (about
+  8 MB; loaded back as float32) with its test split. Data: Tatoeba Project (tatoeba.org),
+  CC-BY 2.0 FR, via manythings.org/anki; the commands that read it say so on stderr.
+
+Each is a run folder in ``npformer/data/pretrained/NAME/``. Its ``record.json`` holds the test BLEU
 it reached when it was built, the command and the machine; ``tests/test_pretrained.py`` checks
-that the shipped weights still give that BLEU. ``python benchmarks/build_pretrained.py`` rebuilds it.
+that the shipped weights still give that BLEU. ``python benchmarks/build_pretrained.py`` rebuilds
+``toy``, and ``python benchmarks/build_pretrained.py fra --run RUN --command ...`` packages ``fra``.
 
     run = npformer.pretrained("toy")              # a Run: model, vocabularies, config, folder
     Translator.from_run(run).translate(["the black cat eats the apple."])

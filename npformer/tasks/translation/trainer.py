@@ -11,13 +11,16 @@
    unknown, drawn anew each epoch: ``<unk>`` with words, an invented word with
    BPE pieces; ``data.unknown_words``); each step is
    ``training.train_step`` (Adam with betas 0.9/0.98 and eps 1e-9, as in the
-   paper, the paper's warm-up schedule scaled to peak at ``lr``, gradient
-   clipping and label smoothing), with a progress bar.
+   paper; the learning rate warms up to ``lr`` and then decays to zero at the end
+   of the budget, ``optim.BudgetSchedule``, or as the paper's ``NoamSchedule``;
+   gradient clipping and label smoothing), with a progress bar.
 3. **Evaluation** every ``eval_every`` steps (``evaluation.validate``):
    validation loss, token accuracy, greedy BLEU on a sample, three sample
    translations, a line in ``metrics.jsonl`` and the curves in ``curves.png``.
 4. **Checkpoints** (``training.checkpoint``) after each evaluation and at the
-   end, atomic; then the test BLEU, greedy and beam.
+   end, atomic; with ``average_last`` N > 1 the final model is the mean of the
+   parameters at the last N evaluation points and the last step
+   (``training.Snapshots``); then the test BLEU, greedy and beam.
 
 Safety: Ctrl-C finishes the current step, saves and exits (a second Ctrl-C
 stops at once); a non-finite loss stops the run, naming the step, and keeps
@@ -163,7 +166,7 @@ class Trainer:
         self.model = Transformer(self.model_config, seed=options.seed)
         self.optimizer = optim.Adam(self.model, lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         d_model = self.model_config.d_model
-        if options.schedule == "noam":
+        if options.learning_rate_schedule() == "noam":
             noam = optim.NoamSchedule(d_model, options.warmup, factor=options.lr * math.sqrt(d_model * options.warmup))
             self.learning_rate = lambda step, spent: noam(step)       # peak = lr, at step = warmup
         else:

@@ -179,13 +179,15 @@ class Transformer(Module):
         gradient are those of the padded ``forward`` up to rounding (``tests/test_packing.py``).
         With dropout, the masks inside the layers are drawn over the packed shape, so they differ
         from the padded pass's. The embedding (``_embed``, which a subclass may change) runs on
-        the padded ids, and its gradient comes back unpacked, zero at the padding. ``backward(dlogits (N, V_tgt))`` follows it, as it follows ``forward``.
+        the padded ids, and its gradient comes back unpacked, zero at the padding.
+        ``backward(dlogits (N, V_tgt))`` follows it, as it follows ``forward``.
         """
         check_token_ids("Transformer", "src_ids", src_ids, self.config.max_len)
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
-        if positions.dtype != bool or tuple(positions.shape) != tuple(tgt_in_ids.shape):
+        if getattr(positions, "dtype", None) != bool or tuple(positions.shape) != tuple(tgt_in_ids.shape):
             raise ValueError(f"Transformer: positions must be a boolean array shaped like tgt_in_ids "
-                             f"{tuple(tgt_in_ids.shape)}, got {positions.dtype} {tuple(positions.shape)}")
+                             f"{tuple(tgt_in_ids.shape)}, got {getattr(positions, 'dtype', type(positions).__name__)} "
+                             f"{tuple(getattr(positions, 'shape', ()))}")
         src_packing = Packing(src_ids != PAD_ID)
         tgt_packing = Packing((tgt_in_ids != PAD_ID) | positions)   # a chosen <pad> input is computed too
         memory, src_mask = self.encode(src_ids, src_packing)                                 # (1, Ns, D)

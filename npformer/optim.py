@@ -81,14 +81,12 @@ class Optimizer:
         On the CPU the parameters are split into one group per thread (``threads``), groups
         of about equal size, and each thread updates its group: the updates are independent,
         and NumPy releases the interpreter lock inside its elementwise loops, so every core
-        works. The result is the same as updating them one after another.
+        works. The result is the same as updating them one after another, which is what
+        ``threads.parallel_items`` does on CuPy.
         """
         self.step_count += 1
         grads = self.model.grads()
         items = [(param, grads[key], self.state[key]) for key, param in self.model.params().items()]
-        if backend.is_cupy():
-            self._update_all(items)
-            return
         threads.parallel_items(self._update_all, _split_into(items, threads.get_threads()))
 
     def _update_all(self, items: list) -> None:

@@ -127,12 +127,16 @@ def get_threads() -> int:
     return _threads
 
 
+def _serial() -> bool:
+    """Whether work runs on this thread alone: one thread set, inside a block already (nested calls
+    stay serial), or CuPy (one kernel launch over every row; the GPU does the parallel part)."""
+    return _threads == 1 or getattr(_inside, "active", False) or is_cupy()
+
+
 def _blocks(n_rows: int, row_size: int, at_most: int | None = None) -> list[slice]:
     """Consecutive row slices, one per thread (at most ``at_most``), each at least ``MIN_BLOCK_SIZE``
     elements."""
-    if _threads == 1 or n_rows == 0 or getattr(_inside, "active", False):
-        return [slice(0, n_rows)]
-    if is_cupy():  # one kernel launch over every row; the GPU does the parallel part
+    if n_rows == 0 or _serial():
         return [slice(0, n_rows)]
     count = min(at_most or _threads, n_rows, max(1, n_rows * max(row_size, 1) // MIN_BLOCK_SIZE))
     edges = [n_rows * index // count for index in range(count + 1)]
@@ -152,9 +156,9 @@ def parallel_items(block: Callable[[Any], None], parts: list) -> None:
 
     The parts must be independent (no part reads what another writes). Waits for
     all of them; an exception in any part is raised here, after every part ended.
-    With one thread, or inside a block, the parts run one after another here.
+    With one thread, inside a block, or on CuPy (``_serial``), the parts run one after another here.
     """
-    if len(parts) <= 1 or _threads == 1 or getattr(_inside, "active", False):
+    if len(parts) <= 1 or _serial():
         for part in parts:
             block(part)
         return

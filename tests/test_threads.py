@@ -203,3 +203,19 @@ def test_row_pairs_cover_both_loops_once(split_everything, count, n_first, n_sec
     assert first.tolist() == [1] * n_first and second.tolist() == [1] * n_second
     if count == 2:
         assert len(where["first"]) == len(where["second"]) == 1 and where["first"] != where["second"]
+
+
+def test_on_cupy_every_split_runs_on_the_calling_thread(split_everything, monkeypatch):
+    """CuPy launches one kernel over every row, so neither the row blocks nor the side-by-side pairs
+    (a linear layer's dX and dW) nor Adam's groups go to npformer's threads there."""
+    threads.set_threads(2)
+    monkeypatch.setattr(threads, "is_cupy", lambda: True)
+    names = set()
+
+    def block(rows):
+        names.add(threading.current_thread().name)
+
+    threads.parallel_rows(block, 64)
+    threads.parallel_row_pairs(block, 64, 1, block, 64, 1)
+    threads.parallel_items(block, [slice(0, 1), slice(1, 2)])
+    assert names == {"MainThread"}

@@ -114,14 +114,24 @@ def random_batches(preset: dict, count: int, seed: int = 0) -> list[tuple[numpy.
     return batches
 
 
+def _model(preset: dict, seed: int = 0) -> Any:
+    """The Transformer of a preset, float32, without dropout (the bench's and the summaries' model)."""
+    from .models import Transformer, TransformerConfig
+
+    sizes = {key: preset[key] for key in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "d_ff", "n_layers")}
+    return Transformer(TransformerConfig(**sizes, dropout=0.0), seed=seed)
+
+
+def real_tokens(src: Any, tgt: Any) -> int:
+    """The real (non-padding) tokens of a batch: source tokens and counted targets (``tgt[:, 1:]``)."""
+    return int((src != PAD_ID).sum() + (tgt[:, 1:] != PAD_ID).sum())
+
+
 def step_flops(preset: dict) -> int:
     """Matrix-product FLOPs of one training step on padded (B, L) batches: 3 x forward."""
-    from .models import Transformer, TransformerConfig, summary_rows
+    from .models import summary_rows
 
-    config = TransformerConfig(**{k: preset[k] for k in ("src_vocab", "tgt_vocab", "d_model", "n_heads",
-                                                         "d_ff", "n_layers")}, dropout=0.0)
-    model = Transformer(config)
-    rows = summary_rows(model, preset["batch"], preset["length"], preset["length"])
+    rows = summary_rows(_model(preset), preset["batch"], preset["length"], preset["length"])
     return 3 * sum(row.forward_flops for row in rows)
 
 
@@ -133,11 +143,9 @@ def real_token_flops(preset: dict, batches: list) -> float:
     """Matrix-product FLOPs of one training step (3 x forward) counting the real tokens only: each
     sentence at its own source length and target length (its counted targets), averaged over
     ``batches``. The padded batch's FLOPs are ``step_flops``."""
-    from .models import Transformer, TransformerConfig, summary_rows
+    from .models import summary_rows
 
-    config = TransformerConfig(**{k: preset[k] for k in ("src_vocab", "tgt_vocab", "d_model", "n_heads",
-                                                         "d_ff", "n_layers")}, dropout=0.0)
-    model = Transformer(config)
+    model = _model(preset)
     pairs: dict[tuple[int, int], int] = {}
     for src, tgt in batches:
         for src_length, tgt_length in zip((src != PAD_ID).sum(1), (tgt[:, 1:] != PAD_ID).sum(1)):
@@ -150,7 +158,7 @@ def real_token_flops(preset: dict, batches: list) -> float:
 
 def padding_share(batches: list) -> float:
     """The share of the batches' source and target positions that hold ``<pad>``."""
-    real = sum(int((src != PAD_ID).sum() + (tgt[:, 1:] != PAD_ID).sum()) for src, tgt in batches)
+    real = sum(real_tokens(src, tgt) for src, tgt in batches)
     total = sum(src.size + tgt[:, 1:].size for src, tgt in batches)
     return 1.0 - real / total
 
@@ -167,7 +175,7 @@ def _time_steps(step: Any, batches: list) -> tuple[float, float]:
 
 
 def _measure_npformer(name: str, steps: int, op_set: str = "fast") -> dict:
-    from . import backend, ops, optim
+    from . import ops
 
     with ops.using(op_set):
         return _measure_npformer_with_active_ops(name, steps)
@@ -175,13 +183,10 @@ def _measure_npformer(name: str, steps: int, op_set: str = "fast") -> dict:
 
 def _measure_npformer_with_active_ops(name: str, steps: int) -> dict:
     from . import backend, optim
-    from .models import Transformer, TransformerConfig
     from .training import train_step
 
     preset = PRESETS[name]
-    config = TransformerConfig(**{k: preset[k] for k in ("src_vocab", "tgt_vocab", "d_model", "n_heads",
-                                                         "d_ff", "n_layers")}, dropout=0.0)
-    model = Transformer(config, seed=0)
+    model = _model(preset)
     optimizer = optim.Adam(model, lr=1e-4)
     batches = [(backend.asarray(s), backend.asarray(t)) for s, t in random_batches(preset, steps + WARMUP_STEPS)]
 
@@ -190,7 +195,7 @@ def _measure_npformer_with_active_ops(name: str, steps: int) -> dict:
                           only_counted_targets=True).loss
 
     seconds, memory = _time_steps(step, batches)
-    tokens = sum(int((s != PAD_ID).sum() + (t[:, 1:] != PAD_ID).sum()) for s, t in batches[WARMUP_STEPS:]) / steps
+    tokens = sum(real_tokens(s, t) for s, t in batches[WARMUP_STEPS:]) / steps
     return {"seconds_per_step": seconds, "tokens_per_step": tokens,
             "peak_memory_mb": memory, "decoding": _measure_decoding(model, preset),
             "profile": profile_step(model, optimizer, batches)}

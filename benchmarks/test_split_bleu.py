@@ -12,7 +12,8 @@ not, and that is not a name or a number (no capital letter, no digit; the French
 
 ``--snapshot STEP`` scores the parameters kept at that step in ``snapshots.npz`` (``--average-last``)
 instead of the final model, and ``--mean-of N`` the mean of the last N kept, to measure what
-averaging buys; ``--valid`` scores the validation split instead (to choose N without the test).
+averaging buys; ``--valid`` scores the validation split instead (to choose N, or GNMT's alpha with
+``--length-penalty``, without the test).
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ import sys
 import time
 from collections import defaultdict
 
-import numpy
-
 
 def english_words(text: str, english: set, french: set) -> list[str]:
     words = re.findall(r"[^\W\d_]+", text)
@@ -37,6 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run")
     parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--length-penalty", type=float, default=0.6, help="GNMT's alpha for beam search")
     parser.add_argument("--json")
     parser.add_argument("--snapshot", type=int)
     parser.add_argument("--examples", type=int, default=0)
@@ -71,12 +71,14 @@ def main() -> None:
     sources = list(references)
     english = {token for token in translator.src_vocab.index}
     french = {token for token in translator.tgt_vocab.index}
-    results = {"run": args.run, "snapshot": args.snapshot, "mean_of": args.mean_of, "copy_any": args.copy_any,
+    results = {"run": args.run, "length_penalty": args.length_penalty, "snapshot": args.snapshot,
+               "mean_of": args.mean_of, "copy_any": args.copy_any,
                "split": "valid" if args.valid else "test", "pairs": len(pairs), "distinct_sources": len(sources),
                "date": time.strftime("%Y-%m-%d")}
     for name, beam in [("greedy", 1)] + ([] if args.greedy_only else [(f"beam{args.beam}", args.beam)]):
         started = time.perf_counter()
-        translated = dict(zip(sources, translator.translate(sources, beam_size=beam, progress=True)))
+        outputs = translator.translate(sources, beam_size=beam, length_penalty=args.length_penalty, progress=True)
+        translated = dict(zip(sources, outputs))
         seconds = time.perf_counter() - started
         hypotheses = [translated[source] for source, _ in pairs]
         single = sacrebleu.corpus_bleu(hypotheses, [[target for _, target in pairs]])

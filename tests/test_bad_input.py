@@ -68,7 +68,9 @@ def test_the_walk_covers_the_options_that_matter():
     for expected in [("train", "--lr"), ("train", "--dropout"), ("train", "--minutes"), ("train", "--heads"),
                      ("train", "--token-budget"), ("train", "--beam"), ("translate", "--beam"),
                      ("lm", "--temperature"), ("lm", "--top-k"), ("bench", "--steps"), ("gradcheck", "--tol"),
-                     ("evaluate", "--max-sentences"), ("language-id", "--pooling")]:
+                     ("evaluate", "--max-sentences"), ("language-id", "--pooling"),
+                     ("translate", "--length-penalty"), ("evaluate", "--length-penalty"),
+                     ("attention", "--length-penalty")]:
         assert expected in flags
 
 

@@ -73,3 +73,26 @@ def test_the_tatoeba_translator_still_gives_its_recorded_bleu_on_its_first_200_t
     pairs = RunFolder(run.folder).split("test")[:200]
     again = test_bleu(Translator.from_run(run), pairs, beam_size=1)
     assert again["bleu_greedy"] == pytest.approx(record["bleu_greedy"], abs=0.05)
+
+
+@pytest.mark.parametrize("command", [
+    ["translate", "the black cat eats the white apple."],
+    ["evaluate", "--max-sentences", "2"],
+    ["attention", "the black cat eats the white apple."],
+])
+def test_every_command_that_searches_passes_on_its_length_penalty(command, tmp_path, monkeypatch):
+    """``--length-penalty`` reaches the beam search of ``translate``, ``evaluate`` and ``attention``,
+    and its default is ``decoding.LENGTH_PENALTY``."""
+    from npformer.tasks.translation import decoding, translator
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+
+    def recording_search(*args, **kwargs):
+        seen.append(args[4])  # (model, src, beam_size, max_len, length_penalty)
+        return decoding.beam_search(*args, **kwargs)
+
+    monkeypatch.setattr(translator, "beam_search", recording_search)
+    assert cli.main([command[0], "--pretrained", "toy", "--length-penalty", "1.7", *command[1:]]) == 0
+    assert cli.main([command[0], "--pretrained", "toy", *command[1:]]) == 0
+    assert seen[0] == 1.7 and seen[-1] == decoding.LENGTH_PENALTY == 0.6

@@ -91,6 +91,17 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              + ", ".join(available()) + " (toy: the default npformer train run)")
 
 
+def add_search_arguments(parser: argparse.ArgumentParser, what: str = "beam size") -> None:
+    """``--beam`` and ``--length-penalty``: how a command searches for its translations."""
+    from ..tasks.translation.decoding import LENGTH_PENALTY
+
+    parser.add_argument("--beam", type=number("beam", int), default=4,
+                        help=f"{what}; 1 = greedy (default: %(default)s)")
+    parser.add_argument("--length-penalty", type=number("length_penalty", float), default=LENGTH_PENALTY,
+                        metavar="ALPHA", help="beam search's GNMT length penalty ((5 + |y|) / 6) ** ALPHA; "
+                                              "larger prefers longer translations (default: %(default)s)")
+
+
 def add_ops_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     """``--ops FILE`` and ``--allow-failing``: run on the student's own ops."""
     parser.add_argument("--ops", metavar="FILE", default=None,

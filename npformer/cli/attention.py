@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from ..errors import UsageError
-from .arguments import add_run_arguments, number, require
+from .arguments import add_run_arguments, add_search_arguments, number, require
 from .inputs import load_run, run_folder, writable_files
 
 
@@ -42,8 +42,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              "rollout and saliency against the gold alignments of the test split")
     parser.add_argument("--max-pairs", type=number("max-pairs", int), default=None,
                         help="with --score: score only the first N test pairs (default: all)")
-    parser.add_argument("--beam", type=number("beam", int), default=4,
-                        help="beam size for the translation (default: %(default)s)")
+    add_search_arguments(parser, "beam size for the translation")
     parser.set_defaults(handler=run)
 
 
@@ -86,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     trained = load_run("attention", folder)
     if args.score:
         return _score(trained, paths["score"], args.max_pairs)
-    found = Translator.from_run(trained).translations(args.sentences, beam_size=args.beam)
+    found = Translator.from_run(trained).translations(args.sentences, beam_size=args.beam,
+                                                      length_penalty=args.length_penalty)
     for one in found:
         print(f"{one.sentence}  ->  {one.text}")
     if args.html:

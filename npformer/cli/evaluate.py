@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..errors import UsageError
-from .arguments import add_run_arguments, number
+from .arguments import add_run_arguments, add_search_arguments, number
 from .inputs import load_run
 
 
@@ -17,7 +17,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Corpus BLEU (sacreBLEU-compatible) of a run on its test split or on --data.")
     add_run_arguments(parser)
     parser.add_argument("--data", help="english<TAB>french file instead of the run's test split")
-    parser.add_argument("--beam", type=number("beam", int), default=4, help="beam size (default: %(default)s)")
+    add_search_arguments(parser)
     parser.add_argument("--max-sentences", type=number("max_sentences", int),
                         help="evaluate on the first N pairs only")
     parser.add_argument("--worst", type=number("worst", int), default=5,
@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     pairs = pairs[: args.max_sentences] if args.max_sentences else pairs
     if not pairs:
         raise UsageError("no sentence pairs to evaluate on")
-    record = test_bleu(Translator.from_run(run_), pairs, args.beam, progress=True, worst=args.worst)
+    record = test_bleu(Translator.from_run(run_), pairs, args.beam, progress=True, worst=args.worst,
+                       length_penalty=args.length_penalty)
     print(f"{len(pairs):,} sentence pairs from {args.data or os.path.join(run_.folder, 'test.tsv')}")
     print(f"BLEU greedy      {record['bleu_greedy']:5.1f}")
     print(f"BLEU beam {args.beam:<2}     {record['bleu_beam']:5.1f}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .arguments import add_run_arguments, number
+from .arguments import add_run_arguments, add_search_arguments
 from .inputs import load_run, sentences
 
 
@@ -15,8 +15,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Translate English sentences given as arguments, or one per line on stdin.")
     parser.add_argument("sentences", nargs="*", help="sentences (default: read stdin)")
     add_run_arguments(parser)
-    parser.add_argument("--beam", type=number("beam", int), default=4,
-                        help="beam size; 1 = greedy (default: %(default)s)")
+    add_search_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -30,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"npformer translate: words the model never saw (copied from the source or guessed): "
               f"{', '.join(unknown)}", file=sys.stderr)
-    translations = iter(translator.translate(non_empty, beam_size=args.beam, progress=len(non_empty) > 64))
+    translations = iter(translator.translate(non_empty, beam_size=args.beam, length_penalty=args.length_penalty,
+                                              progress=len(non_empty) > 64))
     for sentence in given:
         print(next(translations) if sentence.strip() else "")
     return 0

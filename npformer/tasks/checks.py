@@ -6,7 +6,7 @@ flag as it is parsed, every output path) apply the same rules, so a run never fa
 **Ranges, by option name** (a new option cannot forget its check: it is positive unless listed):
 
 * ``dropout``, ``label_smoothing``, ``unk_rate``: a fraction in ``[0, 1)``;
-* ``seed``: an integer ``>= 0``;
+* ``seed``: an integer ``>= 0``; ``length_penalty`` (beam search's alpha): ``>= 0``;
 * every other number (sizes, steps, budgets, rates, beams, temperatures, tolerances): ``> 0``.
 
 **Output paths**: a file whose folder exists and is writable; a folder that exists or can be made.
@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import UsageError
 
 FRACTIONS = ("dropout", "label_smoothing", "unk_rate")
-NON_NEGATIVE = ("seed",)
+NON_NEGATIVE = ("seed", "length_penalty")
 
 
 def option_bound(name: str) -> str:

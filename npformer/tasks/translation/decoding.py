@@ -12,6 +12,9 @@ al., 2016), so that longer translations are not punished merely for having
 more terms::
 
     score = log P(y | x) / lp(y),   lp(y) = ((5 + |y|) / 6) ^ alpha     (alpha = 0.6)
+
+``alpha`` is ``length_penalty`` everywhere (``--length-penalty`` on the command line); its default,
+``LENGTH_PENALTY``, is GNMT's 0.6.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ...models import Transformer
 from ...tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from .attention_record import AttentionRecord
 
+LENGTH_PENALTY = 0.6  # GNMT's alpha: the default of every search
 NEVER_OUTPUT = (PAD_ID, BOS_ID)  # no target sequence holds them: a search never produces them
 
 
@@ -123,7 +127,7 @@ def top_k_log_probs(logits: Any, k: int) -> tuple[Any, Any]:
 
 @ops.holding_blas
 def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
-                length_penalty: float = 0.6, record: AttentionRecord | None = None,
+                length_penalty: float = LENGTH_PENALTY, record: AttentionRecord | None = None,
                 unk_allowed: Any = None) -> list[list[int]]:
     """Beam search with the GNMT length penalty. Returns one id list per source (no <eos>).
 

@@ -8,6 +8,7 @@ from ... import backend, ops
 from ...data import make_batches, tokenize
 from ...metrics import bleu, chrf, edit_distance
 from ...tokens import PAD_ID
+from .decoding import LENGTH_PENALTY
 from .translator import Translator
 
 
@@ -32,9 +33,10 @@ def evaluate_loss(model: Any, batches: Iterable[Any]) -> tuple[float, float]:
 
 
 def corpus_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: int = 1,
-                progress: bool = False) -> tuple[float, list[str]]:
+                progress: bool = False, length_penalty: float = LENGTH_PENALTY) -> tuple[float, list[str]]:
     """BLEU of the translations of the English sides against the French sides, and the translations."""
-    hypotheses = translator.translate([english for english, _ in pairs], beam_size=beam_size, progress=progress)
+    hypotheses = translator.translate([english for english, _ in pairs], beam_size=beam_size,
+                                      length_penalty=length_penalty, progress=progress)
     return bleu(hypotheses, [french for _, french in pairs]), hypotheses
 
 
@@ -54,16 +56,17 @@ def validate(translator: Translator, examples: list, pairs: list[tuple[str, str]
 
 
 def test_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: int, progress: bool = False,
-              worst: int = 0) -> dict:
+              worst: int = 0, length_penalty: float = LENGTH_PENALTY) -> dict:
     """Greedy and beam BLEU on ``pairs``, as a ``metrics.jsonl`` record; with ``worst``, also the
     ``worst`` beam translations by sentence BLEU, as (english, reference, translation, score), those
-    below 100 only (a perfect translation is never listed as a bad one)."""
+    below 100 only (a perfect translation is never listed as a bad one). ``length_penalty``: the beam
+    search's alpha (``decoding``)."""
     greedy, greedy_translations = corpus_bleu(translator, pairs, 1, progress)
-    beam, beam_translations = corpus_bleu(translator, pairs, beam_size, progress)
+    beam, beam_translations = corpus_bleu(translator, pairs, beam_size, progress, length_penalty)
     references = [french for _, french in pairs]
     record = {"kind": "test", "sentences": len(pairs), "bleu_greedy": greedy, "bleu_beam": beam,
               "chrf_greedy": chrf(greedy_translations, references), "chrf_beam": chrf(beam_translations, references),
-              "beam_size": beam_size}
+              "beam_size": beam_size, "length_penalty": length_penalty}
     if worst:
         scored = [(english, french, hypothesis, bleu([hypothesis], [french]))
                   for (english, french), hypothesis in zip(pairs, beam_translations)]

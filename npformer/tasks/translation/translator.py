@@ -18,7 +18,7 @@ from ...data import Vocab, detokenize, pad_batch, tokenize
 from ...models import Transformer
 from ...tokens import BOS_ID, EOS_ID, UNK_ID
 from .attention_record import AttentionRecord
-from .decoding import beam_search, greedy_decode
+from .decoding import LENGTH_PENALTY, beam_search, greedy_decode
 from .result import Translation, piece_label
 
 
@@ -98,13 +98,13 @@ class Translator:
             flags.append(number or name or not known(read_word))
         return flags
 
-    def translate(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = 0.6,
+    def translate(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = LENGTH_PENALTY,
                   batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[str]:
         """The translations of ``sentences`` as strings, in order (``translations(...)``'s texts)."""
         return [found.text for found in self.translations(sentences, beam_size, length_penalty, batch_size,
                                                           max_len, progress)]
 
-    def translations(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = 0.6,
+    def translations(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = LENGTH_PENALTY,
                      batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[Translation]:
         """One ``Translation`` per sentence, in order; ``beam_size=1`` is greedy search.
 

@@ -7,7 +7,8 @@ search, and scores the translations of all test pairs: corpus BLEU with one refe
 (sacreBLEU's default 13a tokenisation) and chrF, and BLEU with all of a sentence's French
 translations as references. It also counts the outputs that hold an English word: a word of the
 output of two letters or more that the run's English vocabulary knows, that the French one does
-not, and that is not a name or a number (no capital letter, no digit; the French tokenizer keeps
+not (for a model of pieces: words seen twice or more in its training split, ``known_words``), and
+that is not a name or a number (no capital letter, no digit; the French tokenizer keeps
 "m'" whole, so the letter "m" alone is not counted); ``--examples`` prints some.
 
 ``--snapshot STEP`` scores the parameters kept at that step in ``snapshots.npz`` (``--average-last``)
@@ -30,6 +31,25 @@ from collections import defaultdict
 def english_words(text: str, english: set, french: set) -> list[str]:
     words = re.findall(r"[^\W\d_]+", text)
     return [word for word in words if len(word) > 1 and word.islower() and word in english and word not in french]
+
+
+def known_words(run: str, translator) -> tuple[set, set]:
+    """The English and French words a run knows: its vocabularies' tokens for a word model; for a
+    model of pieces, whose vocabularies hold pieces, the words seen twice or more on each side of its
+    training split (what ``--min-freq 2`` keeps for a word model)."""
+    from collections import Counter
+
+    from npformer.data import BPEVocab, tokenize
+
+    if not isinstance(translator.src_vocab, BPEVocab):
+        return set(translator.src_vocab.index), set(translator.tgt_vocab.index)
+    counts = Counter(), Counter()
+    with open(os.path.join(run, "train.tsv"), encoding="utf-8") as file:
+        for line in file:
+            for side, (text, lang) in enumerate(zip(line.rstrip("\n").split("\t")[:2], ("en", "fr"))):
+                counts[side].update(tokenize(text, lang))
+    return ({word for word, count in counts[0].items() if count >= 2},
+            {word for word, count in counts[1].items() if count >= 2})
 
 
 def main() -> None:
@@ -69,8 +89,7 @@ def main() -> None:
     for source, target in pairs:
         references[source].append(target)
     sources = list(references)
-    english = {token for token in translator.src_vocab.index}
-    french = {token for token in translator.tgt_vocab.index}
+    english, french = known_words(args.run, translator)
     results = {"run": args.run, "length_penalty": args.length_penalty, "snapshot": args.snapshot,
                "mean_of": args.mean_of, "copy_any": args.copy_any,
                "split": "valid" if args.valid else "test", "pairs": len(pairs), "distinct_sources": len(sources),

@@ -118,6 +118,14 @@ def _work(module_path: str, results_path: str, names: list[str], seed: int) -> N
             emit(name=name, cell=cell, report=str(report))
 
 
+def _complete_lines(path: Path) -> list[str]:
+    """The lines the worker has finished writing to ``path``: a line it is still writing (no newline
+    yet, perhaps cut inside a character) is left for the next look."""
+    written = path.read_bytes()
+    finished = written[: written.rfind(b"\n") + 1]
+    return [line for line in finished.decode("utf-8").splitlines() if line.strip()]
+
+
 def _grade_module(module: Path, names: list[str], timeout: float, seed: int, workdir: Path) -> dict[str, Result]:
     """Grade ``names`` from ``module`` in fresh processes, restarting after each exercise that overruns."""
     results: dict[str, Result] = {}
@@ -135,7 +143,7 @@ def _grade_module(module: Path, names: list[str], timeout: float, seed: int, wor
         done, started = 0, time.monotonic()
         deadline = started + timeout + 15  # the first exercise also pays for importing npformer
         while True:
-            lines = [line for line in results_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            lines = _complete_lines(results_path)
             for line in lines[done:]:
                 entry = json.loads(line)
                 results[entry["name"]] = Result(entry["name"], EXERCISES[entry["name"]].points, entry["cell"],

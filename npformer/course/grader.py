@@ -89,6 +89,7 @@ class ExerciseReport:
     message: str = ""
     unseen_seed: int | None = None
     reason: str = ""  # the verdict's short form of ``message``
+    error: str = ""   # a failure that is an error, not a wrong answer: the class's grade sheet shows it
 
     @property
     def passed(self) -> bool:
@@ -333,12 +334,14 @@ def _grade(exercise: Exercise, student_fn: Callable, seed: int, unseen_seed: int
         except LibraryAnswerUsed as used:
             report.status = FAILED
             report.reason = f"calls npformer's own answer, {used}"
+            report.error = "calls npformer's answer"
             report.message = (f"calls {used}, npformer's own answer to this exercise: it is unavailable while "
                               "your function is graded; write the computation yourself, with NumPy")
             break
         except Exception as error:  # the student's bug, reported rather than raised
             where = traceback.extract_tb(error.__traceback__)[-1]
             report.status = FAILED
+            report.error = f"raised {type(error).__name__}"
             report.message = (f"case {case.label}: raised {type(error).__name__}: {error} "
                               f"(line {where.lineno}: {where.line})")
             break

@@ -128,7 +128,7 @@ class FixedTranslations:
     def __init__(self, translations, lowercase=False):
         self.translations, self.lowercase, self.tgt_lang = translations, lowercase, "fr"
 
-    def translate(self, sentences, beam_size=1, progress=False):
+    def translate(self, sentences, beam_size=1, length_penalty=0.6, progress=False):
         return self.translations[: len(sentences)]
 
 

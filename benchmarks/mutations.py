@@ -52,8 +52,9 @@ MUTANTS = [
     Mutant(
         "beam-is-greedy", "npformer/tasks/translation/translator.py",
         "Translator runs greedy search when a beam is asked for",
-        "hypotheses = beam_search(self.model, src, beam_size, max_len, length_penalty)",
-        "hypotheses = greedy_decode(self.model, src, max_len)",
+        "hypotheses = beam_search(self.model, src, beam_size, max_len, length_penalty, record=record,\n"
+        "                                     unk_allowed=unk_allowed)",
+        "hypotheses = greedy_decode(self.model, src, max_len, record=record, unk_allowed=unk_allowed)",
         (TRUTH, "tests/test_decode_checkpoint.py",
          "tests/test_train.py::test_evaluate_reports_greedy_and_beam_bleu"),
     ),
@@ -66,17 +67,16 @@ MUTANTS = [
     ),
     Mutant(
         "unk-copies-wrong-word", "npformer/tasks/translation/translator.py",
-        "<unk> replaced by the least-attended source word (argmin, not argmax)",
-        "aligned = int(cross[i, position, : len(source_tokens[row])].argmax())",
-        "aligned = int(cross[i, position, : len(source_tokens[row])].argmin())",
+        "<unk> replaced by the least-attended copyable source word (argmin, not argmax)",
+        "int(numpy.where(may_copy, looked_at[position], -numpy.inf).argmax())",
+        "int(numpy.where(may_copy, looked_at[position], numpy.inf).argmin())",
         (TRUTH, "tests/test_decode_checkpoint.py"),
     ),
     Mutant(
         "unk-copies-next-word", "npformer/tasks/translation/translator.py",
         "<unk> replaced by the source word after the aligned one",
-        "words[row][position] = self.tgt_vocab.whole_word(source_tokens[row][aligned])",
-        "words[row][position] = self.tgt_vocab.whole_word("
-        "source_tokens[row][min(aligned + 1, len(source_tokens[row]) - 1)])",
+        'word = source["typed"][source["word_index"][copies[position]]]',
+        'word = source["typed"][min(source["word_index"][copies[position]] + 1, len(source["typed"]) - 1)]',
         (TRUTH, "tests/test_decode_checkpoint.py"),
     ),
     Mutant(
@@ -164,20 +164,15 @@ MUTANTS = [
     Mutant(
         "adam-no-bias-correction", "npformer/ops/fast/adam.py",
         "Adam's first and second moments are not bias-corrected (the fast form, the default)",
-        "    scratch *= 1.0 / math.sqrt(1.0 - beta2**step)\n"
-        "    scratch += eps                                    # sqrt(v_hat) + eps\n"
-        "    xp.divide(m, scratch, out=scratch)\n"
-        "    scratch *= lr / (1.0 - beta1**step) ",
-        "    scratch += eps\n"
-        "    xp.divide(m, scratch, out=scratch)\n"
-        "    scratch *= lr ",
+        "    correction2 = 1.0 / math.sqrt(1.0 - beta2**step)\n    step_size = lr / (1.0 - beta1**step)\n",
+        "    correction2 = 1.0\n    step_size = lr\n",
         ("tests/test_optim.py", "tests/test_fast_ops.py"),
     ),
     Mutant(
         "adam-no-second-bias-correction", "npformer/ops/fast/adam.py",
         "Adam's second moment is not bias-corrected (the first still is; the fast form)",
-        "    scratch *= 1.0 / math.sqrt(1.0 - beta2**step)\n",
-        "",
+        "    correction2 = 1.0 / math.sqrt(1.0 - beta2**step)\n",
+        "    correction2 = 1.0\n",
         ("tests/test_optim.py", "tests/test_fast_ops.py"),
     ),
     Mutant(

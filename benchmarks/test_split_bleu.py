@@ -27,22 +27,27 @@ import sys
 import time
 from collections import defaultdict
 
+from npformer.tasks.translation.decoding import LENGTH_PENALTY
+
 
 def english_words(text: str, english: set, french: set) -> list[str]:
     words = re.findall(r"[^\W\d_]+", text)
     return [word for word in words if len(word) > 1 and word.islower() and word in english and word not in french]
 
 
-def known_words(run: str, translator) -> tuple[set, set]:
+def known_words(run: str, translator) -> tuple[set, set] | None:
     """The English and French words a run knows: its vocabularies' tokens for a word model; for a
     model of pieces, whose vocabularies hold pieces, the words seen twice or more on each side of its
-    training split (what ``--min-freq 2`` keeps for a word model)."""
+    training split (what ``--min-freq 2`` keeps for a word model). None for a model of pieces without
+    its training split (a shipped model): the English words are then not counted."""
     from collections import Counter
 
     from npformer.data import BPEVocab, tokenize
 
     if not isinstance(translator.src_vocab, BPEVocab):
         return set(translator.src_vocab.index), set(translator.tgt_vocab.index)
+    if not os.path.isfile(os.path.join(run, "train.tsv")):
+        return None
     counts = Counter(), Counter()
     with open(os.path.join(run, "train.tsv"), encoding="utf-8") as file:
         for line in file:
@@ -56,7 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run")
     parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--length-penalty", type=float, default=0.6, help="GNMT's alpha for beam search")
+    parser.add_argument("--length-penalty", type=float, default=LENGTH_PENALTY, help="GNMT's alpha for beam search")
     parser.add_argument("--json")
     parser.add_argument("--snapshot", type=int)
     parser.add_argument("--examples", type=int, default=0)
@@ -89,7 +94,7 @@ def main() -> None:
     for source, target in pairs:
         references[source].append(target)
     sources = list(references)
-    english, french = known_words(args.run, translator)
+    known = known_words(args.run, translator)
     results = {"run": args.run, "length_penalty": args.length_penalty, "snapshot": args.snapshot,
                "mean_of": args.mean_of, "copy_any": args.copy_any,
                "split": "valid" if args.valid else "test", "pairs": len(pairs), "distinct_sources": len(sources),
@@ -106,11 +111,12 @@ def main() -> None:
         multi = sacrebleu.corpus_bleu([translated[source] for source in sources],
                                       [[references[source][k] if k < len(references[source]) else None
                                         for source in sources] for k in range(most)])
-        leaked = {source: english_words(translated[source], english, french) for source in sources}
+        leaked = {source: english_words(translated[source], *known) for source in sources} if known else {}
         leaked = {source: words for source, words in leaked.items() if words}
         results[name] = {"bleu": round(single.score, 2), "chrf": round(chrf.score, 2),
                          "bleu_all_references": round(multi.score, 2), "seconds": round(seconds, 1),
-                         "outputs_with_english_words": len(leaked), "signature": str(single)}
+                         "outputs_with_english_words": len(leaked) if known else None,
+                         "signature": str(single)}
         print(name, json.dumps(results[name]), flush=True)
         for source in list(leaked)[: args.examples]:
             print(f"  {source} -> {translated[source]}  {leaked[source]}")

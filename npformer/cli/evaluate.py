@@ -29,6 +29,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..data import ATTRIBUTION, load_pairs
     from ..tasks.translation import RunFolder, Translator, test_bleu
+    from ..tasks.translation.decoding import LENGTH_PENALTY
 
     if args.data:
         pairs, report = load_pairs(args.data, max_words=None)  # checked before the model is loaded
@@ -41,9 +42,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no sentence pairs to evaluate on")
     record = test_bleu(Translator.from_run(run_), pairs, args.beam, progress=True, worst=args.worst,
                        length_penalty=args.length_penalty)
+    penalty = f"   (length penalty {args.length_penalty:g})" if args.length_penalty != LENGTH_PENALTY else ""
     print(f"{len(pairs):,} sentence pairs from {args.data or os.path.join(run_.folder, 'test.tsv')}")
     print(f"BLEU greedy      {record['bleu_greedy']:5.1f}")
-    print(f"BLEU beam {args.beam:<2}     {record['bleu_beam']:5.1f}")
+    print(f"BLEU beam {args.beam:<2}     {record['bleu_beam']:5.1f}" + penalty)
     print(f"chrF greedy      {record['chrf_greedy']:5.1f}")
     print(f"chrF beam {args.beam:<2}     {record['chrf_beam']:5.1f}")
     if record["worst"]:

@@ -134,6 +134,7 @@ def _grade_module(module: Path, names: list[str], timeout: float, seed: int, wor
         done, started = 0, time.monotonic()
         deadline = started + timeout + 15  # the first exercise also pays for importing npformer
         while True:
+            finished = process.poll() is not None  # before reading: a worker that has exited wrote all
             lines = _complete_lines(results_path)
             for line in lines[done:]:
                 entry = json.loads(line)
@@ -141,7 +142,6 @@ def _grade_module(module: Path, names: list[str], timeout: float, seed: int, wor
                                                 entry["report"])
                 deadline = time.monotonic() + timeout
             done = len(lines)
-            finished = process.poll() is not None
             if done == len(remaining):
                 break
             if finished or time.monotonic() > deadline:

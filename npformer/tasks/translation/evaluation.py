@@ -34,7 +34,8 @@ def evaluate_loss(model: Any, batches: Iterable[Any]) -> tuple[float, float]:
 
 def corpus_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: int = 1,
                 progress: bool = False, length_penalty: float = LENGTH_PENALTY) -> tuple[float, list[str]]:
-    """BLEU of the translations of the English sides against the French sides, and the translations."""
+    """BLEU of the translations of the English sides against the French sides, and the translations
+    (``length_penalty``: beam search's alpha, ``decoding``)."""
     hypotheses = translator.translate([english for english, _ in pairs], beam_size=beam_size,
                                       length_penalty=length_penalty, progress=progress)
     return bleu(hypotheses, [french for _, french in pairs]), hypotheses

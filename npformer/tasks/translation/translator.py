@@ -109,7 +109,8 @@ class Translator:
         """One ``Translation`` per sentence, in order; ``beam_size=1`` is greedy search.
 
         Each sentence is encoded once and decoded once; its attention maps are recorded during
-        that decoding. ``max_len``: the longest output (default: twice the source plus 10, at most
+        that decoding. ``length_penalty``: beam search's alpha (``decoding``; larger prefers longer
+        translations). ``max_len``: the longest output (default: twice the source plus 10, at most
         the model's ``max_len``). ``progress``: a bar over the batches (``tqdm.auto``: a widget in
         Jupyter)."""
         if isinstance(sentences, str):

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from npformer.data import ATTRIBUTION
 from npformer.tasks.translation import TrainOptions, Translator, test_bleu, train
 from npformer.tasks.translation.pretrained import PRETRAINED_DIR
 from npformer.tasks.translation import RunFolder, load_run
@@ -59,7 +60,7 @@ def build_fra(run_folder: str, command: str) -> int:
 
     target = PRETRAINED_DIR / "fra"
     package(Path(run_folder), target, params_as=numpy.float16,
-            meta={"data": "Tatoeba Project (tatoeba.org), CC-BY 2.0 FR, via manythings.org/anki"})
+            meta={"data": ATTRIBUTION})
     shipped = load_run(str(target))
     pairs = RunFolder(str(target)).split("test")
     translator = Translator.from_run(shipped)
@@ -67,7 +68,7 @@ def build_fra(run_folder: str, command: str) -> int:
               **test_bleu(translator, pairs, beam_size=4, progress=True)}
     record.update(command=command, packaged="python benchmarks/build_pretrained.py fra --run RUN --command ...",
                   weights="float16", machine=cpu_name(), python=sys.version.split()[0],
-                  data="Tatoeba Project (tatoeba.org), CC-BY 2.0 FR, via manythings.org/anki")
+                  data=ATTRIBUTION)
     (target / "record.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(record, indent=1))
     return 0

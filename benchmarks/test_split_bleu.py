@@ -37,24 +37,19 @@ def english_words(text: str, english: set, french: set) -> list[str]:
 
 def known_words(run: str, translator) -> tuple[set, set] | None:
     """The English and French words a run knows: its vocabularies' tokens for a word model; for a
-    model of pieces, whose vocabularies hold pieces, the words seen twice or more on each side of its
-    training split (what ``--min-freq 2`` keeps for a word model). None for a model of pieces without
-    its training split (a shipped model): the English words are then not counted."""
-    from collections import Counter
-
-    from npformer.data import BPEVocab, tokenize
+    model of pieces, whose vocabularies hold pieces, the word vocabularies (``Vocab.build``,
+    ``--min-freq 2``) of each side of its training split. None for a model of pieces without its
+    training split (a shipped model): the English words are then not counted."""
+    from npformer.data import BPEVocab, Vocab, tokenize
+    from npformer.tasks.translation import RunFolder
 
     if not isinstance(translator.src_vocab, BPEVocab):
         return set(translator.src_vocab.index), set(translator.tgt_vocab.index)
     if not os.path.isfile(os.path.join(run, "train.tsv")):
         return None
-    counts = Counter(), Counter()
-    with open(os.path.join(run, "train.tsv"), encoding="utf-8") as file:
-        for line in file:
-            for side, (text, lang) in enumerate(zip(line.rstrip("\n").split("\t")[:2], ("en", "fr"))):
-                counts[side].update(tokenize(text, lang))
-    return ({word for word, count in counts[0].items() if count >= 2},
-            {word for word, count in counts[1].items() if count >= 2})
+    train = RunFolder(run).split("train")
+    return tuple(set(Vocab.build([tokenize(pair[side], lang) for pair in train], min_freq=2).index)
+                 for side, lang in enumerate(("en", "fr")))
 
 
 def main() -> None:

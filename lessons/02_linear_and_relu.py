@@ -66,14 +66,13 @@ print(check("linear_backward", linear_backward))
 # %% [markdown]
 # npformer's own `linear_backward` is in `npformer/ops/linear.py`: open it beside this lesson.
 # It computes the same three products from the cache that `linear_forward` keeps, and passes the
-# finite-difference check of lesson 1. (Those files are the textbook forms; lesson 16 shows the
-# fast forms that npformer trains with by default, equal to them.)
+# finite-difference check of lesson 1. `ops.linear_forward` and `ops.linear_backward` are always
+# those textbook functions. (Lesson 16 shows the fast forms that npformer's blocks run by default,
+# equal to them.)
 
 # %%
-from npformer.ops import linear as textbook_linear  # noqa: E402
-
 x, W, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5)), rng.standard_normal(5)
-report = gradcheck.check_gradients(textbook_linear.linear_forward, textbook_linear.linear_backward,
+report = gradcheck.check_gradients(ops.linear_forward, ops.linear_backward,
                                    {"x": x, "W": W, "b": b}, name="linear")
 print(report)
 assert report.passed, "linear_backward must pass the finite-difference check"

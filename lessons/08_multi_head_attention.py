@@ -72,7 +72,7 @@ print(check("merge_heads", merge_heads))
 # input exactly:
 
 # %%
-attention = nn.SelfAttention(d_model=8, n_heads=2, rng=rng, dtype=np.float64, fused=False)
+attention = nn.SelfAttention(d_model=8, n_heads=2, rng=rng, dtype=np.float64)
 x = rng.standard_normal((3, 5, 8))
 heads = attention.split_heads(x)
 print("split:", x.shape, "->", heads.shape, " merged back equal:", np.array_equal(attention.merge_heads(heads), x))
@@ -241,7 +241,7 @@ assert not mistake.passed and {row.tensor for row in mistake.rows if not row.pas
 # %% [markdown]
 # ## npformer's layer, the textbook form
 #
-# `nn.SelfAttention(d_model, n_heads, fused=False)` is the paper's self-attention layer, step by
+# `nn.SelfAttention(d_model, n_heads)` is the paper's self-attention layer, step by
 # step: what you just wrote, with `memory` the same `x` as `query` and a bias after each
 # projection. Its four children `q`, `k`, `v` and `o` are `Linear(D, D)` layers
 # ($Q = X W_q + b_q$, and so on). Here it is written out with the ops alone, reading the module's
@@ -279,7 +279,7 @@ def textbook_backward(attention, dout, cache):
 
 
 # %% [markdown]
-# `SelfAttention` with `fused=False` does exactly this, with each projection a `Linear` block
+# `SelfAttention` does exactly this, with each projection a `Linear` block
 # that keeps its own cache. The two give the same numbers, and the module passes the
 # finite-difference check, every parameter included (a padding mask on the last key of the
 # second sentence, as in lesson 6):
@@ -314,7 +314,7 @@ assert report.passed
 # `backward(dout)` returns `(d_query, d_memory)`; `d_memory` is the sum of the $K$ and $V$ paths.
 
 # %%
-cross = nn.MultiHeadAttention(d_model=8, n_heads=2, rng=rng, dtype=np.float64, fused=False)
+cross = nn.MultiHeadAttention(d_model=8, n_heads=2, rng=rng, dtype=np.float64)
 cross_report = gradcheck.check_module(cross, {"query": x, "memory": rng.standard_normal((3, 4, 8))})
 print(cross_report.table().splitlines()[-1])
 assert cross_report.passed
@@ -324,52 +324,70 @@ assert cross_report.passed
 #
 # The three projections of self-attention all read the same $X$. Placing $W_q$, $W_k$ and $W_v$
 # side by side gives one $D \times 3D$ matrix, and **one** product $X\,[W_q \mid W_k \mid W_v]$
-# computes $Q$, $K$ and $V$ together; its backward pass splits the $D \times 3D$ gradient back into
-# the three `Linear` layers' own `W` and `b`. (Cross-attention fuses $K$ and $V$ the same way:
-# $M\,[W_k \mid W_v]$.) The parameters keep their names and shapes; only the number of matrix
-# products changes. This is `fused=True`, the default, which the models train with;
-# `nn.use_fused_attention(model, False)` switches a whole model to the textbook form.
+# computes $Q$, $K$ and $V$ together; its backward pass is one `linear_backward`, whose
+# $D \times 3D$ weight gradient is $[dW_q \mid dW_k \mid dW_v]$. (Cross-attention fuses $K$ and $V$
+# the same way: $M\,[W_k \mid W_v]$.) The blocks of `nn` stay in the textbook form above; the fused
+# form lives beside them, in `npformer.fastpath`, with the training step's other speed work.
+# `fastpath.FusedProjections` fuses once: it copies the three weights into one matrix and makes
+# each layer's `W` and `b` column views of it, so the parameters keep their names, shapes and
+# values, and an optimizer's update of `q.W` is an update of the fused matrix.
 #
 # The two forms are the same function. Same weights, same input, in float64:
 
 # %%
-fused = nn.SelfAttention(d_model=8, n_heads=2, rng=np.random.default_rng(1), dtype=np.float64, fused=True)
-fused.load_state_dict(attention.state_dict())
+from npformer.fastpath import FusedProjections
+
+
+def fused_forward_backward(block, projections, x, mask, dout):
+    """``block``'s self-attention with q|k|v as one product: the output, then ``dx``."""
+    qkv, qkv_cache = projections.forward(x)                                # (B, T, 3D): [Q | K | V]
+    q, k, v = (block.split_heads(part) for part in np.split(qkv, 3, axis=-1))
+    out = block.attend_heads(q, k, v, mask)
+    dq, dk, dv = block.attend_heads_backward(dout)
+    d_qkv = np.concatenate([block.merge_heads(gradient) for gradient in (dq, dk, dv)], axis=-1)
+    return out, projections.backward(d_qkv, qkv_cache)
+
+
+twin = nn.SelfAttention(d_model=8, n_heads=2, rng=np.random.default_rng(1), dtype=np.float64)
+twin.load_state_dict(attention.state_dict())
+projections = FusedProjections((twin.q, twin.k, twin.v))
+print("q.W is a view of the fused matrix:", twin.q.W.base is projections.weight, projections.weight.shape)
 attention.zero_grad()
-fused.zero_grad()
-out_textbook, out_fused = attention.forward(x, mask), fused.forward(x, mask)
-dx_textbook, dx_fused = attention.backward(dout), fused.backward(dout)
+twin.zero_grad()
+out_textbook = attention.forward(x, mask)
+dx_textbook = attention.backward(dout)
+out_fused, dx_fused = fused_forward_backward(twin, projections, x, mask, dout)
 print(f"output: largest difference {np.abs(out_fused - out_textbook).max():.1e}")
 print(f"dx:     largest difference {np.abs(dx_fused - dx_textbook).max():.1e}")
 for key, grad in attention.grads().items():
-    print(f"{key:4s}:  largest difference {np.abs(fused.grads()[key] - grad).max():.1e}")
+    print(f"{key:4s}:  largest difference {np.abs(twin.grads()[key] - grad).max():.1e}")
 assert np.abs(out_fused - out_textbook).max() < 1e-12 and np.abs(dx_fused - dx_textbook).max() < 1e-12
-assert all(np.abs(fused.grads()[key] - grad).max() < 1e-12 for key, grad in attention.grads().items())
-print(gradcheck.check_module(fused, {"x": x}, forward=lambda x: fused.forward(x, mask)).table().splitlines()[-1])
+assert all(np.abs(twin.grads()[key] - grad).max() < 1e-12 for key, grad in attention.grads().items())
 
 # %% [markdown]
 # Any difference printed is rounding, far below $10^{-12}$ (the cell asserts it): each column of the
 # fused product is one of the dot products of before, and the fused backward adds the three
 # paths' contributions to $dX$ inside one product, in another order than `dx_q + dx_k + dx_v`.
-# The fused module passes the finite-difference check too (the last line).
 #
 # Why fuse at all? One product with three times the columns keeps the processor busier than three
 # small ones. The gain depends on the sizes and the machine; here is this machine's, for a batch
 # of 32 sentences of 64 tokens with $D = 256$ and $H = 8$, in float32:
 
 # %%
-def milliseconds(module, x, repeats=3):
-    module.forward(x)
+def milliseconds(step, repeats=3):
+    step()
     start = time.perf_counter()
     for _ in range(repeats):
-        module.backward(module.forward(x))
+        step()
     return (time.perf_counter() - start) / repeats * 1000
 
 
 big_x = rng.standard_normal((32, 64, 256)).astype(np.float32)
-for flag in (False, True):
-    block = nn.SelfAttention(256, 8, rng=np.random.default_rng(0), fused=flag)
-    print(f"fused={flag!s:5s}: {milliseconds(block, big_x):6.1f} ms per forward and backward")
+big_block = nn.SelfAttention(256, 8, rng=np.random.default_rng(0))
+print(f"textbook: {milliseconds(lambda: big_block.backward(big_block.forward(big_x))):6.1f} ms per forward and backward")
+big_projections = FusedProjections((big_block.q, big_block.k, big_block.v))
+print(f"fused:    {milliseconds(lambda: fused_forward_backward(big_block, big_projections, big_x, None, big_x)):6.1f} "
+      "ms per forward and backward")
 
 # %% [markdown]
 # What heads do shows only in a trained model. npformer ships one, `npformer.pretrained("toy")`: the
@@ -411,7 +429,7 @@ assert head_gap > 0.05, "the two heads must attend differently"
 #    $D$ and $H$. Which terms depend on $H$?
 # 4. Add the four biases $b_q, b_k, b_v, b_o$ to your `multi_head_attention` and
 #    `multi_head_attention_backward` (which then also return $db_q, \dots, db_o$), and compare
-#    them with `nn.MultiHeadAttention(..., fused=False)`: copy its `q.W`, `q.b`, ... into your
+#    them with `nn.MultiHeadAttention(...)`: copy its `q.W`, `q.b`, ... into your
 #    arguments, and compare with its `forward`, its `backward` and its `grads()`.
 
 # %% [markdown] tags=["instructor"]
@@ -445,7 +463,7 @@ assert head_gap > 0.05, "the two heads must attend differently"
 
 # %% tags=["instructor"]
 answer_rng = np.random.default_rng(11)
-answer_layer = nn.SelfAttention(d_model=8, n_heads=2, rng=answer_rng, dtype=np.float64, fused=False)
+answer_layer = nn.SelfAttention(d_model=8, n_heads=2, rng=answer_rng, dtype=np.float64)
 answer_x = answer_rng.standard_normal((3, 5, 8))
 answer_dout = answer_rng.standard_normal((3, 5, 8))
 answer_layer.forward(answer_x, mask)
@@ -456,7 +474,7 @@ assert np.abs(db_k).max() < 1e-12 and np.abs(db_v).max() > 0.1
 assert np.allclose(db_v, (answer_dout @ answer_layer.o.W.T).sum(axis=(0, 1)))  # every query sees a key
 
 # %% tags=["instructor"]
-one_head = nn.MultiHeadAttention(d_model=8, n_heads=1, rng=answer_rng, dtype=np.float64, fused=False)
+one_head = nn.MultiHeadAttention(d_model=8, n_heads=1, rng=answer_rng, dtype=np.float64)
 answer_memory = answer_rng.standard_normal((3, 4, 8))
 memory_mask = ops.padding_mask(np.array([[5, 6, 7, 8], [5, 6, 0, 0], [5, 6, 7, 0]]))
 q_one = ops.linear_forward(answer_x, one_head.q.W, one_head.q.b)[0][:, None]  # (B, 1, Tq, D): one head
@@ -516,7 +534,7 @@ def multi_head_attention_with_biases_backward(query, memory, Wq, bq, Wk, bk, Wv,
                                                "v.W": dWv, "v.b": dbv, "o.W": dWo, "o.b": dbo}
 
 
-biased = nn.MultiHeadAttention(d_model=8, n_heads=2, rng=answer_rng, dtype=np.float64, fused=False)
+biased = nn.MultiHeadAttention(d_model=8, n_heads=2, rng=answer_rng, dtype=np.float64)
 weights = [getattr(getattr(biased, name), part) for name in "qkvo" for part in "Wb"]
 answer_dout = answer_rng.standard_normal((3, 5, 8))
 ours_out = multi_head_attention_with_biases(answer_x, answer_memory, *weights, 2, memory_mask)
@@ -528,6 +546,6 @@ module_dquery, module_dmemory = biased.backward(answer_dout)
 gaps = {"out": np.abs(ours_out - module_out).max(), "d_query": np.abs(ours_dquery - module_dquery).max(),
         "d_memory": np.abs(ours_dmemory - module_dmemory).max(),
         **{key: np.abs(ours_grads[key] - grad).max() for key, grad in biased.grads().items()}}
-print("answer 4: largest differences from nn.MultiHeadAttention(fused=False):",
+print("answer 4: largest differences from nn.MultiHeadAttention:",
       ", ".join(f"{key} {value:.0e}" for key, value in gaps.items()))
 assert max(gaps.values()) < 1e-12

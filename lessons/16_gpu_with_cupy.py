@@ -145,9 +145,16 @@ figure.savefig(viz.figures_dir() / "16_training_step.png", dpi=110)
 # Beside them, `npformer/ops/fast/` holds *fast forms* of the busiest ones: the same equations,
 # but with the rows cut into one block per CPU core (NumPy runs elementwise work on one core),
 # results written into arrays made in advance, fewer temporaries. `ops.using(...)` chooses which
-# set every block, the loss and Adam call; `"fast"` is the default. Here are the two forms of
-# the linear layer's forward pass, and the training step timed with each set, on the same
-# batch, from the same weights:
+# set every block, the loss and Adam call; `"fast"` is the default. The names `ops.linear_forward`
+# and so on always stay the textbook functions; the active set is what the blocks run.
+#
+# Beside the op sets, the training step has a *fast path* (`npformer.fastpath`): the same blocks
+# run on the real tokens alone, packed side by side so that no work is spent on `<pad>`, with the
+# q, k and v projections fused into one product, and only the counted targets projected onto the
+# vocabulary. `train_step(..., only_counted_targets=True)` takes it (the trainer and
+# `npformer bench` do); the plain step runs the textbook forward and backward of the model.
+# Here are the two forms of the linear layer's forward pass, and the training step timed three
+# ways, on the same batch, from the same weights:
 
 # %%
 import inspect  # noqa: E402,F811
@@ -166,23 +173,33 @@ print(f"textbook linear_forward: {code_lines(linear.linear_forward)} lines of co
       f"fast: {code_lines(fast.linear_forward)}")
 
 step_ms, set_losses = {}, {}
-for op_set in ("textbook", "fast"):
+ways = {"textbook ops, textbook step": ("textbook", False), "fast ops, textbook step": ("fast", False),
+        "fast ops, fast path": ("fast", True)}
+for way, (op_set, fast_path) in ways.items():
     twin = models.Transformer(model.config, seed=0)
     twin_optimizer = optim.Adam(twin, lr=1e-3)
+
+    def step():
+        return train_step(twin, (src, tgt_in), tgt_out, twin_optimizer, only_counted_targets=fast_path)
+
     with ops.using(op_set):
-        train_step(twin, (src, tgt_in), tgt_out, twin_optimizer)  # warm-up
-        set_losses[op_set] = train_step(twin, (src, tgt_in), tgt_out, twin_optimizer).loss
-        step_ms[op_set] = milliseconds(lambda: train_step(twin, (src, tgt_in), tgt_out, twin_optimizer))
-    print(f"{op_set:8s} {step_ms[op_set]:6.0f} ms per step; second step's loss {set_losses[op_set]:.6f}")
-print(f"fast / textbook time: {step_ms['fast'] / step_ms['textbook']:.2f}")
-assert abs(set_losses["fast"] - set_losses["textbook"]) < 1e-3 * abs(set_losses["textbook"])
+        step()  # warm-up
+        set_losses[way] = step().loss
+        step_ms[way] = milliseconds(step)
+    print(f"{way:28s} {step_ms[way]:6.0f} ms per step; second step's loss {set_losses[way]:.6f}")
+textbook = step_ms["textbook ops, textbook step"]
+print(f"time / textbook ops' textbook step: fast ops {step_ms['fast ops, textbook step'] / textbook:.2f}, "
+      f"fast ops and fast path {step_ms['fast ops, fast path'] / textbook:.2f}")
+assert all(abs(loss - set_losses["textbook ops, textbook step"]) < 1e-3 * abs(loss) for loss in set_losses.values())
 
 # %% [markdown]
-# The two sets give the same loss to float32 rounding (the printed digits), because they compute
-# the same equations; `tests/test_fast_ops.py` shows every fast form equal to its twin in float64.
-# The printed time ratio is what the fast forms buy on this machine and this batch: on a GPU each
-# op is already one kernel over every row, so the two sets take about the same time there. The
-# recorded figures for both bench presets are in `benchmarks/RESULTS.md` ("Op sets").
+# The three give the same loss to float32 rounding (the printed digits), because they compute
+# the same equations; `tests/test_fast_ops.py` shows every fast form equal to its twin in float64,
+# and `tests/test_fastpath.py` the fast path equal to the textbook step. The printed time ratios
+# are what the fast forms and the fast path buy on this machine and this batch (the fast path buys
+# more where batches hold more padding); on a GPU each op is already one kernel over every row, so
+# the two op sets take about the same time there. The recorded figures for both bench presets are in
+# `benchmarks/RESULTS.md` ("Op sets" and "The user's loop").
 
 # %% [markdown]
 # What changes on a GPU, and what does not:

@@ -237,7 +237,8 @@ def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = 
                 spent[family] += time.perf_counter() - start
         return call
 
-    timed_ops = {f"{op}_{direction}": timed(getattr(ops, f"{op}_{direction}"), family)
+    op_set = ops.current()
+    timed_ops = {f"{op}_{direction}": timed(getattr(op_set, f"{op}_{direction}"), family)
                  for op, family in PROFILE_FAMILIES.items() for direction in ("forward", "backward")}
     original_step = optimizer.step
     optimizer.step = timed(original_step, "optimizer: Adam update")

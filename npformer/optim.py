@@ -188,7 +188,7 @@ class Adam(Optimizer):
         else:
             g = grad + self.weight_decay * param if self.weight_decay else grad   # Adam: L2 in g
         beta1, beta2 = self.betas
-        new_param, state["exp_avg"], state["exp_avg_sq"] = ops.adam_step(
+        new_param, state["exp_avg"], state["exp_avg_sq"] = ops.current().adam_step(
             param, g, state["exp_avg"], state["exp_avg_sq"], self.step_count, self.lr, beta1, beta2, self.eps)
         if new_param is not param:    # the textbook step returns a new array; the fast one updates in place
             param[...] = new_param

@@ -20,10 +20,11 @@ over every row, the textbook form.
 
 While a call splits its rows over threads, BLAS is held to one thread (through
 ``threadpoolctl``), so that npformer's threads and BLAS's do not compete for the
-same cores; BLAS gets its threads back as soon as the call returns. A training
-step or a decoding loop on the fast op set holds BLAS to one thread once for all
-its calls (``blas_on_one_thread``). Outside those, and after ``import npformer``,
-every thread pool of the process is as it was.
+same cores; BLAS gets its threads back as soon as the call returns. Every fast
+op holds BLAS to one thread while it runs (``holding_blas``), whichever loop calls
+it; a training step or a decoding loop on the fast op set holds it once for all its
+calls. Outside npformer's own calls, and after ``import npformer``, every thread
+pool of the process is as it was.
 
 The number of threads: ``NPFORMER_THREADS`` if set, else the cores this process
 may run on, at most 8. ``threadpoolctl`` is a dependency of npformer; where it is
@@ -35,6 +36,7 @@ never split.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import threading
@@ -43,15 +45,18 @@ from typing import Any, Callable, Iterator
 
 from .backend import is_cupy
 
-__all__ = ["set_threads", "get_threads", "parallel_rows", "parallel_row_pairs", "parallel_items", "blas_on_one_thread", "MIN_BLOCK_SIZE"]
+__all__ = ["set_threads", "get_threads", "parallel_rows", "parallel_row_pairs", "parallel_items", "blas_on_one_thread", "holding_blas",
+           "MIN_BLOCK_SIZE"]
 
 # A block smaller than this many array elements is not worth a thread: handing
 # work to another thread costs tens of microseconds, about what NumPy needs for
 # 30,000 additions.
 MIN_BLOCK_SIZE = 1 << 15
 
-_blas_controller: Any = None  # threadpoolctl's controller, made at the first threaded call
-_held = False  # True while BLAS is held to one thread
+_blas_controllers: Any = None  # threadpoolctl's BLAS controllers, found at the first hold
+_holders = 0  # how many holds of BLAS at one thread are open (any thread); BLAS is held while > 0
+_saved_counts: list = []  # each BLAS library's threads before the first hold
+_hold_lock = threading.Lock()
 _inside = threading.local()  # set while a thread runs a block: nested calls stay serial
 
 
@@ -94,32 +99,81 @@ def set_threads(count: int | None = None) -> None:
     _threads = count
 
 
+def _blas_libraries() -> list:
+    """threadpoolctl's controllers of the BLAS libraries loaded in this process, found once."""
+    global _blas_controllers
+    if _blas_controllers is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas_controllers = ThreadpoolController().select(user_api="blas").lib_controllers
+    return _blas_controllers
+
+
+def _hold() -> None:
+    """One more holder of BLAS at one thread; the first sets every BLAS library to one thread."""
+    global _holders, _saved_counts
+    with _hold_lock:
+        if _holders == 0:
+            libraries = _blas_libraries()
+            _saved_counts = [library.get_num_threads() for library in libraries]
+            for library in libraries:
+                library.set_num_threads(1)
+        _holders += 1
+
+
+def _release() -> None:
+    """One holder fewer; the last gives every BLAS library its threads back."""
+    global _holders
+    with _hold_lock:
+        _holders -= 1
+        if _holders == 0:
+            for library, count in zip(_blas_libraries(), _saved_counts):
+                library.set_num_threads(count)
+
+
+def _needs_hold() -> bool:
+    """Whether BLAS should be held: npformer splits over more than one thread, on the CPU."""
+    return _threads > 1 and not is_cupy()
+
+
 @contextlib.contextmanager
 def blas_on_one_thread(when: bool = True) -> Iterator[None]:
     """Hold BLAS to one thread inside the block (if ``when``), and give its threads back at the end.
 
-    ``parallel_rows`` holds it for each split call. A caller about to make many of them (a
-    training step, a decoding loop, on the fast op set) holds it once around all of them:
-    between two split calls, a small BLAS call on all cores would wake BLAS's own threads,
-    which then spin for a while on the cores that npformer's next split needs (measured: the
-    linear layer's forward and backward took 2x as long, toggled per call). Nested holds are
-    one hold; with one thread it does nothing (more than one thread needs threadpoolctl:
-    ``set_threads`` and the default make sure of it).
+    Every fast op holds it while it runs (``holding_blas``), so that whichever loop calls them,
+    BLAS never runs on all cores between npformer's split calls: a BLAS call on all cores wakes
+    BLAS's own threads, which then spin for a while on the cores that npformer's next split
+    needs (measured: the linear layer's forward and backward took 2x as long). A caller about
+    to make many fast calls (a training step, a decoding loop) may hold it once around all of
+    them, which saves a few microseconds per call. Holds nest (a count; the last one out gives
+    the threads back); with one thread, or on CuPy, it does nothing (more than one thread needs
+    threadpoolctl: ``set_threads`` and the default make sure of it).
     """
-    global _blas_controller, _held
-    if not when or _held or _threads == 1:
+    if not when or not _needs_hold():
         yield
         return
-    if _blas_controller is None:
-        from threadpoolctl import ThreadpoolController
-
-        _blas_controller = ThreadpoolController()
-    _held = True
+    _hold()
     try:
-        with _blas_controller.limit(limits=1, user_api="blas"):
-            yield
+        yield
     finally:
-        _held = False
+        _release()
+
+
+def holding_blas(function: Callable) -> Callable:
+    """Decorator: ``function`` runs with BLAS held to one thread (``blas_on_one_thread``). Every
+    fast op (``npformer/ops/fast/``) wears it; it costs about two microseconds per outermost call."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not _needs_hold():
+            return function(*args, **kwargs)
+        _hold()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _release()
+
+    return call
 
 
 def get_threads() -> int:
@@ -163,7 +217,9 @@ def parallel_items(block: Callable[[Any], None], parts: list) -> None:
             block(part)
         return
     with blas_on_one_thread():
-        pending = [_pool(_threads - 1).submit(_run_marked, block, part) for part in parts[1:]]
+        # Each worker runs in a copy of the caller's context: the caller's op set (``ops.using``) holds there.
+        pending = [_pool(_threads - 1).submit(contextvars.copy_context().run, _run_marked, block, part)
+                   for part in parts[1:]]
         try:
             _run_marked(block, parts[0])
         finally:

@@ -1,7 +1,6 @@
 """The architecture's promises (DESIGN.md, "Layers and folders"), each checked directly.
 
-1. The textbook attention (one ``Linear`` call per projection) and the fast one (fused Q/K/V
-   products) compute the same outputs and the same gradients.
+1. (The textbook attention against the fast path's fused products: ``tests/test_fastpath.py``.)
 2. Every op's backward is pure: calling it twice on one cache gives the same answer and leaves
    the cache as it was.
 3. ``Module.evaluating()`` and everything that runs a model in eval mode (decoding, translation,
@@ -75,57 +74,8 @@ def attention_blocks(model):
     return [m for _, m in model.named_modules() if isinstance(m, nn.MultiHeadAttention)]
 
 
-def forbid_fused_products(monkeypatch):
-    """In the textbook form the fused product must never run (else the comparison is vacuous)."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("the textbook form called the fused projection")
-    monkeypatch.setattr(nn.MultiHeadAttention, "_fused_project", refuse)
-
-
-# --- 1. textbook and fused attention agree ------------------------------------------------
-
 SMALL = dict(src_vocab=13, tgt_vocab=11, d_model=12, n_heads=3, d_ff=20, n_layers=2, max_len=16,
              dropout=0.0)
-
-
-@pytest.mark.parametrize("norm, tie", [("post", False), ("pre", True)])
-def test_transformer_textbook_and_fused_attention_agree(norm, tie, monkeypatch):
-    config = models.TransformerConfig(**SMALL, norm=norm, tie_embeddings=tie)
-    rng = np.random.default_rng(5)
-    src = backend.asarray(padded_ids(rng, [6, 3, 1], config.src_vocab))  # a padded batch
-    tgt = padded_ids(rng, [5, 2, 4], config.tgt_vocab)
-    tgt_in, tgt_out = backend.asarray(tgt[:, :-1]), backend.asarray(tgt[:, 1:])
-
-    def run(fused):
-        model = models.Transformer(config, seed=3, dtype=np.float64)
-        for block in attention_blocks(model):  # biases that are not zero, so that db matters
-            for linear in (block.q, block.k, block.v, block.o):
-                linear.b[...] = backend.asarray(np.random.default_rng(7).standard_normal(linear.b.shape))
-        nn.use_fused_attention(model, fused)
-        assert all(block.fused is fused for block in attention_blocks(model))
-        assert len(attention_blocks(model)) == 3 * config.n_layers
-        logits = model.forward(src, tgt_in)
-        loss, cache = ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID, label_smoothing=0.1)
-        model.zero_grad()
-        model.backward(ops.cross_entropy_backward(1.0, cache))
-        return logits, loss, {key: host(value) for key, value in model.grads().items()}
-
-    fused_logits, fused_loss, fused_grads = run(True)
-    with monkeypatch.context() as patch:
-        forbid_fused_products(patch)
-        textbook_logits, textbook_loss, textbook_grads = run(False)
-    assert_close(fused_logits, textbook_logits, "logits")
-    assert_close(fused_loss, textbook_loss, "loss")
-    assert_same_gradients(fused_grads, textbook_grads)
-    assert all(np.abs(textbook_grads[f"decoder.layers.0.{name}.b"]).max() > 0
-               for name in ("self_attn.q", "self_attn.v", "cross_attn.q", "cross_attn.v"))
-
-
-def _attention_pair(cls, fused, rng):
-    block = cls(8, 2, rng=np.random.default_rng(11), dtype=np.float64, fused=fused)
-    for linear in (block.q, block.k, block.v, block.o):
-        linear.b[...] = backend.asarray(rng.standard_normal(8))
-    return block
 
 
 def _key_padding(lengths, length):
@@ -133,59 +83,6 @@ def _key_padding(lengths, length):
     for row, n in enumerate(lengths):
         ids[row, :n] = 5
     return ops.padding_mask(backend.asarray(ids))
-
-
-def _run_block(block, inputs, mask, dout):
-    out = block.forward(*inputs, mask)
-    block.zero_grad()
-    d_inputs = block.backward(dout)
-    d_inputs = d_inputs if isinstance(d_inputs, tuple) else (d_inputs,)
-    return host(out), [host(d) for d in d_inputs], {k: host(v) for k, v in block.grads().items()}
-
-
-@pytest.mark.parametrize("cls", [nn.SelfAttention, nn.MultiHeadAttention])
-def test_single_attention_blocks_textbook_and_fused_agree(cls, monkeypatch):
-    rng = np.random.default_rng(2)
-    batch, q_len, k_len = 3, 4, 4 if cls is nn.SelfAttention else 6
-    inputs = ((f64(rng, batch, q_len, 8),) if cls is nn.SelfAttention
-              else (f64(rng, batch, q_len, 8), f64(rng, batch, k_len, 8)))
-    mask = _key_padding([k_len, 2, 1], k_len)
-    dout = f64(rng, batch, q_len, 8)
-    biases = np.random.default_rng(4)
-    fused = _run_block(_attention_pair(cls, True, biases), inputs, mask, dout)
-    biases = np.random.default_rng(4)
-    with monkeypatch.context() as patch:
-        forbid_fused_products(patch)
-        textbook = _run_block(_attention_pair(cls, False, biases), inputs, mask, dout)
-    assert_close(fused[0], textbook[0], "output")
-    assert len(fused[1]) == len(textbook[1]) == len(inputs)
-    for index, (a, b) in enumerate(zip(fused[1], textbook[1])):
-        assert_close(a, b, f"input gradient {index}")
-    assert fused[2].keys() == textbook[2].keys() == {f"{n}.{p}" for n in "qkvo" for p in "Wb"}
-    assert_same_gradients(fused[2], textbook[2])
-
-
-def test_one_model_toggled_between_forms_agrees_with_itself():
-    config = models.TransformerConfig(**SMALL)
-    model = models.Transformer(config, seed=1, dtype=np.float64)
-    rng = np.random.default_rng(0)
-    src = backend.asarray(padded_ids(rng, [4, 2], config.src_vocab))
-    tgt = backend.asarray(padded_ids(rng, [3, 5], config.tgt_vocab))
-    dlogits = f64(rng, 2, tgt.shape[1], config.tgt_vocab)
-    results = {}
-    for fused in (False, True, False):
-        nn.use_fused_attention(model, fused)
-        logits = host(model.forward(src, tgt))
-        model.zero_grad()
-        model.backward(dlogits)
-        results.setdefault(fused, []).append((logits, {k: host(v) for k, v in model.grads().items()}))
-    (textbook, grads), (again, again_grads) = results[False]
-    fused, fused_grads = results[True][0]
-    np.testing.assert_array_equal(textbook, again)  # switching back restores the textbook form
-    assert_close(fused, textbook, "logits")
-    for key in grads:
-        np.testing.assert_array_equal(grads[key], again_grads[key])
-    assert_same_gradients(fused_grads, grads)
 
 
 # --- 2. every op's backward is pure -------------------------------------------------------
@@ -353,11 +250,10 @@ def test_language_model_generation_leaves_the_mode_as_it_was(start, monkeypatch)
 
 # --- 4. gradients flow through return values ----------------------------------------------
 
-@pytest.mark.parametrize("fused", [True, False], ids=["fused", "textbook"])
-def test_attention_backward_always_returns_the_same_kind_of_thing(fused):
+def test_attention_backward_always_returns_the_same_kind_of_thing():
     rng = np.random.default_rng(0)
-    cross = nn.MultiHeadAttention(6, 2, rng=rng, dtype=np.float64, fused=fused)
-    self_attention = nn.SelfAttention(6, 2, rng=rng, dtype=np.float64, fused=fused)
+    cross = nn.MultiHeadAttention(6, 2, rng=rng, dtype=np.float64)
+    self_attention = nn.SelfAttention(6, 2, rng=rng, dtype=np.float64)
     for q_len, k_len in ((3, 5), (4, 4), (1, 1)):
         query, memory = f64(rng, 2, q_len, 6), f64(rng, 2, k_len, 6)
         cross.forward(query, memory, _key_padding([k_len, 1], k_len))
@@ -374,13 +270,11 @@ def side_channels(model):
             for attribute in vars(module) if "d_memory" in attribute]
 
 
-@pytest.mark.parametrize("fused", [True, False], ids=["fused", "textbook"])
 @pytest.mark.parametrize("pre_norm", [False, True], ids=["post", "pre"])
-def test_decoder_layer_returns_dx_and_d_memory_as_values(pre_norm, fused):
+def test_decoder_layer_returns_dx_and_d_memory_as_values(pre_norm):
     rng = np.random.default_rng(3)
     layer = nn.DecoderLayer(6, n_heads=2, d_ff=10, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
                             activation="gelu", rng=rng, dtype=np.float64)
-    nn.use_fused_attention(layer, fused)
     x, memory, dout = f64(rng, 2, 3, 6), f64(rng, 2, 5, 6), f64(rng, 2, 3, 6)
     self_mask, memory_mask = ops.causal_mask(3), _key_padding([5, 2], 5)
 
@@ -407,7 +301,6 @@ def test_decoder_layer_returns_dx_and_d_memory_as_values(pre_norm, fused):
 
     # The same through a whole model: no module keeps a gradient for another to pick up.
     model = models.Transformer(models.TransformerConfig(**SMALL), seed=0, dtype=np.float64)
-    nn.use_fused_attention(model, fused)
     src = backend.asarray(padded_ids(rng, [4, 2], 13))
     tgt = backend.asarray(padded_ids(rng, [3, 3], 11))
     logits = model.forward(src, tgt)

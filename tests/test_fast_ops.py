@@ -1,6 +1,6 @@
 """The fast forms (``npformer/ops/fast/``) equal their textbook twins (``npformer/ops/``) in float64,
 outputs and gradients, on shapes that hypothesis draws with the edge cases (length 1, one head,
-fully padded rows, repeated ids); and ``ops.using`` switches what every block calls."""
+fully padded rows, repeated ids). How ``ops.using`` chooses between them: ``tests/test_op_sets.py``."""
 
 import numpy as np
 import pytest
@@ -175,109 +175,6 @@ def test_adam_step_in_chunks_and_on_views(layout):
     got = fast.adam_step(*inputs, 3, 1e-2, 0.9, 0.98, 1e-9)
     _same(got, expected)
     assert got[0] is inputs[0] and got[1] is inputs[2] and got[2] is inputs[3]
-
-
-def test_the_textbook_ops_are_the_ones_in_npformer_ops_files():
-    with ops.using("textbook"):
-        assert ops.linear_forward is linear.linear_forward
-        assert set(ops.active().values()) == {"textbook"}
-    with ops.using("fast"):
-        assert ops.linear_forward is fast.linear_forward
-        assert ops.active()["linear_forward"] == "fast" and ops.active()["relu_forward"] == "textbook"
-
-
-# -- the switch -----------------------------------------------------------------------------------
-
-def _small_model():
-    return Transformer(TransformerConfig(src_vocab=11, tgt_vocab=13, d_model=8, n_heads=2, d_ff=16,
-                                         n_layers=1, dropout=0.0), seed=0, dtype=np.float64)
-
-
-def _batch():
-    rng = np.random.default_rng(1)
-    src, tgt = rng.integers(4, 11, (2, 5)), rng.integers(4, 13, (2, 6))
-    src[1, 3:] = PAD_ID
-    return src, tgt
-
-
-def test_using_reaches_every_block_the_loss_and_the_optimizer_at_call_time():
-    from npformer.training import train_step
-
-    model, (src, tgt) = _small_model(), _batch()
-    optimizer = optim.Adam(model)  # made before the switch: it must still pick up the new ops
-    calls = {}
-
-    def counted(name):
-        original = getattr(ops, name)
-
-        def call(*args, **kwargs):
-            calls[name] = calls.get(name, 0) + 1
-            return original(*args, **kwargs)
-        return call
-
-    counting = {name: counted(name) for name in ops.OP_NAMES if name != "positional_encoding"}
-    with ops.using(counting, name="counting"):
-        assert set(ops.active().values()) == {"counting", ops.active()["positional_encoding"]}
-        train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer)
-    for name in ("embedding_forward", "embedding_backward", "linear_forward", "linear_backward",
-                 "layernorm_forward", "layernorm_backward", "attention_forward", "attention_backward",
-                 "relu_forward", "relu_backward", "cross_entropy_forward", "cross_entropy_backward",
-                 "padding_mask", "causal_mask", "adam_step", "dropout_forward", "dropout_backward"):
-        assert calls.get(name, 0) > 0, f"{name} was not called through ops"
-    assert ops.active()["linear_forward"] == ops.DEFAULT  # restored on exit
-
-
-def test_both_sets_train_the_same_model():
-    from npformer.training import train_step
-
-    results = {}
-    for impl in ("textbook", "fast"):
-        model, (src, tgt) = _small_model(), _batch()
-        optimizer = optim.Adam(model, lr=1e-2)
-        with ops.using(impl):
-            losses = [train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer).loss for _ in range(3)]
-        results[impl] = losses, model.params()
-    np.testing.assert_allclose(results["fast"][0], results["textbook"][0], rtol=1e-12)
-    for key, value in results["textbook"][1].items():
-        np.testing.assert_allclose(results["fast"][1][key], value, rtol=1e-10, atol=1e-10, err_msg=key)
-
-
-def test_missing_names_come_from_the_set_active_before():
-    def my_relu_forward(x):
-        return np.maximum(x, 0), {"positive": x > 0}
-
-    with ops.using("textbook"):
-        with ops.using({"relu_forward": my_relu_forward}, name="mine"):
-            assert ops.relu_forward is my_relu_forward and ops.active()["relu_forward"] == "mine"
-            assert ops.linear_forward is linear.linear_forward  # from the set before
-        assert ops.relu_forward is not my_relu_forward
-    plain = ops.using("textbook")  # a plain call stays in force
-    assert ops.active()["linear_forward"] == "textbook"
-    plain.__exit__(None, None, None)
-    assert ops.active()["linear_forward"] == ops.DEFAULT
-
-
-def test_a_module_or_object_gives_the_op_names_it_defines():
-    import types
-
-    module = types.ModuleType("student_ops")
-    module.linear_forward, module.helper = linear.linear_forward, print
-    with ops.using(module):
-        assert ops.active()["linear_forward"] == "student_ops"
-        assert ops.active()["layernorm_forward"] == ops.active()["layernorm_backward"]
-
-
-@pytest.mark.parametrize("impl, error, message", [
-    ("quick", ValueError, "impl must be 'fast', 'textbook', or a module"),
-    ({"linear_forwrd": print}, ValueError, r"\['linear_forwrd'\] are not op names"),
-    ({"linear_forward": 3}, TypeError, "linear_forward must be callable, got int"),
-    (object(), ValueError, "'object' defines none of the op names"),
-])
-def test_bad_op_sets_are_refused_before_anything_changes(impl, error, message):
-    before = ops.active()
-    with pytest.raises(error, match=message):
-        ops.using(impl)
-    assert ops.active() == before
 
 
 def test_the_textbook_ops_read_like_the_equation():

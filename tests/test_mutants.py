@@ -79,11 +79,15 @@ def test_a_weakened_checker_lets_the_subtle_mutants_escape(results):
 
 
 def test_a_mutant_is_removed_after_its_block():
-    original = ops.linear_backward
+    """An op's mutant replaces it in the active set, never the package's name (the textbook form)."""
+    from npformer.ops import linear
+
+    original = ops.current().linear_backward
     mutant = next(m for m in mutants.MUTANTS if m.where == "ops.linear_backward")
     with mutant.applied():
-        assert ops.linear_backward is not original
-    assert ops.linear_backward is original
+        assert ops.current().linear_backward is not original and ops.active()["linear_backward"] == "mutant"
+        assert ops.linear_backward is linear.linear_backward
+    assert ops.current().linear_backward is original
 
 
 def test_the_command_prints_the_table(command):

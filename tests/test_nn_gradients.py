@@ -169,16 +169,14 @@ def test_check_module_requires_float64(rng):
                                {"x": backend.asarray(np.zeros((1, 2)))})
 
 
-@pytest.mark.parametrize("fused", [True, False], ids=["fused", "textbook"])
 @pytest.mark.parametrize("n_heads", [1, 2, 4])
-def test_self_attention_equals_cross_attention_of_x_over_itself(n_heads, fused, rng):
+def test_self_attention_equals_cross_attention_of_x_over_itself(n_heads, rng):
     """SelfAttention.forward(x) against MultiHeadAttention.forward(x, x) with the same weights:
     same output; dx is d_query + d_memory; same parameter gradients."""
-    attention = nn.SelfAttention(8, n_heads, rng=rng, dtype=np.float64, fused=fused)
+    attention = nn.SelfAttention(8, n_heads, rng=rng, dtype=np.float64)
     for linear in (attention.q, attention.k, attention.v, attention.o):
         linear.b[...] = backend.asarray(rng.standard_normal(8))
-    general = nn.MultiHeadAttention(8, n_heads, rng=np.random.default_rng(0), dtype=np.float64,
-                                    fused=False)
+    general = nn.MultiHeadAttention(8, n_heads, rng=np.random.default_rng(0), dtype=np.float64)
     general.load_state_dict(attention.state_dict())
     x, dout = f64(rng, 2, 5, 8), f64(rng, 2, 5, 8)
     mask = _key_padding(rng, 2, 5, fully_padded_row=True)

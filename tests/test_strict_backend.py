@@ -6,8 +6,8 @@
 2. The tests that can tell the stand-in from NumPy run under it (a subprocess of pytest with
    ``NPFORMER_BACKEND=strict``, ``STRICT_TESTS``): every op's gradients over hypothesis-drawn
    shapes in both op sets, one training step of the model, the optimizer, cached decoding and
-   beam search against the full forward pass, one checkpoint round trip, and the textbook
-   against the fused attention. The other test files pass under the stand-in as well
+   beam search against the full forward pass, one checkpoint round trip, and the fast path
+   (packed, fused) against the textbook step. The other test files pass under the stand-in as well
    (``NPFORMER_BACKEND=strict python -m pytest tests/test_nn_gradients.py ...``, minutes each:
    every array call pays the stand-in's bookkeeping) and stay out of this run to keep the
    suite's time: they repeat the same device paths at other sizes, or are host-only logic.
@@ -130,7 +130,8 @@ STRICT_TESTS = [
     "test_decode_checkpoint.py::test_beam_of_one_is_greedy",
     "test_decode_checkpoint.py::test_checkpoint_round_trip_restores_parameters_optimizer_and_meta",
     "test_decoding_truth.py::test_beam_search_finds_the_best_translation_that_greedy_misses",
-    "test_architecture.py::test_transformer_textbook_and_fused_attention_agree",
+    "test_fastpath.py::test_packed_step_equals_the_padded_step_with_heavy_padding_and_none",
+    "test_fastpath.py::test_fused_projections_equal_one_linear_call_each",
 ]
 
 

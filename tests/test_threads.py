@@ -100,9 +100,32 @@ def test_blas_is_held_to_one_thread_only_while_npformer_splits(split_everything)
     assert after == before  # given back as soon as the call returns
 
 
+def test_every_fast_form_that_calls_blas_holds_it_while_it_runs(split_everything):
+    """The hold is where every loop gets it: in the fast forms themselves, small products included
+    (a user's own loop calls them outside ``train_step``); holds nest, and BLAS gets its threads back."""
+    from threadpoolctl import threadpool_limits
+
+    from npformer.ops import fast
+
+    if not _blas_threads():
+        pytest.skip("threadpoolctl sees no BLAS library")
+    for name in ("linear_forward", "linear_backward", "attention_forward", "attention_backward"):
+        assert getattr(fast, name).__wrapped__, f"fast.{name} does not hold BLAS"
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        inside = threads.holding_blas(_blas_threads)()
+        with threads.blas_on_one_thread():
+            nested = threads.holding_blas(_blas_threads)()
+            still_held = _blas_threads()
+        after = _blas_threads()
+    assert before == [2] * len(before), "BLAS must start on 2 threads, or this test cannot fail"
+    assert inside == nested == still_held == [1] * len(before)
+    assert after == before
+
+
 def test_import_and_a_fast_training_step_leave_blas_threads_as_they_were():
     """In a fresh process: BLAS's thread count before ``import npformer``, after it, and after a
-    training step on the fast op set (whose ops split over threads) is the same."""
+    training step and a user's own loop on the fast op set (whose ops split over threads) is the same."""
     code = """
 from threadpoolctl import threadpool_info
 def blas(): return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
@@ -120,6 +143,12 @@ rng = numpy.random.default_rng(0)
 src, tgt = rng.integers(4, 40, (64, 20)), rng.integers(4, 40, (64, 21))
 with ops.using("fast"):
     training.train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optim.Adam(model))
+    optimizer = optim.Adam(model)          # and a user's own textbook loop, outside train_step
+    logits = model.forward(src, tgt[:, :-1])
+    loss, cache = ops.current().cross_entropy_forward(logits, tgt[:, 1:])
+    model.zero_grad()
+    model.backward(ops.current().cross_entropy_backward(1.0, cache))
+    optimizer.step()
 from npformer import allocator
 assert allocator._done, "the first training step tells glibc to keep freed memory (npformer.allocator)"
 print(before, after_import, blas(), "matplotlib" in __import__("sys").modules)

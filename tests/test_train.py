@@ -106,7 +106,7 @@ def test_a_new_run_never_overwrites_an_old_one_and_resume_needs_a_checkpoint(tmp
 
 def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     trainer = Trainer(options(tmp_path, "nan", max_steps=50, eval_every=4), stream=io.StringIO())
-    original_loss = ops.cross_entropy_forward
+    original_loss = ops.current().cross_entropy_forward
 
     def poisoned_loss(logits, targets, *args, **kwargs):
         """The training loss turns NaN from the fifth step on (validation is left alone)."""
@@ -115,8 +115,8 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_
             value = value * np.nan
         return value, cache
 
-    monkeypatch.setattr(ops, "cross_entropy_forward", poisoned_loss)
-    assert trainer.run() == 1
+    with ops.using({"cross_entropy_forward": poisoned_loss}, name="poisoned"):
+        assert trainer.run() == 1
     assert "the loss is nan at step 5" in trainer.stream.getvalue()
     assert checkpoint.load_checkpoint(str(tmp_path / "nan" / "checkpoint.npz"), trainer.model)["step"] == 4
 
@@ -321,9 +321,10 @@ def test_attention_score_prints_every_head_and_draws_the_table(tiny_run, tmp_pat
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
 def test_the_step_projects_only_real_targets_and_equals_the_textbook_step(label_smoothing):
     """``train_step(..., only_counted_targets=True)`` asks the Transformer for the logits of the real
-    targets only (``forward_positions``); the loss and every gradient equal the textbook step's (all
+    targets only (``fastpath.PackedTransformer``); the loss and every gradient equal the textbook step's (all
     logits, padding ignored by the loss), and the model keeps no state between the two calls."""
     from npformer import gradcheck
+    from npformer.fastpath import PackedTransformer
     from npformer.tokens import PAD_ID
     from npformer.training import train_step
 
@@ -347,9 +348,9 @@ def test_the_step_projects_only_real_targets_and_equals_the_textbook_step(label_
     for name, grad in model.grads().items():
         np.testing.assert_allclose(recorder.seen[name], backend.to_numpy(grad), rtol=1e-10, atol=1e-14, err_msg=name)
     keep = tgt_out != PAD_ID
-    np.testing.assert_allclose(backend.to_numpy(model.forward_positions(src, tgt_in, keep)),
+    np.testing.assert_allclose(backend.to_numpy(PackedTransformer(model).forward(src, tgt_in, keep)),
                                backend.to_numpy(logits[keep]), rtol=1e-12, atol=1e-14)
-    with pytest.raises(TypeError, match="only_counted_targets needs a model with forward_positions"):
+    with pytest.raises(TypeError, match="only_counted_targets needs an npformer Transformer"):
         train_step(object(), (src, tgt_in), tgt_out, recorder, ignore_index=PAD_ID, only_counted_targets=True)
 
 

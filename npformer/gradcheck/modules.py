@@ -245,36 +245,35 @@ def check_loss(model: nn.Module, inputs: dict[str, Any], targets: Any, *, ignore
     last = {}
 
     def loss(*args: Any) -> Any:
-        value, last["cache"] = ops.cross_entropy_forward(model.forward(*args), targets, ignore_index=ignore_index,
+        value, last["cache"] = ops.current().cross_entropy_forward(model.forward(*args), targets, ignore_index=ignore_index,
                                                          label_smoothing=label_smoothing)
         return value
 
     def backward(dloss: Any) -> Any:
-        return model.backward(ops.cross_entropy_backward(dloss, last["cache"]))
+        return model.backward(ops.current().cross_entropy_backward(dloss, last["cache"]))
 
     return check_module(model, inputs, forward=loss, backward=backward, name=name or type(model).__name__,
                         seed=seed, tol=tol, max_entries=max_entries, directions=directions)
 
 
 def check_model(seed: int = 0, max_entries: int | None = None, tol: float = DEFAULT_TOL,
-                directions: int | None = None, fused: bool = True, **config: Any) -> GradcheckReport:
+                directions: int | None = None, **config: Any) -> GradcheckReport:
     """Finite-difference check of every parameter of a tiny Transformer through its loss.
 
     ``config`` overrides ``TINY_MODEL`` (e.g. ``norm="pre"``, ``tie_embeddings=True``,
     ``activation="gelu"``, ``dropout=0.0``, or the paper's base sizes with the fast
-    check, ``directions=1``; see ``check_module``). ``fused=False`` checks the textbook
-    attention (``nn.use_fused_attention``).
+    check, ``directions=1``; see ``check_module``). The model runs the active op set
+    (``ops.using``); its fast path, ``fastpath.PackedTransformer``, is shown equal to it by
+    ``tests/test_fastpath.py``.
 
-    Checked before any work: ``fused`` a bool, every key of ``config`` a field of
+    Checked before any work: every key of ``config`` a field of
     ``TransformerConfig`` or a size of ``model_case``; the rest as in ``check_module``.
     """
-    check_type("check_model", "fused", fused, bool, "a bool")
     check_int("check_model", "max_entries", max_entries, low=1, optional=True)
     check_int("check_model", "directions", directions, low=1, optional=True)
     check_number("check_model", "tol", tol)
     _check_config("check_model", config, sizes=("batch", "src_len", "tgt_len"))
     model, src, tgt_in, tgt_out = model_case(seed, **config)
-    nn.use_fused_attention(model, fused)
     return check_loss(model, {"src_ids": src, "tgt_in_ids": tgt_in}, tgt_out,
                       label_smoothing=model.config.label_smoothing, name="transformer", seed=seed, tol=tol,
                       max_entries=max_entries, directions=directions)

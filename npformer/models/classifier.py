@@ -74,13 +74,13 @@ class EncoderClassifier(Module):
         """``ids (B, T)`` -> logits ``(B, n_classes)``."""
         check_token_ids("EncoderClassifier", "ids", ids, self.config.max_len)
         x = self.tok_embed.forward(ids) + self.pos_embed.forward(*ids.shape)
-        hidden = self.encoder.forward(self.embed_dropout.forward(x), ops.padding_mask(ids, PAD_ID))
-        pool_forward = getattr(ops, f"masked_{self.config.pooling}_pool_forward")  # looked up now: ops.using
+        hidden = self.encoder.forward(self.embed_dropout.forward(x), ops.current().padding_mask(ids, PAD_ID))
+        pool_forward = getattr(ops.current(), f"masked_{self.config.pooling}_pool_forward")  # the active set's
         pooled, self._pool_cache = pool_forward(hidden, ids != PAD_ID)
         return self.head.forward(pooled)
 
     def backward(self, dlogits: Any) -> None:
-        pool_backward = getattr(ops, f"masked_{self.config.pooling}_pool_backward")
+        pool_backward = getattr(ops.current(), f"masked_{self.config.pooling}_pool_backward")
         d_hidden = pool_backward(self.head.backward(dlogits), self._pool_cache)
         d_x = self.embed_dropout.backward(self.encoder.backward(d_hidden))
         self.tok_embed.backward(d_x)

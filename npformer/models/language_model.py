@@ -71,9 +71,9 @@ class LanguageModel(Module):
     def forward(self, ids: Any) -> Any:
         """Next-token logits for every position: ``(B, T, V)``."""
         check_token_ids("LanguageModel", "ids", ids, self.config.max_len)
-        mask = ops.padding_mask(ids, PAD_ID)
+        mask = ops.current().padding_mask(ids, PAD_ID)
         if self.config.causal:
-            mask = mask & ops.causal_mask(ids.shape[1])
+            mask = mask & ops.current().causal_mask(ids.shape[1])
         return self.head.forward(self.blocks.forward(self._embed(ids), mask))
 
     def backward(self, dlogits: Any) -> None:

@@ -15,7 +15,8 @@ gradient into ``grads()``; the source side receives the gradient of
 ``memory`` gathered from every decoder layer. The loss is not part of the
 model: ``ops.cross_entropy_forward(logits, tgt_out_ids, ignore_index=PAD_ID,
 label_smoothing=config.label_smoothing)`` gives it, and its backward gives
-``dlogits`` (``npformer.training.train_step`` does both).
+``dlogits`` (``npformer.training.train_step`` does both). The training step's fast path,
+which does no work on padding, runs these same blocks from beside the core (``npformer.fastpath``).
 
 Token ids 0, 1, 2, 3 are ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>`` in every
 vocabulary (``npformer.tokens``).
@@ -28,8 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import ops
-from ..backend import xp
-from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module, Packing, kv_buffers
+from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module, kv_buffers
 from ..tokens import PAD_ID, SPECIAL_TOKENS
 from .base import start_model
 from .checks import check_choice, check_config, check_probability, check_token_ids
@@ -109,9 +109,8 @@ class Transformer(Module):
                                tied_to=self._target_table_owner() if c.tie_embeddings else None)
         self.src_dropout = Dropout(c.dropout, self.dropout_rng)
         self.tgt_dropout = Dropout(c.dropout, self.dropout_rng)
-        self.positions = ops.positional_encoding(c.max_len, c.d_model, dtype=self.dtype)
+        self.positions = ops.current().positional_encoding(c.max_len, c.d_model, dtype=self.dtype)
         self.embed_scale = math.sqrt(c.d_model)
-        self._packing_cache = None  # the packings of the last forward_positions; None after forward
 
     # -- embeddings -------------------------------------------------------------------------
 
@@ -130,75 +129,31 @@ class Transformer(Module):
 
     # -- the full pass ----------------------------------------------------------------------
 
-    def encode(self, src_ids: Any, packing: Packing | None = None) -> tuple[Any, Any]:
-        """``src_ids (B, Ts)`` -> ``memory (B, Ts, D)`` and the source mask ``(B, 1, 1, Ts)``.
-        With ``packing`` (of the source's real tokens), ``memory`` is packed: ``(1, Ns, D)``."""
+    def encode(self, src_ids: Any) -> tuple[Any, Any]:
+        """``src_ids (B, Ts)`` -> ``memory (B, Ts, D)`` and the source mask ``(B, 1, 1, Ts)``."""
         check_token_ids("Transformer", "src_ids", src_ids, self.config.max_len)
-        src_mask = ops.padding_mask(src_ids, PAD_ID)
+        src_mask = ops.current().padding_mask(src_ids, PAD_ID)
         x = self._embed(src_ids, self.src_embed, self.src_dropout)
-        return self.encoder.forward(x if packing is None else packing.pack(x), src_mask, packing), src_mask
+        return self.encoder.forward(x, src_mask), src_mask
 
     def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
         """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``."""
-        return self.out_proj.forward(self._decode_hidden(tgt_in_ids, memory, src_mask))
-
-    def _decode_hidden(self, tgt_in_ids: Any, memory: Any, src_mask: Any, packing: Packing | None = None,
-                       memory_packing: Packing | None = None) -> Any:
-        """The decoder's output ``(B, Tt, D)`` (packed: ``(1, Nt, D)``), before the projection to the
-        vocabulary."""
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
-        batch = memory.shape[0] if memory_packing is None else memory_packing.shape[0]
-        if tgt_in_ids.shape[0] != batch:
-            raise ValueError(f"Transformer: tgt_in_ids must have batch size {batch} "
+        if tgt_in_ids.shape[0] != memory.shape[0]:
+            raise ValueError(f"Transformer: tgt_in_ids must have batch size {memory.shape[0]} "
                              f"(from the source), got {tgt_in_ids.shape[0]}")
-        tgt_mask = ops.padding_mask(tgt_in_ids, PAD_ID) & ops.causal_mask(tgt_in_ids.shape[1])
+        op_set = ops.current()
+        tgt_mask = op_set.padding_mask(tgt_in_ids, PAD_ID) & op_set.causal_mask(tgt_in_ids.shape[1])
         x = self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout)
-        x = x if packing is None else packing.pack(x)
-        return self.decoder.forward(x, memory, tgt_mask, src_mask, packing, memory_packing)
+        return self.out_proj.forward(self.decoder.forward(x, memory, tgt_mask, src_mask))
 
     def forward(self, src_ids: Any, tgt_in_ids: Any) -> Any:
         """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing)."""
-        self._packing_cache = None
         memory, src_mask = self.encode(src_ids)
         return self.decode(tgt_in_ids, memory, src_mask)
 
-    def forward_positions(self, src_ids: Any, tgt_in_ids: Any, positions: Any) -> Any:
-        """The fast form of ``forward``: the logits of the chosen target positions only, ``(N, V_tgt)``,
-        equal to ``forward(src_ids, tgt_in_ids)[positions]`` for a boolean ``positions (B, Tt)``
-        with N True entries (e.g. ``targets != PAD_ID``; ``train_step(..., only_counted_targets=True)``).
-
-        It does no work that the loss would throw away:
-
-        * every position-wise layer (the projections, the feed-forward networks, layer norm,
-          dropout, the residual additions) runs on the real tokens alone, packed side by side
-          (``nn.Packing``) right after the embedding; attention unpacks them into the padded
-          layout around its scores;
-        * only the chosen positions are projected onto the vocabulary, the largest product of a step.
-
-        Padded positions never reach a real one, so the logits and, after ``backward``, every
-        gradient are those of the padded ``forward`` up to rounding (``tests/test_packing.py``).
-        With dropout, the masks inside the layers are drawn over the packed shape, so they differ
-        from the padded pass's. The embedding (``_embed``, which a subclass may change) runs on
-        the padded ids, and its gradient comes back unpacked, zero at the padding.
-        ``backward(dlogits (N, V_tgt))`` follows it, as it follows ``forward``.
-        """
-        check_token_ids("Transformer", "src_ids", src_ids, self.config.max_len)
-        check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
-        if getattr(positions, "dtype", None) != bool or tuple(positions.shape) != tuple(tgt_in_ids.shape):
-            raise ValueError(f"Transformer: positions must be a boolean array shaped like tgt_in_ids "
-                             f"{tuple(tgt_in_ids.shape)}, got {getattr(positions, 'dtype', type(positions).__name__)} "
-                             f"{tuple(getattr(positions, 'shape', ()))}")
-        src_packing = Packing(src_ids != PAD_ID)
-        tgt_packing = Packing((tgt_in_ids != PAD_ID) | positions)   # a chosen <pad> input is computed too
-        memory, src_mask = self.encode(src_ids, src_packing)                                 # (1, Ns, D)
-        decoded = self._decode_hidden(tgt_in_ids, memory, src_mask, tgt_packing, src_packing)  # (1, Nt, D)
-        chosen = tgt_packing.pack(positions)[0]                     # (Nt,): which packed rows are asked for
-        self._packing_cache = (src_packing, tgt_packing, chosen)
-        return self.out_proj.forward(decoded[0, chosen])            # (N, V_tgt)
-
     def backward(self, dlogits: Any) -> None:
-        """Add the gradient of every parameter for upstream ``dlogits``: ``(B, Tt, V_tgt)`` after
-        ``forward``, ``(N, V_tgt)`` after ``forward_positions``."""
+        """Add the gradient of every parameter for upstream ``dlogits (B, Tt, V_tgt)``."""
         d_src, d_tgt = self.backward_to_inputs(dlogits)
         self._embed_backward(d_tgt, self.tgt_embed, self.tgt_dropout)
         self._embed_backward(d_src, self.src_embed, self.src_dropout)
@@ -207,25 +162,8 @@ class Transformer(Module):
         """The backward pass down to the embedded inputs: add the gradients of every parameter
         above the embedding tables and return ``dx_src (B, Ts, D)`` and ``dx_tgt (B, Tt, D)``, the
         gradients of the dropout outputs of ``_embed`` (in eval mode: of ``E[ids] sqrt(D) + PE``).
-        ``backward`` finishes them into the tables; saliency maps read them as they are.
-        ``dlogits``: as for ``backward``. After ``forward_positions`` the padded positions, which
-        were not computed, get zeros (their gradient in the padded pass)."""
-        d_src, d_tgt = self._backward_below_embeddings(dlogits)
-        if self._packing_cache is None:
-            return d_src, d_tgt
-        src_packing, tgt_packing, _ = self._packing_cache
-        return src_packing.unpack(d_src), tgt_packing.unpack(d_tgt)
-
-    def _backward_below_embeddings(self, dlogits: Any) -> tuple[Any, Any]:
-        """From ``dlogits`` down to the gradients of the two embedded inputs, padded or packed as
-        the last forward pass was."""
-        d_decoded = self.out_proj.backward(dlogits)
-        if self._packing_cache is not None:        # (N, D) of the chosen rows -> (1, Nt, D), zero elsewhere
-            _, tgt_packing, chosen = self._packing_cache
-            d_rows = xp.zeros((1, tgt_packing.count, d_decoded.shape[-1]), dtype=d_decoded.dtype)
-            d_rows[0, chosen] = d_decoded
-            d_decoded = d_rows
-        d_tgt, d_memory = self.decoder.backward(d_decoded)
+        ``backward`` finishes them into the tables; saliency maps read them as they are."""
+        d_tgt, d_memory = self.decoder.backward(self.out_proj.backward(dlogits))
         return self.encoder.backward(d_memory), d_tgt
 
     # -- incremental decoding ---------------------------------------------------------------

@@ -72,23 +72,23 @@ class VisionTransformer(Module):
         if not isinstance(images, xp.ndarray) or images.ndim != 4 or tuple(images.shape[1:]) != expected:
             raise ValueError(f"VisionTransformer: images must have shape (B, C, H, W) = (B, {expected[0]}, "
                              f"{expected[1]}, {expected[2]}), got {tuple(getattr(images, 'shape', ()))}")
-        patches, self._patch_cache = ops.patches_forward(images.astype(self.dtype, copy=False), c.patch)
+        patches, self._patch_cache = ops.current().patches_forward(images.astype(self.dtype, copy=False), c.patch)
         tokens = self.patch_embed.forward(patches)  # (B, N, D)
         cls = xp.broadcast_to(self.cls_token, (tokens.shape[0], 1, c.d_model))
         x = xp.concatenate([cls, tokens], axis=1) + self.pos
         hidden = self.encoder.forward(self.embed_dropout.forward(x), None)
-        summary, self._gelu_cache = ops.gelu_forward(self.head_fc1.forward(hidden[:, 0]))
+        summary, self._gelu_cache = ops.current().gelu_forward(self.head_fc1.forward(hidden[:, 0]))
         return self.head_fc2.forward(summary)
 
     def backward(self, dlogits: Any) -> Any:
         """Adds every parameter's gradient; returns the gradient of the images."""
-        d_summary = ops.gelu_backward(self.head_fc2.backward(dlogits), self._gelu_cache)
+        d_summary = ops.current().gelu_backward(self.head_fc2.backward(dlogits), self._gelu_cache)
         d_hidden = xp.zeros((dlogits.shape[0], self.config.n_patches + 1, self.config.d_model), dtype=self.dtype)
         d_hidden[:, 0] = self.head_fc1.backward(d_summary)  # only the class token feeds the head
         d_x = self.embed_dropout.backward(self.encoder.backward(d_hidden))
         self.grad["pos"] += d_x.sum(axis=0)
         self.grad["cls_token"] += d_x[:, :1].sum(axis=0, keepdims=True)
-        return ops.patches_backward(self.patch_embed.backward(d_x[:, 1:]), self._patch_cache)
+        return ops.current().patches_backward(self.patch_embed.backward(d_x[:, 1:]), self._patch_cache)
 
     def attention_to_patches(self) -> Any:
         """The last layer's attention from the class token to each patch, averaged over heads:

@@ -3,7 +3,7 @@
 Whole networks made of these blocks live one layer up, in ``npformer.models``.
 """
 
-from .attention import MultiHeadAttention, SelfAttention, check_heads, use_fused_attention
+from .attention import MultiHeadAttention, SelfAttention, check_heads
 from .decoder import Decoder, DecoderCache, DecoderLayer, kv_buffers
 from .dropout import Dropout
 from .embedding import Embedding, LearnedPositions
@@ -12,10 +12,9 @@ from .feedforward import FeedForward
 from .layernorm import LayerNorm
 from .linear import Linear
 from .module import BackwardBeforeForwardError, Module, ModuleList
-from .packing import Packing
 
 __all__ = [
     "Module", "ModuleList", "BackwardBeforeForwardError", "Linear", "Embedding", "LearnedPositions", "LayerNorm", "Dropout",
-    "FeedForward", "MultiHeadAttention", "SelfAttention", "check_heads", "use_fused_attention",
-    "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "kv_buffers", "Packing",
+    "FeedForward", "MultiHeadAttention", "SelfAttention", "check_heads",
+    "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "kv_buffers",
 ]

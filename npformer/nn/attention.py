@@ -20,24 +20,17 @@ so its gradient is the sum of the two paths.
 
 Two classes share that code:
 
-* ``MultiHeadAttention`` (cross-attention): ``forward(query, memory, mask)``,
+* ``MultiHeadAttention`` (cross-attention, the general form): ``forward(query, memory, mask)``,
   ``backward(dout) -> (d_query, d_memory)``;
 * ``SelfAttention``: ``forward(x, mask)``, ``backward(dout) -> dx``, where
-  ``dx`` sums the gradients of the q, k and v paths.
+  ``dx`` sums the gradients of the q, k and v paths (the query and the memory are one input).
 
-**Textbook form and fast form.** With ``fused=False`` every projection is its
-own ``Linear`` call, exactly as above; read that form first. With
-``fused=True`` (the default) the projections that read the same input run as
-one matrix product: q, k and v of self-attention through the ``(D, 3D)``
-matrix ``[Wq | Wk | Wv]``, and k and v of cross-attention through
-``[Wk | Wv]``. A larger product is faster than three small ones, and the
-gradient of the product is split back into each ``Linear``'s own ``W`` and
-``b``, so the parameters keep their names. A test checks that both forms
-give the same outputs and gradients (``use_fused_attention`` switches a
-whole model).
+Each projection is its own ``Linear`` call, exactly as above. The fast path of training
+(``npformer.fastpath``) runs the same blocks with q, k and v as one product of a fused
+``(D, 3D)`` weight, on the real tokens alone; ``tests/test_fastpath.py`` shows it equal to this form.
 
 ``attn_weights`` keeps the ``(B, H, Tq, Tk)`` weights of the last call, for
-plots by layer and head.
+plots by layer and head (a reference to the array the attention op made: no copy).
 """
 
 from __future__ import annotations
@@ -50,7 +43,6 @@ from .. import ops
 from ..backend import xp
 from .linear import Linear
 from .module import Module
-from .packing import Packing
 
 
 def check_heads(owner: str, d_model: int, n_heads: int) -> None:
@@ -67,11 +59,10 @@ class MultiHeadAttention(Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, *, rng: numpy.random.Generator,
-                 dtype: Any = None, fused: bool = True) -> None:
+                 dtype: Any = None) -> None:
         super().__init__()
         check_heads(type(self).__name__, d_model, n_heads)
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
-        self.fused = fused
         self.q = Linear(d_model, d_model, rng=rng, dtype=dtype)
         self.k = Linear(d_model, d_model, rng=rng, dtype=dtype)
         self.v = Linear(d_model, d_model, rng=rng, dtype=dtype)
@@ -80,131 +71,69 @@ class MultiHeadAttention(Module):
 
     # -- heads ----------------------------------------------------------------------------
 
-    def split_heads(self, x: Any, packing: Packing | None = None) -> Any:
-        """``(B, T, D)`` -> ``(B, H, T, Dh)``, contiguous. With ``packing``, ``x`` is the packed
-        ``(1, N, D)`` of the real positions (``nn.Packing``) and the padded positions get zeros."""
-        return self._split(x, 1, packing)[0]
+    def split_heads(self, x: Any) -> Any:
+        """``(B, T, D)`` -> ``(B, H, T, Dh)``, contiguous (the attention products run faster on it)."""
+        batch, length, _ = x.shape
+        return xp.ascontiguousarray(x.reshape(batch, length, self.n_heads, self.head_dim).transpose(0, 2, 1, 3))
 
-    def merge_heads(self, x: Any, packing: Packing | None = None) -> Any:
-        """``(B, H, T, Dh)`` -> ``(B, T, D)``: the inverse of ``split_heads``. With ``packing``:
-        ``(1, N, D)``, the real positions only."""
-        return self._merge([x], packing)
+    def merge_heads(self, x: Any) -> Any:
+        """``(B, H, T, Dh)`` -> ``(B, T, D)``: the inverse of ``split_heads``."""
+        batch, _, length, _ = x.shape
+        return x.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model)
 
-    def _split(self, y: Any, n_parts: int, packing: Packing | None) -> list:
-        """``n_parts`` projections side by side, ``y (B, T, n_parts * D)`` (packed: ``(1, N, n_parts * D)``)
-        -> ``n_parts`` contiguous arrays ``(B, H, T, Dh)``."""
-        if packing is None:
-            batch, length, _ = y.shape
-            parts = y.reshape(batch, length, n_parts, self.n_heads, self.head_dim).transpose(2, 0, 3, 1, 4)
-            return [xp.ascontiguousarray(part) for part in parts]
-        batch, length = packing.shape
-        parts = xp.zeros((n_parts, batch, self.n_heads, length, self.head_dim), dtype=y.dtype)
-        packing.unpack(y.reshape(1, packing.count, n_parts, self.n_heads, self.head_dim),
-                       out=parts.transpose(1, 3, 0, 2, 4))             # parts seen as (B, T, n_parts, H, Dh)
-        return list(parts)
+    # -- attention over projected heads, then ``o``: the part both classes share ------------
 
-    def _merge(self, parts: list, packing: Packing | None) -> Any:
-        """The inverse of ``_split``: ``n_parts`` arrays ``(B, H, T, Dh)`` -> ``(B, T, n_parts * D)``
-        (packed: ``(1, N, n_parts * D)``)."""
-        batch, _, length, _ = parts[0].shape
-        rows = (batch, length) if packing is None else (1, packing.count)
-        merged = xp.empty((*rows, len(parts), self.n_heads, self.head_dim), dtype=parts[0].dtype)
-        for index, part in enumerate(parts):
-            by_position = part.transpose(0, 2, 1, 3)                    # (B, T, H, Dh)
-            merged[:, :, index] = by_position if packing is None else packing.pack(by_position)
-        return merged.reshape(*rows, len(parts) * self.d_model)
-
-    # -- the core shared by both classes: attention over projected heads, then ``o`` ---------
-
-    def _attend_and_project(self, q: Any, keys: Any, values: Any, mask: Any, packing: Packing | None) -> Any:
-        context, self._attention_cache = ops.attention_forward(q, keys, values, mask)
+    def attend_heads(self, q: Any, keys: Any, values: Any, mask: Any) -> Any:
+        """Heads ``q (B, H, Tq, Dh)``, ``keys``, ``values (B, H, Tk, Dh)`` -> ``(B, Tq, D)``."""
+        context, self._attention_cache = ops.current().attention_forward(q, keys, values, mask)
         self.attn_weights = self._attention_cache["weights"]
-        self._query_packing = packing
-        return self.o.forward(self.merge_heads(context, packing))
+        return self.o.forward(self.merge_heads(context))
 
-    def _attend_and_project_backward(self, dout: Any) -> tuple[Any, Any, Any]:
-        """``dout (B, Tq, D)`` (packed: ``(1, Nq, D)``) -> ``(dq, dk, dv)``, each ``(B, H, T, Dh)``."""
-        d_context = self.split_heads(self.o.backward(dout), self._query_packing)
-        return ops.attention_backward(d_context, self._attention_cache)
-
-    # -- the fast form: several projections of one input as one product ---------------------
-
-    def _fused_project(self, x: Any, layers: tuple[Linear, ...], packing: Packing | None = None) -> tuple[list, Any]:
-        """``x @ [W1 | W2 | ...] + [b1 | b2 | ...]``, split into one head array per layer."""
-        weight = xp.concatenate([layer.W for layer in layers], axis=1)
-        bias = xp.concatenate([layer.b for layer in layers])
-        y, cache = ops.linear_forward(x, weight, bias)
-        return self._split(y, len(layers), packing), (cache, layers, packing)
-
-    def _fused_project_backward(self, d_heads: tuple, fused_cache: Any) -> Any:
-        """The gradients of the split head arrays -> ``dx``; adds each layer's ``dW`` and ``db``."""
-        cache, layers, packing = fused_cache
-        dx, dW, db = ops.linear_backward(self._merge(list(d_heads), packing), cache)
-        for index, layer in enumerate(layers):
-            columns = slice(index * self.d_model, (index + 1) * self.d_model)
-            layer.grad["W"] += dW[:, columns]
-            layer.grad["b"] += db[columns]
-        return dx
+    def attend_heads_backward(self, dout: Any) -> tuple[Any, Any, Any]:
+        """``dout (B, Tq, D)`` -> ``(dq, dk, dv)``, each ``(B, H, T, Dh)``."""
+        d_context = self.split_heads(self.o.backward(dout))
+        return ops.current().attention_backward(d_context, self._attention_cache)
 
     # -- cross-attention ------------------------------------------------------------------
 
-    def forward(self, query: Any, memory: Any, mask: Any = None, query_packing: Packing | None = None,
-                memory_packing: Packing | None = None) -> Any:
+    def forward(self, query: Any, memory: Any, mask: Any = None) -> Any:
         """``query (B, Tq, D)``, ``memory (B, Tk, D)``, ``mask`` broadcastable to ``(B, H, Tq, Tk)``
-        -> ``(B, Tq, D)``. With packings (``nn.Packing``), ``query`` and ``memory`` are packed,
-        ``(1, Nq, D)`` and ``(1, Nk, D)``, and so is the output, ``(1, Nq, D)``."""
-        q = self.split_heads(self.q.forward(query), query_packing)
-        if self.fused:
-            (keys, values), self._memory_cache = self._fused_project(memory, (self.k, self.v), memory_packing)
-        else:
-            keys = self.split_heads(self.k.forward(memory), memory_packing)
-            values = self.split_heads(self.v.forward(memory), memory_packing)
-            self._memory_packing = memory_packing
-        return self._attend_and_project(q, keys, values, mask, query_packing)
+        -> ``(B, Tq, D)``."""
+        q = self.split_heads(self.q.forward(query))
+        keys, values = self.project_keys_values(memory)
+        return self.attend_heads(q, keys, values, mask)
 
     def backward(self, dout: Any) -> tuple[Any, Any]:
         """``dout (B, Tq, D)`` -> ``(d_query, d_memory)``; adds every parameter's gradient."""
-        dq, dk, dv = self._attend_and_project_backward(dout)
-        d_query = self.q.backward(self.merge_heads(dq, self._query_packing))
-        if self.fused:
-            d_memory = self._fused_project_backward((dk, dv), self._memory_cache)
-        else:
-            d_memory = (self.k.backward(self.merge_heads(dk, self._memory_packing))
-                        + self.v.backward(self.merge_heads(dv, self._memory_packing)))
+        dq, dk, dv = self.attend_heads_backward(dout)
+        d_query = self.q.backward(self.merge_heads(dq))
+        d_memory = self.k.backward(self.merge_heads(dk)) + self.v.backward(self.merge_heads(dv))
         return d_query, d_memory
 
     # -- inference with cached keys and values (no backward) --------------------------------
 
     def project_keys_values(self, memory: Any) -> tuple[Any, Any]:
         """Keys and values of ``memory (B, Tk, D)``, each ``(B, H, Tk, Dh)`` (for decoding caches)."""
-        (keys, values), _ = self._fused_project(memory, (self.k, self.v))
-        return keys, values
+        return self.split_heads(self.k.forward(memory)), self.split_heads(self.v.forward(memory))
 
     def attend(self, query: Any, keys: Any, values: Any, mask: Any = None) -> Any:
         """``query (B, Tq, D)`` over keys and values already split into heads (inference only)."""
-        return self._attend_and_project(self.split_heads(self.q.forward(query)), keys, values, mask, None)
+        return self.attend_heads(self.split_heads(self.q.forward(query)), keys, values, mask)
 
 
 class SelfAttention(MultiHeadAttention):
     """Self-attention: ``x (B, T, D)`` attends over itself. ``backward`` returns one ``dx``."""
 
-    def forward(self, x: Any, mask: Any = None, packing: Packing | None = None) -> Any:
-        """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)`` -> ``(B, T, D)``. With
-        ``packing`` (``nn.Packing``), ``x`` and the output are packed, ``(1, N, D)``."""
-        if self.fused:
-            (q, keys, values), self._qkv_cache = self._fused_project(x, (self.q, self.k, self.v), packing)
-        else:
-            q, keys, values = (self.split_heads(layer.forward(x), packing) for layer in (self.q, self.k, self.v))
-        return self._attend_and_project(q, keys, values, mask, packing)
+    def forward(self, x: Any, mask: Any = None) -> Any:  # type: ignore[override]
+        """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)`` -> ``(B, T, D)``."""
+        q, keys, values = (self.split_heads(layer.forward(x)) for layer in (self.q, self.k, self.v))
+        return self.attend_heads(q, keys, values, mask)
 
-    def backward(self, dout: Any) -> Any:
+    def backward(self, dout: Any) -> Any:  # type: ignore[override]
         """``dout (B, T, D)`` -> ``dx (B, T, D)``, the sum of the q, k and v paths."""
-        dq, dk, dv = self._attend_and_project_backward(dout)
-        if self.fused:
-            return self._fused_project_backward((dq, dk, dv), self._qkv_cache)
-        packing = self._query_packing
-        return (self.q.backward(self.merge_heads(dq, packing)) + self.k.backward(self.merge_heads(dk, packing))
-                + self.v.backward(self.merge_heads(dv, packing)))
+        dq, dk, dv = self.attend_heads_backward(dout)
+        return (self.q.backward(self.merge_heads(dq)) + self.k.backward(self.merge_heads(dk))
+                + self.v.backward(self.merge_heads(dv)))
 
     def forward_step(self, x: Any, key_buffer: Any, value_buffer: Any, position: int) -> Any:
         """Causal self-attention for one new position (inference only, no backward).
@@ -219,11 +148,3 @@ class SelfAttention(MultiHeadAttention):
         value_buffer[:, :, position] = new_values[:, :, 0]
         end = position + 1
         return self.attend(x, key_buffer[:, :, :end], value_buffer[:, :, :end])
-
-
-def use_fused_attention(model: Module, fused: bool) -> Module:
-    """Switch every attention block of ``model`` to the fast (True) or textbook (False) form."""
-    for _, module in model.named_modules():
-        if isinstance(module, MultiHeadAttention):
-            module.fused = fused
-    return model

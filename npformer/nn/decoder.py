@@ -29,7 +29,6 @@ from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
 from .module import Module, ModuleList
-from .packing import Packing
 from .residual import residual_backward, residual_backward_with_memory, residual_forward
 
 
@@ -51,13 +50,11 @@ class DecoderLayer(Module):
         self.drop2 = Dropout(dropout, dropout_rng)
         self.drop3 = Dropout(dropout, dropout_rng)
 
-    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any, packing: Packing | None = None,
-                memory_packing: Packing | None = None) -> Any:
-        """``x (B, Tt, D)``, ``memory (B, Ts, D)`` -> ``(B, Tt, D)``; or ``x`` and ``memory`` packed,
-        ``(1, Nt, D)`` and ``(1, Ns, D)``, with their packings (``nn.Packing``) -> ``(1, Nt, D)``."""
-        x = residual_forward(x, lambda h: self.self_attn.forward(h, self_mask, packing),
+    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any) -> Any:
+        """``x (B, Tt, D)``, ``memory (B, Ts, D)`` -> ``(B, Tt, D)``."""
+        x = residual_forward(x, lambda h: self.self_attn.forward(h, self_mask),
                              self.norm1, self.drop1, self.pre_norm)
-        x = residual_forward(x, lambda h: self.cross_attn.forward(h, memory, memory_mask, packing, memory_packing),
+        x = residual_forward(x, lambda h: self.cross_attn.forward(h, memory, memory_mask),
                              self.norm2, self.drop2, self.pre_norm)
         return residual_forward(x, self.ffn.forward, self.norm3, self.drop3, self.pre_norm)
 
@@ -94,16 +91,15 @@ class Decoder(Module):
         ])
         self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
 
-    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any, packing: Packing | None = None,
-                memory_packing: Packing | None = None) -> Any:
+    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any) -> Any:
         for layer in self.layers:
-            x = layer.forward(x, memory, self_mask, memory_mask, packing, memory_packing)
+            x = layer.forward(x, memory, self_mask, memory_mask)
         return x if self.norm is None else self.norm.forward(x)
 
     def backward(self, dout: Any) -> tuple[Any, Any]:
         """Returns ``(dx, d_memory)``, ``d_memory`` summed over the layers."""
         d = dout if self.norm is None else self.norm.backward(dout)
-        return ops.stack_backward_with_memory(d, [layer.backward for layer in self.layers])
+        return ops.current().stack_backward_with_memory(d, [layer.backward for layer in self.layers])
 
     def step(self, x: Any, position: int, cache: "DecoderCache") -> Any:
         """``x (B, 1, D)`` at ``position`` through every layer, reading and filling ``cache``."""

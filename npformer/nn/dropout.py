@@ -19,8 +19,8 @@ class Dropout(Module):
         self.rng = rng
 
     def forward(self, x: Any) -> Any:
-        out, self._cache = ops.dropout_forward(x, self.p, self.rng, self.training)
+        out, self._cache = ops.current().dropout_forward(x, self.p, self.rng, self.training)
         return out
 
     def backward(self, dout: Any) -> Any:
-        return ops.dropout_backward(dout, self._cache)
+        return ops.current().dropout_backward(dout, self._cache)

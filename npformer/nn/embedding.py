@@ -43,13 +43,13 @@ class Embedding(Module):
         return self.W if self._shared_with is None else self._shared_with.W
 
     def forward(self, ids: Any) -> Any:
-        out, self._cache = ops.embedding_forward(ids, self.table)
+        out, self._cache = ops.current().embedding_forward(ids, self.table)
         return out
 
     def backward(self, dout: Any) -> None:
         """Adds ``dW``; token ids have no gradient, so nothing is returned."""
         owner = self if self._shared_with is None else self._shared_with
-        owner.grad["W"] += ops.embedding_backward(dout, self._cache)
+        owner.grad["W"] += ops.current().embedding_backward(dout, self._cache)
 
 
 class LearnedPositions(Embedding):

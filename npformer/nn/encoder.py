@@ -20,7 +20,6 @@ from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
 from .module import Module, ModuleList
-from .packing import Packing
 from .residual import residual_backward, residual_forward
 
 
@@ -39,9 +38,9 @@ class EncoderLayer(Module):
         self.drop1 = Dropout(dropout, dropout_rng)
         self.drop2 = Dropout(dropout, dropout_rng)
 
-    def forward(self, x: Any, mask: Any, packing: Packing | None = None) -> Any:
-        """``x (B, Ts, D)``, or packed ``(1, N, D)`` with its ``packing`` (``nn.Packing``)."""
-        x = residual_forward(x, lambda h: self.self_attn.forward(h, mask, packing),
+    def forward(self, x: Any, mask: Any) -> Any:
+        """``x (B, Ts, D)``, ``mask`` broadcastable to ``(B, H, Ts, Ts)``."""
+        x = residual_forward(x, lambda h: self.self_attn.forward(h, mask),
                              self.norm1, self.drop1, self.pre_norm)
         return residual_forward(x, self.ffn.forward, self.norm2, self.drop2, self.pre_norm)
 
@@ -71,9 +70,9 @@ class Encoder(Module):
         ])
         self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
 
-    def forward(self, x: Any, mask: Any, packing: Packing | None = None) -> Any:
+    def forward(self, x: Any, mask: Any) -> Any:
         for layer in self.layers:
-            x = layer.forward(x, mask, packing)
+            x = layer.forward(x, mask)
         return x if self.norm is None else self.norm.forward(x)
 
     def backward(self, dout: Any) -> Any:

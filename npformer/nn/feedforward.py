@@ -32,11 +32,11 @@ class FeedForward(Module):
         self.fc2 = Linear(d_ff, d_model, rng=rng, dtype=dtype)
 
     def forward(self, x: Any) -> Any:
-        activation_forward = getattr(ops, f"{self.activation}_forward")  # looked up now: ops.using
+        activation_forward = getattr(ops.current(), f"{self.activation}_forward")  # the active set's
         hidden, self._activation_cache = activation_forward(self.fc1.forward(x))
         return self.fc2.forward(hidden)
 
     def backward(self, dout: Any) -> Any:
-        activation_backward = getattr(ops, f"{self.activation}_backward")
+        activation_backward = getattr(ops.current(), f"{self.activation}_backward")
         d_hidden = activation_backward(self.fc2.backward(dout), self._activation_cache)
         return self.fc1.backward(d_hidden)

@@ -21,11 +21,11 @@ class LayerNorm(Module):
         self.add_param("beta", init.zeros((d_model,), dtype))
 
     def forward(self, x: Any) -> Any:
-        y, self._cache = ops.layernorm_forward(x, self.gamma, self.beta, self.eps)
+        y, self._cache = ops.current().layernorm_forward(x, self.gamma, self.beta, self.eps)
         return y
 
     def backward(self, dy: Any) -> Any:
-        dx, dgamma, dbeta = ops.layernorm_backward(dy, self._cache)
+        dx, dgamma, dbeta = ops.current().layernorm_backward(dy, self._cache)
         self.grad["gamma"] += dgamma
         self.grad["beta"] += dbeta
         return dx

@@ -46,12 +46,12 @@ class Linear(Module):
 
     def forward(self, x: Any) -> Any:
         """``x (..., d_in)`` -> ``(..., d_out)``."""
-        y, self._cache = ops.linear_forward(x, self.weight, self.b if self.has_bias else None)
+        y, self._cache = ops.current().linear_forward(x, self.weight, self.b if self.has_bias else None)
         return y
 
     def backward(self, dy: Any) -> Any:
         """Adds ``dW`` and ``db`` to the gradients; returns ``dx``."""
-        dx, dW, db = ops.linear_backward(dy, self._cache)
+        dx, dW, db = ops.current().linear_backward(dy, self._cache)
         if self._tied_to is None:
             self.grad["W"] += dW
         else:

@@ -41,11 +41,11 @@ def residual_backward_with_memory(dout: Any, sublayer_backward: Callable[[Any], 
                                   norm: LayerNorm, dropout: Dropout, pre_norm: bool) -> tuple[Any, Any]:
     """``(dx, d_memory)`` for a sub-layer whose backward returns ``(d_input, d_memory)``: the op
     ``ops.residual_backward_with_memory`` with this block's norm and dropout."""
-    return ops.residual_backward_with_memory(dout, sublayer_backward, norm.backward, dropout.backward, pre_norm)
+    return ops.current().residual_backward_with_memory(dout, sublayer_backward, norm.backward, dropout.backward, pre_norm)
 
 
 def residual_backward(dout: Any, sublayer_backward: Callable[[Any], Any], norm: LayerNorm,
                       dropout: Dropout, pre_norm: bool) -> Any:
     """``dx`` for a sub-layer with one input: the op ``ops.residual_backward`` (``npformer/ops/residual.py``,
     where the equations are) with this block's norm and dropout."""
-    return ops.residual_backward(dout, sublayer_backward, norm.backward, dropout.backward, pre_norm)
+    return ops.current().residual_backward(dout, sublayer_backward, norm.backward, dropout.backward, pre_norm)

@@ -8,11 +8,12 @@ arguments, in order: a tuple, or a single array when there is one. No state,
 no globals, no autograd tape. Each module's docstring gives the shapes, the
 forward equation and the derivation of the backward pass.
 
-The files of this folder are the textbook forms; ``ops/fast/`` holds the fast
-forms beside them. ``ops.using("textbook" | "fast" | your_ops)`` chooses which
-functions the names of this package stand for, and so which ones every block,
-model and optimizer calls (``ops.switch``); ``ops.active()`` tells. The default
-is ``"fast"``.
+The names of this package are the textbook forms, the functions of this folder's
+files, always: ``inspect.getsourcefile(ops.layernorm_forward)`` is ``ops/layernorm.py``.
+``ops/fast/`` holds the fast forms beside them. What every block, model and optimizer
+*runs* is the active op set, ``ops.current()``, which ``with ops.using("textbook" |
+"fast" | your_ops):`` sets for the code inside (``ops.switch``); ``ops.active()``
+tells where each op comes from. The default set is ``"fast"``.
 """
 
 from .adam import adam_step
@@ -32,7 +33,7 @@ from .relu import relu_backward, relu_forward
 from .residual import residual_backward, residual_backward_with_memory, stack_backward_with_memory
 from .softmax import log_softmax, logsumexp, softmax_backward, softmax_forward
 from .special import erf, erfc
-from .switch import DEFAULT, OP_NAMES, active, holding_blas, holds_blas, using
+from .switch import DEFAULT, OP_NAMES, OpSet, active, current, holding_blas, holds_blas, using
 
 __all__ = [
     "linear_forward", "linear_backward",
@@ -50,7 +51,5 @@ __all__ = [
     "positional_encoding", "padding_mask", "causal_mask", "log_softmax", "logsumexp",
     "residual_backward", "residual_backward_with_memory", "stack_backward_with_memory",
     "adam_step", "erf", "erfc",
-    "using", "active", "holds_blas", "holding_blas", "OP_NAMES",
+    "using", "current", "active", "OpSet", "holds_blas", "holding_blas", "OP_NAMES",
 ]
-
-using(DEFAULT)

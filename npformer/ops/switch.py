@@ -1,14 +1,18 @@
-"""Whose ops the model runs: ``npformer.ops.using(impl)``.
+"""Whose ops the blocks run: the active op set, a value held in a context.
 
-Every block, model, optimizer and training step calls its ops as attributes of
-the ``npformer.ops`` package at the moment of the call (``ops.linear_forward(...)``,
-never a name imported once). ``using`` rebinds those attributes, so one call
-changes the ops of everything above::
+``npformer.ops.<name>`` always names the textbook function of ``npformer/ops/<name>.py``;
+nothing rebinds it. What a block, a model, an optimizer or a training step *runs* is the
+active op set, which it reads through one accessor at the moment of the call::
 
     from npformer import ops
+    ops.current().linear_forward(x, W, b)   # what nn.Linear does: the active set's linear layer
+    ops.linear_forward(x, W, b)             # always the textbook form (npformer/ops/linear.py)
+
+``ops.using(impl)`` sets the active set::
+
     with ops.using("textbook"):        # the readable forms of npformer/ops/*.py
         model.forward(src, tgt_in)     # ... run here
-    ops.using(my_ops)                  # a plain call: stays in force (for scripts)
+    ops.using(my_ops)                  # a plain call: stays in force in this thread (for scripts)
 
 ``impl`` is one of:
 
@@ -23,17 +27,20 @@ changes the ops of everything above::
   (the textbook and fast forms share them). A dict's ops are labelled "custom", or by its
   ``name`` attribute when it has one (``course.student_ops`` makes a dict named "yours").
 
-``active()`` says where each op comes from, e.g. ``{"linear_forward": "fast", ...}``.
+The set lives in a ``contextvars.ContextVar``: a ``with`` block changes it for the code it
+runs and nothing else, two threads may run two sets at once, and npformer's own worker
+threads (``npformer.threads``) run in the context of the call that handed them the work.
+A thread that never set one runs the default, ``"fast"``: on the 2-core machines this project
+is measured on, its threads make the training step faster than the textbook set on both bench
+presets (``benchmarks/RESULTS.md``, "Op sets").
 
-The default, set when ``npformer.ops`` is imported, is ``"fast"``: on the 2-core
-machines this project is measured on, its threads make the training step faster
-than the textbook set on both bench presets (``benchmarks/RESULTS.md``, "Op sets").
+``active()`` says where each op comes from, e.g. ``{"linear_forward": "fast", ...}``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
-import sys
 import types
 from collections.abc import Mapping
 from typing import Any, Callable
@@ -41,12 +48,13 @@ from typing import Any, Callable
 from . import (adam, attention, cross_entropy, dropout, embedding, gelu, layernorm, linear, masks,
                patches, pooling, positional, relu, residual, softmax)
 
-__all__ = ["OP_NAMES", "using", "active", "DEFAULT", "holds_blas", "holding_blas"]
+__all__ = ["OP_NAMES", "OpSet", "current", "using", "active", "DEFAULT", "holds_blas", "holding_blas"]
 
 DEFAULT = "fast"
 
 # The names an op set may define: every differentiable op's pair, the helpers the models call
-# through ``ops`` (masks, positions), the residual blocks' backward passes and the optimizer's update.
+# through the active set (masks, positions), the residual blocks' backward passes and the
+# optimizer's update.
 _TEXTBOOK_MODULES = {
     linear: ("linear_forward", "linear_backward"),
     relu: ("relu_forward", "relu_backward"),
@@ -67,28 +75,64 @@ _TEXTBOOK_MODULES = {
 }
 OP_NAMES: tuple[str, ...] = tuple(name for names in _TEXTBOOK_MODULES.values() for name in names)
 
-_active: dict[str, tuple[Callable, str]] = {}  # name -> (function, where it comes from)
+
+class OpSet:
+    """One function for every name of ``OP_NAMES``, as attributes (``op_set.linear_forward``), and
+    where each comes from (``labels``). Made by ``using``; read with ``current()``; never changed."""
+
+    def __init__(self, table: Mapping[str, tuple[Callable, str]]) -> None:
+        for op, (function, _) in table.items():
+            object.__setattr__(self, op, function)
+        object.__setattr__(self, "labels", {op: label for op, (_, label) in table.items()})
+
+    def table(self) -> dict[str, tuple[Callable, str]]:
+        """``{op name: (function, label)}``: this set as ``using`` builds sets from it."""
+        return {op: (getattr(self, op), label) for op, label in self.labels.items()}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("an OpSet never changes; make another with ops.using")
+
+    def __repr__(self) -> str:
+        sources = sorted(set(self.labels.values()))
+        return f"OpSet({', '.join(sources)})"
 
 
-def _textbook() -> dict[str, tuple[Callable, str]]:
-    return {name: (getattr(module, name), "textbook")
-            for module, names in _TEXTBOOK_MODULES.items() for name in names}
+@functools.cache
+def _textbook() -> OpSet:
+    return OpSet({name: (getattr(module, name), "textbook")
+                  for module, names in _TEXTBOOK_MODULES.items() for name in names})
 
 
-def _fast() -> dict[str, tuple[Callable, str]]:
+@functools.cache
+def _fast() -> OpSet:
     from . import fast
 
-    return {**_textbook(), **{name: (getattr(fast, name), "fast") for name in fast.__all__}}
+    return OpSet({**_textbook().table(), **{name: (getattr(fast, name), "fast") for name in fast.__all__}})
+
+
+_BUILT_IN = {"textbook": _textbook, "fast": _fast}
+
+# The active set of this context; None: the default (made at the first ``current()``, so that
+# importing npformer builds nothing).
+_active_set: contextvars.ContextVar[OpSet | None] = contextvars.ContextVar("npformer_op_set", default=None)
+
+
+def current() -> OpSet:
+    """The op set in force here: what ``using`` last set in this context, else the default ("fast")."""
+    op_set = _active_set.get()
+    return op_set if op_set is not None else _BUILT_IN[DEFAULT]()
 
 
 def _resolve(impl: Any, name: str | None) -> dict[str, tuple[Callable, str]]:
     """``impl`` as ``{op name: (function, label)}``, checked before anything changes."""
     if isinstance(impl, str):
-        builtin = {"textbook": _textbook, "fast": _fast}.get(impl)
-        if builtin is None:
+        built_in = _BUILT_IN.get(impl)
+        if built_in is None:
             raise ValueError(f"ops.using: impl must be 'fast', 'textbook', or a module, object or dict "
                              f"of ops, got {impl!r}")
-        return builtin()
+        return built_in().table()
+    if isinstance(impl, OpSet):
+        return impl.table()
     if isinstance(impl, Mapping):
         unknown = sorted(set(impl) - set(OP_NAMES))
         if unknown:
@@ -108,58 +152,52 @@ def _resolve(impl: Any, name: str | None) -> dict[str, tuple[Callable, str]]:
     return {op: (function, label) for op, function in functions.items()}
 
 
-def _install(table: dict[str, tuple[Callable, str]]) -> None:
-    package = sys.modules[__name__.rpartition(".")[0]]
-    _active.clear()
-    _active.update(table)
-    for op, (function, _) in table.items():
-        setattr(package, op, function)
-
-
 class using:  # noqa: N801 -- a function to its callers (like numpy.errstate)
-    """Make ``impl``'s ops the active ones now; as a context manager, restore the previous set on exit.
+    """Make ``impl``'s ops the active ones in this context; as a context manager, restore the
+    previous set on exit.
 
     Args:
-        impl: ``"fast"``, ``"textbook"``, or a module, object or dict of op functions.
+        impl: ``"fast"``, ``"textbook"``, an ``OpSet``, or a module, object or dict of op functions.
         name: how ``active()`` labels ``impl``'s ops (default: the module's or type's
             name, or "custom" for a dict).
     """
 
     def __init__(self, impl: Any, *, name: str | None = None) -> None:
         resolved = _resolve(impl, name)
-        self._previous = dict(_active)
-        _install({**_active, **resolved})
+        self.op_set = OpSet({**current().table(), **resolved})
+        self._token = _active_set.set(self.op_set)
 
     def __enter__(self) -> "using":
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        _install(self._previous)
+        _active_set.reset(self._token)
 
 
 def active() -> dict[str, str]:
     """Where each op comes from now: ``{op name: "fast" | "textbook" | the label of a set}``."""
-    return {op: label for op, (_, label) in _active.items()}
+    return dict(current().labels)
 
 
 def holds_blas() -> bool:
-    """Whether a training step or a decoding loop should hold BLAS to one thread while it runs.
+    """Whether BLAS should be held to one thread while the active set runs.
 
     True when the active linear layer is the fast form, which splits every matrix product over
-    npformer's own threads (``npformer.threads``) and more than one thread is set; the textbook
+    npformer's own threads (``npformer.threads``), and more than one thread is set; the textbook
     products instead leave the cores to BLAS's threads. The linear layer decides because its
     products are most of a step's BLAS work.
     """
     from .. import threads
     from . import fast
 
-    linear_is_fast = all(_active[op][0] is getattr(fast, op) for op in ("linear_forward", "linear_backward"))
+    op_set = current()
+    linear_is_fast = op_set.linear_forward is fast.linear_forward and op_set.linear_backward is fast.linear_backward
     return linear_is_fast and threads.get_threads() > 1
 
 
 def holding_blas(function: Callable) -> Callable:
     """Decorator: ``function`` runs with BLAS held to one thread whenever ``holds_blas()`` is true
-    at the time of the call (``training.train_step``, greedy and beam decoding)."""
+    at the time of the call (the blocks' forward and backward, the optimizers' step, decoding)."""
     from .. import threads
 
     @functools.wraps(function)

@@ -39,7 +39,7 @@ def perplexity(model: LanguageModel, ids: numpy.ndarray, batch: int = 256) -> fl
             targets = chunk[:, 1:]
             n = int((targets != PAD_ID).sum())
             logits = model.forward(backend.asarray(chunk[:, :-1]))
-            loss, _ = ops.cross_entropy_forward(logits, backend.asarray(targets), ignore_index=PAD_ID)
+            loss, _ = ops.current().cross_entropy_forward(logits, backend.asarray(targets), ignore_index=PAD_ID)
             total, count = total + float(loss) * n, count + n
     return math.exp(total / max(count, 1))
 

@@ -1,8 +1,8 @@
 """The mutants of the blocks and the model: bugs in how npformer's layers wire their backward passes.
 
 A residual's identity path forgotten, pre-norm's final norm skipped, a tied embedding's gradient
-overwritten, a decoder layer's memory gradient dropped, cross-attention's value path lost, the fused
-k and v gradients swapped, heads merged without the transpose, the embedding scale forgotten.
+overwritten, a decoder layer's memory gradient dropped, cross-attention's value path lost,
+self-attention's k and v gradients swapped, heads merged without the transpose, the embedding scale forgotten.
 ``BLOCK_MUTANTS`` names them, each caught by a block's check (``"module:NAME"``) or the model's (``"model"``).
 """
 
@@ -65,26 +65,25 @@ def _decoder_drops_first_layer_memory(original):
 
 def _memory_value_path_dropped(original):
     def backward(self, dout):
-        dq, dk, dv = self._attend_and_project_backward(dout)
+        dq, dk, dv = self.attend_heads_backward(dout)
         d_query = self.q.backward(self.merge_heads(dq))
-        if self.fused:
-            d_memory = self._fused_project_backward((dk, xp.zeros_like(dv)), self._memory_cache)
-        else:
-            d_memory = self.k.backward(self.merge_heads(dk))
-            self.v.backward(xp.zeros_like(self.merge_heads(dv)))
+        d_memory = self.k.backward(self.merge_heads(dk))
+        self.v.backward(xp.zeros_like(self.merge_heads(dv)))
         return d_query, d_memory
     return backward
 
 
-def _fused_key_value_swapped(original):
+def _key_value_swapped(original):
     def backward(self, dout):
-        dq, dk, dv = self._attend_and_project_backward(dout)
-        return self._fused_project_backward((dq, dv, dk), self._qkv_cache)  # k and v gradients swapped
+        dq, dk, dv = self.attend_heads_backward(dout)
+        dk, dv = dv, dk  # k and v gradients swapped
+        return (self.q.backward(self.merge_heads(dq)) + self.k.backward(self.merge_heads(dk))
+                + self.v.backward(self.merge_heads(dv)))
     return backward
 
 
 def _heads_merged_in_wrong_order(original):
-    def merge(self, x, packing=None):
+    def merge(self, x):
         batch, heads, length, head_dim = x.shape
         return x.reshape(batch, length, heads * head_dim)  # no transpose: heads and time mixed
     return merge
@@ -113,8 +112,9 @@ BLOCK_MUTANTS: list[Mutant] = [
     Mutant("cross-attention: value path missing from d_memory", "nn.MultiHeadAttention.backward",
            "d_memory only through the keys", nn.MultiHeadAttention, "backward", _memory_value_path_dropped,
            "module:cross_attention", "zero"),
-    Mutant("self-attention: k and v gradients swapped", "nn.SelfAttention.backward", "the fused projection "
-           "gets (dq, dv, dk)", nn.SelfAttention, "backward", _fused_key_value_swapped, "module:self_attention"),
+    Mutant("self-attention: k and v gradients swapped", "nn.SelfAttention.backward", "the k projection "
+           "gets dv and the v projection dk", nn.SelfAttention, "backward", _key_value_swapped,
+           "module:self_attention"),
     Mutant("heads merged without the transpose", "nn.MultiHeadAttention.merge_heads", "(B, H, T, Dh) "
            "reshaped straight to (B, T, D)", nn.MultiHeadAttention, "merge_heads", _heads_merged_in_wrong_order,
            "module:self_attention"),

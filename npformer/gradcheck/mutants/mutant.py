@@ -1,7 +1,8 @@
 """The Mutant: one realistic backward bug, named, placed, and patched into the library on demand.
 
 A mutant replaces one function or method (``target.attribute``) with a buggy version built from
-the original, only inside ``with mutant.applied():``; ``check`` names the check that must catch it
+the original, only inside ``with mutant.applied():``; a mutant of an op (``target`` is the package
+``npformer.ops``) replaces that op in the active op set (``ops.using``), never the package's name; ``check`` names the check that must catch it
 (see the package's docstring) and ``pattern`` the diagnosis its report must give.
 """
 
@@ -28,6 +29,13 @@ class Mutant:
     @contextlib.contextmanager
     def applied(self) -> Iterator[None]:
         """The library with this bug in it, inside the ``with`` block; restored after."""
+        from ... import ops
+
+        if self.target is ops:  # an op: the buggy form of the active one becomes the active one
+            with ops.using({self.attribute: self.replacement(getattr(ops.current(), self.attribute))},
+                           name="mutant"):
+                yield
+            return
         original = getattr(self.target, self.attribute)
         setattr(self.target, self.attribute, self.replacement(original))
         try:

@@ -23,7 +23,7 @@ def evaluate_loss(model: Any, batches: Iterable[Any]) -> tuple[float, float]:
         for batch in batches:
             tgt_out = backend.asarray(batch.tgt_out)
             logits = model.forward(backend.asarray(batch.src), backend.asarray(batch.tgt_in))
-            loss, _ = ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID)
+            loss, _ = ops.current().cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID)
             real = tgt_out != PAD_ID
             n = int(real.sum())
             total_loss += float(loss) * n

@@ -1,5 +1,7 @@
-"""No work on padding: ``Transformer.forward_positions`` packs the real tokens (``nn.Packing``) and
-must give the padded pass's logits and, after ``backward``, every gradient of it (float64)."""
+"""The fast path beside the core (``npformer.fastpath``) equals its textbook twin in float64:
+``PackedTransformer`` (the real tokens packed, q|k|v fused, only the counted targets projected)
+gives the padded ``Transformer``'s logits and, after ``backward``, every gradient of it, on both
+op sets; the fused projections equal three ``Linear`` calls and are fused once."""
 
 import numpy as np
 import pytest
@@ -8,7 +10,7 @@ from hypothesis import strategies as st
 
 from npformer import backend, ops
 from npformer.models import Transformer, TransformerConfig
-from npformer.nn import Packing
+from npformer.fastpath import FusedProjections, PackedTransformer, Packing, fuse
 from npformer.tokens import PAD_ID
 
 
@@ -32,27 +34,33 @@ def padded_step(model, src, tgt_in, tgt_out, label_smoothing):
     loss, cache = ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID, label_smoothing=label_smoothing)
     model.zero_grad()
     model.backward(ops.cross_entropy_backward(1.0, cache))
-    return float(loss), {name: grad.copy() for name, grad in model.grads().items()}, logits
+    return float(loss), {name: backend.to_numpy(grad).copy() for name, grad in model.grads().items()}, logits
 
 
 def packed_step(model, src, tgt_in, tgt_out, label_smoothing):
     positions = tgt_out != PAD_ID
-    logits = model.forward_positions(src, tgt_in, positions)
+    packed = PackedTransformer(model)
+    logits = packed.forward(src, tgt_in, positions)
     loss, cache = ops.cross_entropy_forward(logits, tgt_out[positions], ignore_index=PAD_ID,
                                             label_smoothing=label_smoothing)
     model.zero_grad()
-    model.backward(ops.cross_entropy_backward(1.0, cache))
-    return float(loss), {name: grad.copy() for name, grad in model.grads().items()}, logits
+    packed.backward(ops.cross_entropy_backward(1.0, cache))
+    return float(loss), {name: backend.to_numpy(grad).copy() for name, grad in model.grads().items()}, logits
 
 
-def assert_packed_equals_padded(model, src, tgt, label_smoothing=0.0):
+def assert_packed_equals_padded(model, src, tgt, label_smoothing=0.0, op_set="textbook"):
+    """The padded step on the textbook set (the twin) against the packed step on ``op_set``."""
+    src, tgt = backend.asarray(src), backend.asarray(tgt)  # on the active backend's device
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
     if not (tgt_out != PAD_ID).any():
         return
-    loss, grads, logits = padded_step(model, src, tgt_in, tgt_out, label_smoothing)
-    packed_loss, packed_grads, packed_logits = packed_step(model, src, tgt_in, tgt_out, label_smoothing)
+    with ops.using("textbook"):
+        loss, grads, logits = padded_step(model, src, tgt_in, tgt_out, label_smoothing)
+    with ops.using(op_set):
+        packed_loss, packed_grads, packed_logits = packed_step(model, src, tgt_in, tgt_out, label_smoothing)
     assert packed_loss == pytest.approx(loss, rel=1e-12)
-    np.testing.assert_allclose(packed_logits, logits[tgt_out != PAD_ID], rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(backend.to_numpy(packed_logits), backend.to_numpy(logits[tgt_out != PAD_ID]),
+                               rtol=1e-11, atol=1e-13)
     for name, grad in grads.items():
         np.testing.assert_allclose(packed_grads[name], grad, rtol=1e-9, atol=1e-12, err_msg=name)
 
@@ -68,8 +76,8 @@ def sentence_pairs(rng, batch, src_width, tgt_width, src_lengths, tgt_lengths):
 
 @settings(deadline=None, max_examples=40)
 @given(data=st.data(), n_heads=st.sampled_from([1, 2]), norm=st.sampled_from(["post", "pre"]),
-       tie=st.booleans(), label_smoothing=st.sampled_from([0.0, 0.1]))
-def test_packed_step_equals_the_padded_step_on_drawn_batches(data, n_heads, norm, tie, label_smoothing):
+       tie=st.booleans(), label_smoothing=st.sampled_from([0.0, 0.1]), op_set=st.sampled_from(["textbook", "fast"]))
+def test_packed_step_equals_the_padded_step_on_drawn_batches(data, n_heads, norm, tie, label_smoothing, op_set):
     """Batches drawn by hypothesis: one sentence or several, length 1, rows of no padding and rows of
     mostly padding, a fully padded source row; every gradient equal in float64."""
     batch = data.draw(st.integers(1, 4), label="batch")
@@ -80,7 +88,7 @@ def test_packed_step_equals_the_padded_step_on_drawn_batches(data, n_heads, norm
                             label="tgt lengths")
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
     src, tgt = sentence_pairs(rng, batch, src_width, tgt_width, src_lengths, tgt_lengths)
-    assert_packed_equals_padded(make_model(n_heads, norm, tie, seed=1), src, tgt, label_smoothing)
+    assert_packed_equals_padded(make_model(n_heads, norm, tie, seed=1), src, tgt, label_smoothing, op_set)
 
 
 @pytest.mark.parametrize("padding", ["heavy", "none"])
@@ -98,7 +106,7 @@ def test_packed_step_equals_the_padded_step_with_heavy_padding_and_none(padding)
 
 
 def test_attention_and_input_gradients_at_real_positions_equal_the_padded_pass():
-    """What saliency and the attention maps read after ``forward_positions``: the weights of every
+    """What saliency and the attention maps read after the packed forward: the weights of every
     real query, and the gradients of the embedded inputs, zero at the padding."""
     rng = np.random.default_rng(3)
     src, tgt = sentence_pairs(rng, 3, 5, 5, [5, 2, 3], [4, 1, 2])
@@ -109,9 +117,10 @@ def test_attention_and_input_gradients_at_real_positions_equal_the_padded_pass()
     padded_maps = model.attention_maps()
     d_src, d_tgt = model.backward_to_inputs(np.where(positions[..., None], logits, 0.0))
     model.zero_grad()
-    packed_logits = model.forward_positions(src, tgt_in, positions)
+    packed = PackedTransformer(model)
+    packed_logits = packed.forward(src, tgt_in, positions)
     packed_maps = model.attention_maps()
-    packed_d_src, packed_d_tgt = model.backward_to_inputs(packed_logits)
+    packed_d_src, packed_d_tgt = packed.backward_to_inputs(packed_logits)
     np.testing.assert_allclose(packed_d_src, d_src, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(packed_d_tgt, d_tgt, rtol=1e-10, atol=1e-13)
     real_queries = {"encoder": src != PAD_ID, "decoder": tgt_in != PAD_ID, "cross": tgt_in != PAD_ID}
@@ -132,11 +141,13 @@ def test_packing_keeps_the_real_tokens_in_reading_order_and_unpacks_with_zeros()
         Packing(np.ones((2, 3), dtype=int))
 
 
-def test_forward_positions_checks_positions_first():
+def test_the_packed_forward_checks_its_inputs_first():
     model = make_model(1, "post", False, seed=0)
     src = np.array([[4, 5]])
     with pytest.raises(ValueError, match="positions must be a boolean array shaped like tgt_in_ids"):
-        model.forward_positions(src, np.array([[1, 4]]), np.array([[True]]))
+        PackedTransformer(model).forward(src, np.array([[1, 4]]), np.array([[True]]))
+    with pytest.raises(TypeError, match="model must be an npformer Transformer"):
+        PackedTransformer(object())
 
 
 def test_the_training_step_runs_packed_in_float32():
@@ -166,3 +177,80 @@ def test_a_subclass_that_changes_the_embedding_is_packed_after_it():
     config = TransformerConfig(src_vocab=11, tgt_vocab=13, d_model=8, n_heads=2, d_ff=12, n_layers=1, dropout=0.0)
     src, tgt = sentence_pairs(np.random.default_rng(6), 3, 5, 5, [5, 2, 0], [4, 1, 2])
     assert_packed_equals_padded(DoubledPositions(config, seed=3, dtype=np.float64), src, tgt)
+
+
+# -- the fused projections --------------------------------------------------------------------------
+
+def _linears(count, seed=0, d_in=6, d_out=4):
+    from npformer import nn
+
+    rng = np.random.default_rng(seed)
+    layers = tuple(nn.Linear(d_in, d_out, rng=rng, dtype=np.float64) for _ in range(count))
+    for layer in layers:
+        layer.b[...] = backend.asarray(rng.standard_normal(d_out))
+    return layers
+
+
+@pytest.mark.parametrize("count", [2, 3])
+@pytest.mark.parametrize("op_set", ["textbook", "fast"])
+def test_fused_projections_equal_one_linear_call_each(count, op_set):
+    rng = np.random.default_rng(7)
+    x, dy = backend.asarray(rng.standard_normal((2, 5, 6))), backend.asarray(rng.standard_normal((2, 5, 4 * count)))
+    layers, twins = _linears(count), _linears(count)
+    with ops.using("textbook"):
+        expected = np.concatenate([backend.to_numpy(twin.forward(x)) for twin in twins], axis=-1)
+        expected_dx = sum(backend.to_numpy(twin.backward(dy[..., 4 * i:4 * (i + 1)])) for i, twin in enumerate(twins))
+    with ops.using(op_set):
+        fused = FusedProjections(layers)
+        y, cache = fused.forward(x)
+        dx = fused.backward(dy, cache)
+    np.testing.assert_allclose(backend.to_numpy(y), expected, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(backend.to_numpy(dx), expected_dx, rtol=1e-12, atol=1e-13)
+    for layer, twin in zip(layers, twins):
+        for key in ("W", "b"):
+            np.testing.assert_allclose(backend.to_numpy(layer.grad[key]), backend.to_numpy(twin.grad[key]),
+                                       rtol=1e-12, atol=1e-13)
+
+
+def test_fused_once_the_layers_parameters_become_views_of_one_weight():
+    """Fusing copies nothing on later calls: the layers' W, b and gradients are views of the fused
+    arrays, so an optimizer's in-place update, load_state_dict and the textbook Linear all see one
+    set of numbers; a rebound parameter makes ``fuse`` fuse again."""
+    from npformer import optim
+
+    layers = _linears(3, seed=1)
+    values = [layer.W.copy() for layer in layers]
+    fusion = fuse(layers)
+    assert fuse(layers) is fusion                                     # found again, not rebuilt
+    for layer, value in zip(layers, values):
+        assert layer.W.base is fusion.weight and layer.grad["W"].base is fusion.weight_grad
+        np.testing.assert_array_equal(layer.W, value)                # same values, same names
+    fusion.weight_grad[...] = 1.0
+    optimizer = optim.SGD(layers[1], lr=0.5)
+    optimizer.step()                                                  # in place, through the view
+    np.testing.assert_allclose(fusion.weight[:, 4:8], values[1] - 0.5)
+    layers[2].load_state_dict({"W": np.zeros((6, 4)), "b": np.zeros(4)})
+    assert not fusion.weight[:, 8:].any()
+    layers[0].W = layers[0].W.copy()                                  # rebound: no longer a view
+    assert fuse(layers) is not fusion
+
+
+def test_a_training_step_on_the_fast_path_keeps_the_model_equal_to_its_textbook_twin():
+    """Three Adam steps through ``train_step(only_counted_targets=True)`` (packed, fused, fast ops)
+    and through the textbook step (padded, three products, textbook ops): the same losses and weights."""
+    from npformer import optim
+    from npformer.training import train_step
+
+    rng = np.random.default_rng(8)
+    src, tgt = sentence_pairs(rng, 4, 6, 6, [6, 1, 3, 0], [5, 0, 2, 3])
+    results = {}
+    for fast_path, op_set in ((False, "textbook"), (True, "fast")):
+        model = make_model(2, "pre", True, seed=5)
+        optimizer = optim.Adam(model, lr=1e-2)
+        with ops.using(op_set):
+            losses = [train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer,
+                                 only_counted_targets=fast_path).loss for _ in range(3)]
+        results[fast_path] = losses, model.params()
+    np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-10)
+    for key, value in results[False][1].items():
+        np.testing.assert_allclose(results[True][1][key], value, rtol=1e-8, atol=1e-10, err_msg=key)

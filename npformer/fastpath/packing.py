@@ -18,7 +18,7 @@ Why this is exact. With the usual masks, nothing a padded position computes reac
 position's output, and nothing reaches a padded position's output from the loss, so its gradient
 is zero all the way down and adds nothing to any parameter's gradient. Working on the real
 positions alone therefore gives the same outputs there and the same gradients, up to rounding
-(``tests/test_packing.py`` checks every gradient in float64, with heavy padding and with none).
+(``tests/test_fastpath.py`` checks every gradient in float64, with heavy padding and with none).
 This is "remove padding" of FasterTransformer and ByteTransformer, for the position-wise layers.
 
 The packed sequence is ``(1, N, D)``, not ``(N, D)``, so that every op still sees a batch of

@@ -30,7 +30,7 @@ from npformer.tasks.translation.pretrained import PRETRAINED_DIR
 from npformer.tasks.translation import RunFolder, load_run
 from npformer.training import save_checkpoint
 
-KEPT = ("config.json", "src_vocab.json", "tgt_vocab.json", "test.tsv")
+KEPT = ("config.json", "src_vocab.json", "tgt_vocab.json", "test.tsv")  # and alignments.json, where the run has it
 
 
 def cpu_name() -> str:
@@ -44,7 +44,7 @@ def package(source: Path, target: Path, params_as: object = None, meta: dict | N
     """Copy a run folder's kept files into ``target`` and write its weights alone (no optimizer state)."""
     run = load_run(str(source))
     target.mkdir(parents=True, exist_ok=True)
-    for name in KEPT:
+    for name in KEPT + (("alignments.json",) if (source / "alignments.json").exists() else ()):
         shutil.copyfile(source / name, target / name)
     config = json.loads((target / "config.json").read_text(encoding="utf-8"))
     config["train"]["max_steps"] = json.loads((source / "checkpoint.json").read_text())["step"]  # the steps it took

@@ -1,82 +1,112 @@
-"""A user's own training loop against ``train_step`` and PyTorch eager, both op sets, small and base.
+"""A user's own training loop and ``train_step``, both op sets, against PyTorch eager, in one process.
 
-    python benchmarks/user_loop.py [ROUNDS] [STEPS]      (defaults 3 and 10)
+    python benchmarks/user_loop.py [PRESET ...] [--rounds N] [--old /tmp/oldpkg]
 
-The user's loop is the textbook step of the lessons and the design, written out with the
-default op set and no help from npformer's training code::
+The user's loop is the textbook step of the lessons and the design, written with the default op
+set and none of npformer's training code (``npformer.bench.users_loop``)::
 
     logits = model.forward(src, tgt_in)
     loss, cache = ops.current().cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID)
     model.zero_grad(); model.backward(ops.current().cross_entropy_backward(1.0, cache)); optimizer.step()
 
-It computes the padded batch, as PyTorch eager does. ``train_step(..., only_counted_targets=True)``
-takes the fast path (no work on padding). Every measurement runs in a fresh process with 2 BLAS
-threads (as ``npformer bench``), on the bench's batches; the rounds alternate the six npformer
-measurements and PyTorch's, and each keeps its fastest mean step time (this machine drifts).
+It computes the padded batch, as PyTorch eager does; ``train_step(..., only_counted_targets=True)``
+takes the fast path (no work on padding). All contenders live in one process, on the bench's
+shapes and batches (``npformer bench``), with 2 BLAS threads and ``torch.set_num_threads(2)``; the
+rounds run one step of each in turn (the order rotating), so that the machine's drift hits all
+alike, and the table gives each one's median and its ratio to PyTorch's median.
+
+``--old DIR``: also time an older npformer tree, copied to ``DIR/npformer_old`` with its absolute
+imports renamed (as ``benchmarks/ab_in_process.py`` describes), with its own loop and step.
 """
 
-import json
 import os
-import subprocess
-import sys
 
-CHILD = """
-import json, sys
-from npformer import bench, backend, ops, optim
-from npformer.tokens import PAD_ID
-from npformer.training import train_step
-name, op_set, loop, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-preset = bench.PRESETS[name]
-model = bench._model(preset)
-optimizer = optim.Adam(model, lr=1e-4)
-batches = [(backend.asarray(s), backend.asarray(t)) for s, t in bench.random_batches(preset, steps + bench.WARMUP_STEPS)]
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
+os.environ.setdefault("MKL_NUM_THREADS", "2")
 
-active = getattr(ops, "current", lambda: ops)  # before issue 43, the package's names were the active set
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
-def users_loop(src, tgt):
-    logits = model.forward(src, tgt[:, :-1])
-    loss, cache = active().cross_entropy_forward(logits, tgt[:, 1:], ignore_index=PAD_ID)
-    model.zero_grad()
-    model.backward(active().cross_entropy_backward(1.0, cache))
-    optimizer.step()
-    return float(loss)
+import torch  # noqa: E402
 
-def npformers_step(src, tgt):
-    return train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, only_counted_targets=True).loss
-
-with ops.using(op_set):
-    seconds, _ = bench._time_steps(users_loop if loop == "users_loop" else npformers_step, batches)
-print(json.dumps(seconds))
-"""
-TORCH = "import json, sys, npformer.bench as b; print(json.dumps(b._measure_torch(sys.argv[1], int(sys.argv[2]))['seconds_per_step']))"
+import npformer  # noqa: E402
+from npformer import bench  # noqa: E402
 
 
-def run(arguments: list[str]) -> float:
-    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2", MKL_NUM_THREADS="2")
-    result = subprocess.run([sys.executable, "-c", *arguments], capture_output=True, text=True, env=env, check=True)
-    return json.loads(result.stdout.strip().splitlines()[-1])
+def npformer_contenders(package, name, label):
+    """The user's loop and ``train_step`` of one npformer tree, each on both op sets."""
+    ops = package.ops
+    active = getattr(ops, "current", lambda: ops)  # before issue 43, the package's names were the active set
+    contenders = {}
+    for op_set in ("fast", "textbook"):
+        for loop in ("the user's loop", "train_step"):
+            model = package.bench._model(package.bench.PRESETS[name])
+            optimizer = package.optim.Adam(model, lr=1e-4)
+
+            def step(src, tgt, model=model, optimizer=optimizer, loop=loop, op_set=op_set):
+                with ops.using(op_set):
+                    if loop == "train_step":
+                        return package.training.train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer,
+                                                           only_counted_targets=True).loss
+                    logits = model.forward(src, tgt[:, :-1])
+                    loss, cache = active().cross_entropy_forward(logits, tgt[:, 1:], ignore_index=0)
+                    model.zero_grad()
+                    model.backward(active().cross_entropy_backward(1.0, cache))
+                    optimizer.step()
+                    return float(loss)
+
+            contenders[f"{label}{loop}, {op_set} ops"] = step
+    return contenders
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("presets", nargs="*", default=["small", "base"])
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--old", help="a folder holding npformer_old, an older tree")
+    parser.add_argument("--only", nargs="+", default=None, help="the contenders' labels to keep (default: all)")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
     with open("/proc/cpuinfo") as cpuinfo:
         cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
-    print(f"CPU: {cpu}, {os.cpu_count()} cores; {rounds} rounds of {steps} steps; best mean step time of each")
-    kinds = [(op_set, loop) for loop in ("users_loop", "train_step") for op_set in ("fast", "textbook")]
-    for name in ("small", "base"):
-        best: dict = {}
-        for _ in range(rounds):
-            for op_set, loop in kinds:
-                seconds = run([CHILD, name, op_set, loop, str(steps)])
-                best[op_set, loop] = min(best.get((op_set, loop), seconds), seconds)
-            seconds = run([TORCH, name, str(steps)])
-            best["torch"] = min(best.get("torch", seconds), seconds)
-        print(f"{name}: PyTorch eager {1000 * best['torch']:.1f} ms")
-        for op_set, loop in kinds:
-            seconds = best[op_set, loop]
-            label = "the user's loop (padded)" if loop == "users_loop" else "train_step (fast path)"
-            print(f"  {label:26s} {op_set:8s} {1000 * seconds:7.1f} ms  {seconds / best['torch']:.2f}x PyTorch")
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; npformer {npformer.__version__}, NumPy {__import__('numpy').__version__}, "
+          f"PyTorch {torch.__version__}; {args.rounds} rounds after 2 warm-up steps each; median step time")
+    old = None
+    if args.old:
+        sys.path.insert(0, args.old)
+        import npformer_old as old  # noqa: F811
+        import npformer_old.bench  # noqa: F401
+    for name in args.presets:
+        torch.manual_seed(0)
+        _, torch_step = bench.torch_translator(name)
+        contenders = {"PyTorch eager": lambda s, t: torch_step(torch.from_numpy(s), torch.from_numpy(t))}
+        contenders.update(npformer_contenders(npformer, name, ""))
+        if old is not None:
+            contenders.update(npformer_contenders(old, name, "before: "))
+        if args.only:
+            contenders = {label: step for label, step in contenders.items()
+                          if label == "PyTorch eager" or any(part in label for part in args.only)}
+        batches = bench.random_batches(bench.PRESETS[name], 4)
+        times = {label: [] for label in contenders}
+        labels = list(contenders)
+        for warm_up in range(2):
+            for label in labels:
+                contenders[label](*batches[warm_up])
+        for round_ in range(args.rounds):
+            order = labels[round_ % len(labels):] + labels[:round_ % len(labels)]
+            src, tgt = batches[round_ % len(batches)]
+            for label in order:
+                start = time.perf_counter()
+                contenders[label](src, tgt)
+                times[label].append(time.perf_counter() - start)
+        reference = statistics.median(times["PyTorch eager"])
+        print(f"{name}:                                          median   (min)    median / PyTorch's")
+        for label in labels:
+            median = statistics.median(times[label])
+            print(f"  {label:40s} {1000 * median:7.1f} ms ({1000 * min(times[label]):6.1f})  {median / reference:5.2f}x")
 
 
 if __name__ == "__main__":

@@ -209,6 +209,30 @@ assert np.isclose(cosine(4000), 7e-4) and cosine(30000) < 1e-9, "the cosine sche
 # %% [markdown]
 # npformer's `Adam`, `AdamW` and `SGD` follow `torch.optim`'s update rules and defaults exactly:
 # the tests compare them with closed forms and, when PyTorch is installed, with PyTorch itself.
+#
+# `AdamW` (Loshchilov and Hutter) takes weight decay out of the gradient: each step it shrinks a
+# parameter directly, $p \leftarrow p\,(1 - \eta \lambda)$, before the Adam update, so the decay is
+# not divided by $\sqrt{\hat v}$ as an L2 term in the gradient would be. npformer's `AdamW` shrinks
+# the weight matrices and embedding tables (two or more axes) and leaves the gains and biases
+# alone: pulling a layer norm's $\gamma$ towards 0 would shrink the whole layer's output, and a
+# bias carries no capacity worth limiting. (PyTorch's `AdamW` decays whatever it is given; its
+# users get this rule by putting gains and biases in a parameter group with `weight_decay=0`.)
+# One step with a zero gradient shows which parameters of a small Transformer shrink:
+
+# %%
+from npformer import models  # noqa: E402
+
+tiny = models.Transformer(models.TransformerConfig(src_vocab=10, tgt_vocab=10, d_model=8, n_heads=2, d_ff=16,
+                                                   n_layers=1), seed=0, dtype=np.float64)
+before = {key: value.copy() for key, value in tiny.params().items()}
+optim.AdamW(tiny, lr=0.1, weight_decay=0.5).step()  # zero gradients: only the decay moves anything
+shrunk = sorted(key for key, value in tiny.params().items() if not np.allclose(value, before[key]))
+kept = sorted(key for key in before if key not in shrunk)
+print(f"shrunk ({len(shrunk)}):", ", ".join(shrunk[:4]), "...")
+print(f"kept ({len(kept)}):", ", ".join(kept[:4]), "...")
+assert all(tiny.params()[key].ndim >= 2 for key in shrunk) and all(before[key].ndim == 1 for key in kept)
+
+# %% [markdown]
 # `clip_grad_norm(model, 1.0)` rescales all gradients together, by $1 / \lVert g \rVert_2$, when
 # their global norm $\lVert g \rVert_2$ (over every entry of every parameter's gradient) exceeds 1.
 

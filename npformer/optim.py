@@ -25,7 +25,15 @@ AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2) (Loshchilov and
 Hutter, 2019): the same without the L2 term, and the decay applied to the
 parameter directly, before the Adam step::
 
-    p = p * (1 - lr * weight_decay)
+    p = p * (1 - lr * weight_decay)        (weight matrices and embedding tables only)
+
+AdamW decays the parameters with two or more axes, the weight matrices and the
+embedding tables, and leaves the gains and biases (one axis: layer norm's
+``gamma`` and ``beta``, every ``b``) alone: pulling a gain towards 0 shrinks
+its layer's output, a constraint nobody asked for. PyTorch users get the same
+by putting those in a parameter group with ``weight_decay=0`` (as nanoGPT and
+most Transformer recipes do); ``torch.optim.AdamW`` itself decays every
+parameter it is given.
 
 An optimizer is built on a model and updates ``model.params()`` in place from
 ``model.grads()``. Its step counter counts calls to ``step()`` (one per
@@ -183,7 +191,8 @@ class Adam(Optimizer):
 
     def _update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
         if self._decoupled:
-            param *= 1.0 - self.lr * self.weight_decay    # AdamW: decay the parameter itself
+            if param.ndim >= 2:                            # AdamW: decay a weight matrix itself
+                param *= 1.0 - self.lr * self.weight_decay
             g = grad
         else:
             g = grad + self.weight_decay * param if self.weight_decay else grad   # Adam: L2 in g
@@ -198,7 +207,8 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay (``p *= 1 - lr * weight_decay`` each step)."""
+    """Adam with decoupled weight decay: ``p *= 1 - lr * weight_decay`` each step for the weight
+    matrices and embedding tables (two or more axes), never the gains and biases (one axis)."""
 
     _decoupled = True
 

@@ -40,8 +40,10 @@ class _Cache:
     def __init__(self, keys: list[int], prefixes: list[tuple[int, ...]]) -> None:
         self.keys, self.prefixes, self.length = keys, prefixes, 0
 
-    def select(self, rows) -> "_Cache":
+    def select(self, rows, same_sources=False) -> "_Cache":
         rows = backend.to_numpy(rows).tolist()
+        if same_sources:  # the search promises that every row keeps its source: hold it to that
+            assert [self.keys[r] for r in rows] == self.keys, "a beam left its sentence"
         chosen = _Cache([self.keys[r] for r in rows], [self.prefixes[r] for r in rows])
         chosen.length = self.length
         return chosen

@@ -156,22 +156,32 @@ def test_adam_step(shape, step, seed):
     assert got[0] is inputs[0] and got[1] is inputs[2] and got[2] is inputs[3]  # in place, as documented
 
 
-@pytest.mark.parametrize("layout", ["three chunks, the last one short", "a transposed view of each array"])
+@pytest.mark.parametrize("layout", ["three chunks, the last one short", "a transposed view of each array",
+                                    "a column block of a fused weight", "a strided view"])
 def test_adam_step_in_chunks_and_on_views(layout):
-    """The fast step updates ``fast.adam.CHUNK`` elements at a time; a partial last chunk, and arrays
-    that are views with no flat form (updated whole), give the textbook step too."""
+    """The fast step updates ``fast.adam.CHUNK`` elements at a time; a partial last chunk, arrays
+    whose rows alone are contiguous (a fused weight's column block: chunks of whole rows) and views
+    with no flat form (updated whole) all give the textbook step."""
     from npformer.ops.fast import adam as fast_adam
 
     rng = np.random.default_rng(1)
-    shape = (3, fast_adam.CHUNK - 5) if layout.startswith("three") else (7, 9)
+    shape = {"three chunks, the last one short": (3, fast_adam.CHUNK - 5),
+             "a column block of a fused weight": (fast_adam.CHUNK // 40 + 3, 96)}.get(layout, (7, 9))
     param, grad, m = (rng.standard_normal(shape) for _ in range(3))
     v = rng.random(shape)
     expected = adam.adam_step(param, grad, m, v, 3, 1e-2, 0.9, 0.98, 1e-9)
     if layout.startswith("three"):
         inputs = [array.copy() for array in (param, grad, m, v)]
-    else:
+    elif layout.startswith("a transposed view"):
         inputs = [np.asfortranarray(array).T.T for array in (param, grad, m, v)]  # F-ordered, not C-contiguous
         assert not inputs[0].flags.c_contiguous
+    elif layout.startswith("a column"):  # the middle third of a (rows, 3 * 96) weight, grad and moments C
+        inputs = [np.concatenate([np.zeros_like(param), param, np.zeros_like(param)], axis=1)[:, 96:192],
+                  np.concatenate([grad, grad, grad], axis=1)[:, 96:192], m.copy(), v.copy()]
+        assert not inputs[0].flags.c_contiguous and inputs[0].shape[0] * 96 > fast_adam.CHUNK  # several chunks
+    else:
+        inputs = [np.repeat(array, 2, axis=1)[:, ::2] for array in (param, grad, m, v)]  # neither C nor F
+        assert not (inputs[0].flags.c_contiguous or inputs[0].flags.f_contiguous)
     got = fast.adam_step(*inputs, 3, 1e-2, 0.9, 0.98, 1e-9)
     _same(got, expected)
     assert got[0] is inputs[0] and got[1] is inputs[2] and got[2] is inputs[3]

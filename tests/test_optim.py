@@ -67,8 +67,10 @@ def test_adam_and_adamw_follow_the_closed_form_over_several_steps(cls, decoupled
         model, optimizer = run(cls, grads, **options)
     start = Params(np.random.default_rng(0))
     for key in ("w", "b"):
+        # AdamW decays the weight matrix w and never the bias b (one axis); Adam's L2 reaches both
+        decay = weight_decay if not decoupled or key == "w" else 0.0
         expected = adam_reference(host(getattr(start, key)), [g[key] for g in grads], 0.01, (0.8, 0.95), 1e-6,
-                                  weight_decay, decoupled).reshape(getattr(start, key).shape)
+                                  decay, decoupled).reshape(getattr(start, key).shape)
         np.testing.assert_allclose(host(getattr(model, key)), expected, rtol=1e-12, atol=1e-14)
     assert optimizer.step_count == len(grads)  # steps, not parameter tensors
 
@@ -160,8 +162,13 @@ def test_optimizers_match_pytorch_when_it_is_installed(op_set):
             model, _ = run(ours, grads, **options)
         start = Params(np.random.default_rng(0))
         w = torch.tensor(host(start.w), requires_grad=True)
-        reference = theirs([w], **options)
+        b = torch.tensor(host(start.b), requires_grad=True)
+        # AdamW as PyTorch users configure it: the bias in a group without decay
+        groups = ([{"params": [w]}, {"params": [b], "weight_decay": 0.0}] if ours is optim.AdamW
+                  else [{"params": [w, b]}])
+        reference = theirs(groups, **options)
         for g in grads:
-            w.grad = torch.tensor(g["w"])
+            w.grad, b.grad = torch.tensor(g["w"]), torch.tensor(g["b"])
             reference.step()
         np.testing.assert_allclose(host(model.w), w.detach().numpy(), rtol=1e-10, err_msg=ours.__name__)
+        np.testing.assert_allclose(host(model.b), b.detach().numpy(), rtol=1e-10, err_msg=ours.__name__)

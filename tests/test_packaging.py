@@ -214,3 +214,18 @@ def test_special_token_ids_are_written_only_in_tokens():
                     or re.search(r"\b[A-Z]+_ID\s*=\s*[0-9]", code):
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def test_no_module_over_450_lines_and_no_function_over_80():
+    """One idea per file, and a function a reader can hold: every module of the package under 450
+    lines and every function or method under 80."""
+    root = ROOT / "npformer"
+    too_long = []
+    for path in sorted(root.rglob("*.py")):
+        source = path.read_text()
+        if len(source.splitlines()) > 450:
+            too_long.append(f"{path.relative_to(root)}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80:
+                too_long.append(f"{path.relative_to(root)}: {node.name} has {node.end_lineno - node.lineno + 1} lines")
+    assert not too_long, too_long

@@ -93,9 +93,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_search_arguments(parser: argparse.ArgumentParser, what: str = "beam size") -> None:
     """``--beam`` and ``--length-penalty``: how a command searches for its translations."""
-    from ..tasks.translation.decoding import LENGTH_PENALTY
+    from ..tasks.translation.decoding import BEAM_SIZE, LENGTH_PENALTY
 
-    parser.add_argument("--beam", type=number("beam", int), default=4,
+    parser.add_argument("--beam", type=number("beam", int), default=BEAM_SIZE,
                         help=f"{what}; 1 = greedy (default: %(default)s)")
     parser.add_argument("--length-penalty", type=number("length_penalty", float), default=LENGTH_PENALTY,
                         metavar="ALPHA", help="beam search's GNMT length penalty ((5 + |y|) / 6) ** ALPHA; "

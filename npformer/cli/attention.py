@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import UsageError
 from .arguments import add_run_arguments, add_search_arguments, number, require
-from .inputs import load_run, run_folder, writable_files
+from .inputs import run_for_command, run_folder, writable_files
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"no run folder at {folder}")
     paths = output_paths(args, folder)
     writable_files(*paths.values())
-    trained = load_run("attention", folder)
+    trained = run_for_command("attention", folder)
     if args.score:
         return _score(trained, paths["score"], args.max_pairs)
     found = Translator.from_run(trained).translations(args.sentences, beam_size=args.beam,

@@ -8,7 +8,7 @@ import sys
 
 from ..errors import UsageError
 from .arguments import add_run_arguments, add_search_arguments, number
-from .inputs import load_run
+from .inputs import run_for_command
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if args.data:
         pairs, report = load_pairs(args.data, max_words=None)  # checked before the model is loaded
         print(report.summary(), file=sys.stderr)
-    run_ = load_run("evaluate", args.run, args.pretrained)
+    run_ = run_for_command("evaluate", args.run, args.pretrained)
     if not args.data:
         pairs = RunFolder(run_.folder).split("test")
     pairs = pairs[: args.max_sentences] if args.max_sentences else pairs

@@ -36,11 +36,12 @@ def run_folder(command: str, folder: str | None, pretrained: str | None) -> str:
     return folder
 
 
-def load_run(command: str, folder: str | None, pretrained: str | None = None) -> Any:
-    """The loaded run of ``run_folder(...)``: model, vocabularies, config."""
-    from ..tasks.translation import load_run as load
+def run_for_command(command: str, folder: str | None, pretrained: str | None = None) -> Any:
+    """The run a command's ``--run`` / ``--pretrained`` names (``run_folder``), loaded with the one
+    ``tasks.translation.load_run``: model, vocabularies, config."""
+    from ..tasks.translation import load_run
 
-    return load(run_folder(command, folder, pretrained))
+    return load_run(run_folder(command, folder, pretrained))
 
 
 def sentences(given: list[str], command: str) -> list[str]:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .arguments import add_run_arguments, add_search_arguments
-from .inputs import load_run, sentences
+from .inputs import run_for_command, sentences
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from ..tasks.translation import Translator
 
     given = sentences(args.sentences, "translate")
-    translator = Translator.from_run(load_run("translate", args.run, args.pretrained))
+    translator = Translator.from_run(run_for_command("translate", args.run, args.pretrained))
     non_empty = [sentence for sentence in given if sentence.strip()]
     unknown = translator.unknown_words(non_empty)
     if unknown:

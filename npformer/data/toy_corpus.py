@@ -113,6 +113,15 @@ class Alignment:
     sure: frozenset[tuple[int, int]]
     possible: frozenset[tuple[int, int]]
 
+    def to_json(self) -> dict:
+        """``{"sure": [[e, f], ...], "possible": [...]}``, sorted: how a run folder stores it."""
+        return {"sure": sorted(map(list, self.sure)), "possible": sorted(map(list, self.possible))}
+
+    @classmethod
+    def from_json(cls, document: dict) -> "Alignment":
+        """The inverse of ``to_json``."""
+        return cls(sure=frozenset(map(tuple, document["sure"])), possible=frozenset(map(tuple, document["possible"])))
+
     def sources_of(self, french_index: int, sure_only: bool = True) -> list[int]:
         """The English token indices that French token ``french_index`` comes from, in order."""
         links = self.sure if sure_only else self.possible

@@ -11,7 +11,9 @@ and a larger product runs closer to the BLAS peak than three small ones. Its bac
 
 Fused once, not on every call: ``fuse(layers)`` copies the layers' weights and biases into one
 ``(D, n D)`` weight and one ``(n D,)`` bias, then makes each layer's ``W`` and ``b`` (and their
-gradients) column views of those arrays. The parameters keep their names, shapes and values;
+gradients) column views of those arrays: each row of a view is contiguous, which is all the
+optimizer's chunked update needs (``ops/fast/adam.py``), and the fused backward adds ``dW`` into
+the fused gradient in one pass. The parameters keep their names, shapes and values;
 the optimizer's in-place updates, ``load_state_dict`` and the textbook ``Linear.forward`` all
 work on the views, so the fused arrays always hold the current weights. The twin of this file
 is three ``Linear`` calls (``nn/attention.py``); ``tests/test_fastpath.py`` shows them equal.
@@ -35,9 +37,9 @@ class FusedProjections:
         if not all(isinstance(layer, Linear) and layer.has_bias and layer._tied_to is None for layer in layers):
             raise TypeError("fuse: every layer must be an untied nn.Linear with a bias")
         self.layers, self.width = layers, layers[0].d_out
-        self.weight = xp.concatenate([layer.W for layer in layers], axis=1)       # (D, n D_out)
-        self.bias = xp.concatenate([layer.b for layer in layers])                   # (n D_out,)
+        self.weight = xp.concatenate([layer.W for layer in layers], axis=1)                     # (D, n D_out)
         self.weight_grad = xp.concatenate([layer.grad["W"] for layer in layers], axis=1)
+        self.bias = xp.concatenate([layer.b for layer in layers])                                # (n D_out,)
         self.bias_grad = xp.concatenate([layer.grad["b"] for layer in layers])
         for index, layer in enumerate(layers):
             columns = slice(index * self.width, (index + 1) * self.width)

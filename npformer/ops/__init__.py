@@ -51,5 +51,5 @@ __all__ = [
     "positional_encoding", "padding_mask", "causal_mask", "log_softmax", "logsumexp",
     "residual_backward", "residual_backward_with_memory", "stack_backward_with_memory",
     "adam_step", "erf", "erfc",
-    "using", "current", "active", "OpSet", "holds_blas", "holding_blas", "OP_NAMES",
+    "using", "current", "active", "OpSet", "DEFAULT", "holds_blas", "holding_blas", "OP_NAMES",
 ]

@@ -5,7 +5,8 @@ several temporaries of the parameter's size on the way. This one updates ``m``,
 ``v`` and ``param`` in place, a chunk of ``CHUNK`` elements at a time through one
 small scratch array, so that each chunk stays in the cache for all its passes, and
 returns the same three objects it was given (``npformer.optim.Adam`` then has
-nothing to copy).
+nothing to copy). A parameter whose rows are contiguous but not the whole (a column block of a
+fused weight, ``npformer.fastpath.fused``) is cut into chunks of whole rows.
 The order of the floating-point operations is the twin's up to rounding.
 """
 
@@ -44,12 +45,24 @@ def adam_step(param: Any, grad: Any, m: Any, v: Any, step: int, lr: float,
         s *= step_size                                # lr m_hat / (sqrt(v_hat) + eps)
         p -= s
 
-    if not all(array.flags.c_contiguous for array in (param, m, v)):  # no flat views to cut: one chunk
-        update(param, grad, m, v, xp.empty(param.shape, dtype=param.dtype))
-        return param, m, v
-    flat = [param.reshape(-1), xp.ascontiguousarray(grad).reshape(-1), m.reshape(-1), v.reshape(-1)]
-    scratch = xp.empty(min(flat[0].shape[0], CHUNK), dtype=param.dtype)
-    for start in range(0, flat[0].shape[0], CHUNK):
-        chunk = [array[start:start + CHUNK] for array in flat]
-        update(*chunk, scratch[:chunk[0].shape[0]])
+    chunks = _chunks(param, grad, m, v)
+    scratch = xp.empty(max(chunk[0].size for chunk in chunks), dtype=param.dtype)   # one, reused
+    for chunk in chunks:
+        update(*chunk, scratch[:chunk[0].size].reshape(chunk[0].shape))
     return param, m, v
+
+
+def _chunks(param: Any, grad: Any, m: Any, v: Any) -> list[tuple]:
+    """``(param, grad, m, v)`` cut into pieces of about ``CHUNK`` elements that are views of the
+    arrays (updating a piece updates the array): flat slices when the arrays are contiguous, blocks
+    of whole rows when only their rows are (a column block of a fused weight, ``npformer.fastpath``),
+    else the arrays whole."""
+    if all(array.flags.c_contiguous for array in (param, m, v)):
+        flat = [param.reshape(-1), xp.ascontiguousarray(grad).reshape(-1), m.reshape(-1), v.reshape(-1)]
+        return [tuple(array[start:start + CHUNK] for array in flat) for start in range(0, flat[0].shape[0], CHUNK)]
+    if param.ndim == 2 and all(array.strides[-1] == array.itemsize for array in (param, m, v)):
+        grad = grad if grad.strides[-1] == grad.itemsize else xp.ascontiguousarray(grad)
+        rows = max(1, CHUNK // param.shape[1])
+        return [tuple(array[start:start + rows] for array in (param, grad, m, v))
+                for start in range(0, param.shape[0], rows)]
+    return [(param, grad, m, v)]

@@ -213,23 +213,21 @@ def explain(model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, sources: Seq
 
 
 def gold_test_split(run: Any) -> tuple[list[tuple[str, str]], list[Alignment]]:
-    """A run's test pairs and their gold alignments; only a run on the embedded corpus has them.
-
-    The run folder keeps the pairs (``test.tsv``); the alignments come from regenerating the
-    corpus with the run's seed and size (the grammar is deterministic) and are matched by source.
-    """
-    from ...data import toy_corpus
+    """A run's test pairs and their gold alignments; only a run on the embedded corpus has them,
+    stored beside its splits when it started (``RunFolder.alignments``)."""
     from .run_folder import RunFolder
 
     options = run.config.get("train", {})
     if options.get("data") is not None:
         raise ValueError(f"gold alignments exist only for the embedded corpus; this run was trained on "
                          f"{options['data']}")
-    corpus = toy_corpus(n_train=options.get("max_pairs") or 12000, seed=options.get("seed", 0))
-    known = {pair: gold for pair, gold in zip(corpus.test, corpus.alignments["test"])}
-    pairs = RunFolder(run.folder).split("test")
-    missing = [pair for pair in pairs if pair not in known]
-    if missing:
-        raise ValueError(f"{len(missing)} test pairs of {run.folder} are not in the embedded corpus "
-                         f"(first: {missing[0][0]!r}); gold alignments need the corpus the run was made from")
-    return pairs, [known[pair] for pair in pairs]
+    folder = RunFolder(run.folder)
+    golds = folder.alignments().get("test")
+    if golds is None:
+        raise ValueError(f"{run.folder} holds no gold alignments ({folder.path('alignments.json')}): runs on the "
+                         f"embedded corpus store them when they start; train the run again to have them")
+    pairs = folder.split("test")
+    if len(golds) != len(pairs):
+        raise ValueError(f"{folder.path('alignments.json')} is damaged: {len(golds)} test alignments for "
+                         f"{len(pairs)} test pairs")
+    return pairs, golds

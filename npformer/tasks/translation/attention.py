@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .decoding import BEAM_SIZE
 from .result import Translation
 from .translator import Translator
 
 
-def attention_of(run: Any, sentence: str, beam_size: int = 4) -> Translation:
+def attention_of(run: Any, sentence: str, beam_size: int = BEAM_SIZE) -> Translation:
     """Translate ``sentence`` with a trained run (``load_run``, ``npformer.pretrained``);
     its ``Translation`` holds the text and every attention map (``.attention``, ``.labels``)."""
     if not isinstance(sentence, str):

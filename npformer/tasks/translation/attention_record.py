@@ -5,7 +5,9 @@ At each step every attention block leaves its weights on the module (``model.att
 the decoder's self-attention of the new position over the positions so far, ``(N, H, 1, t + 1)``,
 and its cross-attention over the source, ``(N, H, 1, Ts)``. ``AttentionRecord`` copies them after
 every step, with the rows that beam search kept (``parents``), and at the end traces one finished
-sequence back through those rows. The maps it returns are those of the very tokens the decoder
+sequence back through those rows. ``AttentionRecord(full=False)`` keeps only what copying an
+``<unk>`` reads, the last layer's cross-attention: ``Translator.translate``, which returns text
+alone, records that much and no more. The maps it returns are those of the very tokens the decoder
 produced, from the one decoding that produced them: no second pass, no re-encoding of the output.
 
 For a causal decoder in eval mode, the weights of position ``t`` computed one step at a time equal
@@ -39,21 +41,26 @@ class AttentionRecord:
     source ``b`` (None after greedy search, whose row ``b`` is source ``b``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, full: bool = True) -> None:
+        self.full = full  # False: only what copying an <unk> reads, the last layer's cross-attention
         self.encoder: list[numpy.ndarray] = []
         self.steps: list[dict[str, list[numpy.ndarray]]] = []
         self.parents: list[numpy.ndarray | None] = []
         self.final_rows: list[int] | None = None  # beam search: the chosen row of each source
 
     def read_encoder(self, model: Transformer) -> None:
-        """Keep the encoder's self-attention of the sources just encoded."""
-        self.encoder = [_host_copy(weights) for weights in model.attention_maps()["encoder"]]
+        """Keep the encoder's self-attention of the sources just encoded (a full record only)."""
+        if self.full:
+            self.encoder = [_host_copy(weights) for weights in model.attention_maps()["encoder"]]
 
     def read_step(self, model: Transformer) -> None:
         """Keep the decoder's weights of the position just decoded (one query row per sequence)."""
         maps = model.attention_maps()
-        self.steps.append({kind: [_host_copy(weights[:, :, 0]) for weights in maps[kind]]
-                           for kind in ("decoder", "cross")})
+        if self.full:
+            self.steps.append({kind: [_host_copy(weights[:, :, 0]) for weights in maps[kind]]
+                               for kind in ("decoder", "cross")})
+        else:
+            self.steps.append({"cross": [_host_copy(maps["cross"][-1][:, :, 0])]})
         self.parents.append(None)
 
     def reorder(self, rows: Any) -> None:
@@ -64,19 +71,24 @@ class AttentionRecord:
         """The maps of final row ``row``, decoded from source ``source``: its first ``n_positions``
         decoder positions over its ``n_source`` real source tokens, one array per layer:
         ``"encoder"`` ``(H, Ts, Ts)``, ``"decoder"`` ``(H, Tt, Tt)`` (zero above the diagonal) and
-        ``"cross"`` ``(H, Tt, Ts)``."""
+        ``"cross"`` ``(H, Tt, Ts)``. A record made with ``full=False`` gives ``"cross"`` alone, of the
+        last layer only (what copying an ``<unk>`` reads)."""
         rows_at_step = [0] * len(self.steps)
         for step in range(len(self.steps) - 1, -1, -1):  # follow the kept rows back to the first step
             parents = self.parents[step]
             row = row if parents is None else int(parents[row])
             rows_at_step[step] = row
-        n_layers, n_heads, dtype = len(self.encoder), self.encoder[0].shape[1], self.encoder[0].dtype
-        decoder = [numpy.zeros((n_heads, n_positions, n_positions), dtype=dtype) for _ in range(n_layers)]
+        first = self.steps[0]["cross"][0]                                  # (N, H, Ts)
+        n_layers, n_heads, dtype = len(self.steps[0]["cross"]), first.shape[1], first.dtype
         cross = [numpy.zeros((n_heads, n_positions, n_source), dtype=dtype) for _ in range(n_layers)]
+        decoder = [numpy.zeros((n_heads, n_positions, n_positions), dtype=dtype) for _ in range(n_layers)]
         for position in range(n_positions):
             step = self.steps[position]
             for layer in range(n_layers):
-                decoder[layer][:, position, : position + 1] = step["decoder"][layer][rows_at_step[position]]
                 cross[layer][:, position] = step["cross"][layer][rows_at_step[position], :, :n_source]
+                if self.full:
+                    decoder[layer][:, position, : position + 1] = step["decoder"][layer][rows_at_step[position]]
+        if not self.full:
+            return {"cross": cross}
         encoder = [weights[source, :, :n_source, :n_source] for weights in self.encoder]
         return {"encoder": encoder, "decoder": decoder, "cross": cross}

@@ -28,6 +28,10 @@ from ...tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from .attention_record import AttentionRecord
 
 LENGTH_PENALTY = 0.6  # GNMT's alpha: the default of every search
+# The beam of the translations a user reads: every command's --beam, attention_of, and the test
+# translations of a training run. Translator.translate stays greedy unless asked (beam_size=1 is
+# its default: the validation BLEU of every evaluation point, where speed matters more).
+BEAM_SIZE = 4
 NEVER_OUTPUT = (PAD_ID, BOS_ID)  # no target sequence holds them: a search never produces them
 
 
@@ -167,7 +171,7 @@ def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
             was_finished = finished[rows]
             lengths = lengths[rows] + ~was_finished
             finished = was_finished | (tokens == EOS_ID)
-            cache = cache.select(rows)
+            cache = cache.select(rows, same_sources=True)  # a beam stays in its sentence: memory as it is
             if record is not None:
                 record.reorder(rows)
             if bool(finished.all()):

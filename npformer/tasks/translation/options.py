@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from ...models import MODEL_PRESETS, TransformerConfig
 from ...tokens import SPECIAL_TOKENS
 from ..checks import check_option
+from .decoding import BEAM_SIZE
 
 # The sizes ``--preset`` offers: the CPU sizes of ``models.MODEL_PRESETS`` (not "large").
 PRESETS = {name: dict(MODEL_PRESETS[name]) for name in ("tiny", "small", "base")}
@@ -70,7 +71,7 @@ class TrainOptions:
     eval_sentences: int = 200
     log_every: int = 10
     test_sentences: int | None = 1000
-    beam_size: int = 4
+    beam_size: int = BEAM_SIZE
     seed: int = 0
 
     def run_name(self) -> str:

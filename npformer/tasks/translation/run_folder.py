@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...data import Splits, Vocab, load_pairs
+from ...data.toy_corpus import Alignment
 from ...errors import UsageError
 from ...models import Transformer, TransformerConfig
 from ...training.checkpoint import CheckpointError, load_checkpoint
 
 CHECKPOINT = "checkpoint.npz"
+ALIGNMENTS = "alignments.json"  # the embedded corpus's gold alignments, by split
 
 
 class RunError(RuntimeError, UsageError):
@@ -67,6 +69,10 @@ class RunFolder:
         os.makedirs(self.folder, exist_ok=True)
         for name, pairs in (("train.tsv", splits.train), ("valid.tsv", splits.valid), ("test.tsv", splits.test)):
             write_tsv(self.path(name), pairs)
+        if splits.alignments:  # the embedded corpus: its gold alignments, kept with the pairs they belong to
+            with open(self.path(ALIGNMENTS), "w", encoding="utf-8") as file:
+                json.dump({name: [alignment.to_json() for alignment in alignments]
+                           for name, alignments in splits.alignments.items()}, file, separators=(",", ":"))
         src_vocab.save(self.path("src_vocab.json"))
         tgt_vocab.save(self.path("tgt_vocab.json"))
         with open(self.path("config.json"), "w", encoding="utf-8") as file:
@@ -102,10 +108,19 @@ class RunFolder:
         """``"train"``, ``"valid"`` or ``"test"``: the sentence pairs written when the run started."""
         return read_tsv(self.path(f"{name}.tsv"))
 
+    def alignments(self) -> dict[str, list[Alignment]]:
+        """The gold alignments of each split, stored by ``create`` for a run on the embedded corpus
+        (``alignments.json``); empty for other data and for runs made before they were stored."""
+        if not os.path.exists(self.path(ALIGNMENTS)):
+            return {}
+        return {name: [Alignment.from_json(document) for document in documents]
+                for name, documents in self._json(ALIGNMENTS).items()}
+
     def read(self) -> tuple[dict, Vocab, Vocab, Splits]:
-        """What ``create`` wrote: the configuration, both vocabularies and the splits."""
+        """What ``create`` wrote: the configuration, both vocabularies and the splits (with their
+        gold alignments when the run has them)."""
         return (self.config(), *self.vocabularies(),
-                Splits(self.split("train"), self.split("valid"), self.split("test")))
+                Splits(self.split("train"), self.split("valid"), self.split("test"), self.alignments()))
 
 
 @dataclass

@@ -104,12 +104,8 @@ def training_copy_links(options: TrainOptions, splits: Splits,
                         token_pairs: list[tuple[list[str], list[str]]]) -> list[list[tuple[int, int]]]:
     """The aligned word pairs of every training pair (``token_pairs``: ``splits.train`` tokenised)
     that ``unk_rate`` may hide (``data.unknown_words``): the gold one-to-one links on the embedded
-    corpus, words written the same on both sides otherwise."""
-    alignments = splits.alignments.get("train")
-    if alignments is None and options.data is None:  # a resumed run: the grammar rebuilds them
-        corpus = toy_corpus(n_train=options.max_pairs or 12000, seed=options.seed)
-        alignments = corpus.alignments["train"] if corpus.train == splits.train else None
-    alignments = alignments or [None] * len(splits.train)
+    corpus (stored in the run folder with the splits), words written the same on both sides otherwise."""
+    alignments = splits.alignments.get("train") or [None] * len(splits.train)  # a resumed run reads them back
     return [copy_links(source, target, alignment) for (source, target), alignment in zip(token_pairs, alignments)]
 
 

@@ -100,9 +100,10 @@ class Translator:
 
     def translate(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = LENGTH_PENALTY,
                   batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[str]:
-        """The translations of ``sentences`` as strings, in order (``translations(...)``'s texts)."""
-        return [found.text for found in self.translations(sentences, beam_size, length_penalty, batch_size,
-                                                          max_len, progress)]
+        """The translations of ``sentences`` as strings, in order (``translations(...)``'s texts; no
+        attention map is kept beyond what copying an ``<unk>`` reads)."""
+        return [found.text for found in self._search(sentences, beam_size, length_penalty, batch_size,
+                                                     max_len, progress, keep_attention=False)]
 
     def translations(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = LENGTH_PENALTY,
                      batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[Translation]:
@@ -113,6 +114,12 @@ class Translator:
         translations). ``max_len``: the longest output (default: twice the source plus 10, at most
         the model's ``max_len``). ``progress``: a bar over the batches (``tqdm.auto``: a widget in
         Jupyter)."""
+        return self._search(sentences, beam_size, length_penalty, batch_size, max_len, progress, keep_attention=True)
+
+    def _search(self, sentences: Sequence[str], beam_size: int, length_penalty: float, batch_size: int,
+                max_len: int | None, progress: bool, keep_attention: bool) -> list[Translation]:
+        """``translations``; with ``keep_attention=False`` each result's ``attention`` holds only the
+        last layer's cross-attention (``AttentionRecord(full=False)``)."""
         if isinstance(sentences, str):
             raise TypeError("Translator.translations: sentences must be a list of strings, got a str")
         if beam_size < 1:
@@ -122,7 +129,7 @@ class Translator:
         for start in tqdm(starts, disable=not progress, unit="batch", leave=False,
                           desc=f"translating ({'greedy' if beam_size == 1 else f'beam {beam_size}'})"):
             chunk = list(sentences[start:start + batch_size])
-            results += self._translate_batch(chunk, beam_size, length_penalty, max_len)
+            results += self._translate_batch(chunk, beam_size, length_penalty, max_len, keep_attention)
         return results
 
     def _read_source(self, sentence: str) -> dict[str, list]:
@@ -140,12 +147,12 @@ class Translator:
                 "labels": labels[:limit], "copyable": [copyable_words[index] for index in word_index[:limit]]}
 
     def _translate_batch(self, sentences: list[str], beam_size: int, length_penalty: float,
-                         max_len: int | None) -> list[Translation]:
+                         max_len: int | None, keep_attention: bool) -> list[Translation]:
         sources = [self._read_source(sentence) for sentence in sentences]
         src = backend.asarray(pad_batch([(source["ids"], [BOS_ID, EOS_ID]) for source in sources]).src)
         longest = max(len(source["ids"]) for source in sources)
         max_len = min(max_len or 2 * longest + 10, self.model.config.max_len)
-        record = AttentionRecord()
+        record = AttentionRecord(full=keep_attention)
         unk_allowed = backend.asarray([any(source["copyable"]) for source in sources])  # else never <unk>
         if beam_size == 1:
             hypotheses = greedy_decode(self.model, src, max_len, record=record, unk_allowed=unk_allowed)

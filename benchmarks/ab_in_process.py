@@ -1,37 +1,69 @@
-"""A/B in one process: the training step of an older npformer tree against this one, step by step.
+"""A/B in one process: an older npformer tree against this one, step by step, on the bench's batches.
 
-    cp -r OLD_TREE/npformer /tmp/oldpkg/npformer_old
-    sed -i 's/from npformer\\b/from npformer_old/; s/import npformer\\b/import npformer_old/' $(grep -rl npformer /tmp/oldpkg --include=*.py)
-    OMP_NUM_THREADS=2 python benchmarks/ab_in_process.py base 20
+    rm -rf /tmp/oldpkg && mkdir /tmp/oldpkg && cp -r OLD_TREE/npformer /tmp/oldpkg/npformer_old
+    sed -i 's/from npformer\\b/from npformer_old/g; s/import npformer\\b/import npformer_old/g' \\
+        $(grep -rl npformer /tmp/oldpkg --include=*.py)
+    python benchmarks/ab_in_process.py small 40 step     # or: loop (the user's own textbook loop)
 
-The old tree (before issue 10: ``nn.Transformer``, ``model.loss``, ``model.criterion``) is imported
-as ``npformer_old`` from /tmp/oldpkg; both models are built from the same seed and updated by Adam;
-their steps alternate (old-new, new-old, ...) on the same batches, so drift hits both alike. The
-min and the median step time of each are printed.
+``step`` is ``train_step(..., only_counted_targets=True)``; ``loop`` is the loop a user writes with
+the default op set (forward, loss, backward, Adam; ``npformer.bench.users_loop``). Both models are
+built from the same seed; their steps alternate (new-old, old-new, ...) on the same batches, so that
+drift hits both alike. Prints each one's median and the median (and quartiles) of new / old per round.
 """
-import sys, time
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 sys.path.insert(0, "/tmp/oldpkg")
-import numpy as np
-import npformer_old as old
-import npformer as new
-from npformer import bench, optim
-from npformer.training import train_step
-p = bench.PRESETS[sys.argv[1] if len(sys.argv) > 1 else "base"]
-kw = {k: p[k] for k in ("src_vocab","tgt_vocab","d_model","n_heads","d_ff","n_layers")}
-mo = old.nn.Transformer(old.nn.TransformerConfig(**kw, dropout=0.0), seed=0)
-mn = new.models.Transformer(new.models.TransformerConfig(**kw, dropout=0.0), seed=0)
-oo = old.optim.Adam(mo, lr=1e-4); on = new.optim.Adam(mn, lr=1e-4)
-batches = bench.random_batches(p, 4)
-def step_old(s, t):
-    logits = mo.forward(s, t[:, :-1]); loss = mo.loss(logits, t[:, 1:]); mo.zero_grad(); mo.backward(mo.criterion.backward()); oo.step(); return float(loss)
-def step_new(s, t):
-    return train_step(mn, (s, t[:, :-1]), t[:, 1:], on, only_counted_targets=True).loss
-for s, t in batches: step_old(s, t); step_new(s, t)
-times = {"old": [], "new": []}
-for r in range(int(sys.argv[2]) if len(sys.argv) > 2 else 20):
-    for name, f in (("old", step_old), ("new", step_new)) if r % 2 == 0 else (("new", step_new), ("old", step_old)):
-        s, t = batches[r % 4]
-        start = time.perf_counter(); f(s, t); times[name].append(time.perf_counter() - start)
-for k, v in times.items():
-    v = sorted(v); print(k, "min %.1f ms, median %.1f ms" % (1000 * v[0], 1000 * v[len(v)//2]))
-print("new/old min %.3f median %.3f" % (min(times["new"]) / min(times["old"]), sorted(times["new"])[len(times["new"])//2] / sorted(times["old"])[len(times["old"])//2]))
+
+import npformer as new  # noqa: E402
+import npformer.bench  # noqa: E402,F401
+import npformer_old as old  # noqa: E402
+import npformer_old.bench  # noqa: E402,F401
+
+
+def contender(package, name, mode):
+    model = package.bench._model(package.bench.PRESETS[name])
+    optimizer = package.optim.Adam(model, lr=1e-4)
+    if mode == "step":
+        return lambda s, t: package.training.train_step(model, (s, t[:, :-1]), t[:, 1:], optimizer,
+                                                        only_counted_targets=True)
+    active = getattr(package.ops, "current", lambda: package.ops)  # before issue 43: the package's names
+
+    def loop(s, t):
+        logits = model.forward(s, t[:, :-1])
+        loss, cache = active().cross_entropy_forward(logits, t[:, 1:], ignore_index=0)
+        model.zero_grad()
+        model.backward(active().cross_entropy_backward(1.0, cache))
+        optimizer.step()
+    return loop
+
+
+def main():
+    name = sys.argv[1] if len(sys.argv) > 1 else "base"
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    mode = sys.argv[3] if len(sys.argv) > 3 else "step"
+    ours, theirs = contender(new, name, mode), contender(old, name, mode)
+    batches = new.bench.random_batches(new.bench.PRESETS[name], 4)
+    for s, t in batches[:2]:
+        ours(s, t)
+        theirs(s, t)
+    times = {"new": [], "old": []}
+    for round_ in range(rounds):
+        s, t = batches[round_ % 4]
+        pair = (("new", ours), ("old", theirs)) if round_ % 2 == 0 else (("old", theirs), ("new", ours))
+        for label, run in pair:
+            start = time.perf_counter()
+            run(s, t)
+            times[label].append(time.perf_counter() - start)
+    ratios = [a / b for a, b in zip(times["new"], times["old"])]
+    low, middle, high = statistics.quantiles(ratios, n=4)
+    print(f"{name} {mode}: new {1000 * statistics.median(times['new']):.1f} ms, old "
+          f"{1000 * statistics.median(times['old']):.1f} ms; new / old per round {middle:.3f} ({low:.3f}-{high:.3f})")
+
+
+if __name__ == "__main__":
+    main()

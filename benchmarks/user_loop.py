@@ -13,7 +13,9 @@ It computes the padded batch, as PyTorch eager does; ``train_step(..., only_coun
 takes the fast path (no work on padding). All contenders live in one process, on the bench's
 shapes and batches (``npformer bench``), with 2 BLAS threads and ``torch.set_num_threads(2)``; the
 rounds run one step of each in turn (the order rotating), so that the machine's drift hits all
-alike, and the table gives each one's median and its ratio to PyTorch's median.
+alike; the table gives each one's median step time and the median (and quartiles) of its time over
+PyTorch's in the same round. More contenders in one process slow each other (memory, PyTorch's
+OpenMP threads): ``--only "fast ops"`` keeps PyTorch and the default set's two loops.
 
 ``--old DIR``: also time an older npformer tree, copied to ``DIR/npformer_old`` with its absolute
 imports renamed (as ``benchmarks/ab_in_process.py`` describes), with its own loop and step.
@@ -102,11 +104,12 @@ def main() -> None:
                 start = time.perf_counter()
                 contenders[label](src, tgt)
                 times[label].append(time.perf_counter() - start)
-        reference = statistics.median(times["PyTorch eager"])
-        print(f"{name}:                                          median   (min)    median / PyTorch's")
+        print(f"{name}:{' ' * 36}median    (min)   time / PyTorch's in the same round: median (quartiles)")
         for label in labels:
-            median = statistics.median(times[label])
-            print(f"  {label:40s} {1000 * median:7.1f} ms ({1000 * min(times[label]):6.1f})  {median / reference:5.2f}x")
+            ratios = [mine / theirs for mine, theirs in zip(times[label], times["PyTorch eager"])]
+            low, middle, high = statistics.quantiles(ratios, n=4)
+            print(f"  {label:40s} {1000 * statistics.median(times[label]):7.1f} ms ({1000 * min(times[label]):6.1f})  "
+                  f"{middle:5.2f}x ({low:.2f}-{high:.2f})")
 
 
 if __name__ == "__main__":

@@ -57,12 +57,23 @@ def padded_batch(config, rows=((6, 5), (3, 2), (1, 4), (5, 1))):
     return src, tgt[:, :-1], tgt[:, 1:]
 
 
-def npformer_loss_and_grads(model, src, tgt_in, tgt_out):
-    logits = model.forward(backend.asarray(src), backend.asarray(tgt_in))
-    loss, cache = ops.cross_entropy_forward(logits, backend.asarray(tgt_out), ignore_index=PAD_ID,
-                                            label_smoothing=model.config.label_smoothing)
+def npformer_loss_and_grads(model, src, tgt_in, tgt_out, fast_path=False):
+    """The loss through the active op set; with ``fast_path``, through ``fastpath.PackedTransformer``
+    (the logits returned are then those of the counted targets, ``(N, V)``)."""
+    from npformer.fastpath import PackedTransformer
+
+    src, tgt_in, tgt_out = backend.asarray(src), backend.asarray(tgt_in), backend.asarray(tgt_out)
+    if fast_path:
+        counted = tgt_out != PAD_ID
+        network = PackedTransformer(model)
+        logits, tgt_out = network.forward(src, tgt_in, counted), tgt_out[counted]
+    else:
+        network = model
+        logits = model.forward(src, tgt_in)
+    loss, cache = ops.current().cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID,
+                                                      label_smoothing=model.config.label_smoothing)
     model.zero_grad()
-    model.backward(ops.cross_entropy_backward(1.0, cache))
+    network.backward(ops.current().cross_entropy_backward(1.0, cache))
     return host(logits), float(loss), {key: host(value) for key, value in model.grads().items()}
 
 
@@ -187,17 +198,20 @@ def test_npformer_to_torch_and_back_gives_identical_weights(norm, activation, ti
     assert all(np.array_equal(host(other.params()[key]), host(value)) for key, value in model.params().items())
 
 
-@pytest.mark.parametrize("op_set", ["fast", "textbook"])
+@pytest.mark.parametrize("op_set, fast_path", [("fast", False), ("textbook", False), ("fast", True)],
+                         ids=["fast ops", "textbook ops", "fast path"])
 @pytest.mark.parametrize("norm, activation, tied", VARIANTS, ids=VARIANT_IDS)
-def test_torch_logits_and_gradients_equal_npformers_on_a_padded_batch(norm, activation, tied, op_set):
+def test_torch_logits_and_gradients_equal_npformers_on_a_padded_batch(norm, activation, tied, op_set, fast_path):
     torch = needs_torch()
     model = small_model(norm, activation, tied).eval()  # no dropout: each framework draws its own
     twin = interop.to_torch(model)
     assert not twin.training
     batch = padded_batch(model.config)
-    with ops.using(op_set):  # both op sets against the same independent reference
-        logits, loss, grads = npformer_loss_and_grads(model, *batch)
+    with ops.using(op_set):  # both op sets and the fast path against the same independent reference
+        logits, loss, grads = npformer_loss_and_grads(model, *batch, fast_path=fast_path)
     torch_logits, torch_loss, torch_grads = torch_loss_and_grads(torch, twin, model, *batch)
+    if fast_path:  # the counted targets' logits only
+        torch_logits = torch_logits[batch[2] != PAD_ID]
     np.testing.assert_allclose(torch_logits, logits, rtol=0, atol=1e-10)
     assert abs(torch_loss - loss) < 1e-12
     errors = gradient_errors(grads, torch_grads)

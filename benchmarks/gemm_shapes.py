@@ -13,26 +13,18 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
-import time  # noqa: E402
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from threadpoolctl import threadpool_info  # noqa: E402
 
 from npformer.ops import fast, linear  # noqa: E402
+from timing import median_of  # noqa: E402
 
 torch.set_num_threads(2)
 
 
 def microseconds(run, repeats=100):
-    for _ in range(5):
-        run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[repeats // 2] * 1e6
+    return median_of(run, repeats) * 1e6
 
 
 def main():

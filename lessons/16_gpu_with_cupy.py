@@ -154,7 +154,8 @@ figure.savefig(viz.figures_dir() / "16_training_step.png", dpi=110)
 # vocabulary. `train_step(..., only_counted_targets=True)` takes it (the trainer and
 # `npformer bench` do); the plain step runs the textbook forward and backward of the model.
 # Here are the two forms of the linear layer's forward pass, and the training step timed three
-# ways, on the same batch, from the same weights:
+# ways, from the same weights, on the batch above as training would see it: each sentence keeps 12
+# to 24 of its tokens and is padded to 24 with `<pad>` (the share of padding is printed):
 
 # %%
 import inspect  # noqa: E402,F811
@@ -172,6 +173,12 @@ print(inspect.getsource(linear.linear_forward).split('"""')[-1])
 print(f"textbook linear_forward: {code_lines(linear.linear_forward)} lines of code; "
       f"fast: {code_lines(fast.linear_forward)}")
 
+real = np.arange(24) < rng.integers(12, 25, size=(64, 1))                 # (64, 24): True = a real token
+padded_src = backend.asarray(np.where(real, backend.to_numpy(src), PAD_ID))
+padded_tgt = backend.to_numpy(tgt).copy()
+padded_tgt[:, 1:][~real] = PAD_ID                                         # targets of the same lengths
+padded_tgt_in, padded_tgt_out = backend.asarray(padded_tgt[:, :-1]), backend.asarray(padded_tgt[:, 1:])
+print(f"padding: {1 - real.mean():.0%} of the source and target positions")
 step_ms, set_losses = {}, {}
 ways = {"textbook ops, textbook step": ("textbook", False), "fast ops, textbook step": ("fast", False),
         "fast ops, fast path": ("fast", True)}
@@ -180,7 +187,8 @@ for way, (op_set, fast_path) in ways.items():
     twin_optimizer = optim.Adam(twin, lr=1e-3)
 
     def step():
-        return train_step(twin, (src, tgt_in), tgt_out, twin_optimizer, only_counted_targets=fast_path)
+        return train_step(twin, (padded_src, padded_tgt_in), padded_tgt_out, twin_optimizer,
+                          only_counted_targets=fast_path)
 
     with ops.using(op_set):
         step()  # warm-up
@@ -196,10 +204,10 @@ assert all(abs(loss - set_losses["textbook ops, textbook step"]) < 1e-3 * abs(lo
 # The three give the same loss to float32 rounding (the printed digits), because they compute
 # the same equations; `tests/test_fast_ops.py` shows every fast form equal to its twin in float64,
 # and `tests/test_fastpath.py` the fast path equal to the textbook step. The printed time ratios
-# are what the fast forms and the fast path buy on this machine and this batch (the fast path buys
-# more where batches hold more padding); on a GPU each op is already one kernel over every row, so
-# the two op sets take about the same time there. The recorded figures for both bench presets are in
-# `benchmarks/RESULTS.md` ("Op sets" and "The user's loop").
+# are what the fast forms and the fast path buy on this machine and this batch; on a GPU each op is
+# already one kernel over every row, so the two op sets take about the same time there. The recorded
+# figures for both bench presets are in `benchmarks/RESULTS.md` ("Op sets" and "One textbook core,
+# the speed paths beside it, and the user's own loop").
 
 # %% [markdown]
 # What changes on a GPU, and what does not:

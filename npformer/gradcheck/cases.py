@@ -3,7 +3,9 @@
 ``OP_CASES`` maps an op's name to its case builder ``builder(rng, **sizes) ->
 (forward, backward, inputs)``: the op's forward (extra arguments such as a mask
 or a fixed dropout generator bound in a closure), its reference backward, and
-host inputs drawn from ``rng``. Sizes are keyword arguments so that tests can
+host inputs drawn from ``rng``. The pair is the active op set's (``ops.current()``
+when the case is built): the default fast forms, the textbook ones inside
+``ops.using("textbook")``, or a student's set. Sizes are keyword arguments so that tests can
 draw them (hypothesis) and the command can use the defaults. ``check_op`` runs
 ``check_gradients`` on one case; ``check_all_ops`` on every one (the command
 ``npformer gradcheck`` prints that table and exits 1 on a failure).

@@ -52,9 +52,9 @@ print(f"{src.shape[0]} pairs x ({src.shape[1]} + {tgt_in.shape[1]}) tokens = {to
 assert tokens_per_step == 64 * 48
 
 logits = model.forward(src, tgt_in)
-loss, cache = ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID)
+loss, cache = ops.current().cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID)  # the active set's loss
 model.zero_grad()
-model.backward(ops.cross_entropy_backward(1.0, cache))
+model.backward(ops.current().cross_entropy_backward(1.0, cache))
 optimizer.step()
 print(f"first step: loss {float(loss):.3f}")
 assert np.isfinite(float(loss))
@@ -108,9 +108,9 @@ def milliseconds(work):
 parts = {}
 parts["forward"] = milliseconds(lambda: model.forward(src, tgt_in))
 logits = model.forward(src, tgt_in)
-parts["loss"] = milliseconds(lambda: ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID))
-loss, cache = ops.cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID)
-dlogits = ops.cross_entropy_backward(1.0, cache)
+parts["loss"] = milliseconds(lambda: ops.current().cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID))
+loss, cache = ops.current().cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID)
+dlogits = ops.current().cross_entropy_backward(1.0, cache)
 
 
 def backward():

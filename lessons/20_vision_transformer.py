@@ -218,20 +218,20 @@ class MeanPooledViT(models.VisionTransformer):
 
     def forward(self, images):
         c = self.config
-        patches, self._patch_cache = ops.patches_forward(images.astype(self.dtype, copy=False), c.patch)
+        patches, self._patch_cache = ops.current().patches_forward(images.astype(self.dtype, copy=False), c.patch)
         x = self.patch_embed.forward(patches) + self.pos[1:]  # row 0 of pos belonged to the class token
         hidden = self.encoder.forward(self.embed_dropout.forward(x), None)
         everywhere = backend.xp.ones(hidden.shape[:2], dtype=bool)
-        pooled, self._pool_cache = ops.masked_mean_pool_forward(hidden, everywhere)
-        summary, self._gelu_cache = ops.gelu_forward(self.head_fc1.forward(pooled))
+        pooled, self._pool_cache = ops.current().masked_mean_pool_forward(hidden, everywhere)
+        summary, self._gelu_cache = ops.current().gelu_forward(self.head_fc1.forward(pooled))
         return self.head_fc2.forward(summary)
 
     def backward(self, dlogits):
-        d_summary = ops.gelu_backward(self.head_fc2.backward(dlogits), self._gelu_cache)
-        d_hidden = ops.masked_mean_pool_backward(self.head_fc1.backward(d_summary), self._pool_cache)
+        d_summary = ops.current().gelu_backward(self.head_fc2.backward(dlogits), self._gelu_cache)
+        d_hidden = ops.current().masked_mean_pool_backward(self.head_fc1.backward(d_summary), self._pool_cache)
         d_x = self.embed_dropout.backward(self.encoder.backward(d_hidden))
         self.grad["pos"][1:] += d_x.sum(axis=0)
-        return ops.patches_backward(self.patch_embed.backward(d_x), self._patch_cache)
+        return ops.current().patches_backward(self.patch_embed.backward(d_x), self._patch_cache)
 
 
 small_config = models.ViTConfig(image_size=4, patch=2, d_model=8, n_heads=2, d_ff=8, n_layers=1)

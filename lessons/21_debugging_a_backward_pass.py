@@ -262,8 +262,8 @@ print(f"smallest error a mutant causes: {min(worst):.1e}")
 forward, backward, inputs = gradcheck.layernorm_case(np.random.default_rng(0))
 rng = np.random.default_rng(1)
 inputs["x"] = 1.0 + 2.0 * rng.standard_normal(inputs["x"].shape)  # every row of variance about 4
-with mutant("layer norm: eps forgotten in backward").applied():
-    ordinary = gradcheck.check_gradients(forward, ops.layernorm_backward, inputs, name="layernorm")
+with mutant("layer norm: eps forgotten in backward").applied():  # the mutant is now the active set's op
+    ordinary = gradcheck.check_gradients(forward, ops.current().layernorm_backward, inputs, name="layernorm")
 error = ordinary.results[0].max_rel_error
 print(f"eps forgotten, rows of variance about 4: worst relative error {error:.1e}, "
       f"{'caught' if not ordinary.passed else 'NOT caught'} at 1e-6")

@@ -21,9 +21,11 @@ over every row, the textbook form.
 While a call splits its rows over threads, BLAS is held to one thread (through
 ``threadpoolctl``), so that npformer's threads and BLAS's do not compete for the
 same cores; BLAS gets its threads back as soon as the call returns. Every fast
-op holds BLAS to one thread while it runs (``holding_blas``), whichever loop calls
-it; a training step or a decoding loop on the fast op set holds it once for all its
-calls. Outside npformer's own calls, and after ``import npformer``, every thread
+form that calls BLAS (linear, attention, layer norm's backward) holds BLAS to one
+thread while it runs (``holding_blas``), whichever loop calls it; a training step or
+a decoding loop on the fast op set holds it once for all its calls. The hold is the
+process's: BLAS's thread count is one setting for all threads, so while one thread
+runs a fast op, a textbook set in another thread also gets one BLAS thread. Outside npformer's own calls, and after ``import npformer``, every thread
 pool of the process is as it was.
 
 The number of threads: ``NPFORMER_THREADS`` if set, else the cores this process
@@ -140,7 +142,7 @@ def _needs_hold() -> bool:
 def blas_on_one_thread(when: bool = True) -> Iterator[None]:
     """Hold BLAS to one thread inside the block (if ``when``), and give its threads back at the end.
 
-    Every fast op holds it while it runs (``holding_blas``), so that whichever loop calls them,
+    Every fast form that calls BLAS holds it while it runs (``holding_blas``), so that whichever loop calls them,
     BLAS never runs on all cores between npformer's split calls: a BLAS call on all cores wakes
     BLAS's own threads, which then spin for a while on the cores that npformer's next split
     needs (measured: the linear layer's forward and backward took 2x as long). A caller about
@@ -161,7 +163,8 @@ def blas_on_one_thread(when: bool = True) -> Iterator[None]:
 
 def holding_blas(function: Callable) -> Callable:
     """Decorator: ``function`` runs with BLAS held to one thread (``blas_on_one_thread``). Every
-    fast op (``npformer/ops/fast/``) wears it; it costs about two microseconds per outermost call."""
+    fast form that calls BLAS (``npformer/ops/fast/``: linear, attention, layer norm's backward)
+    wears it; it costs about two microseconds per outermost call."""
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:

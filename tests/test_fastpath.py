@@ -254,3 +254,19 @@ def test_a_training_step_on_the_fast_path_keeps_the_model_equal_to_its_textbook_
     np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-10)
     for key, value in results[False][1].items():
         np.testing.assert_allclose(results[True][1][key], value, rtol=1e-8, atol=1e-10, err_msg=key)
+
+
+def test_a_fusion_lives_and_dies_with_its_layers():
+    """``fuse`` finds a fusion again by its first layer and keeps no reference to the layers: a model
+    that goes away takes its fused weight with it (a training process builds many)."""
+    import gc
+    import weakref
+
+    from npformer.fastpath import fused
+
+    layers = _linears(3, seed=4)
+    fusion = weakref.ref(fuse(layers))
+    assert fuse(layers) is fusion() and fusion() in fused._FUSIONS.values()
+    del layers
+    gc.collect()
+    assert fusion() is None

@@ -106,3 +106,16 @@ def test_check_all_ops_covers_the_registry_and_passes():
 def test_check_op_rejects_unknown_names():
     with pytest.raises(ValueError, match="name must be one of"):
         gradcheck.check_op("convolution")
+
+
+def test_the_base_models_options_are_all_ones_check_model_takes():
+    """``npformer gradcheck --model --base`` passes ``base_sizes()`` to ``check_model``: every key must
+    be a field of ``TransformerConfig`` or a size of ``model_case`` (a key left over from a removed
+    option made the command fail before any work)."""
+    import dataclasses
+
+    from npformer.cli.gradcheck import base_sizes
+    from npformer.models import TransformerConfig
+
+    accepted = {field.name for field in dataclasses.fields(TransformerConfig)} | {"batch", "src_len", "tgt_len"}
+    assert set(base_sizes()) <= accepted, set(base_sizes()) - accepted

@@ -109,7 +109,8 @@ def test_every_fast_form_that_calls_blas_holds_it_while_it_runs(split_everything
 
     if not _blas_threads():
         pytest.skip("threadpoolctl sees no BLAS library")
-    for name in ("linear_forward", "linear_backward", "attention_forward", "attention_backward"):
+    for name in ("linear_forward", "linear_backward", "attention_forward", "attention_backward",
+                 "layernorm_backward"):  # every fast form that calls BLAS
         assert getattr(fast, name).__wrapped__, f"fast.{name} does not hold BLAS"
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()

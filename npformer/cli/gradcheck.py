@@ -27,13 +27,11 @@ def base_sizes() -> dict[str, Any]:
 
     GELU, not ReLU: at this size some of the ~100,000 hidden ReLUs sit within a finite-difference
     step of their kink, where the difference is meaningless (ReLU's backward is checked op by op and
-    in the tiny model, away from the kink). The textbook attention: the fused one concatenates its
-    weight matrices on every call, a third of each forward pass at this batch size (the two forms are
-    tested equal, and the tiny model checks both)."""
+    in the tiny model, away from the kink)."""
     from ..models import MODEL_PRESETS
 
     return {**MODEL_PRESETS["large"], "src_vocab": 1000, "tgt_vocab": 1000, "activation": "gelu",
-            "batch": 1, "src_len": 4, "tgt_len": 4, "fused": False}
+            "batch": 1, "src_len": 4, "tgt_len": 4}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

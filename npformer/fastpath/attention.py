@@ -42,31 +42,50 @@ def merge_packed(block: MultiHeadAttention, parts: list, packing: Packing) -> An
     return merged.reshape(1, packing.count, len(parts) * block.d_model)
 
 
-class PackedSelfAttention:
+class _PackedAttention:
+    """What both packed blocks share: the attention op on heads, then the block's output projection
+    on the packed context, and its backward down to ``(dq, dk, dv)``."""
+
+    def __init__(self, block: MultiHeadAttention, packing: Packing) -> None:
+        self.block, self.packing = block, packing
+
+    def _attend(self, q: Any, keys: Any, values: Any, mask: Any) -> Any:
+        context, self._attention_cache = ops.current().attention_forward(q, keys, values, mask)
+        self.block.attn_weights = self._attention_cache["weights"]   # the block's last weights, as its own call keeps
+        return self.block.o.forward(merge_packed(self.block, [context], self.packing))    # (1, Nq, D)
+
+    def _attend_backward(self, dout: Any) -> tuple[Any, Any, Any]:
+        """``dout (1, Nq, D)`` -> ``(dq, dk, dv)``, each ``(B, H, T, Dh)``."""
+        d_context = split_packed(self.block, self.block.o.backward(dout), 1, self.packing)[0]
+        return ops.current().attention_backward(d_context, self._attention_cache)
+
+
+class PackedSelfAttention(_PackedAttention):
     """A core ``SelfAttention`` block on packed rows: ``forward(x, mask)``, ``backward(dout) -> dx``,
     the signatures of the block's own; q, k and v as one product of the fused ``[Wq | Wk | Wv]``."""
 
     def __init__(self, block: MultiHeadAttention, packing: Packing) -> None:
-        self.block, self.packing = block, packing
+        super().__init__(block, packing)
         self.fused = fuse((block.q, block.k, block.v))
 
     def forward(self, x: Any, mask: Any) -> Any:
         """Packed ``x (1, N, D)`` -> packed ``(1, N, D)``."""
         qkv, self._fused_cache = self.fused.forward(x)                                  # (1, N, 3D)
         q, keys, values = split_packed(self.block, qkv, 3, self.packing)                # (B, H, T, Dh) each
-        return attend_packed(self, q, keys, values, mask)
+        return self._attend(q, keys, values, mask)
 
     def backward(self, dout: Any) -> Any:
-        dq, dk, dv = attend_packed_backward(self, dout)
+        dq, dk, dv = self._attend_backward(dout)
         return self.fused.backward(merge_packed(self.block, [dq, dk, dv], self.packing), self._fused_cache)
 
 
-class PackedCrossAttention:
+class PackedCrossAttention(_PackedAttention):
     """A core ``MultiHeadAttention`` (cross-attention) block on packed rows: ``forward(query, memory,
     mask)``, ``backward(dout) -> (d_query, d_memory)``; k and v as one product of ``[Wk | Wv]``."""
 
     def __init__(self, block: MultiHeadAttention, packing: Packing, memory_packing: Packing) -> None:
-        self.block, self.packing, self.memory_packing = block, packing, memory_packing
+        super().__init__(block, packing)
+        self.memory_packing = memory_packing
         self.fused = fuse((block.k, block.v))
 
     def forward(self, query: Any, memory: Any, mask: Any) -> Any:
@@ -74,23 +93,10 @@ class PackedCrossAttention:
         q = split_packed(self.block, self.block.q.forward(query), 1, self.packing)[0]
         kv, self._fused_cache = self.fused.forward(memory)                              # (1, Nk, 2D)
         keys, values = split_packed(self.block, kv, 2, self.memory_packing)
-        return attend_packed(self, q, keys, values, mask)
+        return self._attend(q, keys, values, mask)
 
     def backward(self, dout: Any) -> tuple[Any, Any]:
-        dq, dk, dv = attend_packed_backward(self, dout)
+        dq, dk, dv = self._attend_backward(dout)
         d_query = self.block.q.backward(merge_packed(self.block, [dq], self.packing))
         d_memory = self.fused.backward(merge_packed(self.block, [dk, dv], self.memory_packing), self._fused_cache)
         return d_query, d_memory
-
-
-def attend_packed(packed: Any, q: Any, keys: Any, values: Any, mask: Any) -> Any:
-    """The attention op on heads, then the block's output projection on the packed context."""
-    context, packed.attention_cache = ops.current().attention_forward(q, keys, values, mask)
-    packed.block.attn_weights = packed.attention_cache["weights"]    # the block's last weights, as its own call keeps
-    return packed.block.o.forward(merge_packed(packed.block, [context], packed.packing))
-
-
-def attend_packed_backward(packed: Any, dout: Any) -> tuple[Any, Any, Any]:
-    """``dout (1, Nq, D)`` -> ``(dq, dk, dv)``, each ``(B, H, T, Dh)``."""
-    d_context = split_packed(packed.block, packed.block.o.backward(dout), 1, packed.packing)[0]
-    return ops.current().attention_backward(d_context, packed.attention_cache)

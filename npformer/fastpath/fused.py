@@ -36,7 +36,9 @@ class FusedProjections:
     def __init__(self, layers: tuple[Linear, ...]) -> None:
         if not all(isinstance(layer, Linear) and layer.has_bias and layer._tied_to is None for layer in layers):
             raise TypeError("fuse: every layer must be an untied nn.Linear with a bias")
-        self.layers, self.width = layers, layers[0].d_out
+        # The fusion keeps no reference to its layers (they reference its arrays): it lives and dies
+        # with them, in ``_FUSIONS`` below.
+        self.count, self.width = len(layers), layers[0].d_out
         self.weight = xp.concatenate([layer.W for layer in layers], axis=1)                     # (D, n D_out)
         self.weight_grad = xp.concatenate([layer.grad["W"] for layer in layers], axis=1)
         self.bias = xp.concatenate([layer.b for layer in layers])                                # (n D_out,)
@@ -48,8 +50,9 @@ class FusedProjections:
 
     def holds(self, layers: tuple[Linear, ...]) -> bool:
         """Whether ``layers``' parameters are still this fusion's views (nothing rebound them)."""
-        return all(layer.W.base is self.weight and layer.grad["W"].base is self.weight_grad
-                   and layer.b.base is self.bias for layer in layers)
+        return len(layers) == self.count and all(
+            layer.W.base is self.weight and layer.grad["W"].base is self.weight_grad
+            and layer.b.base is self.bias and layer.grad["b"].base is self.bias_grad for layer in layers)
 
     def forward(self, x: Any) -> tuple[Any, Any]:
         """``x (..., D)`` -> ``(y (..., n D_out), cache)``: every layer's output side by side."""
@@ -71,6 +74,6 @@ def fuse(layers: tuple[Linear, ...]) -> FusedProjections:
     """The fusion of ``layers``: made at the first call (their parameters become views of it),
     the same object afterwards, made again if something rebound a parameter since."""
     fusion = _FUSIONS.get(layers[0])
-    if fusion is None or fusion.layers != layers or not fusion.holds(layers):
+    if fusion is None or not fusion.holds(layers):
         fusion = _FUSIONS[layers[0]] = FusedProjections(layers)
     return fusion

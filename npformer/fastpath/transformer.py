@@ -70,16 +70,16 @@ class PackedTransformer:
 
         x = src_packing.pack(model._embed(src_ids, model.src_embed, model.src_dropout))   # (1, Ns, D)
         for layer, attention in zip(model.encoder.layers, self.encoder_attention):
-            x = residual_forward(x, lambda h, attention=attention: attention.forward(h, src_mask),
+            x = residual_forward(x, lambda h: attention.forward(h, src_mask),
                                  layer.norm1, layer.drop1, layer.pre_norm)
             x = residual_forward(x, layer.ffn.forward, layer.norm2, layer.drop2, layer.pre_norm)
         memory = x if model.encoder.norm is None else model.encoder.norm.forward(x)
 
         y = tgt_packing.pack(model._embed(tgt_in_ids, model.tgt_embed, model.tgt_dropout))  # (1, Nt, D)
         for layer, (self_attention, cross_attention) in zip(model.decoder.layers, self.decoder_attention):
-            y = residual_forward(y, lambda h, attention=self_attention: attention.forward(h, tgt_mask),
+            y = residual_forward(y, lambda h: self_attention.forward(h, tgt_mask),
                                  layer.norm1, layer.drop1, layer.pre_norm)
-            y = residual_forward(y, lambda h, attention=cross_attention: attention.forward(h, memory, src_mask),
+            y = residual_forward(y, lambda h: cross_attention.forward(h, memory, src_mask),
                                  layer.norm2, layer.drop2, layer.pre_norm)
             y = residual_forward(y, layer.ffn.forward, layer.norm3, layer.drop3, layer.pre_norm)
         decoded = y if model.decoder.norm is None else model.decoder.norm.forward(y)       # (1, Nt, D)

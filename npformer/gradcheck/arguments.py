@@ -116,14 +116,12 @@ def check_shape(function: str, name: str, value: Any, shape: tuple, what: str) -
 
 
 def check_float64(function: str, name: str, value: Any) -> None:
-    """``value`` must be a writable, C-contiguous float64 array of the active backend: the finite
-    differences perturb it in place through a flat view, which a copy would silently ignore."""
+    """``value`` must be a writable float64 array of the active backend: the finite differences
+    perturb it in place, which a read-only array would refuse."""
     check_float(function, name, value)
     if value.dtype != numpy.float64:
         raise TypeError(f"{function}: {name} must have dtype float64 (float32 rounds a finite "
                         f"difference away), got {value.dtype}")
-    contiguous, writable = value.flags.c_contiguous, getattr(value.flags, "writeable", True)
-    if not (contiguous and writable):
-        got = "a read-only array" if not writable else f"a non-contiguous view with strides {value.strides}"
-        raise ValueError(f"{function}: {name} must be a writable C-contiguous array (it is perturbed in "
-                         f"place; pass a copy, numpy.array(x)), got {got}")
+    if not getattr(value.flags, "writeable", True):
+        raise ValueError(f"{function}: {name} must be a writable array (it is perturbed in place; pass a "
+                         f"copy, numpy.array(x)), got a read-only array")

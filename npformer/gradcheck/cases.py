@@ -69,44 +69,50 @@ def checked_case(builder: Callable) -> Callable:
 
 @checked_case
 def linear_case(rng, batch=2, length=3, d_in=4, d_out=5):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
     inputs = {
         "x": rng.standard_normal((batch, length, d_in)),
         "W": rng.standard_normal((d_in, d_out)),
         "b": rng.standard_normal(d_out),
     }
-    op_set = ops.current()
     return op_set.linear_forward, op_set.linear_backward, inputs
 
 
 @checked_case
 def relu_case(rng, batch=2, length=3, width=5):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
     inputs = {"x": _away_from_zero(rng.standard_normal((batch, length, width)))}
-    op_set = ops.current()
     return op_set.relu_forward, op_set.relu_backward, inputs
 
 
 @checked_case
 def gelu_case(rng, batch=2, length=3, width=5, approximate="none"):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
+
     def forward(x):
-        return ops.current().gelu_forward(x, approximate=approximate)
+        return op_set.gelu_forward(x, approximate=approximate)
 
     inputs = {"x": 2.0 * rng.standard_normal((batch, length, width))}
-    return forward, ops.current().gelu_backward, inputs
+    return forward, op_set.gelu_backward, inputs
 
 
 @checked_case
 def softmax_case(rng, batch=2, length=3, width=5, axis=-1):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
+
     def forward(x):
-        return ops.current().softmax_forward(x, axis=axis)
+        return op_set.softmax_forward(x, axis=axis)
 
     inputs = {"x": 2.0 * rng.standard_normal((batch, length, width))}
-    return forward, ops.current().softmax_backward, inputs
+    return forward, op_set.softmax_backward, inputs
 
 
 @checked_case
 def layernorm_case(rng, batch=2, length=3, d_model=6, eps=1e-5):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
+
     def forward(x, gamma, beta):
-        return ops.current().layernorm_forward(x, gamma, beta, eps=eps)
+        return op_set.layernorm_forward(x, gamma, beta, eps=eps)
 
     x = 1.0 + 2.0 * rng.standard_normal((batch, length, d_model))
     x[:, -1] = 1.0 + 0.1 * rng.standard_normal((batch, d_model))  # small variance: eps matters there
@@ -115,16 +121,16 @@ def layernorm_case(rng, batch=2, length=3, d_model=6, eps=1e-5):
         "gamma": 1.0 + 0.5 * rng.standard_normal(d_model),
         "beta": rng.standard_normal(d_model),
     }
-    return forward, ops.current().layernorm_backward, inputs
+    return forward, op_set.layernorm_backward, inputs
 
 
 @checked_case
 def embedding_case(rng, batch=2, length=4, vocab=7, d_model=5):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
     inputs = {
         "ids": rng.integers(0, vocab, size=(batch, length)),
         "W": rng.standard_normal((vocab, d_model)),
     }
-    op_set = ops.current()
     return op_set.embedding_forward, op_set.embedding_backward, inputs
 
 
@@ -132,53 +138,58 @@ def embedding_case(rng, batch=2, length=4, vocab=7, d_model=5):
 def attention_case(rng, batch=2, heads=2, q_len=4, k_len=4, head_dim=3, causal=True,
                    fully_padded_row=True):
     """Self-attention shapes with key padding (and the look-ahead mask when ``q_len == k_len``)."""
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
     key_ids = padded_ids(rng, batch, k_len, vocab=9, fully_padded_row=fully_padded_row)
-    mask = ops.current().padding_mask(backend.asarray(key_ids))
+    mask = op_set.padding_mask(backend.asarray(key_ids))
     if causal and q_len == k_len:
-        mask = mask & ops.current().causal_mask(q_len)
+        mask = mask & op_set.causal_mask(q_len)
 
     def forward(q, k, v):
-        return ops.current().attention_forward(q, k, v, mask)
+        return op_set.attention_forward(q, k, v, mask)
 
     inputs = {
         "q": rng.standard_normal((batch, heads, q_len, head_dim)),
         "k": rng.standard_normal((batch, heads, k_len, head_dim)),
         "v": rng.standard_normal((batch, heads, k_len, head_dim)),
     }
-    return forward, ops.current().attention_backward, inputs
+    return forward, op_set.attention_backward, inputs
 
 
 @checked_case
 def dropout_case(rng, batch=2, length=3, width=5, p=0.3, training=True, mask_seed=7):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
+
     def forward(x):
         # A fresh generator with the same seed per call: every call drops the same elements.
-        return ops.current().dropout_forward(x, p, backend.default_rng(mask_seed), training)
+        return op_set.dropout_forward(x, p, backend.default_rng(mask_seed), training)
 
     inputs = {"x": rng.standard_normal((batch, length, width))}
-    return forward, ops.current().dropout_backward, inputs
+    return forward, op_set.dropout_backward, inputs
 
 
 @checked_case
 def cross_entropy_case(rng, batch=2, length=3, vocab=6, label_smoothing=0.1,
                        fully_padded_row=True):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
     targets = padded_ids(rng, batch, length, vocab, fully_padded_row=fully_padded_row)
 
     def forward(logits):
-        return ops.current().cross_entropy_forward(
+        return op_set.cross_entropy_forward(
             logits, backend.asarray(targets), ignore_index=PAD_ID, label_smoothing=label_smoothing
         )
 
     inputs = {"logits": 2.0 * rng.standard_normal((batch, length, vocab))}
-    return forward, ops.current().cross_entropy_backward, inputs
+    return forward, op_set.cross_entropy_backward, inputs
 
 
 @checked_case
 def pooling_case(rng, batch=3, length=5, width=4, kind="mean", fully_padded_row=True):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
     check_known("pooling_case", "kind", kind, ("mean", "max"))
     mask = backend.asarray(padded_ids(rng, batch, length, 9, fully_padded_row) != PAD_ID)
     forward_op, backward_op = {
-        "mean": (ops.current().masked_mean_pool_forward, ops.current().masked_mean_pool_backward),
-        "max": (ops.current().masked_max_pool_forward, ops.current().masked_max_pool_backward),
+        "mean": (op_set.masked_mean_pool_forward, op_set.masked_mean_pool_backward),
+        "max": (op_set.masked_max_pool_forward, op_set.masked_max_pool_backward),
     }[kind]
 
     def forward(x):
@@ -191,10 +202,12 @@ def pooling_case(rng, batch=3, length=5, width=4, kind="mean", fully_padded_row=
 
 @checked_case
 def patches_case(rng, batch=2, channels=1, size=4, patch=2):
-    def forward(images):
-        return ops.current().patches_forward(images, patch)
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
 
-    return forward, ops.current().patches_backward, {"images": rng.standard_normal((batch, channels, size, size))}
+    def forward(images):
+        return op_set.patches_forward(images, patch)
+
+    return forward, op_set.patches_backward, {"images": rng.standard_normal((batch, channels, size, size))}
 
 
 OP_CASES: dict[str, Callable] = {

@@ -63,18 +63,19 @@ def numerical_gradient(
     ``h = eps``. ``entries`` (flat indices) limits the work to some elements;
     the others are left as NaN.
 
-    Checked first: ``output`` is a function of no arguments, ``x`` a writable C-contiguous
-    float64 array, ``eps`` a number > 0, ``entries`` flat indices inside ``x``; and, at the
-    first difference (the output's shape is known only then), that ``dout`` has the output's shape.
+    Checked first: ``output`` is a function of no arguments, ``x`` a writable float64 array
+    (a view is perturbed where it lies, e.g. a column block of a fused weight), ``eps`` a number
+    > 0, ``entries`` flat indices inside ``x``; and, at the first difference (the output's shape
+    is known only then), that ``dout`` has the output's shape.
     """
     _check_numerical_gradient(output, x, eps, entries)
-    flat = x.reshape(-1)  # a view: the checks pass contiguous float64 copies (as_float64_inputs)
 
     def output_with(i: int, step: float) -> Any:
-        original = flat[i].copy()
-        flat[i] = original + step
+        index = numpy.unravel_index(i, x.shape)  # the i-th element in reading order
+        original = x[index].copy()
+        x[index] = original + step
         out = xp.array(output(), copy=True)  # copy: the output may alias x
-        flat[i] = original
+        x[index] = original
         return out
 
     def central_difference(i: int, step: float) -> float:

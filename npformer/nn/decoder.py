@@ -144,12 +144,11 @@ class DecoderCache:
         ``same_sources``: every row ``rows[j]`` decodes the same source as row ``j`` (a beam never
         leaves its sentence), so the memory's keys, values and mask are kept as they are and only
         the self-attention caches are gathered."""
-        same = same_sources
         chosen = DecoderCache(
-            self.memory_keys if same else [k[rows] for k in self.memory_keys],
-            self.memory_values if same else [v[rows] for v in self.memory_values],
+            self.memory_keys if same_sources else [k[rows] for k in self.memory_keys],
+            self.memory_values if same_sources else [v[rows] for v in self.memory_values],
             [k[rows] for k in self.self_keys], [v[rows] for v in self.self_values],
-            self.memory_mask if same else self.memory_mask[rows],
+            self.memory_mask if same_sources else self.memory_mask[rows],
         )
         chosen.length = self.length
         return chosen

@@ -12,7 +12,7 @@ active op set, which it reads through one accessor at the moment of the call::
 
     with ops.using("textbook"):        # the readable forms of npformer/ops/*.py
         model.forward(src, tgt_in)     # ... run here
-    ops.using(my_ops)                  # a plain call: stays in force in this thread (for scripts)
+    ops.using(my_ops)                  # a plain call: stays in force in this context (for scripts)
 
 ``impl`` is one of:
 
@@ -30,6 +30,11 @@ active op set, which it reads through one accessor at the moment of the call::
 The set lives in a ``contextvars.ContextVar``: a ``with`` block changes it for the code it
 runs and nothing else, two threads may run two sets at once, and npformer's own worker
 threads (``npformer.threads``) run in the context of the call that handed them the work.
+A plain call lasts for its context: a thread you start yourself, an asyncio task, or a Jupyter
+cell run in a context of its own (some ipykernel versions, cells with ``await``) starts from the
+default again; in a notebook, put the cells that should run another set inside ``with``. A
+``using`` object is entered once: ``with`` a new ``ops.using(...)`` each time, and leave nested
+blocks in the order they were entered.
 A thread that never set one runs the default, ``"fast"``: on the 2-core machines this project
 is measured on, its threads make the training step faster than the textbook set on both bench
 presets (``benchmarks/RESULTS.md``, "Op sets").
@@ -197,7 +202,8 @@ def holds_blas() -> bool:
 
 def holding_blas(function: Callable) -> Callable:
     """Decorator: ``function`` runs with BLAS held to one thread whenever ``holds_blas()`` is true
-    at the time of the call (the blocks' forward and backward, the optimizers' step, decoding)."""
+    at the time of the call (``training.train_step``, greedy and beam decoding: one hold around all
+    their calls; each fast form also holds it itself, ``threads.holding_blas``)."""
     from .. import threads
 
     @functools.wraps(function)

@@ -4,9 +4,9 @@ Every model in npformer maps inputs to logits and has a hand-written
 ``backward(dlogits)``; the loss is an op, not part of the model. A step is::
 
     logits = model.forward(*inputs)                                  # (..., V)
-    loss, cache = ops.cross_entropy_forward(logits, targets, ignore_index, label_smoothing)
+    loss, cache = ops.current().cross_entropy_forward(logits, targets, ignore_index, label_smoothing)
     model.zero_grad()
-    model.backward(ops.cross_entropy_backward(1.0, cache))           # fills model.grads()
+    model.backward(ops.current().cross_entropy_backward(1.0, cache))  # fills model.grads()
     grad_norm = clip_grad_norm(model, max_norm)                      # optional
     optimizer.step()
 

@@ -5,10 +5,11 @@
     config.json                  the model configuration, the training options, where the data came from
     src_vocab.json tgt_vocab.json the vocabularies, built from the training split
     train.tsv valid.tsv test.tsv  the splits (english<TAB>french), so a resumed run reads the same data
+    alignments.json               the embedded corpus only: each split's gold word alignments, in order
     checkpoint.npz (+ .json)     parameters, optimizer state, step and generator states (``checkpoint``)
     metrics.jsonl curves.png     what training logged, and its plot
 
-``RunFolder.create`` writes the first three kinds once, when a run starts;
+``RunFolder.create`` writes the first four kinds once, when a run starts;
 ``load_run`` gives back a trained model and its vocabularies, which is all
 that ``translate``, ``evaluate`` and ``attention`` need. Problems a user can
 fix (no folder, a missing or damaged file) raise ``RunError`` with one line.

@@ -100,12 +100,16 @@ def build_vocabularies(options: TrainOptions, train_pairs: list, log: Any = prin
     return src_vocab, tgt_vocab
 
 
-def training_copy_links(options: TrainOptions, splits: Splits,
-                        token_pairs: list[tuple[list[str], list[str]]]) -> list[list[tuple[int, int]]]:
+def training_copy_links(options: TrainOptions, splits: Splits, token_pairs: list[tuple[list[str], list[str]]],
+                        log: Any = print) -> list[list[tuple[int, int]]]:
     """The aligned word pairs of every training pair (``token_pairs``: ``splits.train`` tokenised)
     that ``unk_rate`` may hide (``data.unknown_words``): the gold one-to-one links on the embedded
     corpus (stored in the run folder with the splits), words written the same on both sides otherwise."""
-    alignments = splits.alignments.get("train") or [None] * len(splits.train)  # a resumed run reads them back
+    alignments = splits.alignments.get("train")  # a resumed run reads them back from its folder
+    if alignments is None and options.data is None:
+        log("unk_rate: this run's folder holds no gold alignments (made before they were stored); the "
+            "words hidden are those written the same on both sides")
+    alignments = alignments or [None] * len(splits.train)
     return [copy_links(source, target, alignment) for (source, target), alignment in zip(token_pairs, alignments)]
 
 
@@ -150,7 +154,7 @@ class Trainer:
         self.train_examples = encode_pairs(splits.train, src_vocab, tgt_vocab, max_len)
         token_pairs = ([(tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train]
                        if options.unk_rate else None)
-        self.train_links = training_copy_links(options, splits, token_pairs) if options.unk_rate else None
+        self.train_links = training_copy_links(options, splits, token_pairs, self.log) if options.unk_rate else None
         self.train_tokens = token_pairs if options.unk_rate and options.tokenizer == "bpe" else None
         if self.train_tokens is not None:  # invented words, in letters both vocabularies know
             known = {token for token in src_vocab.index if len(token) == 1} & set(tgt_vocab.index)

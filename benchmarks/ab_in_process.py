@@ -6,7 +6,7 @@
     python benchmarks/ab_in_process.py small 40 step     # or: loop (the user's own textbook loop)
 
 ``step`` is ``train_step(..., only_counted_targets=True)``; ``loop`` is the loop a user writes with
-the default op set (forward, loss, backward, Adam; ``npformer.bench.users_loop``). Both models are
+the default op set (forward, loss, backward, Adam; ``benchmarks/loops.py``). Both models are
 built from the same seed; their steps alternate (new-old, old-new, ...) on the same batches, so that
 drift hits both alike. Prints each one's median and the median (and quartiles) of new / old per round.
 """
@@ -23,30 +23,15 @@ import npformer as new  # noqa: E402
 import npformer.bench  # noqa: E402,F401
 import npformer_old as old  # noqa: E402
 import npformer_old.bench  # noqa: E402,F401
-
-
-def contender(package, name, mode):
-    model = package.bench._model(package.bench.PRESETS[name])
-    optimizer = package.optim.Adam(model, lr=1e-4)
-    if mode == "step":
-        return lambda s, t: package.training.train_step(model, (s, t[:, :-1]), t[:, 1:], optimizer,
-                                                        only_counted_targets=True)
-    active = getattr(package.ops, "current", lambda: package.ops)  # before issue 43: the package's names
-
-    def loop(s, t):
-        logits = model.forward(s, t[:, :-1])
-        loss, cache = active().cross_entropy_forward(logits, t[:, 1:], ignore_index=0)
-        model.zero_grad()
-        model.backward(active().cross_entropy_backward(1.0, cache))
-        optimizer.step()
-    return loop
+from loops import training_loop  # noqa: E402  (benchmarks/loops.py)
 
 
 def main():
     name = sys.argv[1] if len(sys.argv) > 1 else "base"
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     mode = sys.argv[3] if len(sys.argv) > 3 else "step"
-    ours, theirs = contender(new, name, mode), contender(old, name, mode)
+    loop = "train_step" if mode == "step" else "the user's loop"
+    ours, theirs = training_loop(new, name, loop), training_loop(old, name, loop)
     batches = new.bench.random_batches(new.bench.PRESETS[name], 4)
     for s, t in batches[:2]:
         ours(s, t)

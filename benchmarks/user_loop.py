@@ -3,7 +3,7 @@
     python benchmarks/user_loop.py [PRESET ...] [--rounds N] [--old /tmp/oldpkg]
 
 The user's loop is the textbook step of the lessons and the design, written with the default op
-set and none of npformer's training code (``npformer.bench.users_loop``)::
+set and none of npformer's training code (``benchmarks/loops.py``)::
 
     logits = model.forward(src, tgt_in)
     loss, cache = ops.current().cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID)
@@ -36,32 +36,13 @@ import torch  # noqa: E402
 
 import npformer  # noqa: E402
 from npformer import bench  # noqa: E402
+from loops import training_loop  # noqa: E402  (benchmarks/loops.py)
 
 
 def npformer_contenders(package, name, label):
     """The user's loop and ``train_step`` of one npformer tree, each on both op sets."""
-    ops = package.ops
-    active = getattr(ops, "current", lambda: ops)  # before issue 43, the package's names were the active set
-    contenders = {}
-    for op_set in ("fast", "textbook"):
-        for loop in ("the user's loop", "train_step"):
-            model = package.bench._model(package.bench.PRESETS[name])
-            optimizer = package.optim.Adam(model, lr=1e-4)
-
-            def step(src, tgt, model=model, optimizer=optimizer, loop=loop, op_set=op_set):
-                with ops.using(op_set):
-                    if loop == "train_step":
-                        return package.training.train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer,
-                                                           only_counted_targets=True).loss
-                    logits = model.forward(src, tgt[:, :-1])
-                    loss, cache = active().cross_entropy_forward(logits, tgt[:, 1:], ignore_index=0)
-                    model.zero_grad()
-                    model.backward(active().cross_entropy_backward(1.0, cache))
-                    optimizer.step()
-                    return float(loss)
-
-            contenders[f"{label}{loop}, {op_set} ops"] = step
-    return contenders
+    return {f"{label}{loop}, {op_set} ops": training_loop(package, name, loop, op_set)
+            for op_set in ("fast", "textbook") for loop in ("the user's loop", "train_step")}
 
 
 def main() -> None:

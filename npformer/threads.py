@@ -142,8 +142,8 @@ def _needs_hold() -> bool:
 def blas_on_one_thread(when: bool = True) -> Iterator[None]:
     """Hold BLAS to one thread inside the block (if ``when``), and give its threads back at the end.
 
-    Every fast form that calls BLAS holds it while it runs (``holding_blas``), so that whichever loop calls them,
-    BLAS never runs on all cores between npformer's split calls: a BLAS call on all cores wakes
+    Every fast form that calls BLAS holds it while it runs (``holding_blas``), so that whichever
+    loop calls them, BLAS never runs on all cores between npformer's split calls: a BLAS call on all cores wakes
     BLAS's own threads, which then spin for a while on the cores that npformer's next split
     needs (measured: the linear layer's forward and backward took 2x as long). A caller about
     to make many fast calls (a training step, a decoding loop) may hold it once around all of
@@ -164,17 +164,12 @@ def blas_on_one_thread(when: bool = True) -> Iterator[None]:
 def holding_blas(function: Callable) -> Callable:
     """Decorator: ``function`` runs with BLAS held to one thread (``blas_on_one_thread``). Every
     fast form that calls BLAS (``npformer/ops/fast/``: linear, attention, layer norm's backward)
-    wears it; it costs about two microseconds per outermost call."""
+    wears it; it costs a few microseconds per outermost call."""
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if not _needs_hold():
+        with blas_on_one_thread():
             return function(*args, **kwargs)
-        _hold()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            _release()
 
     return call
 

@@ -40,17 +40,18 @@ from typing import Any
 
 import numpy
 
+
 # The subprocesses of ``run`` call ``npformer.bench._measure_npformer`` and ``_measure_torch``; the
-# benchmarks/ scripts reuse ``_model`` and ``_time_steps``: named here for them.
-from .measure import (PROFILE_FAMILIES, _measure_npformer, _time_steps, profile_step,  # noqa: F401
-                      users_loop)
+# benchmarks/ scripts reuse ``_model``, ``_time_steps`` and ``torch_translator``: named here for them.
+from .measure import PROFILE_FAMILIES, _measure_npformer, _time_steps, profile_step  # noqa: F401
 from .torch_twin import _measure_torch, torch_available, torch_translator  # noqa: F401
 from .workloads import (PRESETS, WARMUP_STEPS, WORKLOADS, _model, gemm_gflops, padding_share,  # noqa: F401
                         random_batches, real_token_flops, real_tokens, step_flops)
 
 __all__ = ["run", "profile_table", "PRESETS", "WORKLOADS", "WARMUP_STEPS", "PROFILE_FAMILIES", "gemm_gflops",
            "random_batches", "real_tokens", "step_flops", "real_token_flops", "padding_share", "profile_step",
-           "torch_available", "torch_translator", "users_loop"]
+           "torch_available", "torch_translator"]
+
 
 def _subprocess(framework: str, name: str, steps: int, op_set: str = "fast") -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2", MKL_NUM_THREADS="2")
@@ -60,6 +61,7 @@ def _subprocess(framework: str, name: str, steps: int, op_set: str = "fast") -> 
     if result.returncode != 0:
         raise RuntimeError(f"bench: {framework} {name} failed:\n{result.stderr[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
+
 
 def _fastest(framework: str, name: str, steps: int, rounds: int, other: str | None,
              op_set: str = "fast") -> tuple[dict, dict | None]:
@@ -78,6 +80,7 @@ def _fastest(framework: str, name: str, steps: int, rounds: int, other: str | No
             if theirs is None or candidate["seconds_per_step"] < theirs["seconds_per_step"]:
                 theirs = candidate
     return ours, theirs
+
 
 def run(presets: list[str], steps: int = 10, with_torch: bool | None = None,
         stream: Any = sys.stdout, rounds: int = 2, ops: str = "fast") -> dict:
@@ -140,6 +143,7 @@ def run(presets: list[str], steps: int = 10, with_torch: bool | None = None,
     for name, entry in results["presets"].items():
         print(profile_table(name, entry, peak), file=stream)
     return results
+
 
 def profile_table(name: str, entry: dict, peak: float) -> str:
     """The profile of one preset's step as lines: milliseconds and share of the step per family,

@@ -12,11 +12,13 @@ from typing import Any
 from ..tokens import BOS_ID, PAD_ID
 from .workloads import PRESETS, WARMUP_STEPS, _model, random_batches, real_tokens
 
+
 def _max_rss_mb() -> float:
     import resource
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / 1024 if sys.platform != "darwin" else rss / 2**20
+
 
 def _time_steps(step: Any, batches: list) -> tuple[float, float]:
     """``WARMUP_STEPS`` untimed steps, then the mean seconds per step and the peak-memory growth in MB."""
@@ -28,11 +30,13 @@ def _time_steps(step: Any, batches: list) -> tuple[float, float]:
         step(src, tgt)  # each step reads its loss, which also waits for a GPU
     return (time.perf_counter() - start) / (len(batches) - WARMUP_STEPS), _max_rss_mb() - rss_before
 
+
 def _measure_npformer(name: str, steps: int, op_set: str = "fast") -> dict:
     from .. import ops
 
     with ops.using(op_set):
         return _measure_npformer_with_active_ops(name, steps)
+
 
 def _measure_npformer_with_active_ops(name: str, steps: int) -> dict:
     from .. import backend, optim
@@ -53,21 +57,6 @@ def _measure_npformer_with_active_ops(name: str, steps: int) -> dict:
             "peak_memory_mb": memory, "decoding": _measure_decoding(model, preset),
             "profile": profile_step(model, optimizer, batches)}
 
-def users_loop(model: Any, optimizer: Any) -> Any:
-    """The training step a user writes from the lessons, with the active op set and nothing of
-    npformer's training code: ``step(src, tgt) -> loss`` over the padded batch, as PyTorch eager's."""
-    from .. import ops
-
-    def step(src: Any, tgt: Any) -> float:
-        logits = model.forward(src, tgt[:, :-1])
-        loss, cache = ops.current().cross_entropy_forward(logits, tgt[:, 1:], ignore_index=PAD_ID)
-        model.zero_grad()
-        model.backward(ops.current().cross_entropy_backward(1.0, cache))
-        optimizer.step()
-        return float(loss)
-
-    return step
-
 
 # The op families of a profile: each op's forward and backward, by the family it counts in.
 PROFILE_FAMILIES = {
@@ -79,6 +68,7 @@ PROFILE_FAMILIES = {
     "embedding": "embedding lookup and scatter",
     "dropout": "dropout",
 }
+
 
 def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = PAD_ID) -> dict:
     """Where a training step's time goes: seconds per step in each op family, in the optimizer
@@ -127,6 +117,7 @@ def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = 
     per_step = {family: seconds / (len(batches) - WARMUP_STEPS) for family, seconds in spent.items()}
     per_step["the rest: residuals, head split/merge, copies, Python"] = max(total - sum(per_step.values()), 0.0)
     return {"seconds_per_step": total, "families": per_step}
+
 
 def _measure_decoding(model: Any, preset: dict, length: int = 24) -> dict:
     from .. import backend

@@ -12,6 +12,7 @@ from ..tokens import PAD_ID
 from .measure import _time_steps
 from .workloads import PRESETS, WARMUP_STEPS, random_batches
 
+
 def torch_translator(name: str, device: Any = "cpu") -> tuple[Any, Any]:
     """PyTorch eager's twin of the preset ``name``: ``torch.nn.Transformer`` with the same sizes,
     post-norm, dropout 0, sinusoidal positions, and its textbook step ``step(src, tgt) -> loss``

@@ -15,6 +15,7 @@ import numpy
 from ..models import MODEL_PRESETS
 from ..tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS
 
+
 # What each preset is timed on: vocabulary sizes, sentences per batch, longest sentence.
 WORKLOADS = {
     "tiny": dict(src_vocab=1000, tgt_vocab=1000, batch=32, length=12),
@@ -23,6 +24,7 @@ WORKLOADS = {
     # for GPUs: the paper's base sizes (NPFORMER_BACKEND=cupy npformer bench --presets base large)
     "large": dict(src_vocab=8000, tgt_vocab=8000, batch=128, length=32),
 }
+
 
 # The model sizes (``models.MODEL_PRESETS``) and the workload of every preset, in one dict each.
 PRESETS = {name: {**MODEL_PRESETS[name], **workload} for name, workload in WORKLOADS.items()}
@@ -59,6 +61,7 @@ def gemm_gflops(n: int = 2048, repeats: int = 10) -> float:
         threads.set_threads(previous)
     return 2 * n**3 / best / 1e9
 
+
 def random_batches(preset: dict, count: int, seed: int = 0) -> list[tuple[numpy.ndarray, numpy.ndarray]]:
     """``count`` (source, target with <bos>/<eos>) id batches, lengths uniform in [L/2, L]."""
     rng = numpy.random.default_rng(seed)
@@ -77,6 +80,7 @@ def random_batches(preset: dict, count: int, seed: int = 0) -> list[tuple[numpy.
         batches.append((src, tgt))
     return batches
 
+
 def _model(preset: dict, seed: int = 0) -> Any:
     """The Transformer of a preset, float32, without dropout (the bench's and the summaries' model)."""
     from ..models import Transformer, TransformerConfig
@@ -84,9 +88,11 @@ def _model(preset: dict, seed: int = 0) -> Any:
     sizes = {key: preset[key] for key in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "d_ff", "n_layers")}
     return Transformer(TransformerConfig(**sizes, dropout=0.0), seed=seed)
 
+
 def real_tokens(src: Any, tgt: Any) -> int:
     """The real (non-padding) tokens of a batch: source tokens and counted targets (``tgt[:, 1:]``)."""
     return int((src != PAD_ID).sum() + (tgt[:, 1:] != PAD_ID).sum())
+
 
 def step_flops(preset: dict) -> int:
     """Matrix-product FLOPs of one training step on padded (B, L) batches: 3 x forward."""
@@ -95,8 +101,10 @@ def step_flops(preset: dict) -> int:
     rows = summary_rows(_model(preset), preset["batch"], preset["length"], preset["length"])
     return 3 * sum(row.forward_flops for row in rows)
 
+
 # Untimed steps before the timed ones, for both frameworks.
 WARMUP_STEPS = 2
+
 
 def real_token_flops(preset: dict, batches: list) -> float:
     """Matrix-product FLOPs of one training step (3 x forward) counting the real tokens only: each
@@ -113,6 +121,7 @@ def real_token_flops(preset: dict, batches: list) -> float:
     total = sum(count * sum(row.forward_flops for row in summary_rows(model, 1, max(src_length, 1), tgt_length))
                 for (src_length, tgt_length), count in pairs.items())
     return 3 * total / len(batches)
+
 
 def padding_share(batches: list) -> float:
     """The share of the batches' source and target positions that hold ``<pad>``."""

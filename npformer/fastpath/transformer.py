@@ -27,7 +27,7 @@ from typing import Any
 from .. import ops
 from ..backend import xp
 from ..models import Transformer
-from ..models.checks import check_token_ids
+from ..models.checks import check_target_batch, check_token_ids
 from ..nn.residual import residual_backward, residual_backward_with_memory, residual_forward
 from ..tokens import PAD_ID
 from .attention import PackedCrossAttention, PackedSelfAttention
@@ -55,9 +55,7 @@ class PackedTransformer:
         check_token_ids("Transformer", "src_ids", src_ids, model.config.max_len)
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, model.config.max_len)
         _check_positions(positions, tgt_in_ids)
-        if tgt_in_ids.shape[0] != src_ids.shape[0]:
-            raise ValueError(f"Transformer: tgt_in_ids must have batch size {src_ids.shape[0]} "
-                             f"(from the source), got {tgt_in_ids.shape[0]}")
+        check_target_batch(tgt_in_ids, src_ids.shape[0])
         op_set = ops.current()
         self.src_packing = src_packing = Packing(src_ids != PAD_ID)
         self.tgt_packing = tgt_packing = Packing((tgt_in_ids != PAD_ID) | positions)  # a chosen <pad> too

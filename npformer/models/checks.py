@@ -50,3 +50,10 @@ def check_token_ids(owner: str, name: str, ids: Any, max_len: int) -> None:
     if not 1 <= ids.shape[1] <= max_len:
         raise ValueError(f"{owner}: {name} must have length 1 <= T <= max_len = {max_len}, "
                          f"got shape {tuple(ids.shape)}")
+
+
+def check_target_batch(tgt_in_ids: Any, batch: int) -> None:
+    """The target ids of a Transformer must come one row per source sentence: ``batch`` rows."""
+    if tgt_in_ids.shape[0] != batch:
+        raise ValueError(f"Transformer: tgt_in_ids must have batch size {batch} "
+                         f"(from the source), got {tgt_in_ids.shape[0]}")

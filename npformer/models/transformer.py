@@ -32,7 +32,7 @@ from .. import ops
 from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module, kv_buffers
 from ..tokens import PAD_ID, SPECIAL_TOKENS
 from .base import start_model
-from .checks import check_choice, check_config, check_probability, check_token_ids
+from .checks import check_choice, check_config, check_probability, check_target_batch, check_token_ids
 
 # The three kinds of attention in an encoder-decoder, one name each everywhere (``attention_maps``,
 # ``npformer attention --kind``, the explorer, the figures), with the title every figure uses.
@@ -139,9 +139,7 @@ class Transformer(Module):
     def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
         """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``."""
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
-        if tgt_in_ids.shape[0] != memory.shape[0]:
-            raise ValueError(f"Transformer: tgt_in_ids must have batch size {memory.shape[0]} "
-                             f"(from the source), got {tgt_in_ids.shape[0]}")
+        check_target_batch(tgt_in_ids, memory.shape[0])
         op_set = ops.current()
         tgt_mask = op_set.padding_mask(tgt_in_ids, PAD_ID) & op_set.causal_mask(tgt_in_ids.shape[1])
         x = self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout)

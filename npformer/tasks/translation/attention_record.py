@@ -81,7 +81,8 @@ class AttentionRecord:
         first = self.steps[0]["cross"][0]                                  # (N, H, Ts)
         n_layers, n_heads, dtype = len(self.steps[0]["cross"]), first.shape[1], first.dtype
         cross = [numpy.zeros((n_heads, n_positions, n_source), dtype=dtype) for _ in range(n_layers)]
-        decoder = [numpy.zeros((n_heads, n_positions, n_positions), dtype=dtype) for _ in range(n_layers)]
+        decoder = [numpy.zeros((n_heads, n_positions, n_positions), dtype=dtype)
+                   for _ in range(n_layers if self.full else 0)]
         for position in range(n_positions):
             step = self.steps[position]
             for layer in range(n_layers):

@@ -6,6 +6,8 @@
 # $\operatorname{relu}(x) = \max(x, 0)$, and its smooth cousin GELU.
 
 # %%
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -142,15 +144,16 @@ assert all(value.dtype == bool for value in relu_cache.values()), "ReLU's cache 
 # ### Your turn
 #
 # Write `gelu_backward(x, dout)` for the exact GELU above (not the $\tanh$ approximation): return
-# `dx`, the shape of `x`. NumPy has no $\operatorname{erf}$: use `ops.erf` (`npformer.ops.erf`,
-# already imported as part of `ops`), which works entry by entry on arrays. The grader includes
-# inputs as large as $|x| \approx 13$.
+# `dx`, the shape of `x`. NumPy has no $\operatorname{erf}$: Python's `math.erf` takes one number,
+# and `np.vectorize(math.erf)` applies it entry by entry to an array (npformer's `ops.erf` cannot be
+# called from graded code: the grader runs your function where npformer is not importable). The
+# grader includes inputs as large as $|x| \approx 13$.
 
 # %%
 def gelu_backward(x, dout):
     """Gradient of the exact GELU, x * Phi(x), with respect to x."""
     ### BEGIN SOLUTION
-    cdf = 0.5 * (1.0 + ops.erf(x / np.sqrt(2.0)))
+    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x / np.sqrt(2.0)))
     density = np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
     return dout * (cdf + x * density)
     ### END SOLUTION
@@ -271,8 +274,6 @@ print(leaky_report)
 assert leaky_report.passed
 
 # %% tags=["instructor"]
-import math  # noqa: E402
-
 from npformer.course.exercises import EXERCISES  # noqa: E402
 
 exact_phi = 0.5 * math.erfc(10 / math.sqrt(2))  # the standard library's erfc, as a reference

@@ -114,9 +114,45 @@ for d_model, n_heads in ((512, 8), (512, 1), (32, 2)):
 # `(B, Tq, D)`, `memory` of shape `(B, Tm, D)`, the four weights of shape `(D, D)`, and `mask`
 # either None or a boolean array that broadcasts to `(B, H, Tq, Tm)`, True where a query may
 # attend to a key (a padding mask `(B, 1, 1, Tm)`, or a causal mask `(Tq, Tm)`). Return `out`, of
-# shape `(B, Tq, D)`. For step 3 you may call `ops.attention_forward(q, k, v, mask)`, which returns
-# `(out, cache)`: it is the `attention` you wrote in lesson 7. For steps 2 and 4, call your
-# `split_heads` and `merge_heads` from above, or write the reshapes inline.
+# shape `(B, Tq, D)`. For step 3, call your own `attention(q, k, v, mask)` from lesson 7, pasted
+# into the cell below with your `attention_backward` (npformer's `ops` cannot be called from graded
+# code: the grader runs your function where npformer is not importable). For steps 2 and 4, call
+# your `split_heads` and `merge_heads` from above, or write the reshapes inline.
+
+# %%
+# Your attention and its backward pass from lesson 7, pasted here: the multi-head functions below
+# call them.
+def attention(q, k, v, mask):
+    """softmax(q k^T / sqrt(Dh), masked) @ v, with all-zero weights for a fully masked query."""
+    ### BEGIN SOLUTION
+    return attention_parts(q, k, v, mask)[0]
+    ### END SOLUTION
+
+
+def attention_backward(q, k, v, mask, dout):
+    """Gradients (dq, dk, dv) of attention(q, k, v, mask)."""
+    ### BEGIN SOLUTION
+    out, weights = attention_parts(q, k, v, mask)
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    dv = weights.swapaxes(-1, -2) @ dout
+    dweights = dout @ v.swapaxes(-1, -2)
+    dscores = weights * (dweights - (dweights * weights).sum(axis=-1, keepdims=True))
+    return scale * dscores @ k, scale * dscores.swapaxes(-1, -2) @ q, dv
+    ### END SOLUTION
+
+
+def attention_parts(q, k, v, mask):
+    """(out, weights) of masked scaled dot-product attention."""
+    ### BEGIN SOLUTION
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    row_max = scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0))
+    row_sum = weights.sum(axis=-1, keepdims=True)
+    weights = weights / np.where(row_sum > 0, row_sum, 1.0)
+    return weights @ v, weights
+    ### END SOLUTION
 
 # %%
 def multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask):
@@ -131,8 +167,7 @@ def multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask):
         return t.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
 
     q, k, v = split(query @ Wq), split(memory @ Wk), split(memory @ Wv)
-    context, _ = ops.attention_forward(q, k, v, mask)
-    return merge(context) @ Wo
+    return merge(attention(q, k, v, mask)) @ Wo
     ### END SOLUTION
 
 
@@ -156,9 +191,8 @@ print(check("multi_head_attention", multi_head_attention))
 # * **Merge and split.** Both only move numbers to other places, so the gradient moves back the same
 #   way: the gradient of a merge is a split, and the gradient of a split is a merge.
 #   $dC = \operatorname{split}(dC')$.
-# * **Attention** (lesson 7) turns $dC$ into $dQ_h$, $dK_h$ and $dV_h$, of shape `(B, H, T, Dh)`.
-#   `ops.attention_backward(dC, cache)` does it, with the `cache` that `ops.attention_forward`
-#   returned.
+# * **Attention** (lesson 7) turns $dC$ into $dQ_h$, $dK_h$ and $dV_h$, of shape `(B, H, T, Dh)`:
+#   your `attention_backward(q, k, v, mask, dC)`.
 # * **Merge** them back to $dQ$, $dK$, $dV$, of shape `(B, T, D)`.
 # * **The three input projections**, as for $W_o$:
 #
@@ -177,8 +211,8 @@ print(check("multi_head_attention", multi_head_attention))
 # pass (keeping what the backward needs, the attention `cache` included), then return
 # `(dquery, dmemory, dWq, dWk, dWv, dWo)`, shaped like `query`, `memory` and the four weights. A sum
 # over $b$ and $t$ is one matrix product once the batch and position axes are flattened:
-# `X.reshape(-1, D).T @ dQ.reshape(-1, D)`. As before, you may use `ops.attention_forward` and
-# `ops.attention_backward` for the attention itself, and your own `split_heads`/`merge_heads`.
+# `X.reshape(-1, D).T @ dQ.reshape(-1, D)`. As before, use your own `attention` and
+# `attention_backward` for the attention itself, and your own `split_heads`/`merge_heads`.
 
 # %%
 def multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
@@ -195,10 +229,10 @@ def multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, 
     def flat(t):
         return t.reshape(-1, t.shape[-1])
 
-    context, cache = ops.attention_forward(split(query @ Wq), split(memory @ Wk), split(memory @ Wv), mask)
-    merged = merge(context)
+    q, k, v = split(query @ Wq), split(memory @ Wk), split(memory @ Wv)
+    merged = merge(attention(q, k, v, mask))
     dWo = flat(merged).T @ flat(dout)
-    dq, dk, dv = (merge(d) for d in ops.attention_backward(split(dout @ Wo.T), cache))
+    dq, dk, dv = (merge(d) for d in attention_backward(q, k, v, mask, split(dout @ Wo.T)))
     dWq = flat(query).T @ flat(dq)
     dWk = flat(memory).T @ flat(dk)
     dWv = flat(memory).T @ flat(dv)

@@ -120,7 +120,7 @@ def test_a_class_of_three_is_graded_in_one_command(tmp_path, capsys):
     cy = rows["cy"]
     assert cy["relu_backward"] == "syntax error"
     assert cy["layernorm_backward"] == "timed out after 4 s"
-    assert cy["softmax_backward"] == "calls npformer's answer"
+    assert cy["softmax_backward"] == "uses npformer"
     assert cy["causal_mask"].startswith("printed ") and cy["causal_mask"].endswith(" MB")
     assert cy["embedding_backward"] == "raised ZeroDivisionError"
     assert cy["gelu_backward"] == "0" and cy["total"] == "0"
@@ -128,22 +128,6 @@ def test_a_class_of_three_is_graded_in_one_command(tmp_path, capsys):
     assert "npformer.ops" in feedback and "does not parse" in feedback and "seed 3" in feedback
     printed = capsys.readouterr().out
     assert re.search(rf"ada\s+{full}/{full}", printed) and "cy" in printed
-
-
-def test_the_grader_reads_only_the_lines_its_worker_has_finished(tmp_path):
-    """The worker may be caught mid-line (a busy machine): that line, cut even inside a character,
-    waits for the next look instead of failing the whole class as a bad JSON line."""
-    import json
-
-    from npformer.course.grading import _complete_lines
-
-    results = tmp_path / "results.jsonl"
-    done = json.dumps({"name": "relu_backward", "cell": 2, "report": "réussi"}, ensure_ascii=False)
-    partial = json.dumps({"name": "softmax_backward", "report": "é"}, ensure_ascii=False).encode("utf-8")
-    results.write_bytes(done.encode("utf-8") + b"\n" + partial[: partial.index("é".encode("utf-8")) + 1])
-    assert [json.loads(line)["name"] for line in _complete_lines(results)] == ["relu_backward"]
-    results.write_bytes(done.encode("utf-8") + b"\n" + partial + b"\n")
-    assert len(_complete_lines(results)) == 2
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -10,7 +10,7 @@ from ..tasks.checks import check_folder_can_be_created
 from .arguments import number, require
 from .inputs import writable_files
 
-ACTIONS = ("student", "instructor", "notebooks", "exercises", "collect", "grade")
+ACTIONS = ("student", "instructor", "notebooks", "exercises", "collect", "grade", "secret")
 WRITES = {"collect": "my_npformer.py", "grade": "grades.csv"}  # what --out names by default
 
 
@@ -28,7 +28,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "extra). exercises: the table of graded exercises and open questions. collect FOLDER --out "
                     "FILE: your graded functions, from your lessons, in one module for npformer train --ops FILE. "
                     "grade SUBMISSIONS --out grades.csv: every student folder of SUBMISSIONS graded in fresh "
-                    "processes, one CSV row per student, feedback files beside the CSV. The lessons come with "
+                    "processes, one CSV row per student, feedback files beside the CSV (--secret FILE adds your "
+                    "hidden cases). secret FILE: write a new instructor's secret. The lessons come with "
                     "the installed package (--lessons to use other ones).")
     parser.add_argument("action", choices=ACTIONS)
     parser.add_argument("out", nargs="?", help="output folder (student, instructor, notebooks); for "
@@ -52,13 +53,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=number("seed", int), default=None,
                         help="grade: the seed of the unseen cases, the same for the whole class "
                              "(default: drawn once, written in the feedback)")
+    parser.add_argument("--secret", default=None, metavar="FILE",
+                        help="grade: the instructor's secret (a file outside the submissions, written by "
+                             "npformer course secret FILE): adds hidden cases to every exercise, never shown "
+                             "in feedback")
     parser.set_defaults(handler=run)
 
 
 def _check_paths(args: argparse.Namespace) -> None:
     """Every folder read exists and every file or folder written can be, before any work (a
     ``--lessons`` folder is checked by the course itself, which says what it looked for)."""
-    if args.action in ("collect", "grade"):
+    if args.action == "secret":
+        require(bool(args.out), "needs the file to write: npformer course secret FILE")
+        writable_files(args.out)
+    elif args.action in ("collect", "grade"):
         what = "the folder of your lessons" if args.action == "collect" else "the folder of submissions (one per student)"
         require(bool(args.out), f"needs {what}: npformer course {args.action} FOLDER --out FILE")
         writable_files(_written_file(args))
@@ -74,8 +82,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "collect":
             print(course.collect(args.out, _written_file(args)).summary())
+        elif args.action == "secret":
+            print(course.grading.write_secret(args.out))
         elif args.action == "grade":
+            secret = course.grading.read_secret(args.secret, args.out) if args.secret else None
             graded = course.grade_class(args.out, _written_file(args), timeout=args.timeout, seed=args.seed,
+                                        secret=secret,
                                         progress=lambda name: print(f"grading {name} ...", flush=True))
             print(course.grading.summary(graded))
             print(f"wrote {_written_file(args)} and the feedback beside it")

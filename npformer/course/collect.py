@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import tokens
 from .exercises import EXERCISES
 
 __all__ = ["collect", "CollectResult", "lesson_source"]
@@ -33,10 +34,14 @@ class CollectResult:
     out: Path
     functions: list[tuple[str, str]] = field(default_factory=list)   # (lesson file, function name)
     problems: list[str] = field(default_factory=list)                # one line each
+    sources: dict[str, str] = field(default_factory=dict)            # exercise -> a module defining it alone
+    stubs: list[str] = field(default_factory=list)                   # exercises still a stub
 
     def summary(self) -> str:
+        written = len(self.functions) - len(self.stubs)
         lines = [f"wrote {self.out}: {len(self.functions)} graded function(s) from "
-                 f"{len({lesson for lesson, _ in self.functions})} lesson(s)"]
+                 f"{len({lesson for lesson, _ in self.functions})} lesson(s): {written} written, "
+                 f"{len(self.stubs)} still a stub"]
         lines += [f"  left out: {problem}" for problem in self.problems]
         return "\n".join(lines)
 
@@ -86,7 +91,9 @@ def _names_used(node: ast.AST) -> set[str]:
 
 
 def _imports_used(imports: list[ast.stmt], used: set[str]) -> list[str]:
-    """The import lines that bind a name the collected functions use, each once, in order."""
+    """The import lines that bind a name the collected functions use, each once, in order. A token
+    id imported from ``npformer.tokens`` becomes its value (``PAD_ID = 0``), so that the functions
+    need no npformer where they are graded."""
     lines: list[str] = []
     for node in imports:
         for alias in node.names:
@@ -95,9 +102,20 @@ def _imports_used(imports: list[ast.stmt], used: set[str]) -> list[str]:
                 single = (ast.Import(names=[alias]) if isinstance(node, ast.Import)
                           else ast.ImportFrom(module=node.module, names=[alias], level=node.level))
                 line = ast.unparse(single)
+                if isinstance(node, ast.ImportFrom) and node.module == "npformer.tokens" \
+                        and isinstance(getattr(tokens, alias.name, None), (int, str)):
+                    line = f"{bound} = {getattr(tokens, alias.name)!r}  # npformer.tokens.{alias.name}"
                 if line not in lines:
                     lines.append(line)
     return lines
+
+
+def _is_stub(function: ast.FunctionDef) -> bool:
+    """The student edition's stub: a body (after a docstring) that only raises NotImplementedError."""
+    body = [node for node in function.body
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+    return (len(body) == 1 and isinstance(body[0], ast.Raise) and body[0].exc is not None
+            and "NotImplementedError" in ast.unparse(body[0].exc))
 
 
 def _lesson_files(folder: Path) -> dict[str, Path]:
@@ -108,15 +126,35 @@ def _lesson_files(folder: Path) -> dict[str, Path]:
     return files
 
 
-def collect(folder: str | Path, out: str | Path) -> CollectResult:
-    """Write the graded functions of the lessons in ``folder`` into the module ``out``."""
-    folder, out = Path(folder), Path(out)
+def _with_helpers(wanted: list[str], definitions: dict[str, ast.FunctionDef]) -> list[str]:
+    """The graded functions, then the helpers they call (of the same lesson), each once."""
+    chosen, queue = [], list(wanted)
+    while queue:
+        name = queue.pop(0)
+        if name in chosen:
+            continue
+        chosen.append(name)
+        queue += sorted(used for used in _names_used(definitions[name]) & set(definitions) if used not in chosen)
+    return chosen
+
+
+def _definitions(chosen: list[str], definitions: dict[str, ast.FunctionDef], constants: dict[str, ast.Assign]) -> list[str]:
+    """The lesson's constants that ``chosen`` read, then their definitions, as source."""
+    used_constants = sorted(set().union(*(_names_used(definitions[name]) for name in chosen)) & set(constants))
+    return [ast.unparse(constants[name]) for name in used_constants] + \
+        [ast.unparse(definitions[name]) + "\n" for name in chosen]
+
+
+def collect(folder: str | Path, out: str | Path | None) -> CollectResult:
+    """Write the graded functions of the lessons in ``folder`` into the module ``out`` (None: write
+    nothing; ``course grade`` uses only the result's ``sources``, one module per exercise)."""
+    folder, out = Path(folder), (None if out is None else Path(out))
     if not folder.is_dir():
         raise FileNotFoundError(f"course collect: {folder} is not a folder of lessons")
     files = _lesson_files(folder)
     if not files:
         raise FileNotFoundError(f"course collect: {folder} holds no lesson (NN_topic.py or NN_topic.ipynb)")
-    result = CollectResult(out)
+    result = CollectResult(out or Path("(not written)"))
     imports: list[ast.stmt] = []
     sections: list[str] = []
     used_names: set[str] = set()
@@ -139,24 +177,24 @@ def collect(folder: str | Path, out: str | Path) -> CollectResult:
         for name in by_lesson[lesson]:
             if name not in definitions and not any(name in problem for problem in result.problems):
                 result.problems.append(f"{path.name}: no function {name}")
-        chosen, queue = [], list(wanted)
-        while queue:  # the graded functions, then the helpers they call
-            name = queue.pop(0)
-            if name in chosen:
-                continue
-            chosen.append(name)
-            names = _names_used(definitions[name])
-            used_names |= names  # for the imports to keep
-            queue += sorted(used for used in names & set(definitions) if used not in chosen)
+        chosen = _with_helpers(wanted, definitions)
+        used_names |= set().union(*(_names_used(definitions[name]) for name in chosen))  # the imports to keep
         if chosen:
             sections.append(f"# -- lesson {path.stem} ({path.name}) " + "-" * max(0, 70 - len(path.stem)))
-            used_constants = sorted(set().union(*(_names_used(definitions[name]) for name in chosen)) & set(constants))
-            sections += [ast.unparse(constants[name]) for name in used_constants]
-            sections += [ast.unparse(definitions[name]) + "\n" for name in chosen]
+            sections += _definitions(chosen, definitions, constants)
+        lesson_imports = [node for tree in trees for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        for name in wanted:
+            alone = _with_helpers([name], definitions)
+            used = set().union(*(_names_used(definitions[helper]) for helper in alone))
+            result.sources[name] = ("\n".join(_imports_used(lesson_imports, used)) + "\n\n\n"
+                                    + "\n\n".join(_definitions(alone, definitions, constants)) + "\n")
+            if _is_stub(definitions[name]):
+                result.stubs.append(name)
         result.functions += [(path.name, name) for name in wanted]
     header = (f'"""The graded functions of the lessons in {folder}, collected by npformer course collect.\n\n'
-              f'Use them as an op set: npformer train --ops {out.name}\n"""\n')
+              f'Use them as an op set: npformer train --ops {(out or Path("module.py")).name}\n"""\n')
     text = header + "\n".join(_imports_used(imports, used_names)) + "\n\n\n" + "\n\n".join(sections) + "\n"
-    compile(text, str(out), "exec")  # what is written must import
-    out.write_text(text, encoding="utf-8")
+    compile(text, str(out or "collected"), "exec")  # what is written must import
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
     return result

@@ -1,48 +1,54 @@
-"""The autograder: a student's function, called with public inputs, against the reference.
+"""The autograder: a student's function, run where the answer is not, against the reference.
 
-``check("layernorm_backward", my_layernorm_backward)`` calls the student's function
-on every case of the exercise (``exercises.EXERCISES``) and compares each returned
-tensor with the reference's, and, for a backward pass, with the fourth-order finite
-differences of the reference forward (``gradcheck.numerical_gradient``). A tensor
-passes when its worst relative error ``|a - b| / (|a| + |b|)`` is below ``1e-6``
-(the rule of ``gradcheck.report``); masks and counts must be equal. A failing tensor
-gets a hint (``gradcheck.hints.diagnose`` and the exercise's own hints): off by a
-constant factor, transposed, wrong sign, a missing sum over a broadcast axis,
-gradient leaking into masked positions, repeated ids overwriting each other.
+``check("layernorm_backward", my_layernorm_backward)`` grades the student's function on every case
+of the exercise (``exercises.EXERCISES``):
 
-Each check grades the public cases (``exercises.EXERCISES``, the same every time) and an
-unseen one, drawn with a new seed for every check (the report prints it; ``unseen_seed=``
-repeats it). While the student's function runs, npformer's own answer to the exercise (its
-``library`` functions, their fast twins, the reference, and for a gradient the finite
-differences) is unavailable: a call to it stops the function, and the exercise fails with a
-message that names what was called.
+1. this process draws the cases and computes, for each, the reference's outputs and (for a
+   backward pass) the fourth-order finite differences of the reference forward
+   (``gradcheck.numerical_gradient``);
+2. the grading worker (``course.worker``, a separate process where npformer cannot be imported
+   and files outside the Python installation cannot be opened) receives the function and the
+   inputs only, calls it, and sends back what it returned;
+3. this process compares each returned tensor with the reference and the finite differences. A
+   tensor passes when its worst relative error ``|a - b| / (|a| + |b|)`` is below ``1e-6`` (the rule
+   of ``gradcheck.report``); masks and counts must be equal. A failing tensor gets a hint
+   (``gradcheck.hints.diagnose`` and the exercise's own hints): off by a constant factor,
+   transposed, wrong sign, a missing sum over a broadcast axis, gradient leaking into masked
+   positions, repeated ids overwriting each other.
 
-A stub that raises ``NotImplementedError`` is "not implemented yet"; any other
-exception is reported as a failure with its message. ``check`` never raises for
-the student's mistakes, so a lesson runs to the end whatever the student wrote,
-unless ``NPFORMER_GRADER=strict`` asks it to raise on a failure (the tests run the
-published lessons that way). Grading runs on NumPy, whatever the active backend.
+Each check grades the public cases (the same every time) and an unseen one, drawn with a new seed
+for every check (the report prints it; ``unseen_seed=`` repeats it). ``course grade`` adds the
+instructor's hidden cases (``hidden_cases``), drawn from a secret that no report prints. Unseen and
+hidden cases are ``separable``: no axis of length 1, no two axes of the same length.
+
+A stub that raises ``NotImplementedError`` is "not implemented yet"; any other exception is
+reported as a failure with its message and line. ``check`` never raises for the student's
+mistakes, so a lesson runs to the end whatever the student wrote, unless ``NPFORMER_GRADER=strict``
+asks it to raise on a failure (the tests run the published lessons that way). Grading runs on
+NumPy, whatever the active backend.
 """
 
 from __future__ import annotations
 
+import atexit
 import copy
-import importlib
-import inspect
+import hashlib
+import linecache
 import os
 import sys
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy
 
 from .. import backend, ops
-from ..gradcheck.arguments import check_callable, check_int, check_known, check_type
+from ..gradcheck.arguments import check_callable, check_int, check_known, check_number, check_type
 from ..gradcheck.engine import numerical_gradient
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
+from . import sandbox
 from .exercises import EXERCISES, Case, Exercise
+from .worker import Reply, Worker, shared
 
 PASSED, FAILED, NOT_IMPLEMENTED = "passed", "FAILED", "not implemented yet"
 
@@ -57,10 +63,6 @@ class UnknownExercise(KeyError, ValueError):
 
     def __str__(self) -> str:
         return str(self.args[0])  # one line, not KeyError's quoted repr
-
-
-class LibraryAnswerUsed(Exception):
-    """Raised inside a student's function when it calls npformer's own answer to the exercise."""
 
 
 @dataclass
@@ -89,6 +91,9 @@ class ExerciseReport:
     rows: list[Row] = field(default_factory=list)
     message: str = ""
     unseen_seed: int | None = None
+    hidden: int = 0   # the instructor's hidden cases among the rows (``course grade --secret``)
+    printed: str = ""  # the first case's printing, to be shown
+    printed_total: int = 0
     reason: str = ""  # the verdict's short form of ``message``
     error: str = ""   # a failure that is an error, not a wrong answer: the class's grade sheet shows it
 
@@ -119,6 +124,10 @@ class ExerciseReport:
         if self.unseen_seed is not None:
             lines.append(f"  unseen cases drawn with seed {self.unseen_seed} "
                          f"(check(..., unseen_seed={self.unseen_seed}) draws them again)")
+        if self.hidden:
+            lines.append(f"  {self.hidden} hidden cases of your instructor's (their inputs are not shown)")
+        if self.printed:
+            lines.append(f"  your function printed: {self.printed}")
         if self.rows:
             header = ("case", "tensor", "shape", "against the reference", "against finite differences")
             cells = [header] + [(row.case, row.tensor, str(row.shape), _cell(row.reference),
@@ -159,57 +168,31 @@ def _as_outputs(values: Any, count: int) -> tuple:
     return tuple(values) if isinstance(values, (tuple, list)) and count > 1 else (values,)
 
 
-def _call(exercise: Exercise, fn: Callable, inputs: dict) -> tuple:
-    arguments = copy.deepcopy(inputs)  # the student's function may write into its inputs
-    if exercise.call is not None:
-        return exercise.call(fn, arguments)
-    return _as_outputs(fn(*arguments.values()), len(exercise.outputs))
+def _outputs(exercise: Exercise, result: Any, inputs: dict) -> tuple:
+    """A function's result (called once, or once per point) as the tuple of outputs the grader compares."""
+    if exercise.pointwise is not None:
+        if not isinstance(result, list) or len(result) != len(inputs[exercise.pointwise]):
+            raise TypeError(f"expected one number per {exercise.pointwise}")
+        try:
+            result = numpy.array([float(value) for value in result])
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"returned {type(result[0]).__name__}, not a number, for one {exercise.pointwise}") \
+                from error
+        return (result,)
+    if exercise.convert is not None:
+        return tuple(exercise.convert(result, inputs))
+    return _as_outputs(result, len(exercise.outputs))
 
 
-def library_answers(exercise: Exercise) -> dict[Any, str]:
-    """The code objects of npformer's own answers to ``exercise`` -> their dotted names: its
-    ``library`` functions and their fast twins (``npformer.ops.fast.<module>``), its reference,
-    and for a gradient the finite differences (``gradcheck.engine.numerical_gradient``).
-    ``exercise`` must be an ``Exercise`` (checked)."""
-    check_type("library_answers", "exercise", exercise, Exercise, "an npformer.course.Exercise")
-    functions = list(exercise.library) + [exercise.reference]
-    if exercise.forward is not None:
-        functions.append(numerical_gradient)
-    for function in exercise.library:
-        module = getattr(function, "__module__", "") or ""
-        if module.startswith("npformer.ops.") and not module.startswith("npformer.ops.fast"):
-            try:
-                fast = importlib.import_module(module.replace("npformer.ops.", "npformer.ops.fast.", 1))
-            except ImportError:
-                continue
-            if callable(getattr(fast, function.__name__, None)):
-                functions.append(getattr(fast, function.__name__))
-    # A decorated function (the fast forms wear ``threads.holding_blas``) is known by its own code,
-    # not by the wrapper's, which every decorated function shares.
-    functions = [inspect.unwrap(function) for function in functions]
-    return {function.__code__: f"{function.__module__}.{function.__qualname__}"
-            for function in functions if hasattr(function, "__code__")}
-
-
-def _call_without_library(exercise: Exercise, fn: Callable, inputs: dict) -> tuple:
-    """``_call`` with npformer's own answers unavailable: a call to one raises ``LibraryAnswerUsed``
-    (and is remembered, should the student's code catch it)."""
-    answers, called = library_answers(exercise), []
-
-    def refuse(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in answers:
-            called.append(answers[frame.f_code])
-            raise LibraryAnswerUsed(answers[frame.f_code])
-
-    previous = sys.getprofile()
-    sys.setprofile(refuse)
-    try:
-        result = _call(exercise, fn, inputs)
-    finally:
-        sys.setprofile(previous)
-    if called:
-        raise LibraryAnswerUsed(called[0])
-    return result
+def _call_here(exercise: Exercise, function: Callable, inputs: dict) -> tuple:
+    """Call npformer's reference in this process (never the student's function)."""
+    arguments = copy.deepcopy(inputs)
+    if exercise.pointwise is None:
+        result = function(*arguments.values())
+    else:
+        rest = {key: value for key, value in arguments.items() if key != exercise.pointwise}
+        result = [function(**{exercise.pointwise: point}, **rest) for point in arguments[exercise.pointwise]]
+    return _outputs(exercise, result, inputs)
 
 
 def _finite_differences(exercise: Exercise, case: Case) -> dict[str, numpy.ndarray]:
@@ -220,6 +203,82 @@ def _finite_differences(exercise: Exercise, case: Case) -> dict[str, numpy.ndarr
               for key, value in forward_inputs.items()}
     return {key: numerical_gradient(lambda: numpy.asarray(exercise.forward(*arrays.values())), arrays[key],
                                     numpy.asarray(dout)) for key in exercise.wrt}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A case and what the grader holds for it: the reference's outputs and, for a gradient, the
+    finite differences. It stays in the grader's process; only ``case.inputs`` reach the worker."""
+
+    case: Case
+    expected: tuple
+    numeric: dict
+
+
+def prepare(exercise: Exercise, cases: list[Case]) -> list[Prepared]:
+    """The references of ``cases``, computed with npformer's textbook ops on NumPy (whatever set and
+    backend are active), once: a class's grading reuses them for every student."""
+    active = backend.get_backend()
+    backend.set_backend("numpy")
+    try:
+        with ops.using("textbook"):
+            return [Prepared(case, _call_here(exercise, exercise.reference, case.inputs),
+                             _finite_differences(exercise, case) if exercise.forward is not None else {})
+                    for case in cases]
+    finally:
+        backend.set_backend(active)
+
+
+# -- the cases: public, unseen, and the instructor's hidden ones -------------------------------------
+
+def separable(inputs: dict, one_token: tuple[str, ...] = ()) -> bool:
+    """Every array of numbers among ``inputs`` has each axis at least 2 long and no two axes of the
+    same length, so that a transposed result, a sum over the wrong axis or a missing sum cannot
+    pass by having the right shape. A square matrix (a ``(D, D)`` projection) is square by nature:
+    its values, drawn at random, still tell a transposed gradient apart. The inputs named in
+    ``one_token`` (a single new token) keep their axis of length 1."""
+    for name, value in inputs.items():
+        if isinstance(value, numpy.ndarray) and value.dtype.kind == "f" and value.ndim >= 1:
+            shape = tuple(n for n in value.shape if n != 1) if name in one_token else value.shape
+            if shape and (min(shape) < 2 or (len(shape) > 2 and len(set(shape)) != len(shape))):
+                return False
+    return True
+
+
+def _drawn(exercise: Exercise, rng: numpy.random.Generator, count: int, label: str) -> list[Case]:
+    """``count`` cases from the exercise's ``unseen`` drawer, separable ones first (up to 3000 draws)."""
+    chosen, fallback = [], []
+    for _ in range(3000):
+        for case in exercise.unseen(rng):
+            (chosen if separable(case.inputs, exercise.one_token) else fallback).append(case)
+        if len(chosen) >= count:
+            break
+    picked = (chosen + fallback)[:count]
+    return [Case(f"{label}{'' if count == 1 else f' {i}'}: {case.label}" if label == "unseen"
+                 else f"{label} {i}", case.inputs) for i, case in enumerate(picked, 1)]
+
+
+def public_cases(exercise: Exercise, seed: int, unseen_seed: int | None) -> tuple[list[Case], int | None]:
+    """The public cases, then an unseen one (labelled "unseen: ..."), and the seed it was drawn with."""
+    cases = list(exercise.cases(numpy.random.default_rng(seed)))
+    if exercise.unseen is None:
+        return cases, None
+    if unseen_seed is None:
+        unseen_seed = int(numpy.random.SeedSequence().entropy % 1_000_000)
+    return cases + _drawn(exercise, numpy.random.default_rng(unseen_seed), 1, "unseen"), unseen_seed
+
+
+HIDDEN_CASES = 3
+
+
+def hidden_cases(exercise: Exercise, secret: str, count: int = HIDDEN_CASES) -> list[Case]:
+    """The instructor's hidden cases of ``exercise``: drawn from a seed made of ``secret`` and the
+    exercise's name (so each exercise gets its own), separable (``separable``), labelled only
+    "hidden 1", "hidden 2"...: a report never shows the secret, the seed or the inputs."""
+    if exercise.unseen is None:
+        return []
+    digest = hashlib.sha256(f"{secret}\0{exercise.name}".encode("utf-8")).digest()
+    return _drawn(exercise, numpy.random.default_rng(int.from_bytes(digest[:16], "little")), count, "hidden")
 
 
 def _compare(exercise: Exercise, case: Case, name: str, got: Any, expected: Any,
@@ -272,31 +331,34 @@ def _mask_hint(got: numpy.ndarray, expected: numpy.ndarray) -> str:
 
 
 def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = None,
-          unseen_seed: int | None = None) -> ExerciseReport:
+          unseen_seed: int | None = None, time_limit: float = 60.0) -> ExerciseReport:
     """Grade ``student_fn`` for the exercise ``name`` (see ``exercises.EXERCISES``).
 
-    Returns an ``ExerciseReport``: print it for the table, one row per returned
-    tensor per case, and its verdict line; ``report.passed`` is True when every
-    tensor of every case agrees. ``seed`` draws the public cases; ``unseen_seed`` the
-    unseen ones (None: a new seed, printed in the report). ``strict``: raise
-    ``ExerciseFailed`` on a failure; None (the default) follows ``NPFORMER_GRADER=strict``.
-    A lesson that shows a mistake on purpose passes ``strict=False``.
+    The function runs in the grading worker (``course.worker``), a separate process where npformer
+    cannot be imported; this process draws the cases, computes the references and compares.
+    Returns an ``ExerciseReport``: print it for the table, one row per returned tensor per case,
+    and its verdict line; ``report.passed`` is True when every tensor of every case agrees.
+    ``seed`` draws the public cases; ``unseen_seed`` the unseen one (None: a new seed, printed in
+    the report). ``strict``: raise ``ExerciseFailed`` on a failure; None (the default) follows
+    ``NPFORMER_GRADER=strict``. A lesson that shows a mistake on purpose passes ``strict=False``.
+    ``time_limit``: seconds the function may take over all the cases.
+
+    Called from a lesson run as a script (``python 04_layer_normalization.py``), the checks are
+    remembered, and when the script ends a table of them is printed; the script then exits with
+    status 1 if one failed (``NPFORMER_GRADER=keep-going`` keeps status 0).
 
     Checked before any grading (the only errors ``check`` raises for its arguments): ``name`` an
     exercise (``UnknownExercise``, a ``ValueError`` and a ``KeyError``, offering the close names),
     ``student_fn`` callable, ``seed`` an int >= 0, ``unseen_seed`` an int >= 0 or None, ``strict``
-    a bool or None. A function that takes the wrong arguments is the student's mistake: graded
-    as a failure, not raised.
+    a bool or None, ``time_limit`` a positive number. A function that takes the wrong arguments is
+    the student's mistake: graded as a failure, not raised.
     """
-    _check_arguments(name, student_fn, seed, strict, unseen_seed)
+    _check_arguments(name, student_fn, seed, strict, unseen_seed, time_limit)
     exercise = EXERCISES[name]
-    active = backend.get_backend()
-    backend.set_backend("numpy")  # the student writes NumPy, and the cases are NumPy arrays
-    try:
-        with ops.using("textbook"):  # the references: npformer's textbook ops, whatever set is active
-            report = _grade(exercise, student_fn, seed, unseen_seed)
-    finally:
-        backend.set_backend(active)
+    cases, unseen_seed = public_cases(exercise, seed, unseen_seed)
+    report = grade(exercise, prepare(exercise, cases), function=student_fn, time_limit=time_limit)
+    report.unseen_seed = unseen_seed
+    _remember(report, strict, sys._getframe(1).f_globals.get("__name__") == "__main__")
     if strict is None:
         strict = os.environ.get("NPFORMER_GRADER") == "strict"
     if report.status == FAILED and strict:
@@ -304,7 +366,7 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     return report
 
 
-def _check_arguments(name: Any, student_fn: Any, seed: Any, strict: Any, unseen_seed: Any) -> None:
+def _check_arguments(name: Any, student_fn: Any, seed: Any, strict: Any, unseen_seed: Any, time_limit: Any) -> None:
     """The checks ``check`` makes before any grading (see its docstring)."""
     check_known("check", "name", name, EXERCISES, error=UnknownExercise)
     check_callable("check", "student_fn", student_fn)
@@ -312,52 +374,105 @@ def _check_arguments(name: Any, student_fn: Any, seed: Any, strict: Any, unseen_
     check_int("check", "unseen_seed", unseen_seed, optional=True)
     if strict is not None:
         check_type("check", "strict", strict, bool, "a bool or None")
+    check_number("check", "time_limit", time_limit)
 
 
-def _cases(exercise: Exercise, seed: int, unseen_seed: int | None) -> tuple[list[Case], int | None]:
-    """The public cases, then the unseen ones (labelled "unseen: ..."), and the seed they were drawn with."""
-    cases = list(exercise.cases(numpy.random.default_rng(seed)))
-    if exercise.unseen is None:
-        return cases, None
-    if unseen_seed is None:
-        unseen_seed = int(numpy.random.SeedSequence().entropy % 1_000_000)
-    unseen = exercise.unseen(numpy.random.default_rng(unseen_seed))
-    return cases + [Case(f"unseen: {case.label}", case.inputs) for case in unseen], unseen_seed
-
-
-def _grade(exercise: Exercise, student_fn: Callable, seed: int, unseen_seed: int | None) -> ExerciseReport:
-    cases, unseen_seed = _cases(exercise, seed, unseen_seed)
-    report = ExerciseReport(exercise, PASSED, unseen_seed=unseen_seed)
-    for case in cases:
-        expected = _call(exercise, exercise.reference, case.inputs)
+def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | None = None,
+          source: str | None = None, filename: str = "<submission>", time_limit: float = 60.0,
+          worker: Worker | None = None) -> ExerciseReport:
+    """Run the student's ``function`` (or the function ``exercise.name`` defined by ``source``) in
+    the worker on the prepared cases' inputs, and compare what comes back with the references."""
+    worker = worker or shared()
+    job = worker.run([item.case.inputs for item in prepared], function=function, source=source,
+                     name=exercise.name, filename=filename, pointwise=exercise.pointwise, time_limit=time_limit)
+    report = ExerciseReport(exercise, PASSED)
+    for item, reply in zip(prepared, job.replies):
+        if reply.printed and not report.printed:
+            report.printed = f"case {item.case.label} printed {reply.printed} characters: {reply.shown[:300]!r}"
+        report.printed_total += reply.printed
+        if reply.status != "returned":
+            _stop(report, item.case, reply)
+            break
         try:
-            got = _call_without_library(exercise, student_fn, case.inputs)
-        except NotImplementedError:
-            report.status = NOT_IMPLEMENTED
-            break
-        except LibraryAnswerUsed as used:
-            report.status = FAILED
-            report.reason = f"calls npformer's own answer, {used}"
-            report.error = "calls npformer's answer"
-            report.message = (f"calls {used}, npformer's own answer to this exercise: it is unavailable while "
-                              "your function is graded; write the computation yourself, with NumPy")
-            break
-        except Exception as error:  # the student's bug, reported rather than raised
-            where = traceback.extract_tb(error.__traceback__)[-1]
-            report.status = FAILED
-            report.error = f"raised {type(error).__name__}"
-            report.message = (f"case {case.label}: raised {type(error).__name__}: {error} "
-                              f"(line {where.lineno}: {where.line})")
+            got = _outputs(exercise, reply.output, item.case.inputs)
+        except Exception as error:  # the student's result is not of the kind asked for
+            _stop(report, item.case, Reply("raised", error_type=type(error).__name__, message=str(error)))
             break
         if len(got) != len(exercise.outputs):
             report.status = FAILED
-            report.message = (f"case {case.label}: returned {len(got)} value(s), expected "
+            report.message = (f"case {item.case.label}: returned {len(got)} value(s), expected "
                               f"{len(exercise.outputs)}: {', '.join(exercise.outputs)}")
             break
-        numeric = _finite_differences(exercise, case) if exercise.forward is not None else {}
         for output, got_tensor, expected_tensor, wrt in zip(
-                exercise.outputs, got, expected, exercise.wrt or (None,) * len(exercise.outputs)):
-            report.rows.append(_compare(exercise, case, output, got_tensor, expected_tensor, numeric.get(wrt)))
+                exercise.outputs, got, item.expected, exercise.wrt or (None,) * len(exercise.outputs)):
+            report.rows.append(_compare(exercise, item.case, output, got_tensor, expected_tensor,
+                                        item.numeric.get(wrt)))
+    else:
+        if len(job.replies) < len(prepared):  # no reply for a case: the job was stopped
+            why = f"timed out after {time_limit:g} s" if job.end == "timed out" else f"the grading process {job.end}"
+            report.status, report.error = FAILED, why
+            report.reason = report.message = why
     if report.status == PASSED and not all(row.passed for row in report.rows):
         report.status = FAILED
     return report
+
+
+def _stop(report: ExerciseReport, case: Case, reply: Reply) -> None:
+    """A case whose reply is not a result: the exercise's verdict from it."""
+    if reply.status == "not_implemented":
+        report.status = NOT_IMPLEMENTED
+        return
+    report.status = FAILED
+    if reply.status == "npformer":
+        report.reason = f"uses npformer ({reply.module})"
+        report.error = "uses npformer"
+        report.message = (f"uses {reply.module}: npformer's own code (which holds the answers) cannot be imported "
+                          "while your function is graded; write the computation yourself, with NumPy")
+    elif reply.status == "too_big":
+        report.error = report.reason = "returned too much"
+        report.message = f"case {case.label}: returned more than {sandbox.MAX_REPLY // 2**20} MB"
+    else:
+        where = ""
+        if reply.line:
+            text = linecache.getline(reply.file, reply.line).strip()
+            where = f" (line {reply.line}: {text})" if text else f" (line {reply.line})"
+        loading = "loading your function" if reply.status == "load_failed" else f"case {case.label}"
+        report.error = f"raised {reply.error_type}"
+        report.reason = f"{reply.error_type}: {reply.message}"[:200]
+        report.message = f"{loading}: raised {reply.error_type}: {reply.message}{where}"
+
+
+# -- a lesson run as a script: a table at the end, and its exit status -------------------------------
+
+_SCRIPT_REPORTS: list[tuple[ExerciseReport, bool]] = []
+
+
+def _remember(report: ExerciseReport, strict: bool | None, from_script: bool) -> None:
+    """Keep the checks of a lesson run as a script (not a notebook, not a test) for its last table."""
+    if not from_script or "ipykernel" in sys.modules or sys.flags.interactive:
+        return
+    if not _SCRIPT_REPORTS:
+        atexit.register(_finish_script)
+    _SCRIPT_REPORTS.append((report, strict is False))
+
+
+def script_table(reports: list[tuple[ExerciseReport, bool]]) -> str:
+    """The exercises a script checked: one verdict each (a mistake shown on purpose says so)."""
+    lines = ["", "exercises checked in this run:"]
+    for report, on_purpose in reports:
+        lines.append(f"  {report.verdict}{'  (a mistake shown on purpose)' if on_purpose else ''}")
+    failed = sum(report.status == FAILED and not on_purpose for report, on_purpose in reports)
+    todo = sum(report.status == NOT_IMPLEMENTED for report, _ in reports)
+    lines.append(f"{failed} failed, {todo} not implemented yet, "
+                 f"{sum(report.passed for report, _ in reports)} passed")
+    return "\n".join(lines)
+
+
+def _finish_script() -> None:
+    print(script_table(_SCRIPT_REPORTS))
+    failed = any(report.status == FAILED and not on_purpose for report, on_purpose in _SCRIPT_REPORTS)
+    if failed and os.environ.get("NPFORMER_GRADER") != "keep-going":
+        print("exit status 1: an exercise failed (NPFORMER_GRADER=keep-going keeps status 0)")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)

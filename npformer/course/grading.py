@@ -5,15 +5,18 @@ student, each with that student's lessons (``NN_topic.py``, or ``NN_topic.ipynb`
 saved them). For each student:
 
 1. ``collect`` reads their graded functions (parsing only: nothing of the student's runs in
-   this process) into a module in a temporary folder; nothing in the submissions is written;
-2. a fresh Python process imports that module and grades one exercise after another with
-   ``check``, each against its own time limit; the student's printing goes nowhere but is counted;
-3. a process that overruns a limit is killed, that exercise is "timed out", and a new process
-   grades the rest.
+   this process) as one small module per exercise; nothing in the submissions is written;
+2. each exercise's module is sent, as text, to the grading worker (``course.worker``): a child
+   process made for that one exercise runs it, where npformer cannot be imported and no file
+   outside the Python installation can be opened, under a time and a memory limit; it receives the
+   inputs of the cases and sends back what the function returned;
+3. this process compares the results with the references it computed itself, once for the whole
+   class (``prepared_cases``): the public cases, an unseen one (``seed``) and, with the
+   instructor's secret, hidden ones.
 
 A cell of the CSV holds the exercise's points when it passed, 0 when it failed or is a stub, and
 a short error otherwise ("syntax error", "timed out after 20 s", "raised ZeroDivisionError",
-"printed 3.1 MB", "calls npformer's answer", "missing"), so one student's error is one cell,
+"printed 3.1 MB", "uses npformer", "missing"), so one student's error is one cell,
 never the end of the run. The last columns are the total and the most a student can get. Beside
 the CSV, ``<out>_feedback/<student>.txt`` holds each student's full reports, to hand back.
 """
@@ -21,20 +24,15 @@ the CSV, ``<out>_feedback/<student>.txt`` holds each student's full reports, to 
 from __future__ import annotations
 
 import csv
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .collect import collect
 from .exercises import EXERCISES
+from .grader import Prepared, grade, hidden_cases, prepare, public_cases
+from .worker import Worker
 
 PRINT_LIMIT = 1_000_000  # bytes a student's function may print while one exercise is graded
-PASSED, FAILED, NOT_IMPLEMENTED = "passed", "FAILED", "not implemented yet"
 
 
 @dataclass
@@ -62,101 +60,47 @@ def max_points() -> int:
     return sum(exercise.points for exercise in EXERCISES.values())
 
 
-def _work(module_path: str, results_path: str, names: list[str], seed: int) -> None:
-    """The worker: import the collected module, grade ``names`` in order, one JSON line each."""
-    import importlib.util
-    import io
-    import contextlib
-
-    import numpy
-
-    from .grader import check
-
-    class Counter(io.TextIOBase):
-        written = 0
-
-        def write(self, text: str) -> int:
-            Counter.written += len(text.encode("utf-8", "replace"))
-            return len(text)
-
-    spec = importlib.util.spec_from_file_location("submission", module_path)
-    module = importlib.util.module_from_spec(spec)
-    with open(results_path, "a", encoding="utf-8") as results:
-        def emit(**entry):
-            results.write(json.dumps(entry) + "\n")
-            results.flush()
-        sink = Counter()
-        try:
-            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                spec.loader.exec_module(module)
-        except BaseException as error:  # the module itself fails: every exercise is that error
-            for name in names:
-                emit(name=name, cell=f"raised {type(error).__name__}", report=f"importing the functions raised "
-                     f"{type(error).__name__}: {error}")
-            return
-        for name in names:
-            function = getattr(module, name, None)
-            if function is None:
-                emit(name=name, cell="missing", report=f"no function {name} in the submission")
-                continue
-            Counter.written = 0
-            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), numpy.errstate(all="ignore"):
-                report = check(name, function, strict=False, unseen_seed=seed)
-            points = EXERCISES[name].points if report.passed else 0
-            cell = report.error or points
-            if Counter.written > PRINT_LIMIT:
-                cell = f"printed {Counter.written / 1e6:.1f} MB"
-            emit(name=name, cell=cell, report=str(report))
+def prepared_cases(seed: int, secret: str | None) -> dict[str, list[Prepared]]:
+    """Every exercise's cases for the whole class, with their references: the public ones, the unseen
+    one (``seed``), and, with an instructor's ``secret``, the hidden ones."""
+    prepared = {}
+    for name, exercise in EXERCISES.items():
+        cases, _ = public_cases(exercise, 0, seed)
+        if secret is not None:
+            cases += hidden_cases(exercise, secret)
+        prepared[name] = prepare(exercise, cases)
+    return prepared
 
 
-def _complete_lines(path: Path) -> list[str]:
-    """The lines the worker has finished writing to ``path``: a line it is still writing (no newline
-    yet, perhaps cut inside a character) is left for the next look."""
-    written = path.read_bytes()
-    finished = written[: written.rfind(b"\n") + 1]
-    return [line for line in finished.decode("utf-8").splitlines() if line.strip()]
-
-
-def _grade_module(module: Path, names: list[str], timeout: float, seed: int, workdir: Path) -> dict[str, Result]:
-    """Grade ``names`` from ``module`` in fresh processes, restarting after each exercise that overruns."""
-    results: dict[str, Result] = {}
-    remaining = list(names)
-    while remaining:
-        results_path = workdir / f"results-{len(results)}.jsonl"
-        results_path.write_text("", encoding="utf-8")
-        command = [sys.executable, "-c", "import sys; from npformer.course.grading import _work; "
-                   "_work(sys.argv[1], sys.argv[2], sys.argv[4:], int(sys.argv[3]))",
-                   str(module), str(results_path), str(seed), *remaining]
-        environment = {**os.environ, "MPLBACKEND": "Agg", "NPFORMER_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-        environment.pop("NPFORMER_GRADER", None)
-        process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   stdin=subprocess.DEVNULL, env=environment)
-        done, started = 0, time.monotonic()
-        deadline = started + timeout + 15  # the first exercise also pays for importing npformer
-        while True:
-            finished = process.poll() is not None  # before reading: a worker that has exited wrote all
-            lines = _complete_lines(results_path)
-            for line in lines[done:]:
-                entry = json.loads(line)
-                results[entry["name"]] = Result(entry["name"], EXERCISES[entry["name"]].points, entry["cell"],
-                                                entry["report"])
-                deadline = time.monotonic() + timeout
-            done = len(lines)
-            if done == len(remaining):
-                break
-            if finished or time.monotonic() > deadline:
-                process.kill()
-                process.wait()
-                name = remaining[done]
-                why = (f"timed out after {timeout:g} s" if not finished else
-                       f"the grading process died (exit {process.returncode})")
-                results[name] = Result(name, EXERCISES[name].points, why, f"exercise {name}: {why}")
-                done += 1
-                break
-            time.sleep(0.05)
-        process.wait()
-        remaining = remaining[done:]
-    return results
+def _grade_student(student: Path, prepared: dict[str, list[Prepared]], timeout: float, worker: Worker,
+                   seed: int) -> StudentGrades:
+    """One student: their functions collected (parsed, never run here), each graded in the worker."""
+    grades = StudentGrades(student.name)
+    try:
+        collected = collect(student, None)
+        grades.problems = collected.problems
+    except (FileNotFoundError, SyntaxError, ValueError, UnicodeDecodeError) as error:
+        grades.problems = [str(error)]
+        collected = None
+    lessons = dict((name, lesson) for lesson, name in collected.functions) if collected else {}
+    for name, exercise in EXERCISES.items():
+        unparsed = [problem for problem in grades.problems
+                    if problem.split(": ", 1)[-1].startswith(f"{name} does not parse")]
+        if unparsed:
+            grades.results[name] = Result(name, exercise.points, "syntax error", unparsed[0])
+        elif collected is None or name not in collected.sources:
+            why = grades.problems[0] if collected is None else f"no function {name} in the submission"
+            grades.results[name] = Result(name, exercise.points, "missing", f"exercise {name}: missing ({why})")
+        else:
+            report = grade(exercise, prepared[name], source=collected.sources[name],
+                           filename=f"{student.name}/{lessons[name]}:{name}", time_limit=timeout, worker=worker)
+            report.unseen_seed = seed
+            report.hidden = sum(item.case.label.startswith("hidden") for item in prepared[name])
+            cell = report.error or (exercise.points if report.passed else 0)
+            if report.printed_total > PRINT_LIMIT:
+                cell = f"printed {report.printed_total / 1e6:.1f} MB"
+            grades.results[name] = Result(name, exercise.points, cell, str(report))
+    return grades
 
 
 def _students(submissions: Path) -> list[Path]:
@@ -168,13 +112,43 @@ def _students(submissions: Path) -> list[Path]:
     return students
 
 
+def read_secret(path: str | Path, submissions: str | Path | None = None) -> str:
+    """The instructor's secret: the text of ``path`` (kept outside the students' folders; checked).
+    ``npformer course secret PATH`` writes a new one."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"course grade: no secret file {path} (npformer course secret {path} writes one)")
+    if submissions is not None and path.resolve().is_relative_to(Path(submissions).resolve()):
+        raise ValueError(f"course grade: the secret {path} is inside the submissions; keep it where students cannot read it")
+    secret = path.read_text(encoding="utf-8").strip()
+    if len(secret) < 8:
+        raise ValueError(f"course grade: the secret in {path} is {len(secret)} characters; use at least 8 "
+                         f"(npformer course secret {path} writes 32)")
+    return secret
+
+
+def write_secret(path: str | Path) -> str:
+    """Write a new instructor's secret (32 random hex digits) to ``path``, readable by its owner only;
+    refuses to overwrite one (the hidden cases would change). Returns what to tell the instructor."""
+    import secrets
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(f"course secret: {path} exists; a new secret would change every hidden case")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(secrets.token_hex(16) + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return (f"wrote a new secret to {path}: keep it outside the students' folders and pass it to every "
+            f"grading of the term (npformer course grade SUBMISSIONS --secret {path})")
+
+
 def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30.0, seed: int | None = None,
-                progress=None) -> list[StudentGrades]:
+                secret: str | None = None, progress=None) -> list[StudentGrades]:
     """Grade every student folder of ``submissions``; write ``out`` (CSV) and the feedback files.
 
     ``timeout``: seconds one exercise may take. ``seed``: the unseen cases' seed, the same for the
-    whole class (None: drawn once; written in the feedback). ``progress``: called with each
-    student's name before they are graded.
+    whole class (None: drawn once; written in the feedback). ``secret``: the instructor's secret
+    (``read_secret``): it adds ``grader.HIDDEN_CASES`` hidden cases to each exercise, never shown
+    in feedback. ``progress``: called with each student's name before they are graded.
     """
     submissions, out = Path(submissions), Path(out)
     students = _students(submissions)
@@ -185,35 +159,17 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
     if seed is None:
         import numpy
         seed = int(numpy.random.SeedSequence().entropy % 1_000_000)
-    names = list(EXERCISES)
+    prepared = prepared_cases(seed, secret)
+    worker = Worker()
     graded = []
-    with tempfile.TemporaryDirectory(prefix="npformer-grade-") as scratch:
+    try:
         for student in students:
             if progress is not None:
                 progress(student.name)
-            workdir = Path(scratch) / student.name
-            workdir.mkdir()
-            grades = StudentGrades(student.name)
-            module = workdir / "submission.py"
-            try:
-                collected = collect(student, module)
-                grades.problems = collected.problems
-            except (FileNotFoundError, SyntaxError, ValueError, UnicodeDecodeError) as error:
-                grades.problems = [str(error)]
-                collected = None
-            unparsed = {name for name in names for problem in grades.problems
-                        if problem.split(": ", 1)[-1].startswith(f"{name} does not parse")}
-            for name in unparsed:
-                grades.results[name] = Result(name, EXERCISES[name].points, "syntax error",
-                                              next(p for p in grades.problems if f"{name} does not parse" in p))
-            to_grade = [name for name in names if name not in unparsed]
-            if collected is None:
-                for name in to_grade:
-                    grades.results[name] = Result(name, EXERCISES[name].points, "missing", grades.problems[0])
-            elif to_grade:
-                grades.results.update(_grade_module(module, to_grade, timeout, seed, workdir))
-            graded.append(grades)
-    _write(graded, names, out, seed)
+            graded.append(_grade_student(student, prepared, timeout, worker, seed))
+    finally:
+        worker.close()
+    _write(graded, list(EXERCISES), out, seed)
     return graded
 
 

@@ -16,7 +16,7 @@ import math
 
 import numpy
 
-from ... import nn, ops
+from ... import ops
 from ...tokens import PAD_ID
 from .. import hints
 from .base import Case, Exercise, backward_cases, normal, size, with_dout
@@ -208,8 +208,8 @@ def _unseen_causal_mask(rng):
 
 
 def _unseen_attention_inputs(rng):
-    batch, heads, t_query, t_key, head_dim = (size(rng, 1, 2), size(rng, 1, 3), size(rng, 1, 4),
-                                              size(rng, 1, 5), size(rng, 1, 4))
+    batch, heads, t_query, t_key, head_dim = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 1, 5),
+                                              size(rng, 1, 6), size(rng, 1, 6))
     mask = rng.random((batch, 1, t_query, t_key)) < 0.75
     label = f"B={batch}, H={heads}, Tq={t_query}, Tk={t_key}, Dh={head_dim}, random mask"
     return label, _attention_inputs(rng, batch, heads, t_query, t_key, head_dim, mask)
@@ -226,7 +226,7 @@ def _unseen_attention_backward(rng):
 
 
 def _unseen_split(rng):
-    batch, length, heads, head_dim = size(rng, 1, 3), size(rng, 1, 4), size(rng, 1, 4), size(rng, 1, 3)
+    batch, length, heads, head_dim = size(rng, 1, 3), size(rng, 1, 5), size(rng, 1, 4), size(rng, 1, 5)
     return [Case(f"B={batch}, T={length}, {heads} heads of {head_dim}",
                  {"x": normal(rng, batch, length, heads * head_dim), "n_heads": heads})]
 
@@ -236,7 +236,7 @@ def _unseen_merge(rng):
 
 
 def _unseen_multi_head_attention_inputs(rng):
-    batch, t_query, t_memory, heads, head_dim = (size(rng, 1, 2), size(rng, 1, 3), size(rng, 1, 4),
+    batch, t_query, t_memory, heads, head_dim = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 1, 5),
                                                  size(rng, 1, 3), size(rng, 1, 3))
     mask = rng.random((batch, 1, 1, t_memory)) < 0.8
     mask[..., 0] = True  # every query sees at least one key
@@ -257,35 +257,31 @@ def _unseen_multi_head_attention_backward(rng):
 EXERCISES: list[Exercise] = [
     Exercise("padding_mask", "padding_mask(ids) -> boolean (B, 1, 1, T), True where ids != <pad> (0)", "06",
              _padding_mask, _mask_cases, ("mask",), exact=True, hints=(_inverted_mask_hint,),
-             unseen=_unseen_padding_mask, library=(ops.masks.padding_mask,)),
+             unseen=_unseen_padding_mask),
     Exercise("causal_mask", "causal_mask(length) -> boolean (T, T), True where key <= query", "06",
              _causal_mask, lambda rng: [Case(f"T={t}", {"length": t}) for t in (1, 2, 5)], ("mask",),
-             exact=True, hints=(hints.causal_diagonal_hint, _inverted_mask_hint), unseen=_unseen_causal_mask,
-             library=(ops.masks.causal_mask,)),
+             exact=True, hints=(hints.causal_diagonal_hint, _inverted_mask_hint), unseen=_unseen_causal_mask),
     Exercise("decoder_mask", "decoder_mask(tgt_ids) -> boolean (B, 1, T, T): padding and causal", "10",
              _decoder_mask, lambda rng: [Case(case.label, {"tgt_ids": case.inputs["ids"]}) for case in _mask_cases(rng)]
              + [Case("a row of padding only", {"tgt_ids": numpy.array([[4, 5, 2], [PAD_ID, PAD_ID, PAD_ID]])})],
              ("mask",), exact=True, hints=(_inverted_mask_hint, hints.causal_diagonal_hint),
-             unseen=_unseen_decoder_mask, library=(ops.masks.padding_mask, ops.masks.causal_mask)),
+             unseen=_unseen_decoder_mask),
     Exercise("attention", "attention(q, k, v, mask) -> out", "07", _attention, _attention_cases, ("out",),
-             unseen=_unseen_attention, library=(ops.attention.attention_forward,)),
+             unseen=_unseen_attention),
     Exercise("attention_backward", "attention_backward(q, k, v, mask, dout) -> (dq, dk, dv)", "07",
              _attention_backward, _attention_backward_cases, ("dq", "dk", "dv"), _attention, ("q", "k", "v"),
-             hints=(hints.attention_backward_hint,), unseen=_unseen_attention_backward,
-             library=(ops.attention.attention_backward,), points=2),
+             hints=(hints.attention_backward_hint,), unseen=_unseen_attention_backward, points=2),
     Exercise("split_heads", "split_heads(x, n_heads) -> (B, H, T, D / H)", "08", split_heads_reference, _split_cases,
-             ("heads",), hints=(_transpose_forgotten_hint,), unseen=_unseen_split,
-             library=(nn.MultiHeadAttention.split_heads,)),
+             ("heads",), hints=(_transpose_forgotten_hint,), unseen=_unseen_split),
     Exercise("merge_heads", "merge_heads(x) -> (B, T, H * Dh)", "08", merge_heads_reference, _merge_cases, ("merged",),
-             hints=(_transpose_forgotten_hint,), unseen=_unseen_merge, library=(nn.MultiHeadAttention.merge_heads,)),
+             hints=(_transpose_forgotten_hint,), unseen=_unseen_merge),
     Exercise("multi_head_attention",
              "multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask) -> out", "08",
-             _multi_head_attention, _multi_head_attention_cases, ("out",), unseen=_unseen_multi_head_attention,
-             library=(nn.MultiHeadAttention.forward,)),
+             _multi_head_attention, _multi_head_attention_cases, ("out",), unseen=_unseen_multi_head_attention),
     Exercise("multi_head_attention_backward",
              "multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout) "
              "-> (dquery, dmemory, dWq, dWk, dWv, dWo)", "08", _multi_head_attention_backward,
              _multi_head_attention_backward_cases, ("dquery", "dmemory", "dWq", "dWk", "dWv", "dWo"),
              _multi_head_attention, ("query", "memory", "Wq", "Wk", "Wv", "Wo"), hints=(_memory_paths_hint,),
-             unseen=_unseen_multi_head_attention_backward, library=(nn.MultiHeadAttention.backward,), points=2),
+             unseen=_unseen_multi_head_attention_backward, points=2),
 ]

@@ -34,11 +34,14 @@ class Exercise:
     ``exact`` outputs (masks, counts) must be equal, not close. ``hints`` are extra
     checks ``hint(got, expected, inputs, output_name) -> str`` for mistakes that only
     this exercise can recognise (repeated ids, a bias correction at the wrong step).
-    ``call`` applies a function to a case's inputs (default: ``fn(*inputs.values())``);
-    a scalar rule such as a learning-rate schedule is called once per point.
+    A function is called as ``fn(*inputs.values())``; ``pointwise`` names an input holding a list of
+    points, and the function (a scalar rule such as a learning-rate schedule) is then called once per
+    point, by keyword. ``convert(result, inputs) -> outputs`` turns what the function returned into
+    the tuple of arrays the grader compares (names as positions, BPE's pieces as codes); the grader
+    applies it to the result sent back from the worker.
     ``unseen`` draws the cases a student never sees (other shapes and values, from a
-    generator seeded per check). ``library`` names npformer's own functions that compute
-    the answer: they are unavailable while the student's function is graded. ``points``:
+    generator seeded per check; the instructor's hidden cases come from it too; ``one_token`` names
+    the inputs whose axis of length 1 is so by definition, a single new token). ``points``:
     what the exercise is worth in a class's grades (a backward pass 2, the rest 1).
     """
 
@@ -52,9 +55,10 @@ class Exercise:
     wrt: tuple[str, ...] = ()
     exact: bool = False
     hints: tuple[Callable, ...] = ()
-    call: Callable | None = None
+    pointwise: str | None = None
+    one_token: tuple[str, ...] = ()
+    convert: Callable | None = None
     unseen: Callable[[numpy.random.Generator], list[Case]] | None = None
-    library: tuple[Callable, ...] = ()
     points: int = 1
 
 
@@ -86,12 +90,3 @@ class WrongSolution:
 
 def size(rng, low, high):
     return int(rng.integers(low, high + 1))
-
-
-def pointwise(name: str):
-    """Call a scalar rule once per point of ``inputs[name]`` (the others fixed); stack the results."""
-    def call(fn, inputs):
-        points = inputs[name]
-        rest = {key: value for key, value in inputs.items() if key != name}
-        return (numpy.array([float(fn(**{name: point}, **rest)) for point in points]),)
-    return call

@@ -16,10 +16,10 @@ import math
 
 import numpy
 
-from ... import metrics, models, nn, ops, optim
+from ... import metrics, models, ops, optim
 from ...tasks.translation.decoding import length_penalty_factor
 from .. import hints
-from .base import Case, Exercise, backward_cases, normal, pointwise, size, with_dout
+from .base import Case, Exercise, backward_cases, normal, size, with_dout
 
 # -- dropout ---------------------------------------------------------------------------------------
 
@@ -321,38 +321,33 @@ def _unseen_stack(rng):
 
 EXERCISES: list[Exercise] = [
     Exercise("dropout_backward", "dropout_backward(x, keep, p, dout) -> dx", "09", _dropout_backward,
-             _dropout_cases, ("dx",), _dropout, ("x",), unseen=_unseen_dropout,
-             library=(ops.dropout.dropout_backward,), points=2),
+             _dropout_cases, ("dx",), _dropout, ("x",), unseen=_unseen_dropout, points=2),
     Exercise("transformer_parameters",
              "transformer_parameters(src_vocab, tgt_vocab, d_model, d_ff, n_layers) -> int (post-norm, untied)",
              "11", _transformer_parameters, _transformer_parameter_cases, ("count",), exact=True,
-             hints=(_parameter_count_hint,), unseen=_unseen_transformer_parameters,
-             library=(models.Transformer.__init__, nn.Module.num_params)),
+             hints=(_parameter_count_hint,), unseen=_unseen_transformer_parameters),
     Exercise("adam_step", "adam_step(param, grad, m, v, step, lr, beta1, beta2, eps) -> (param, m, v)", "12",
              _adam_step, _adam_cases, ("param", "m", "v"), hints=(_adam_step_hint, hints.adam_eps_hint),
-             unseen=_unseen_adam, library=(ops.adam.adam_step, optim.Adam.step)),
+             unseen=_unseen_adam),
     Exercise("noam_lr", "noam_lr(step, d_model, warmup_steps) -> learning rate", "12", _noam_lr, _noam_cases,
-             ("lr",), call=pointwise("step"), unseen=_unseen_noam, library=(optim.NoamSchedule.__call__,)),
+             ("lr",), pointwise="step", unseen=_unseen_noam),
     Exercise("modified_precision", "modified_precision(hypothesis, references, n) -> (matches, total)", "13",
              _modified_precision, _precision_cases, ("matches", "total"), exact=True, hints=(_unclipped_hint,),
-             unseen=_unseen_precision, library=(metrics.modified_precision, metrics.bleu)),
+             unseen=_unseen_precision),
     Exercise("attention_entropy", "attention_entropy(weights) -> entropy of each row, in nats", "15",
-             metrics.attention_entropy, _entropy_cases, ("entropy",), unseen=_unseen_entropy,
-             library=(metrics.attention_entropy,)),
+             metrics.attention_entropy, _entropy_cases, ("entropy",), unseen=_unseen_entropy),
     Exercise("length_penalty", "length_penalty(length, alpha) -> ((5 + length) / 6) ** alpha", "14",
-             length_penalty_factor, _length_penalty_cases, ("penalty",), call=pointwise("length"),
-             unseen=_unseen_length_penalty, library=(length_penalty_factor,)),
+             length_penalty_factor, _length_penalty_cases, ("penalty",), pointwise="length",
+             unseen=_unseen_length_penalty),
     Exercise("residual_backward",
              "residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm) -> dx", "09",
              ops.residual.residual_backward, _residual_cases, ("dx",), hints=(_identity_path_hint,),
-             unseen=_unseen_residual, library=(ops.residual.residual_backward,), points=2),
+             unseen=_unseen_residual, points=2),
     Exercise("residual_backward_with_memory",
              "residual_backward_with_memory(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm) "
              "-> (dx, d_memory)", "10", ops.residual.residual_backward_with_memory, _residual_memory_cases,
-             ("dx", "d_memory"), hints=(_identity_path_hint,), unseen=_unseen_residual_memory,
-             library=(ops.residual.residual_backward_with_memory,), points=2),
+             ("dx", "d_memory"), hints=(_identity_path_hint,), unseen=_unseen_residual_memory, points=2),
     Exercise("stack_backward_with_memory", "stack_backward_with_memory(dout, layer_backwards) -> (dx, d_memory)",
              "10", ops.residual.stack_backward_with_memory, _stack_cases, ("dx", "d_memory"),
-             hints=(_memory_summed_hint,), unseen=_unseen_stack,
-             library=(ops.residual.stack_backward_with_memory,), points=2),
+             hints=(_memory_summed_hint,), unseen=_unseen_stack, points=2),
 ]

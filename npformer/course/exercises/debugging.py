@@ -43,9 +43,9 @@ def _positions(names, listed):
     return numpy.array([names.index(name) if name in names else -1 for name in listed], dtype=int)
 
 
-def _as_positions(fn, inputs):
+def _as_positions(result, inputs):
     """The names returned, as positions in the sorted names, so that the grader compares them exactly."""
-    return (_positions(sorted(inputs["analytic"]), fn(*inputs.values())),)
+    return (_positions(sorted(inputs["analytic"]), result),)
 
 
 def _worst(analytic, numeric):
@@ -243,8 +243,8 @@ def _scores_cases(rng):
 
 
 def _unseen_scores(rng):
-    batch, heads, t_query, t_key, head_dim = (size(rng, 1, 2), size(rng, 1, 4), size(rng, 1, 5), size(rng, 1, 5),
-                                              size(rng, 1, 4))
+    batch, heads, t_query, t_key, head_dim = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 1, 5), size(rng, 1, 5),
+                                              size(rng, 1, 5))
     return [Case(f"B={batch}, H={heads}, Tq={t_query}, Tk={t_key}, Dh={head_dim}",
                  {"q": normal(rng, batch, heads, t_query, head_dim), "k": normal(rng, batch, heads, t_key, head_dim)})]
 
@@ -322,14 +322,12 @@ def _accuracy_hint(got, expected, inputs, output):
 EXERCISES: list[Exercise] = [
     Exercise("failing_tensors", "failing_tensors(analytic, numeric, tol) -> sorted list of the names whose worst "
              "relative error is >= tol", "21", _failing_tensors, _failing_cases, ("failing",), exact=True,
-             hints=(_failing_tensors_hint,), call=_as_positions, unseen=_unseen_failing,
-             library=(gradcheck_report.relative_error, gradcheck_report._entry_errors, gradcheck_report._worst)),
+             hints=(_failing_tensors_hint,), convert=_as_positions, unseen=_unseen_failing),
     Exercise("scaled_scores", "scaled_scores(q, k) -> (B, H, Tq, Tk) scores Q K^T / sqrt(d_head)", "22",
-             zoo.scaled_scores_fixed, _scores_cases, ("scores",), hints=(_scores_hint,), unseen=_unseen_scores,
-             library=(zoo.scaled_scores_fixed,)),
+             zoo.scaled_scores_fixed, _scores_cases, ("scores",), hints=(_scores_hint,), unseen=_unseen_scores),
     Exercise("token_accuracy", "token_accuracy(logits, targets) -> share of the real (non-<pad>) targets "
              "predicted by the argmax", "22", zoo.accuracy_fixed, _accuracy_cases, ("accuracy",),
-             hints=(_accuracy_hint,), unseen=_unseen_accuracy, library=(zoo.accuracy_fixed,)),
+             hints=(_accuracy_hint,), unseen=_unseen_accuracy),
 ]
 
 

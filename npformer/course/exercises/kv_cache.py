@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy
 
-from ... import nn, ops
+from ... import ops
 from .base import Case, Exercise, WrongSolution, normal, size
 
 # -- the KV-cached step ---------------------------------------------------------------------------------
@@ -38,7 +38,7 @@ def _cached_step_cases(rng):
 
 
 def _unseen_cached_step(rng):
-    batch, heads, cached, head_dim = size(rng, 1, 3), size(rng, 1, 3), size(rng, 0, 6), size(rng, 1, 5)
+    batch, heads, cached, head_dim = size(rng, 1, 3), size(rng, 1, 4), size(rng, 0, 6), size(rng, 1, 5)
     return [Case(f"B={batch}, H={heads}, {cached} cached positions, Dh={head_dim}",
                  _step_inputs(rng, batch, heads, cached, head_dim))]
 
@@ -70,8 +70,7 @@ EXERCISES: list[Exercise] = [
     Exercise("cached_attention_step",
              "cached_attention_step(q, k_new, v_new, k_cache, v_cache) -> (out, k_cache, v_cache)", "14",
              _cached_attention_step, _cached_step_cases, ("out", "k_cache", "v_cache"), hints=(_cached_step_hint,),
-             unseen=_unseen_cached_step,
-             library=(ops.attention.attention_forward, nn.SelfAttention.forward_step, nn.MultiHeadAttention.attend)),
+             one_token=("q", "k_new", "v_new"), unseen=_unseen_cached_step),
 ]
 
 

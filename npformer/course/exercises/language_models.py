@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy
 
-from ... import models
 from ...tasks.masked_lm import mask_tokens
 from ...tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID, UNK_ID
 from .. import hints
-from .base import Case, Exercise, WrongSolution, normal, pointwise, size
+from .base import Case, Exercise, WrongSolution, normal, size
 
 # -- lesson 18: top-k and sampling ------------------------------------------------------------------------
 
@@ -226,14 +225,14 @@ def _masking_hint(got, expected, inputs, output):
 EXERCISES: list[Exercise] = [
     Exercise("top_k_filter", "top_k_filter(logits, k) -> logits (V,) with all but the k largest set to -inf",
              "18", _top_k_filter, _top_k_cases, ("filtered",), exact=True, hints=(_top_k_hint,),
-             unseen=_unseen_top_k, library=(models.LanguageModel.generate,)),
+             unseen=_unseen_top_k),
     Exercise("sample_token", "sample_token(logits, temperature, u) -> the token drawn from softmax(logits / T)",
              "18", _sample_token, _sample_cases, ("token",), exact=True, hints=(_sample_hint,),
-             call=pointwise("u"), unseen=_unseen_sample, library=(models.LanguageModel.generate,)),
+             pointwise="u", unseen=_unseen_sample),
     Exercise("bert_masking",
              "bert_masking(ids, select_draws, choice_draws, random_ids) -> (input_ids, targets)", "19",
              _bert_masking, _masking_cases, ("input_ids", "targets"), exact=True, hints=(_masking_hint,),
-             unseen=_unseen_masking, library=(mask_tokens,)),
+             unseen=_unseen_masking),
 ]
 
 

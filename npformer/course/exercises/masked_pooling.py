@@ -125,12 +125,10 @@ def _max_pool_hint(got, expected, inputs, output):
 EXERCISES: list[Exercise] = [
     Exercise("masked_mean_pool_backward", "masked_mean_pool_backward(x, mask, dout) -> dx", "17",
              _mean_pool_backward, _pool_cases(_mean_pool, untied=False), ("dx",), _mean_pool, ("x",),
-             hints=(_mean_pool_hint,), unseen=_unseen_pool(_mean_pool, untied=False),
-             library=(ops.pooling.masked_mean_pool_backward,), points=2),
+             hints=(_mean_pool_hint,), unseen=_unseen_pool(_mean_pool, untied=False), points=2),
     Exercise("masked_max_pool_backward", "masked_max_pool_backward(x, mask, dout) -> dx (no ties in x)", "17",
              _max_pool_backward, _pool_cases(_max_pool, untied=True), ("dx",), _max_pool, ("x",),
-             hints=(_max_pool_hint,), unseen=_unseen_pool(_max_pool, untied=True),
-             library=(ops.pooling.masked_max_pool_backward,), points=2),
+             hints=(_max_pool_hint,), unseen=_unseen_pool(_max_pool, untied=True), points=2),
 ]
 
 

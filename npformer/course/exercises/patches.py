@@ -133,12 +133,10 @@ def _patches_backward_hint(got, expected, inputs, output):
 # == the table ======================================================================================
 EXERCISES: list[Exercise] = [
     Exercise("patches_forward", "patches_forward(images, patch_size) -> (B, N, C * patch_size^2) patches", "20",
-             _patches, _patches_cases, ("patches",), hints=(_patches_hint,), unseen=_unseen_patches,
-             library=(ops.patches.patches_forward,)),
+             _patches, _patches_cases, ("patches",), hints=(_patches_hint,), unseen=_unseen_patches),
     Exercise("patches_backward", "patches_backward(images, patch_size, dout) -> dimages", "20",
              _patches_backward, _patches_backward_cases, ("dimages",), _patches, ("images",),
-             hints=(_patches_backward_hint,), unseen=_unseen_patches_backward,
-             library=(ops.patches.patches_backward, ops.patches.patches_forward), points=2),
+             hints=(_patches_backward_hint,), unseen=_unseen_patches_backward, points=2),
 ]
 
 

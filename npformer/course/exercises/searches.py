@@ -257,15 +257,13 @@ def _beam_search_hint(got, expected, inputs, output):
 
 EXERCISES: list[Exercise] = [
     Exercise("greedy_search", "greedy_search(next_log_probs, max_len, eos) -> the tokens, without <eos>", "14",
-             _greedy_search, _greedy_cases, ("tokens",), exact=True, hints=(_greedy_hint,), unseen=_unseen_greedy,
-             library=(decoding.greedy_decode,)),
+             _greedy_search, _greedy_cases, ("tokens",), exact=True, hints=(_greedy_hint,), unseen=_unseen_greedy),
     Exercise("beam_step", "beam_step(scores, log_probs, beam_size) -> (scores, parents, tokens)", "14",
              _beam_step, _beam_step_cases, ("scores", "parents", "tokens"), exact=True, hints=(_beam_step_hint,),
-             unseen=_unseen_beam_step, library=(decoding.beam_search, decoding.top_k_log_probs)),
+             unseen=_unseen_beam_step),
     Exercise("beam_search", "beam_search(next_log_probs, beam_size, max_len, alpha, eos) -> the best hypothesis's "
              "tokens, without <eos>", "14", _beam_search, _beam_search_cases, ("tokens",), exact=True,
-             hints=(_beam_search_hint,), unseen=_unseen_beam_search,
-             library=(decoding.beam_search, decoding.top_k_log_probs, _beam_step, exhaustive_search), points=2),
+             hints=(_beam_search_hint,), unseen=_unseen_beam_search, points=2),
 ]
 
 

@@ -223,7 +223,7 @@ def _batchnorm_backward_hint(got, expected, inputs, output):
 EXERCISES: list[Exercise] = [
     Exercise("shift_right", "shift_right(tgt_ids) -> (tgt_in, tgt_out), each (B, T): <bos> in front, the last "
              "column dropped", "23", _shift_right, _shift_cases, ("tgt_in", "tgt_out"), exact=True,
-             hints=(_shift_hint,), unseen=_unseen_shift, library=(batching.pad_batch, batching.make_batches)),
+             hints=(_shift_hint,), unseen=_unseen_shift),
     Exercise("batchnorm_forward", "batchnorm_forward(x, gamma, beta, keep) -> out (B, T, D), the statistics of "
              "the kept rows, padded rows 0", "24", _batchnorm_forward, _batchnorm_cases, ("out",),
              hints=(_batchnorm_forward_hint,), unseen=_unseen_batchnorm),

@@ -125,12 +125,11 @@ def _counts_from_codes(codes) -> dict[tuple[str, ...], int]:
     return counts
 
 
-def _call_segment(fn, inputs):
-    return (numpy.array(_codes(fn(*inputs.values()), "bpe_segment's result")),)
+def _segment_codes(result, inputs):
+    return (numpy.array(_codes(result, "bpe_segment's result")),)
 
 
-def _call_merge_step(fn, inputs):
-    result = fn(*inputs.values())
+def _merge_step_codes(result, inputs):
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         return (result,)  # the grader reports how many values came back
     pair, merged = result
@@ -314,16 +313,13 @@ def _segment_hint(got, expected, inputs, output):
 EXERCISES: list[Exercise] = [
     Exercise("to_torch_in_proj", "to_torch_in_proj(Wq, Wk, Wv, bq, bk, bv) -> (in_proj_weight (3D, D), "
              "in_proj_bias (3D,))", "25", _to_torch_in_proj, _in_proj_cases, ("in_proj_weight", "in_proj_bias"),
-             hints=(_in_proj_hint,), unseen=_unseen_in_proj,
-             library=(interop.to_torch_layout, interop.parameter_map)),
+             hints=(_in_proj_hint,), unseen=_unseen_in_proj),
     Exercise("bpe_merge_step", "bpe_merge_step(word_counts) -> (pair, merged word_counts), words as tuples of "
              "symbols", "26", _bpe_merge_step, _merge_step_cases, ("pair", "word_counts"), exact=True,
-             hints=(_merge_pair_hint, _merged_words_hint), call=_call_merge_step, unseen=_unseen_merge_step,
-             library=(bpe.learn_merges, bpe._merge_pair), points=2),
+             hints=(_merge_pair_hint, _merged_words_hint), convert=_merge_step_codes, unseen=_unseen_merge_step, points=2),
     Exercise("bpe_segment", "bpe_segment(word, merges) -> list of pieces, the last one ending with the marker",
              "26", _bpe_segment, _segment_cases, ("pieces",), exact=True, hints=(_segment_hint,),
-             call=_call_segment, unseen=_unseen_segment,
-             library=(bpe.BPE.segment, bpe.BPEVocab.pieces, bpe.BPEVocab.encode, bpe._merge_pair), points=2),
+             convert=_segment_codes, unseen=_unseen_segment, points=2),
 ]
 
 

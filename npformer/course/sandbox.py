@@ -1,0 +1,303 @@
+"""The grading worker: where a student's function runs, in a process that never holds the answer.
+
+The grader (``course.grader``) draws the cases and computes the references itself; this process
+only receives a student's function and the inputs of each case, calls the function, and sends
+back what it returned. It imports NumPy and cloudpickle, never npformer: the file is run as a
+script (``python -I sandbox.py``), so that npformer's answers are not even loaded here.
+
+One long-lived process serves many jobs (a job: one student's function for one exercise, on all
+its cases). For each job it forks a child, and only the child touches the student's code. Before
+the student's code is loaded, the child
+
+* installs an audit hook (PEP 578; once installed, Python code cannot remove it) that refuses to
+  import any ``npformer`` module, to open a file outside the Python installation (so npformer's
+  source, the lessons, the grader's files and an instructor's secret cannot be read), to start a
+  process, to use ``ctypes`` or to signal another process;
+* limits its own memory (``RLIMIT_AS``) and CPU time; the server kills it at the job's deadline.
+
+Replies are JSON lines, arrays travelling as ``.npy`` bytes read back without pickle, so nothing a
+student's function returns can run code in the grader. The wire format (``encode``/``decode``)
+is shared with the grader, which imports this module for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import pickle
+import struct
+import sys
+import time
+
+import numpy
+
+MAX_REPLY = 64 * 2**20  # bytes one case's reply may take
+SHOWN_PRINT = 2000      # characters of a function's printing sent back to be shown
+
+
+# -- the wire format ------------------------------------------------------------------------------
+
+def encode(value, _depth: int = 0):
+    """``value`` as JSON-ready data: numbers, strings, lists, tuples, dicts and numeric arrays
+    (as ``.npy`` bytes); anything else as the name of its type."""
+    if _depth > 20:
+        return {"__object__": "a structure nested more than 20 deep"}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, numpy.generic):
+        value = numpy.asarray(value)
+    if isinstance(value, numpy.ndarray):
+        if value.dtype.kind not in "biufcUS":
+            return {"__object__": f"an array of dtype {value.dtype}"}
+        buffer = io.BytesIO()
+        numpy.save(buffer, numpy.ascontiguousarray(value), allow_pickle=False)
+        return {"__array__": base64.b64encode(buffer.getvalue()).decode("ascii")}
+    if isinstance(value, (list, tuple)):
+        return {"__list__" if isinstance(value, list) else "__tuple__": [encode(item, _depth + 1) for item in value]}
+    if isinstance(value, dict):
+        return {"__dict__": [[encode(key, _depth + 1), encode(item, _depth + 1)] for key, item in value.items()]}
+    return {"__object__": type(value).__name__}
+
+
+class Unsent:
+    """What the student's function returned that is not data (a generator, a module...): its type's name."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name}>"
+
+
+def decode(value):
+    """The inverse of ``encode``; arrays are read with ``allow_pickle=False``."""
+    if not isinstance(value, dict):
+        return value
+    if "__array__" in value:
+        return numpy.load(io.BytesIO(base64.b64decode(value["__array__"])), allow_pickle=False)
+    if "__list__" in value:
+        return [decode(item) for item in value["__list__"]]
+    if "__tuple__" in value:
+        return tuple(decode(item) for item in value["__tuple__"])
+    if "__dict__" in value:
+        decoded = {}
+        for key, item in value["__dict__"]:
+            key = decode(key)
+            decoded[tuple(key) if isinstance(key, list) else key] = decode(item)
+        return decoded
+    return Unsent(str(value.get("__object__", "object")))
+
+
+def write_message(fd: int, payload: bytes) -> None:
+    """One length-prefixed message on a file descriptor."""
+    data = struct.pack("<Q", len(payload)) + payload
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def read_exactly(fd: int, count: int) -> bytes:
+    chunks, left = [], count
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the pipe")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(fd: int) -> bytes:
+    (length,) = struct.unpack("<Q", read_exactly(fd, 8))
+    return read_exactly(fd, length)
+
+
+# -- the guard ------------------------------------------------------------------------------------
+
+SPAWNING = ("subprocess.Popen", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.forkpty",
+            "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill", "os.remove", "os.rename", "os.rmdir",
+            "shutil.rmtree", "os.truncate", "os.chmod", "socket.connect")
+
+
+class Guard:
+    """The audit hook of a child: what it refused, remembered even when the student's code catches
+    the error (``npformer_used`` names the first npformer module asked for)."""
+
+    def __init__(self, readable: list[str], unreadable: list[str]) -> None:
+        self.readable = [os.path.realpath(path) for path in readable]
+        self.unreadable = [os.path.realpath(path) for path in unreadable]
+        self.npformer_used = ""
+        self.refused = ""
+
+    def _inside(self, path: str, roots: list[str]) -> bool:
+        return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if event == "import":
+            name = str(args[0])
+            if name == "npformer" or name.startswith("npformer."):
+                self.npformer_used = self.npformer_used or name
+                raise ImportError(f"{name} is not available while your function is graded")
+        elif event == "open":
+            path = args[0]
+            if isinstance(path, int):
+                return
+            path = os.path.realpath(os.fsdecode(path))
+            writing = isinstance(args[1], str) and any(flag in args[1] for flag in "wax+")
+            if writing or not self._inside(path, self.readable) or self._inside(path, self.unreadable):
+                self.refused = self.refused or f"open {path}"
+                raise PermissionError(f"{path}: files cannot be opened while your function is graded")
+        elif event.startswith(SPAWNING) or event.startswith("ctypes."):
+            self.refused = self.refused or event
+            raise PermissionError(f"{event} is not allowed while your function is graded")
+
+
+# -- one job, in a child ----------------------------------------------------------------------------
+
+class Printed(io.TextIOBase):
+    """Where the student's printing goes: counted, and its start kept to be shown."""
+
+    def __init__(self) -> None:
+        self.count, self.kept = 0, []
+
+    def write(self, text: str) -> int:
+        if self.count < SHOWN_PRINT:
+            self.kept.append(text[: SHOWN_PRINT - self.count])
+        self.count += len(text)
+        return len(text)
+
+    def take(self) -> tuple[int, str]:
+        count, text = self.count, "".join(self.kept)
+        self.count, self.kept = 0, []
+        return count, text
+
+
+def _where(error: BaseException) -> dict:
+    """The innermost frame of the student's code in a traceback: file and line (the grader reads the
+    line's text; the child cannot open the file)."""
+    frame = error.__traceback__
+    file, line = "", 0
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename != __file__:
+            file, line = frame.tb_frame.f_code.co_filename, frame.tb_lineno
+        frame = frame.tb_next
+    return {"file": file, "line": line}
+
+
+def _load(job: dict):
+    """The student's function: unpickled (a function object sent by ``check``) or executed from its
+    source (a collected submission, which the grader never runs)."""
+    if job.get("function") is not None:
+        return pickle.loads(job["function"])
+    namespace = {"__name__": "submission"}
+    exec(compile(job["source"], job.get("filename", "<submission>"), "exec"), namespace)
+    if job["name"] not in namespace:
+        raise NameError(f"no function {job['name']} in the submission")
+    return namespace[job["name"]]
+
+
+def _call(function, inputs: dict, pointwise: str | None):
+    if pointwise is None:
+        return function(*inputs.values())
+    rest = {key: value for key, value in inputs.items() if key != pointwise}
+    return [function(**{pointwise: point}, **rest) for point in inputs[pointwise]]
+
+
+def _reply(fd: int, entry: dict) -> None:
+    payload = json.dumps(entry).encode("utf-8")
+    if len(payload) > MAX_REPLY:
+        payload = json.dumps({**{k: v for k, v in entry.items() if k != "output"}, "status": "too_big",
+                              "bytes": len(payload)}).encode("utf-8")
+    write_message(fd, payload)
+
+
+def run_job(job: dict, reply_fd: int) -> None:
+    """In the child: load the cases, guard, limit, load the function, call it on each case, reply
+    per case."""
+    import resource
+    cases = [pickle.loads(pickled) for pickled in job["cases"]]  # the grader's inputs, before the guard
+    if any(name == "npformer" or name.startswith("npformer.") for name in sys.modules):
+        _reply(reply_fd, {"status": "grader_error", "message": "a case's inputs loaded npformer"})
+        return
+    guard = Guard(job["readable"], job["unreadable"])
+    printed = Printed()
+    memory = int(job["memory_mb"]) * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    cpu = int(job["time_limit"]) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    sys.stdout = sys.stderr = printed
+    sys.addaudithook(guard)
+
+    def refused() -> dict | None:
+        if guard.npformer_used:
+            return {"status": "npformer", "module": guard.npformer_used}
+        return None
+
+    try:
+        function = _load(job)
+    except BaseException as error:  # noqa: BLE001 - the student's module, whatever it raises
+        count, text = printed.take()
+        _reply(reply_fd, refused() or {"status": "load_failed", "type": type(error).__name__,
+                                       "message": str(error)[:500], **_where(error), "printed": count, "shown": text})
+        return
+    for index, inputs in enumerate(cases):
+        try:
+            output = _call(function, inputs, job.get("pointwise"))
+            entry = {"status": "returned", "output": encode(output)}
+        except NotImplementedError:
+            entry = {"status": "not_implemented"}
+        except BaseException as error:  # noqa: BLE001 - the student's bug, reported
+            entry = {"status": "raised", "type": type(error).__name__, "message": str(error)[:500], **_where(error)}
+        entry = refused() or entry
+        count, text = printed.take()
+        _reply(reply_fd, {"case": index, **entry, "printed": count, "shown": text})
+        if entry["status"] in ("npformer", "not_implemented"):
+            return
+
+
+# -- the server -----------------------------------------------------------------------------------
+
+def serve(request_fd: int, reply_fd: int) -> None:
+    """Read jobs (pickled by the grader, which is trusted) and run each in a forked child; after
+    the child's replies, one ``{"end": ...}`` line: "exited" with its status, or "timed out"."""
+    import signal
+    while True:
+        try:
+            job = pickle.loads(read_message(request_fd))
+        except EOFError:
+            return
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 0
+            try:
+                os.close(request_fd)
+                quiet = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(quiet, 1)
+                os.dup2(quiet, 2)
+                run_job(job, reply_fd)
+            except BaseException:  # noqa: BLE001 - the child always ends here, never in the loop
+                code = 70
+            os._exit(code)
+        deadline = time.monotonic() + float(job["time_limit"])
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                end = {"end": "exited", "code": os.waitstatus_to_exitcode(status)}
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                end = {"end": "timed out"}
+                break
+            time.sleep(0.002)
+        write_message(reply_fd, json.dumps(end).encode("utf-8"))
+
+
+if __name__ == "__main__":
+    import cloudpickle  # noqa: F401 - loaded before any child, so that unpickling needs no file
+    request, reply = os.dup(0), os.dup(1)
+    quiet = os.open(os.devnull, os.O_RDWR)
+    os.dup2(quiet, 0)
+    os.dup2(quiet, 1)
+    serve(request, reply)

@@ -45,9 +45,9 @@ def test_unseen_cases_change_from_check_to_check_and_the_seed_repeats_them():
 
 @pytest.mark.parametrize("name", sorted(EXERCISES))
 def test_npformers_own_answer_is_unavailable_to_the_graded_function(name):
-    def reaches_for_the_reference(*args):
+    def reaches_for_the_reference(*args, **kwargs):
         from npformer.course.exercises import EXERCISES
-        return EXERCISES[name].reference(*args)
+        return EXERCISES[name].reference(*args, **kwargs)
     report = check(name, reaches_for_the_reference)
     assert report.status == "FAILED" and "uses npformer" in report.verdict, report
     assert "npformer's own code" in str(report) and report.error == "uses npformer", report

@@ -33,6 +33,7 @@ from __future__ import annotations
 import atexit
 import copy
 import hashlib
+import inspect
 import linecache
 import os
 import sys
@@ -383,6 +384,9 @@ def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | 
     """Run the student's ``function`` (or the function ``exercise.name`` defined by ``source``) in
     the worker on the prepared cases' inputs, and compare what comes back with the references."""
     worker = worker or shared()
+    if source is not None:  # its lines, for the report of an error (this process never runs it)
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
     job = worker.run([item.case.inputs for item in prepared], function=function, source=source,
                      name=exercise.name, filename=filename, pointwise=exercise.pointwise, time_limit=time_limit)
     report = ExerciseReport(exercise, PASSED)
@@ -391,6 +395,8 @@ def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | 
             report.printed = f"case {item.case.label} printed {reply.printed} characters: {reply.shown[:300]!r}"
         report.printed_total += reply.printed
         if reply.status != "returned":
+            if code is not None and not linecache.getline(reply.file, reply.line):
+                reply.file = code.co_filename  # cloudpickle rebuilds the code under another file name
             _stop(report, item.case, reply)
             break
         try:

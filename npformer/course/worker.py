@@ -12,6 +12,7 @@ student's code itself (a fresh child per job does), so reusing it is safe.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import pickle
@@ -67,9 +68,10 @@ def _pickled(value: Any) -> bytes:
     from .. import course
     cloudpickle.register_pickle_by_value(course)
     for name, module in list(sys.modules.items()):
-        if name.split(".")[0] != "npformer" and getattr(module, "__file__", None) and not _installed(module) \
-                and name not in _BY_VALUE:
-            _BY_VALUE.add(name)
+        if name in _SEEN:
+            continue
+        _SEEN.add(name)
+        if name.split(".")[0] != "npformer" and getattr(module, "__file__", None) and not _installed(module):
             try:
                 cloudpickle.register_pickle_by_value(module)
             except (ValueError, TypeError):
@@ -77,20 +79,22 @@ def _pickled(value: Any) -> bytes:
     return cloudpickle.dumps(value)
 
 
-_BY_VALUE: set[str] = set()
+_SEEN: set[str] = set()  # the modules already looked at
 
 
 def _installed(module: Any) -> bool:
     path = getattr(module, "__file__", None)
-    return bool(path) and any(str(Path(path).resolve()).startswith(root) for root in _readable_roots())
+    return bool(path) and str(Path(path).resolve()).startswith(tuple(_readable_roots()))
 
 
+@functools.cache
 def _readable_roots() -> list[str]:
     """Where a job may read files: the Python installation and its packages (lazy imports)."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages()}
     return sorted(str(Path(root).resolve()) for root in roots)
 
 
+@functools.cache
 def _unreadable_roots() -> list[str]:
     """npformer itself, wherever it lies (its source holds the answers; a wheel's lies among the
     packages the worker may read), and a clone's lessons."""
@@ -136,7 +140,7 @@ class Worker:
         """Run one job: ``function`` (an object) or ``source`` (text defining ``name``) on ``cases``."""
         job = {"cases": [_pickled(inputs) for inputs in cases], "name": name, "filename": filename,
                "source": source, "pointwise": pointwise, "time_limit": time_limit, "memory_mb": memory_mb,
-               "readable": _readable_roots(), "unreadable": _unreadable_roots(), "function": None}
+               "readable": list(_readable_roots()), "unreadable": list(_unreadable_roots()), "function": None}
         result = JobResult()
         if function is not None:
             try:

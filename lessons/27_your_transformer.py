@@ -39,8 +39,8 @@ QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 # ## 1. Collect
 #
 # Your lessons are the files you have been filling in: run this notebook in their folder, or set
-# `NPFORMER_LESSONS` to it. (Otherwise the lesson uses the lessons installed with npformer, the
-# instructor edition, whose solutions are filled in.)
+# `NPFORMER_LESSONS` to it. (Otherwise the lesson uses the lessons installed with npformer: the
+# student edition, whose stubs keep npformer's ops; a clone of the repository has the instructor's.)
 
 # %%
 def lessons_folder():

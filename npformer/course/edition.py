@@ -1,6 +1,7 @@
 """The two editions of the lessons, where they are installed, and the table of their exercises.
 
-The lesson files are the instructor edition. Two things in them are for the instructor only:
+The repository's lesson files are the instructor edition. Two things in them are for the
+instructor only:
 
 * each graded exercise's solution, between two marker lines (the convention of nbgrader)::
 
@@ -30,6 +31,9 @@ reaches a student).
 
 The lessons travel inside the installed package (``npformer/lessons`` in the wheel, the
 repository's ``lessons/`` folder in a clone), so ``lessons_folder()`` finds them without a clone.
+The wheel carries their **student edition** (``setup.py`` writes it at build time, README included:
+``student_readme``); only a source checkout has the instructor's, and ``instructor_edition`` of a
+student edition says so in one line.
 """
 
 from __future__ import annotations
@@ -37,7 +41,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import shutil
 from pathlib import Path
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -142,6 +145,32 @@ def instructor_only(text: str, name: str = "lesson") -> str:
     return solutions + tagged
 
 
+_INSTRUCTOR_README = re.compile(r"<!-- instructor edition -->\n.*?<!-- end -->\n", re.DOTALL)
+_STUDENT_README = re.compile(r"<!-- student edition\n(.*?)end -->\n", re.DOTALL)
+
+
+def student_readme(text: str) -> str:
+    """The lessons' README for students: the instructor's paragraph left out, the student's (kept in
+    an HTML comment in the instructor's README) shown."""
+    return _STUDENT_README.sub(lambda found: found.group(1), _INSTRUCTOR_README.sub("", text))
+
+
+def is_student_edition(lessons_dir: str | Path | None = None) -> bool:
+    """Whether a lessons folder (default: the installed one) holds no solution: the student edition,
+    as the wheel ships it."""
+    return not any(BEGIN in path.read_text(encoding="utf-8") for path in lesson_files(lessons_dir))
+
+
+def solution_leaks(student_text: str, instructor_text: str, name: str = "lesson") -> list[str]:
+    """The lines of ``instructor_text`` that only its instructor part holds (a solution's line, a
+    classic-mistake cell's, an answer's) and that ``student_text`` contains: empty for a true student
+    edition. Short lines (under 20 characters) and comments are not counted: too common to tell."""
+    shared = {line.strip() for line in student_source(instructor_text, name).splitlines()}
+    only = {line.strip() for line in instructor_only(instructor_text, name).splitlines()} - shared
+    only = {line for line in only if len(line) >= 20 and not line.startswith("#")}
+    return sorted(line for line in {line.strip() for line in student_text.splitlines()} if line in only)
+
+
 def _write_edition(lessons_dir: str | Path | None, out_dir: str | Path, student: bool) -> list[Path]:
     files = lesson_files(lessons_dir)
     texts = [(path, path.read_text(encoding="utf-8")) for path in files]
@@ -156,7 +185,8 @@ def _write_edition(lessons_dir: str | Path | None, out_dir: str | Path, student:
         written.append(out / filename)
     readme = files[0].parent / "README.md"
     if readme.exists():
-        shutil.copyfile(readme, out / "README.md")
+        text = readme.read_text(encoding="utf-8")
+        (out / "README.md").write_text(student_readme(text) if student else text, encoding="utf-8")
     return written
 
 
@@ -166,7 +196,14 @@ def student_edition(lessons_dir: str | Path | None, out_dir: str | Path) -> list
 
 
 def instructor_edition(lessons_dir: str | Path | None, out_dir: str | Path) -> list[Path]:
-    """Write the instructor edition (the lessons as they are: solutions, mistakes, answers) into ``out_dir``."""
+    """Write the instructor edition (the lessons as they are: solutions, mistakes, answers) into
+    ``out_dir``. It is built only from a source checkout: the installed package carries the student
+    edition, and from it this raises ``FileNotFoundError`` saying where to get the instructor's."""
+    if is_student_edition(lessons_dir):
+        where = "the installed lessons are" if lessons_dir is None else f"{lessons_dir} is"
+        raise FileNotFoundError(f"{where} the student edition (no solutions): the instructor edition is built from a "
+                                "source checkout of npformer's repository, npformer course instructor OUT --lessons "
+                                "CLONE/lessons")
     return _write_edition(lessons_dir, out_dir, student=False)
 
 

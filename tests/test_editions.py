@@ -1,0 +1,66 @@
+"""No solution in a student's install: the wheel ships the student edition of the lessons (no
+solution, no classic-mistake cell, no answer to an open question), the instructor edition comes
+only from a source checkout, and a leak is found."""
+
+import importlib.util
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from npformer.course import BEGIN, END, student_source
+from npformer.course.edition import (INSTRUCTOR, instructor_edition, is_student_edition, solution_leaks,
+                                     student_edition, student_readme)
+
+from lesson_solutions import LESSONS
+
+
+@pytest.fixture(scope="module")
+def wheel_lessons(tmp_path_factory):
+    """The lessons inside a wheel built from this checkout: name -> text."""
+    out = tmp_path_factory.mktemp("wheel")
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q", "-w", str(out),
+                    str(LESSONS.parent)], check=True, capture_output=True)
+    [wheel] = out.glob("npformer-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return {name.rsplit("/", 1)[-1]: archive.read(name).decode("utf-8")
+                for name in archive.namelist() if name.startswith("npformer/lessons/") and not name.endswith("/")}
+
+
+def test_the_wheel_ships_the_student_edition_and_nothing_of_the_instructors(wheel_lessons):
+    lessons = sorted(LESSONS.glob("[0-9][0-9]_*.py"))
+    assert sorted(name for name in wheel_lessons if name.endswith(".py") and name[:2].isdigit()) == \
+        [path.name for path in lessons]
+    for path in lessons:
+        shipped, source = wheel_lessons[path.name], path.read_text(encoding="utf-8")
+        assert shipped == student_source(source, path.name), path.name
+        assert BEGIN not in shipped and END not in shipped and f'"{INSTRUCTOR}"' not in shipped, path.name
+        assert solution_leaks(shipped, source, path.name) == [], path.name
+    readme = wheel_lessons["README.md"]
+    assert readme == student_readme((LESSONS / "README.md").read_text(encoding="utf-8"))
+    assert "instructor edition: the" not in readme and "These are your lessons" in readme
+
+
+def test_a_leaked_solution_line_is_found():
+    source = (LESSONS / "04_layer_normalization.py").read_text(encoding="utf-8")
+    student = student_source(source)
+    assert solution_leaks(student, source) == []
+    solution_line = next(line for line in source.split(BEGIN, 1)[1].split(END, 1)[0].splitlines()
+                         if len(line.strip()) >= 20 and not line.strip().startswith("#"))
+    leaked = student.replace("# YOUR CODE HERE", "# YOUR CODE HERE\n" + solution_line, 1)
+    assert solution_leaks(leaked, source) == [solution_line.strip()]
+
+
+def test_the_instructor_edition_comes_only_from_a_source_checkout(tmp_path, capsys):
+    from npformer.cli import main
+
+    student_edition(LESSONS, tmp_path / "installed")
+    assert is_student_edition(tmp_path / "installed") and not is_student_edition(LESSONS)
+    with pytest.raises(FileNotFoundError, match="source checkout"):
+        instructor_edition(tmp_path / "installed", tmp_path / "out")
+    assert main(["course", "instructor", str(tmp_path / "out"), "--lessons", str(tmp_path / "installed")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "student edition" in error and "source checkout" in error and len(error.splitlines()) == 1
+    assert not (tmp_path / "out").exists()

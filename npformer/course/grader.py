@@ -48,7 +48,7 @@ from ..gradcheck.engine import numerical_gradient
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
 from . import sandbox
-from .exercises import EXERCISES, Case, Exercise
+from .exercises import DERIVATIONS, EXERCISES, TEXTBOOK, Case, Exercise
 from .worker import Reply, Worker, shared
 
 PASSED, FAILED, NOT_IMPLEMENTED = "passed", "FAILED", "not implemented yet"
@@ -95,6 +95,7 @@ class ExerciseReport:
     hidden: int = 0   # the instructor's hidden cases among the rows (``course grade --secret``)
     printed: str = ""  # the first case's printing, to be shown
     printed_total: int = 0
+    steps: list = field(default_factory=list)  # the derivation's steps' reports (``check(..., steps=...)``)
     reason: str = ""  # the verdict's short form of ``message``
     error: str = ""   # a failure that is an error, not a wrong answer: the class's grade sheet shows it
 
@@ -113,7 +114,14 @@ class ExerciseReport:
             return f"exercise {name}: {PASSED} ({len(self.rows)} tensors in {cases} cases)"
         wrong = sorted({row.tensor for row in self.rows if not row.passed})
         detail = f"{', '.join(wrong)} wrong" if wrong else (self.reason or self.message)
+        step = self.first_wrong_step()
+        if step is not None:
+            detail += f"; first wrong step: {step.exercise.name}"
         return f"exercise {name}: {FAILED} ({detail})"
+
+    def first_wrong_step(self) -> ExerciseReport | None:
+        """The first of the derivation's steps that fails (None: none given, or all pass)."""
+        return next((step for step in self.steps if step.status != PASSED), None)
 
     def table(self) -> str:
         lines = [self.exercise.signature]
@@ -138,7 +146,29 @@ class ExerciseReport:
                 lines.append("  " + "  ".join(text.ljust(width) for text, width in zip(cell, widths)).rstrip())
             for row in self.hints():
                 lines.append(f"  hint for {row.tensor} ({row.case}): {row.hint}")
+        lines += self._derivation_lines()
         return "\n".join(lines + [self.verdict])
+
+    def _derivation_lines(self) -> list[str]:
+        """The steps of a derivation: each one's verdict, the first wrong one's hints; once the exercise
+        passes, npformer's textbook form of it."""
+        name, lines = self.exercise.name, []
+        if self.steps:
+            lines.append("  the derivation's steps:")
+            lines += [f"    {index}. {step.verdict}" for index, step in enumerate(self.steps, 1)]
+            step = self.first_wrong_step()
+            if step is not None:
+                lines.append(f"  first wrong step: {step.exercise.name} ({step.exercise.signature})")
+                lines += [f"    hint for {row.tensor} ({row.case}): {row.hint}" for row in step.hints()]
+                if step.message:
+                    lines.append(f"    {step.message}")
+        elif self.status == FAILED and name in DERIVATIONS:
+            names = ", ".join(DERIVATIONS[name])
+            lines.append(f"  derive it in steps ({names}): check(\"{name}\", {name}, steps=({names})) "
+                         "names the first wrong one")
+        if self.status == PASSED and name in TEXTBOOK:
+            lines.append(f"  npformer's form, now that yours passes: {TEXTBOOK[name]}")
+        return lines
 
     def hints(self) -> list[Row]:
         """One row per wrong tensor, for its hint: the first case whose hint names a mistake of this
@@ -332,7 +362,7 @@ def _mask_hint(got: numpy.ndarray, expected: numpy.ndarray) -> str:
 
 
 def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = None,
-          unseen_seed: int | None = None, time_limit: float = 60.0) -> ExerciseReport:
+          unseen_seed: int | None = None, time_limit: float = 60.0, steps: tuple | None = None) -> ExerciseReport:
     """Grade ``student_fn`` for the exercise ``name`` (see ``exercises.EXERCISES``).
 
     The function runs in the grading worker (``course.worker``), a separate process where npformer
@@ -342,7 +372,11 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     ``seed`` draws the public cases; ``unseen_seed`` the unseen one (None: a new seed, printed in
     the report). ``strict``: raise ``ExerciseFailed`` on a failure; None (the default) follows
     ``NPFORMER_GRADER=strict``. A lesson that shows a mistake on purpose passes ``strict=False``.
-    ``time_limit``: seconds the function may take over all the cases.
+    ``time_limit``: seconds the function may take over all the cases. ``steps``: for an exercise
+    derived in steps (``exercises.DERIVATIONS``: ``softmax_backward``, ``layernorm_backward``,
+    ``attention_backward``), the student's step functions in order; each is graded on its own and
+    the report names the first wrong one. Once the exercise passes, the report shows npformer's
+    textbook form of it.
 
     Called from a lesson run as a script (``python 04_layer_normalization.py``), the checks are
     remembered, and when the script ends a table of them is printed; the script then exits with
@@ -355,10 +389,15 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     the student's mistake: graded as a failure, not raised.
     """
     _check_arguments(name, student_fn, seed, strict, unseen_seed, time_limit)
+    _check_steps(name, steps)
     exercise = EXERCISES[name]
     cases, unseen_seed = public_cases(exercise, seed, unseen_seed)
     report = grade(exercise, prepare(exercise, cases), function=student_fn, time_limit=time_limit)
     report.unseen_seed = unseen_seed
+    for step_name, step_fn in zip(DERIVATIONS.get(name, ()), steps or ()):
+        step_cases, _ = public_cases(EXERCISES[step_name], seed, unseen_seed)
+        report.steps.append(grade(EXERCISES[step_name], prepare(EXERCISES[step_name], step_cases), function=step_fn,
+                                  time_limit=time_limit))
     _remember(report, strict, sys._getframe(1).f_globals.get("__name__") == "__main__")
     if strict is None:
         strict = os.environ.get("NPFORMER_GRADER") == "strict"
@@ -376,6 +415,21 @@ def _check_arguments(name: Any, student_fn: Any, seed: Any, strict: Any, unseen_
     if strict is not None:
         check_type("check", "strict", strict, bool, "a bool or None")
     check_number("check", "time_limit", time_limit)
+
+
+def _check_steps(name: str, steps: Any) -> None:
+    """``steps``: None, or one callable per step of ``name``'s derivation, in order."""
+    if steps is None:
+        return
+    if name not in DERIVATIONS:
+        derived = ", ".join(DERIVATIONS)
+        raise ValueError(f"check: {name} is not derived in steps (those that are: {derived}); drop steps=")
+    expected = DERIVATIONS[name]
+    if not isinstance(steps, (tuple, list)) or len(steps) != len(expected):
+        raise ValueError(f"check: steps must be {len(expected)} functions, in order: {', '.join(expected)}; "
+                         f"got {steps!r:.80}")
+    for index, step in enumerate(steps):
+        check_callable("check", f"steps[{index}] ({expected[index]})", step)
 
 
 def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | None = None,

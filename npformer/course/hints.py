@@ -47,14 +47,14 @@ def layernorm_dx_hint(got, expected, inputs, output):
         return ""
     if not _rows_sum_to_zero(got, expected):
         return ("the rows of dx do not sum to zero, but a right dx's rows do (shifting a whole row changes "
-                "nothing after normalisation): check the - mean(g) term, with g = dout * gamma")
+                "nothing after normalisation): check the path through the mean (the step layernorm_dmean)")
     x_hat = layernorm_x_hat(inputs["x"])
     along_x_hat = numpy.abs((got * x_hat).sum(axis=-1)).max()
     allowed = numpy.abs((expected * x_hat).sum(axis=-1)).max() + 1e-6 * numpy.abs(expected).max() * x_hat.shape[-1]
     if along_x_hat > 10 * allowed:
         return ("each row of dx sums to zero, but dx is not orthogonal to x_hat as a right dx is (rescaling a "
-                "row changes nothing after normalisation): check the sign and the form of the "
-                "- x_hat * mean(g * x_hat) term")
+                "row changes nothing after normalisation): check the path through the variance, its sign "
+                "and its form (the step layernorm_dvar)")
     return ""
 
 
@@ -94,8 +94,13 @@ def softmax_diagonal_hint(got, expected, inputs, output):
         return ""
     p = softmax(inputs["x"])
     if _explains(inputs["dout"] * p * (1 - p), got):
-        return ("only the diagonal of the Jacobian, p_i (1 - p_i): softmax mixes the row, dp_i/dx_j = "
-                "-p_i p_j for j != i too, so dx = p * (dout - sum(dout * p)) over the row")
+        return ("only the diagonal of the Jacobian, p_i (1 - p_i): softmax mixes the row, so every dp_i "
+                "depends on every x_j (the step softmax_jacobian)")
+    for axis in range(p.ndim - 1):
+        if p.shape[axis] > 1 and _explains(p * (inputs["dout"] - (inputs["dout"] * p).sum(axis=axis, keepdims=True)),
+                                            got):
+            return (f"the sum over axis {axis}: softmax normalises each row over the last axis, so the sum that "
+                    "mixes the gradient runs over the last axis too")
     if not _rows_sum_to_zero(got, expected):
         return ("the rows of dx do not sum to zero, but a softmax gradient's rows do (softmax ignores a shift "
                 "shared by the whole row): the - sum(dout * p) term is missing or wrong")

@@ -15,12 +15,12 @@ edition of the lessons never shows them.
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from .. import ops
 from .exercises import MODULES, WrongSolution
 from .grader import ExerciseReport, check
 from .exercises.attention_pieces import merge_heads_reference as merge_heads
@@ -64,7 +64,7 @@ def _gradients_and_basic_ops() -> list[WrongSolution]:
         W("relu_backward", "the mask inverted (x < 0)", lambda x, dout: dout * (x < 0)),
         W("relu_backward", "returns the mask without dout", lambda x, dout: (x > 0).astype(float)),
         W("gelu_backward", "the derivative of x * Phi(x) without the x * phi(x) term",
-          lambda x, dout: dout * 0.5 * (1 + ops.erf(x / np.sqrt(2)))),
+          lambda x, dout: dout * 0.5 * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))),
         W("gelu_backward", "the tanh approximation's derivative", lambda x, dout: dout * (
             0.5 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
             + 0.5 * x * (1 - np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)) ** 2)
@@ -77,6 +77,8 @@ def _gradients_and_basic_ops() -> list[WrongSolution]:
           lambda x, dout: dout * softmax(x) * (1 - softmax(x)), "diagonal"),
         W("softmax_backward", "the row sum without p", lambda x, dout: softmax(x) * (
             dout - dout.sum(-1, keepdims=True)), "sum to zero"),
+        W("softmax_backward", "the row sum over the first axis", lambda x, dout: softmax(x) * (
+            dout - (dout * softmax(x)).sum(0, keepdims=True)), "the sum over axis 0"),
         W("softmax_backward", "a pass-through to npformer's", _lazy_softmax, "npformer's own"),
 
         W("cross_entropy_backward", "averaged over every position, padding included",

@@ -1,6 +1,9 @@
 """The course's graded exercises, one module per group of lessons, gathered in lesson order.
 
     base.py                 Exercise, Case, WrongSolution, and the pieces cases are drawn with
+    steps.py                lessons 3, 4, 7: the steps of three derivations (the softmax Jacobian; layer norm
+                            through x_hat, the variance, the mean; attention through v, P and S), each
+                            graded on its own, and DERIVATIONS, the order of each derivation's steps
     ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
                             softmax, the loss, layer norm, the embedding), the positional encoding
     attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
@@ -24,13 +27,14 @@ grader must fail, beside ``course.wrong_solutions``'s catalogue).
 from __future__ import annotations
 
 from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
-               ops_backward, patches, searches, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
+               ops_backward, patches, searches, steps, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
 from .base import Case, Exercise, WrongSolution
+from .steps import DERIVATIONS, TEXTBOOK
 
-MODULES = (ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, masked_pooling, language_models,
+MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, masked_pooling, language_models,
            patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}
 
-__all__ = ["EXERCISES", "Exercise", "Case", "WrongSolution", "MODULES"]
+__all__ = ["EXERCISES", "Exercise", "Case", "WrongSolution", "MODULES", "DERIVATIONS", "TEXTBOOK"]

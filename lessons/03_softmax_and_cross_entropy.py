@@ -68,22 +68,41 @@ assert np.all(np.isfinite(stable)) and abs(stable.sum() - 1) < 1e-12, "the stabl
 # %% [markdown]
 # ## The backward pass of softmax
 #
-# Every $p_i$ depends on every $z_j$. Differentiating the quotient, with $\delta_{ij} = 1$ when
-# $i = j$ and $0$ otherwise:
+# Every $p_i = e^{z_i} / \sum_k e^{z_k}$ depends on every $z_j$: on $z_i$ through its numerator and
+# its denominator, on the other $z_j$ through the denominator only. So the gradient is not one
+# derivative per entry but a $V \times V$ matrix, the Jacobian $J_{ij} = \partial p_i / \partial z_j$.
+# You derive it in two steps, each graded on its own.
 #
-# $$\frac{\partial p_i}{\partial z_j} = \frac{\delta_{ij}\, e^{z_i}}{\sum_k e^{z_k}}
-# - \frac{e^{z_i}\, e^{z_j}}{\bigl(\sum_k e^{z_k}\bigr)^2} = p_i\,(\delta_{ij} - p_j).$$
+# ### Step 1: the Jacobian
 #
-# For an upstream gradient $g = \partial L / \partial p$ (`dout`), the chain rule sums over $i$:
+# Differentiate the quotient $p_i$ with respect to $z_j$, once for $j = i$ and once for $j \ne i$.
+# Write both results in terms of $p$ alone (no exponentials left), then write
+# `softmax_jacobian(x)` for one vector `x` of shape `(n,)`: return the `(n, n)` matrix whose entry
+# `[i, j]` is $\partial p_i / \partial z_j$.
+
+# %%
+def softmax_jacobian(x):
+    """J[i, j] = d softmax(x)_i / d x_j, for one vector x (n,)."""
+    ### BEGIN SOLUTION
+    p = np.exp(x - x.max())
+    p /= p.sum()
+    return np.diag(p) - np.outer(p, p)
+    ### END SOLUTION
+
+
+# %%
+print(check("softmax_jacobian", softmax_jacobian))
+
+# %% [markdown]
+# ### Step 2: the gradient, without building the Jacobian
 #
-# $$dz_j = \sum_i g_i\, p_i\,(\delta_{ij} - p_j) = p_j \Bigl(g_j - \sum_i g_i\, p_i\Bigr).$$
+# For an upstream gradient $g = \partial L / \partial p$ (`dout`), the chain rule gives
+# $dz_j = \sum_i g_i\, J_{ij}$. Put your Jacobian into that sum and simplify it until no
+# $V \times V$ matrix is left: a vocabulary of 30,000 would make one per position far too large.
 #
-# That is one subtraction and one multiplication per entry, with no $V \times V$ Jacobian.
-#
-# ### Your turn
-#
-# Write `softmax_backward(x, dout)`: recompute $p$ from `x` (stably), then return `dx`, the shape
-# of `x`, from the formula above, row by row over the last axis.
+# Write `softmax_backward(x, dout)` for `x` of any shape, softmax taken over the last axis:
+# recompute $p$ from `x` (stably), then return `dx`, the shape of `x`. The check below also grades
+# your Jacobian again and names the first wrong step if the gradient is wrong.
 
 # %%
 def softmax_backward(x, dout):
@@ -96,7 +115,22 @@ def softmax_backward(x, dout):
 
 
 # %%
-print(check("softmax_backward", softmax_backward))
+print(check("softmax_backward", softmax_backward, steps=(softmax_jacobian,)))
+
+# %% [markdown] tags=["instructor"]
+# ### The derivation (instructor edition)
+#
+# With $\delta_{ij} = 1$ when $i = j$ and $0$ otherwise, the quotient rule gives
+#
+# $$\frac{\partial p_i}{\partial z_j} = \frac{\delta_{ij}\, e^{z_i}}{\sum_k e^{z_k}}
+# - \frac{e^{z_i}\, e^{z_j}}{\bigl(\sum_k e^{z_k}\bigr)^2} = p_i\,(\delta_{ij} - p_j),$$
+#
+# so $J = \operatorname{diag}(p) - p\,p^\top$, and
+#
+# $$dz_j = \sum_i g_i\, p_i\,(\delta_{ij} - p_j) = p_j \Bigl(g_j - \sum_i g_i\, p_i\Bigr):$$
+#
+# one subtraction and one multiplication per entry. The classic mistakes: the diagonal alone,
+# $p_i(1 - p_i)$, and the sum taken over the wrong axis of a batch.
 
 # %% [markdown]
 # npformer's `ops.softmax_backward` passes the finite-difference check of lesson 1:

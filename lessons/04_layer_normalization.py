@@ -20,52 +20,132 @@ from npformer.course import check
 rng = np.random.default_rng(0)
 
 # %% [markdown]
-# ## Derivation
+# ## Derivation, one path at a time
 #
-# The parameters are easy, because each $y_i$ depends on $\gamma_i$ and $\beta_i$ only. Summing
-# over every position (every row of the batch):
+# Write the forward pass as a chain of named quantities, each computed from the ones before it:
 #
-# $$\frac{\partial L}{\partial \beta} = \sum_{\text{rows}} dy, \qquad
-# \frac{\partial L}{\partial \gamma} = \sum_{\text{rows}} dy \odot \hat x$$
+# $$x \;\to\; \mu \;\to\; \sigma^2 \;\to\; \hat x \;\to\; y.$$
 #
-# For $dx$, let $g = dy \odot \gamma$, the gradient with respect to $\hat x$, and
-# $r = 1/\sqrt{\sigma^2 + \epsilon}$. Each $\hat x_i$ depends on $x_i$ directly, and on every
-# $x_j$ through $\mu$ and $\sigma^2$. With $\partial \sigma^2 / \partial x_j = 2 (x_j - \mu) / D$:
+# Each $x_j$ reaches the loss along **three paths**: directly, through $x_j - \mu$ in $\hat x_j$;
+# through the mean $\mu$, which every $\hat x_i$ uses; and through the variance $\sigma^2$, which
+# every $\hat x_i$ uses too. The backward pass walks the chain from the end, one intermediate
+# gradient at a time. Each step below is graded on its own, so if your final `dx` is wrong the
+# grader tells you which step is. Use $r = 1/\sqrt{\sigma^2 + \epsilon}$ as a shorthand.
 #
-# $$\frac{\partial \hat x_i}{\partial x_j} = r\left(\delta_{ij} - \frac{1}{D}\right) - \frac{r}{D}\,\hat x_i \hat x_j$$
+# ### Step 1: back through the scale and shift
 #
-# Summing $g_i\, \partial \hat x_i / \partial x_j$ over $i$ gives the compact form:
+# $y_i = \gamma_i \hat x_i + \beta_i$. What is $\partial L / \partial \hat x$, given
+# $dy = \partial L / \partial y$ (`dout`)? Write `layernorm_dx_hat(x, gamma, beta, dout)`, returning
+# it in the shape of `x`. (While you are here: what are $\partial L / \partial \gamma$ and
+# $\partial L / \partial \beta$, given that every row of the batch uses the same $\gamma$ and
+# $\beta$? The last step returns them.)
+
+# %%
+def layernorm_dx_hat(x, gamma, beta, dout, eps=1e-5):
+    """dL/dx_hat, shaped like x."""
+    ### BEGIN SOLUTION
+    return dout * gamma
+    ### END SOLUTION
+
+
+# %%
+print(check("layernorm_dx_hat", layernorm_dx_hat))
+
+# %% [markdown]
+# ### Step 2: the variance
 #
-# $$dx = r\left(g - \operatorname{mean}(g) - \hat x \operatorname{mean}(g \odot \hat x)\right)$$
+# $\sigma^2$ enters every $\hat x_i$ of its row through the factor $r = (\sigma^2 + \epsilon)^{-1/2}$.
+# Differentiate $\hat x_i$ with respect to $\sigma^2$, holding $x$ and $\mu$ fixed, and sum the
+# contributions of the row. Write `layernorm_dvar(x, gamma, beta, dout)`, returning
+# $\partial L / \partial \sigma^2$ with shape `(..., 1)`: one number per row.
+
+# %%
+def layernorm_dvar(x, gamma, beta, dout, eps=1e-5):
+    """dL/dvar, one number per row: shape (..., 1)."""
+    ### BEGIN SOLUTION
+    centered = x - x.mean(axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + eps)
+    dx_hat = dout * gamma
+    return -0.5 * (dx_hat * centered).sum(axis=-1, keepdims=True) * rstd ** 3
+    ### END SOLUTION
+
+
+# %%
+print(check("layernorm_dvar", layernorm_dvar))
+
+# %% [markdown]
+# ### Step 3: the mean
 #
-# The two means remove what normalisation undoes anyway: a shift of the whole row
-# ($\operatorname{mean}(g)$) and a rescaling of it ($\hat x \operatorname{mean}(g \odot \hat x)$).
+# $\mu$ reaches the loss along two paths: through $x_i - \mu$ in every $\hat x_i$, and through the
+# variance, $\sigma^2 = \frac{1}{D}\sum_i (x_i - \mu)^2$, whose gradient you have from step 2. Add
+# both. (One of the two is exactly zero: which, and why?) Write
+# `layernorm_dmean(x, gamma, beta, dout)`, returning $\partial L / \partial \mu$ with shape `(..., 1)`.
+
+# %%
+def layernorm_dmean(x, gamma, beta, dout, eps=1e-5):
+    """dL/dmean, one number per row: shape (..., 1)."""
+    ### BEGIN SOLUTION
+    centered = x - x.mean(axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + eps)
+    direct = -(dout * gamma * rstd).sum(axis=-1, keepdims=True)
+    through_variance = layernorm_dvar(x, gamma, beta, dout, eps) * (-2.0 * centered).mean(axis=-1, keepdims=True)
+    return direct + through_variance
+    ### END SOLUTION
+
+
+# %%
+print(check("layernorm_dmean", layernorm_dmean))
+
+# %% [markdown]
+# ### Step 4: the three paths together
 #
-# ### Your turn
+# Now $x_j$ itself: directly through $\hat x_j$ (step 1's gradient times
+# $\partial \hat x_j / \partial x_j$ with $\mu$ and $\sigma^2$ held fixed), through $\sigma^2$ (step 2's
+# gradient times $\partial \sigma^2 / \partial x_j$) and through $\mu$ (step 3's gradient times
+# $\partial \mu / \partial x_j$). Add the three.
 #
-# Write `layernorm_backward(x, gamma, beta, dout)` for `x` of shape `(..., D)`: recompute
-# $\mu$, $r$ and $\hat x$ from `x`, then return `(dx, dgamma, dbeta)` with `dgamma` and `dbeta`
-# of shape `(D,)`. The next cell checks it against npformer's and against finite differences,
-# on a batch, a single token and rows of three numbers.
+# Write `layernorm_backward(x, gamma, beta, dout)` for `x` of shape `(..., D)`: return
+# `(dx, dgamma, dbeta)`, with `dgamma` and `dbeta` of shape `(D,)`. You may call your three steps.
+# The check below grades the steps again and names the first wrong one; it compares with npformer
+# and with finite differences, on a batch, a single token and rows of three numbers. Once it
+# passes, it shows npformer's compact form of the same gradient: compare it with yours.
 
 # %%
 def layernorm_backward(x, gamma, beta, dout, eps=1e-5):
     """Gradients of y = gamma * x_hat + beta with respect to x, gamma and beta."""
     ### BEGIN SOLUTION
-    mean = x.mean(axis=-1, keepdims=True)
-    rstd = 1.0 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
-    x_hat = (x - mean) * rstd
-    g = dout * gamma
-    dx = rstd * (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
     d_model = x.shape[-1]
-    dgamma = (dout * x_hat).reshape(-1, d_model).sum(axis=0)
+    centered = x - x.mean(axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + eps)
+    direct = layernorm_dx_hat(x, gamma, beta, dout, eps) * rstd
+    through_variance = layernorm_dvar(x, gamma, beta, dout, eps) * 2.0 * centered / d_model
+    through_mean = layernorm_dmean(x, gamma, beta, dout, eps) / d_model
+    dx = direct + through_variance + through_mean
+    dgamma = (dout * centered * rstd).reshape(-1, d_model).sum(axis=0)
     dbeta = dout.reshape(-1, d_model).sum(axis=0)
     return dx, dgamma, dbeta
     ### END SOLUTION
 
 
 # %%
-print(check("layernorm_backward", layernorm_backward))
+print(check("layernorm_backward", layernorm_backward, steps=(layernorm_dx_hat, layernorm_dvar, layernorm_dmean)))
+
+# %% [markdown] tags=["instructor"]
+# ### The compact form (instructor edition)
+#
+# Let $g = dy \odot \gamma$ (step 1). Each $\hat x_i$ depends on $x_i$ directly, and on every
+# $x_j$ through $\mu$ and $\sigma^2$; with $\partial \sigma^2 / \partial x_j = 2 (x_j - \mu) / D$:
+#
+# $$\frac{\partial \hat x_i}{\partial x_j} = r\left(\delta_{ij} - \frac{1}{D}\right) - \frac{r}{D}\,\hat x_i \hat x_j$$
+#
+# Summing $g_i\, \partial \hat x_i / \partial x_j$ over $i$ gives the compact form, the sum of the three
+# paths of the steps (the variance's path through $\mu$ is zero, since $\sum_i (x_i - \mu) = 0$):
+#
+# $$dx = r\left(g - \operatorname{mean}(g) - \hat x \operatorname{mean}(g \odot \hat x)\right), \qquad
+# d\gamma = \sum_{\text{rows}} dy \odot \hat x, \qquad d\beta = \sum_{\text{rows}} dy.$$
+#
+# The two means remove what normalisation undoes anyway: a shift of the whole row
+# ($\operatorname{mean}(g)$) and a rescaling of it ($\hat x \operatorname{mean}(g \odot \hat x)$).
 
 # %% [markdown] tags=["instructor"]
 # **The classic mistake** is to forget that $\sigma^2$ depends on $x$, which drops the last term.
@@ -124,7 +204,8 @@ assert np.abs(y.var(-1) - 1).max() < 1e-4, "after layer norm every row must have
 #
 # ## Exercises
 #
-# 1. From the compact form, show that $\sum_i dx_i = 0$ for every row, exactly. Then show that
+# 1. Simplify your `dx` to one line in terms of $g = dy \odot \gamma$, $\hat x$ and $r$ (the grader
+#    shows npformer's form once your exercise passes). Show that $\sum_i dx_i = 0$ for every row, exactly. Then show that
 #    $\sum_i dx_i \hat x_i = r\,\epsilon\,/(\sigma^2+\epsilon)\cdot\sum_i g_i \hat x_i$, which is
 #    $0$ only when $\epsilon = 0$. Check both numerically with your `layernorm_backward`.
 #    What do they say about the directions in which layer norm passes gradient back?

@@ -401,7 +401,110 @@ assert all("fully masked" in case or case.startswith("unseen:") for case in fail
     "only the fully masked query may fail"
 
 # %% [markdown]
-# ## Backward pass
+# ## Backward pass, one step at a time
+#
+# Again for one sentence and one head, with $dO = \partial L / \partial O$ given and the same
+# notation for the other gradients ($dP = \partial L / \partial P$, and so on). The forward pass is
+# a chain, $Q, K \to S = s\,QK^\top \to P = \operatorname{softmax}(S) \to O = PV$, and the backward
+# pass walks it from the end. Each step below takes the inputs of `attention` and `dout`, recomputes
+# what it needs, and is graded on its own; the last one puts them together.
+#
+# ### Step 1: through $O = PV$, to $V$
+#
+# $O_{id} = \sum_j P_{ij} V_{jd}$: the same product as the linear layer of lesson 2. Which entries of
+# $O$ does $V_{jd}$ reach, and with which weights? Write `attention_dv(q, k, v, mask, dout)`, returning
+# $dV$ in the shape of `v`. Think of cross-attention ($T_q \ne T_k$): the shape tells you whether a
+# transpose is needed.
+
+# %%
+def attention_weights(q, k, mask):
+    """The weights P of attention(q, k, v, mask), zero rows for fully masked queries (lesson 7's steps 1-4)."""
+    ### BEGIN SOLUTION
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    row_max = scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0))
+    row_sum = weights.sum(axis=-1, keepdims=True)
+    return weights / np.where(row_sum > 0, row_sum, 1.0)
+    ### END SOLUTION
+
+
+def attention_dv(q, k, v, mask, dout):
+    """dL/dv, shaped like v."""
+    ### BEGIN SOLUTION
+    return attention_weights(q, k, mask).swapaxes(-1, -2) @ dout
+    ### END SOLUTION
+
+
+# %%
+print(check("attention_dv", attention_dv))
+
+# %% [markdown]
+# ### Step 2: through $O = PV$, to the weights
+#
+# Now hold $V$ fixed: how does $O$ change with $P_{ij}$? Write
+# `attention_d_weights(q, k, v, mask, dout)`, returning $dP$ of shape `(B, H, Tq, Tk)`, one entry per
+# weight.
+
+# %%
+def attention_d_weights(q, k, v, mask, dout):
+    """dL/dP, one entry per attention weight: (B, H, Tq, Tk)."""
+    ### BEGIN SOLUTION
+    return dout @ v.swapaxes(-1, -2)
+    ### END SOLUTION
+
+
+# %%
+print(check("attention_d_weights", attention_d_weights))
+
+# %% [markdown]
+# ### Step 3: through the softmax, to the scores
+#
+# Each row of $P$ is the softmax of the same row of $S$: lesson 3's Jacobian and its simplification
+# apply row by row. What happens at a masked score (its weight is $0$), and at a fully masked query?
+# Write `attention_d_scores(q, k, v, mask, dout)`, returning $dS$ of shape `(B, H, Tq, Tk)`.
+
+# %%
+def attention_d_scores(q, k, v, mask, dout):
+    """dL/dS, one entry per score: (B, H, Tq, Tk)."""
+    ### BEGIN SOLUTION
+    weights = attention_weights(q, k, mask)
+    d_weights = attention_d_weights(q, k, v, mask, dout)
+    return weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))
+    ### END SOLUTION
+
+
+# %%
+print(check("attention_d_scores", attention_d_scores))
+
+# %% [markdown]
+# ### Step 4: through $S = s\,QK^\top$, to $Q$ and $K$
+#
+# $S_{ij} = s \sum_d Q_{id} K_{jd}$ with $s = 1/\sqrt{D_h}$. Both $Q$ and $K$ enter it, each through
+# its rows. Write `attention_backward(q, k, v, mask, dout)` with the inputs of `attention` and `dout`
+# of shape `(B, H, Tq, Dh)`: return `(dq, dk, dv)`, shaped like `q`, `k` and `v`. Every product is
+# one batched `@` over the batch and head axes. You may call your steps. The check grades them
+# again and names the first wrong one; it compares with npformer and with finite differences of the
+# forward, on the four cases of `attention`, and once yours passes it shows npformer's form.
+
+# %%
+def attention_backward(q, k, v, mask, dout):
+    """Gradients (dq, dk, dv) of attention(q, k, v, mask)."""
+    ### BEGIN SOLUTION
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    d_scores = attention_d_scores(q, k, v, mask, dout)
+    dq = scale * d_scores @ k
+    dk = scale * d_scores.swapaxes(-1, -2) @ q
+    return dq, dk, attention_dv(q, k, v, mask, dout)
+    ### END SOLUTION
+
+
+# %%
+print(check("attention_backward", attention_backward, steps=(attention_dv, attention_d_weights, attention_d_scores)))
+
+# %% [markdown] tags=["instructor"]
+# ### The derivation (instructor edition)
 #
 # Again for one sentence and one head, with $dO = \partial L / \partial O$ given and the same
 # notation for the other gradients ($dP = \partial L / \partial P$, and so on).
@@ -430,40 +533,6 @@ assert all("fully masked" in case or case.startswith("unseen:") for case in fail
 # masked key through its scores, and $dV_j = \sum_i P_{ij}\, dO_i$ is zero for a key that every
 # query masks. A fully masked query has a row of zeros in $P$, hence in $dS$: its $dQ$ row is zero,
 # and it adds nothing to $dK$ and $dV$.
-#
-# ### Your turn
-#
-# Write `attention_backward(q, k, v, mask, dout)` with the inputs of `attention` and `dout` of
-# shape `(B, H, Tq, Dh)`. Recompute the weights $P$ as in `attention` (repeat its steps 1-4),
-# then return `(dq, dk, dv)`, shaped like `q`, `k` and `v`. Every product above is one batched
-# `@` over the batch and head axes: $P^\top$ is `weights.swapaxes(-1, -2)`. Remember the scale
-# $s$ in both `dq` and `dk`. The grader compares with npformer and with finite differences of the
-# forward, on the four cases of `attention`.
-
-# %%
-def attention_backward(q, k, v, mask, dout):
-    """Gradients (dq, dk, dv) of attention(q, k, v, mask)."""
-    ### BEGIN SOLUTION
-    scale = 1.0 / np.sqrt(q.shape[-1])
-    scores = q @ k.swapaxes(-1, -2) * scale
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    row_max = scores.max(axis=-1, keepdims=True)
-    weights = np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0))
-    row_sum = weights.sum(axis=-1, keepdims=True)
-    weights = weights / np.where(row_sum > 0, row_sum, 1.0)
-
-    dv = weights.swapaxes(-1, -2) @ dout
-    dweights = dout @ v.swapaxes(-1, -2)
-    dscores = weights * (dweights - (dweights * weights).sum(axis=-1, keepdims=True))
-    dq = scale * dscores @ k
-    dk = scale * dscores.swapaxes(-1, -2) @ q
-    return dq, dk, dv
-    ### END SOLUTION
-
-
-# %%
-print(check("attention_backward", attention_backward))
 
 # %% [markdown]
 # npformer's `ops.attention_forward` and `ops.attention_backward` are these two functions (the

@@ -114,25 +114,26 @@ for d_model, n_heads in ((512, 8), (512, 1), (32, 2)):
 # `(B, Tq, D)`, `memory` of shape `(B, Tm, D)`, the four weights of shape `(D, D)`, and `mask`
 # either None or a boolean array that broadcasts to `(B, H, Tq, Tm)`, True where a query may
 # attend to a key (a padding mask `(B, 1, 1, Tm)`, or a causal mask `(Tq, Tm)`). Return `out`, of
-# shape `(B, Tq, D)`. For step 3, call your own `attention(q, k, v, mask)` from lesson 7, pasted
-# into the cell below with your `attention_backward` (npformer's `ops` cannot be called from graded
-# code: the grader runs your function where npformer is not importable). For steps 2 and 4, call
+# shape `(B, Tq, D)`. For step 3, call your own attention from lesson 7, pasted into the cell below
+# as `my_attention(q, k, v, mask)` with its backward pass `my_attention_backward(q, k, v, mask, dout)`
+# (npformer's `ops` cannot be called from graded code: the grader runs your function where npformer
+# is not importable). For steps 2 and 4, call
 # your `split_heads` and `merge_heads` from above, or write the reshapes inline.
 
 # %%
-# Your attention and its backward pass from lesson 7, pasted here: the multi-head functions below
-# call them.
-def attention(q, k, v, mask):
+# Your attention and its backward pass from lesson 7, pasted here under these names: the
+# multi-head functions below call them.
+def my_attention(q, k, v, mask):
     """softmax(q k^T / sqrt(Dh), masked) @ v, with all-zero weights for a fully masked query."""
     ### BEGIN SOLUTION
-    return attention_parts(q, k, v, mask)[0]
+    return my_attention_parts(q, k, v, mask)[0]
     ### END SOLUTION
 
 
-def attention_backward(q, k, v, mask, dout):
-    """Gradients (dq, dk, dv) of attention(q, k, v, mask)."""
+def my_attention_backward(q, k, v, mask, dout):
+    """Gradients (dq, dk, dv) of my_attention(q, k, v, mask)."""
     ### BEGIN SOLUTION
-    out, weights = attention_parts(q, k, v, mask)
+    out, weights = my_attention_parts(q, k, v, mask)
     scale = 1.0 / np.sqrt(q.shape[-1])
     dv = weights.swapaxes(-1, -2) @ dout
     dweights = dout @ v.swapaxes(-1, -2)
@@ -141,7 +142,7 @@ def attention_backward(q, k, v, mask, dout):
     ### END SOLUTION
 
 
-def attention_parts(q, k, v, mask):
+def my_attention_parts(q, k, v, mask):
     """(out, weights) of masked scaled dot-product attention."""
     ### BEGIN SOLUTION
     scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
@@ -167,7 +168,7 @@ def multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask):
         return t.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
 
     q, k, v = split(query @ Wq), split(memory @ Wk), split(memory @ Wv)
-    return merge(attention(q, k, v, mask)) @ Wo
+    return merge(my_attention(q, k, v, mask)) @ Wo
     ### END SOLUTION
 
 
@@ -192,7 +193,7 @@ print(check("multi_head_attention", multi_head_attention))
 #   way: the gradient of a merge is a split, and the gradient of a split is a merge.
 #   $dC = \operatorname{split}(dC')$.
 # * **Attention** (lesson 7) turns $dC$ into $dQ_h$, $dK_h$ and $dV_h$, of shape `(B, H, T, Dh)`:
-#   your `attention_backward(q, k, v, mask, dC)`.
+#   your `my_attention_backward(q, k, v, mask, dC)`.
 # * **Merge** them back to $dQ$, $dK$, $dV$, of shape `(B, T, D)`.
 # * **The three input projections**, as for $W_o$:
 #
@@ -211,8 +212,8 @@ print(check("multi_head_attention", multi_head_attention))
 # pass (keeping what the backward needs, the attention `cache` included), then return
 # `(dquery, dmemory, dWq, dWk, dWv, dWo)`, shaped like `query`, `memory` and the four weights. A sum
 # over $b$ and $t$ is one matrix product once the batch and position axes are flattened:
-# `X.reshape(-1, D).T @ dQ.reshape(-1, D)`. As before, use your own `attention` and
-# `attention_backward` for the attention itself, and your own `split_heads`/`merge_heads`.
+# `X.reshape(-1, D).T @ dQ.reshape(-1, D)`. As before, use your own `my_attention` and
+# `my_attention_backward` for the attention itself, and your own `split_heads`/`merge_heads`.
 
 # %%
 def multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
@@ -230,9 +231,9 @@ def multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, 
         return t.reshape(-1, t.shape[-1])
 
     q, k, v = split(query @ Wq), split(memory @ Wk), split(memory @ Wv)
-    merged = merge(attention(q, k, v, mask))
+    merged = merge(my_attention(q, k, v, mask))
     dWo = flat(merged).T @ flat(dout)
-    dq, dk, dv = (merge(d) for d in attention_backward(q, k, v, mask, split(dout @ Wo.T)))
+    dq, dk, dv = (merge(d) for d in my_attention_backward(q, k, v, mask, split(dout @ Wo.T)))
     dWq = flat(query).T @ flat(dq)
     dWk = flat(memory).T @ flat(dk)
     dWv = flat(memory).T @ flat(dv)
@@ -254,19 +255,19 @@ print(check("multi_head_attention_backward", multi_head_attention_backward))
 
 # %% tags=["instructor"]
 def multi_head_attention_backward_values_only(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
-    q, q_cache = ops.linear_forward(query, Wq)
-    k, k_cache = ops.linear_forward(memory, Wk)
-    v, v_cache = ops.linear_forward(memory, Wv)
-    layer = nn.MultiHeadAttention(query.shape[-1], n_heads, rng=np.random.default_rng(0), dtype=np.float64)
-    split, merge = layer.split_heads, layer.merge_heads  # the library's, for this D and H
-    context, attention_cache = ops.attention_forward(split(q), split(k), split(v), mask)
-    d_merged, dWo, _ = ops.linear_backward(dout, ops.linear_forward(merge(context), Wo)[1])
-    dq, dk, dv = (merge(d) for d in ops.attention_backward(split(d_merged), attention_cache))
-    dquery, dWq, _ = ops.linear_backward(dq, q_cache)
-    _, dWk, _ = ops.linear_backward(dk, k_cache)
-    dmemory, dWv, _ = ops.linear_backward(dv, v_cache)  # the keys' path, dk @ Wk.T, is missing
-    return dquery, dmemory, dWq, dWk, dWv, dWo
+    def split(t):
+        return t.reshape(*t.shape[:2], n_heads, -1).transpose(0, 2, 1, 3)
 
+    def merge(t):
+        return t.transpose(0, 2, 1, 3).reshape(t.shape[0], t.shape[2], -1)
+
+    q, k, v = split(query @ Wq), split(memory @ Wk), split(memory @ Wv)
+    merged = merge(my_attention(q, k, v, mask))
+    dq, dk, dv = (merge(d) for d in my_attention_backward(q, k, v, mask, split(dout @ Wo.T)))
+    rows = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731
+    dmemory = dv @ Wv.T  # the keys' path, dk @ Wk.T, is missing
+    return (dq @ Wq.T, dmemory, rows(query).T @ rows(dq), rows(memory).T @ rows(dk), rows(memory).T @ rows(dv),
+            rows(merged).T @ rows(dout))
 
 mistake = check("multi_head_attention_backward", multi_head_attention_backward_values_only, strict=False)
 print(mistake)

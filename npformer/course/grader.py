@@ -166,7 +166,7 @@ class ExerciseReport:
             names = ", ".join(DERIVATIONS[name])
             lines.append(f"  derive it in steps ({names}): check(\"{name}\", {name}, steps=({names})) "
                          "names the first wrong one")
-        if self.status == PASSED and name in TEXTBOOK:
+        if self.status == PASSED and name in TEXTBOOK and self.first_wrong_step() is None:
             lines.append(f"  npformer's form, now that yours passes: {TEXTBOOK[name]}")
         return lines
 
@@ -520,7 +520,8 @@ def script_table(reports: list[tuple[ExerciseReport, bool]]) -> str:
     """The exercises a script checked: one verdict each (a mistake shown on purpose says so)."""
     lines = ["", "exercises checked in this run:"]
     for report, on_purpose in reports:
-        lines.append(f"  {report.verdict}{'  (a mistake shown on purpose)' if on_purpose else ''}")
+        shown = on_purpose and report.status == FAILED
+        lines.append(f"  {report.verdict}{'  (a mistake shown on purpose: not counted)' if shown else ''}")
     failed = sum(report.status == FAILED and not on_purpose for report, on_purpose in reports)
     todo = sum(report.status == NOT_IMPLEMENTED for report, _ in reports)
     lines.append(f"{failed} failed, {todo} not implemented yet, "

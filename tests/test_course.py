@@ -218,3 +218,42 @@ def test_the_course_command_fails_in_one_line(argv, words, tmp_path, monkeypatch
     error = capsys.readouterr().err.strip()
     assert words in error and len(error.splitlines()) == 1, error
     assert not (tmp_path / "out").exists()
+
+
+def test_a_lesson_run_as_a_script_ends_with_its_table_and_fails_loudly(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "my_lesson.py"
+    script.write_text("import numpy as np\nfrom npformer.course import check\n\n"
+                      "def relu_backward(x, dout):\n    return dout\n\n"
+                      "def gelu_backward(x, dout):\n    raise NotImplementedError\n\n"
+                      "print(check('relu_backward', relu_backward).verdict)\n"
+                      "print(check('gelu_backward', gelu_backward).verdict)\n"
+                      "print('the lesson goes on')\n")
+    environment = {key: value for key, value in os.environ.items() if key != "NPFORMER_GRADER"}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment,
+                         cwd=tmp_path, timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "the lesson goes on" in run.stdout and "exercises checked in this run:" in run.stdout
+    assert "1 failed, 1 not implemented yet, 0 passed" in run.stdout and "keep-going" in run.stdout
+    kept = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**environment, "NPFORMER_GRADER": "keep-going"})
+    assert kept.returncode == 0 and "1 failed" in kept.stdout
+    stubs_only = script.read_text().replace("    return dout\n", "    raise NotImplementedError\n")
+    script.write_text(stubs_only)
+    untouched = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment,
+                               cwd=tmp_path, timeout=120)
+    assert untouched.returncode == 0 and "0 failed, 2 not implemented yet" in untouched.stdout
+
+
+def test_collect_counts_the_functions_written_and_the_stubs(tmp_path):
+    from npformer.course import collect, instructor_edition, student_edition
+
+    student_edition(LESSONS, tmp_path / "blank")
+    blank = collect(tmp_path / "blank", None)
+    assert blank.stubs == [name for _, name in blank.functions] and "0 written" in blank.summary()
+    instructor_edition(LESSONS, tmp_path / "done")
+    done = collect(tmp_path / "done", None)
+    assert done.stubs == [] and f"{len(EXERCISES)} written, 0 still a stub" in done.summary()

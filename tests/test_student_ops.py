@@ -43,12 +43,25 @@ def test_the_lessons_own_functions_give_every_op_the_transformer_calls_and_pass_
     student = load_student_ops(str(collected))
     assert all(entry.status == "passed" for entry in student.exercises)
     assert set(student) == set(ops.OP_NAMES) - NOT_IN_THE_TRANSFORMER
-    assert student.report().startswith(f"{len(student)} of {len(ops.OP_NAMES)} ops are yours")
+    assert student.report().startswith(f"{len(student.yours())} of {len(ops.OP_NAMES)} ops are yours")
     with ops.using(student):
         labels = ops.active()
-        assert {op for op, label in labels.items() if label != "yours"} == NOT_IN_THE_TRANSFORMER
+        # the forward ops that only keep the inputs for a backward are npformer's, and say so
+        forwards_kept = {op for op in student if op.endswith("_forward") and op != "attention_forward"}
+        assert {op for op, label in labels.items() if label != "yours"} == NOT_IN_THE_TRANSFORMER | forwards_kept
+        assert all(labels[op].startswith("textbook, keeping the inputs") for op in forwards_kept)
         report = gradcheck.check_model(seed=0, directions=1)
     assert report.passed, report.table()
+
+
+def test_active_credits_a_student_with_only_the_backward_for_the_backward_alone():
+    from lesson_solutions import solution
+
+    student = student_ops({"layernorm_backward": solution("layernorm_backward")})
+    with ops.using(student):
+        labels = ops.active()
+    assert labels["layernorm_backward"] == "yours" and labels["layernorm_forward"] != "yours", labels
+    assert student.yours() == ["layernorm_backward"] and student.report().startswith("1 of ")
 
 
 def test_a_training_step_on_the_students_ops_equals_npformers(collected):
@@ -192,7 +205,9 @@ def test_collect_reports_what_it_cannot_collect_and_changes_nothing(tmp_path):
     lessons = tmp_path / "mine"
     student_edition(LESSONS, lessons)
     broken = lessons / "04_layer_normalization.py"
-    broken.write_text(broken.read_text().replace("raise NotImplementedError", "raise NotImplementedError(", 1))
+    text = broken.read_text()
+    stub = text.index("raise NotImplementedError", text.index("def layernorm_backward("))
+    broken.write_text(text[:stub] + "raise NotImplementedError(" + text[stub + len("raise NotImplementedError"):])
     (lessons / "12_adam_and_warmup.py").unlink()
     before = {path.name: path.read_text() for path in lessons.iterdir()}
     result = collect(lessons, tmp_path / "out.py")

@@ -154,7 +154,8 @@ def _resolve(impl: Any, name: str | None) -> dict[str, tuple[Callable, str]]:
     for op, function in functions.items():
         if not callable(function):
             raise TypeError(f"ops.using: {op} must be callable, got {type(function).__name__}")
-    return {op: (function, label) for op, function in functions.items()}
+    labels = getattr(impl, "labels", None) or {}  # a set may label some of its ops otherwise (StudentOps)
+    return {op: (function, labels.get(op, label)) for op, function in functions.items()}
 
 
 class using:  # noqa: N801 -- a function to its callers (like numpy.errstate)

@@ -257,3 +257,12 @@ def test_collect_counts_the_functions_written_and_the_stubs(tmp_path):
     instructor_edition(LESSONS, tmp_path / "done")
     done = collect(tmp_path / "done", None)
     assert done.stubs == [] and f"{len(EXERCISES)} written, 0 still a stub" in done.summary()
+
+
+def test_the_difficulty_table_in_the_course_page_is_current():
+    from npformer.course.difficulty import answer_lines, difficulty_table
+
+    page = (LESSONS.parent / "docs" / "course.md").read_text(encoding="utf-8")
+    assert difficulty_table(LESSONS) in page, "regenerate: npformer.course.difficulty.difficulty_table()"
+    lines = answer_lines(LESSONS)
+    assert set(lines) == set(EXERCISES) and lines["layernorm_backward"] >= 8

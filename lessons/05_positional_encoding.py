@@ -122,11 +122,11 @@ for position, k in ((3, 5), (20, 7)):  # the rotation property: PE[p + k] is PE[
 #
 # Write `embedding_backward(ids, W, dout)` for `ids` of shape `(B, T)` (integers in $[0, V)$),
 # `W` of shape `(V, D)` and `dout` of shape `(B, T, D)`; return `dW`, of the shape of `W`
-# (`W` is needed only for its shape). Start from zeros, flatten `ids` to `(B·T,)` and `dout` to
-# `(B·T, D)`, and add each row of `dout` into the row of `dW` named by its id. Beware of
-# `dW[ids] = dout`: when an index repeats, NumPy's fancy assignment keeps one of the writes (the
-# last), it does not add them. `np.add.at(dW, ids, rows)` adds, once per occurrence. The grader
-# tries ids that repeat, a single token, and one id repeated five times.
+# (`W` is needed only for its shape). Which rows of `dW` does one row of `dout` reach, and what
+# must happen when the same id appears twice in a batch? Test the NumPy you reach for on a tiny
+# example with a repeated index before trusting it: some of NumPy's ways of writing through an
+# index array keep one of the writes, not their sum. The grader tries ids that repeat, a single
+# token, and one id repeated five times.
 
 # %%
 def embedding_backward(ids, W, dout):

@@ -48,9 +48,10 @@ except ValueError as error:
 # ### Your turn
 #
 # Write `padding_mask(ids)` for integer `ids` of shape `(B, T)`: return a boolean array of shape
-# `(B, 1, 1, T)`, True where `ids != 0` (a real token) and False on `<pad>`. Compare, then insert
-# the two axes of size 1 (with `[:, None, None, :]` or `reshape`). The grader checks the values
-# exactly, on a padded batch, a single token and a batch without padding.
+# `(B, 1, 1, T)`, True where `ids != 0` (a real token) and False on `<pad>`. The two axes of size 1
+# are where the scores' heads and queries go: which of the scores' four axes must the mask keep,
+# and which may it leave to broadcasting? The grader checks the values exactly, on a padded batch,
+# a single token and a batch without padding.
 
 # %%
 def padding_mask(ids):

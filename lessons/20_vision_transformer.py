@@ -50,20 +50,18 @@ assert report.passed, "patches_backward must pass the finite-difference check"
 #   row by row, then all of channel 1, and so on. (Some implementations put the channel last inside
 #   a patch, as `einops`' `(p1 p2 c)` does; a model trained with one layout cannot read the other.)
 #
-# No loop is needed. Reshape to $(B, C, H/p, p, W/p, p)$: the six axes are the image, the channel,
-# the grid row, the row inside the patch, the grid column and the column inside the patch.
-# Transpose them into the order of the output, (image, grid row, grid column, channel, row inside,
-# column inside), and reshape to $(B, N, C p^2)$.
+# No loop is needed: a reshape can cut an axis of length $H$ into two axes (which patch, and where
+# inside it), a transpose can put the axes in any order, and a last reshape can merge neighbouring
+# axes. Work out which axes the output needs, in which order, and check yourself on the small image
+# above, whose pixels are numbered.
 #
 # `patches_backward(images, patch_size, dout)` returns `dimages`, shaped like `images`, for an
 # upstream gradient `dout` shaped like the patches. The forward pass moves entries and computes
 # nothing: output entry $m$ is the input entry $\pi(m)$, with $\pi$ a one-to-one map. So
 # $\partial L / \partial x_{\pi(m)} = $ `dout`$_m$: every pixel receives exactly one entry of
-# `dout`, the one it was moved to, and the backward pass is the inverse rearrangement. Undo the
-# forward's steps in reverse order: reshape `dout` to the transposed grid $(B, H/p, W/p, C, p, p)$,
-# transpose back, and reshape to $(B, C, H, W)$. The transpose back is not the forward's transpose
-# again: the inverse of `x.transpose(axes)` is the transpose by `np.argsort(axes)`, which puts every
-# axis back where it came from.
+# `dout`, the one it was moved to, and the backward pass is the inverse rearrangement: undo the
+# forward's steps in reverse order. Careful with the transpose: applying the forward's transpose
+# a second time does not, in general, undo it (try it on three axes).
 #
 # The grader tries the image above, three channels on a grid of $2 \times 3$ patches, one patch
 # covering the whole image, and patches of a single pixel ($p = 1$), then an unseen case; it also

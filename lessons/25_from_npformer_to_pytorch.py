@@ -347,10 +347,9 @@ else:
 # $$\left[\, q \;\middle|\; k \;\middle|\; v \,\right] = x\, \mathrm{in\_proj\_weight}^\top + \mathrm{in\_proj\_bias}$$
 #
 # and splits the $3D$ outputs into three blocks of $D$: the queries, then the keys, then the values.
-# So rows $0$ to $D - 1$ of `in_proj_weight` are the query projection's weight in `torch.nn.Linear`'s
-# layout, $(d_{out}, d_{in})$, which is $W_q^\top$ by the map above; rows $D$ to $2D - 1$ are $W_k^\top$
-# and rows $2D$ to $3D - 1$ are $W_v^\top$; `in_proj_bias` is $b_q$, $b_k$, $b_v$ one after the other.
-# The output projection stays an ordinary `Linear`, `out_proj`, with `weight` $= W_o^\top$.
+# Each block is one `torch.nn.Linear`'s weight in PyTorch's layout, $(d_{out}, d_{in})$: which of
+# npformer's matrices is that, in which form, and along which axis are the three stacked? The
+# output projection stays an ordinary `Linear`, `out_proj`.
 #
 # ### Your turn
 #

@@ -403,8 +403,8 @@ assert all("fully masked" in case or case.startswith("unseen:") for case in fail
 # %% [markdown]
 # ## Backward pass, one step at a time
 #
-# Again for one sentence and one head, with $dO = \partial L / \partial O$ given and the same
-# notation for the other gradients ($dP = \partial L / \partial P$, and so on). The forward pass is
+# For one sentence and one head, the upstream gradient $dO = \partial L / \partial O$ is given, and
+# the other gradients are written the same way ($dP = \partial L / \partial P$...). The forward pass is
 # a chain, $Q, K \to S = s\,QK^\top \to P = \operatorname{softmax}(S) \to O = PV$, and the backward
 # pass walks it from the end. Each step below takes the inputs of `attention` and `dout`, recomputes
 # what it needs, and is graded on its own; the last one puts them together.

@@ -47,7 +47,8 @@ def test_a_leaked_solution_line_is_found():
     source = (LESSONS / "04_layer_normalization.py").read_text(encoding="utf-8")
     student = student_source(source)
     assert solution_leaks(student, source) == []
-    solution_line = next(line for line in source.split(BEGIN, 1)[1].split(END, 1)[0].splitlines()
+    solutions = [block.split(END, 1)[0] for block in source.split(BEGIN)[1:]]
+    solution_line = next(line for block in solutions for line in block.splitlines()
                          if len(line.strip()) >= 20 and not line.strip().startswith("#"))
     leaked = student.replace("# YOUR CODE HERE", "# YOUR CODE HERE\n" + solution_line, 1)
     assert solution_leaks(leaked, source) == [solution_line.strip()]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from npformer.course import EXERCISES, check, grade_class, instructor_edition, student_edition
-from npformer.course.grader import HIDDEN_CASES, hidden_cases, separable
+from npformer.course.cases import HIDDEN_CASES, hidden_cases, separable
 
 from lesson_solutions import LESSONS
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from npformer.course import EXERCISES, grade_class, instructor_edition, student_edition
+from npformer.course import BEGIN, EXERCISES, grade_class, instructor_edition, student_edition, student_source
 from npformer.course.edition import (_stub_solutions, cells, instructor_only, is_instructor_cell, open_questions,
                                      student_source)
 
@@ -199,13 +199,23 @@ def test_nbgrader_releases_and_autogrades_a_lesson(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     released = nbformat.read(course / "release" / "lesson04" / notebook.name, as_version=4)
     lesson = (LESSONS / "04_layer_normalization.py").read_text()
-    solution = lesson[lesson.index("def layernorm_backward"):lesson.index("### END SOLUTION")].replace(
-        "    ### BEGIN SOLUTION\n", "")
-    for student, source in (("solved", solution), ("untouched", None)):
+
+    # nbgrader releases a solution cell as its stub alone: the n-th solution cell gets the published
+    # solution of the n-th graded function of the lesson
+    names = [name for name in re.findall(r"^def (\w+)\(", student_source(lesson), re.MULTILINE)
+             if f"def {name}(" in lesson and BEGIN in lesson[lesson.index(f"def {name}("):].split("\n\n\n", 1)[0]]
+
+    def solved(index):
+        start = lesson.index(f"def {names[index]}(")
+        return lesson[start:lesson.index("### END SOLUTION", start)].replace("    ### BEGIN SOLUTION\n", "")
+
+    for student, solve in (("solved", True), ("untouched", False)):
         submitted = nbformat.from_dict(released)
-        for cell in submitted.cells:
-            if source and cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code":
-                cell.source = source
+        solution_cells = [cell for cell in submitted.cells
+                          if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code"]
+        assert len(solution_cells) == len(names), (len(solution_cells), names)
+        for index, cell in enumerate(solution_cells if solve else []):
+            cell.source = solved(index)
         folder = course / "submitted" / student / "lesson04"
         folder.mkdir(parents=True)
         nbformat.write(submitted, folder / notebook.name)

@@ -1,17 +1,23 @@
 """The course around the lessons: graded exercises, the two editions, notebooks, grading a class.
 
     exercises.py   EXERCISES: what a student writes (natural signatures, never npformer's caches),
-                   the reference, the public cases and the unseen ones, npformer's own answer
-    grader.py      check(name, student_fn): against the reference and finite differences, with
-                   npformer's own answer unavailable; a table per tensor, hints, "not implemented yet"
+                   the reference, the public cases and the unseen ones, the derivations' steps
+    cases.py       the public, unseen and hidden cases; their references, computed in the grader
+    grader.py      check(name, student_fn): run in the worker, compared here with the reference and
+                   finite differences; a table per tensor, hints, the first wrong step of a derivation
+    worker.py      the grader's side of the grading worker: start it, send a job, read the replies
+    sandbox.py     the grading worker itself (run as a script, never importing npformer): a child
+                   per exercise behind an audit hook, with time and memory limits
+    difficulty.py  each exercise's steps, answer length and estimated minutes
     hints.py       the classic mistakes, each recognised from the student's output
     wrong_solutions.py  realistic wrong solutions to every exercise: the grader must fail them all
-    edition.py     the student and instructor editions, where the lessons are installed, the table
+    edition.py     the student and instructor editions (the wheel ships the student's), the table
     notebooks.py   lesson_notebooks: the lessons as Jupyter notebooks, the student's with nbgrader
                    metadata (extra "course")
     collect.py     collect: a student's graded functions from their lessons into one module
     student_ops.py student_ops: those functions as an op set for ops.using (train, gradcheck)
-    grading.py     grade_class: a folder of submissions -> one CSV row per student, and feedback
+    grading.py     grade_class: a folder of submissions -> one CSV row per student, and feedback;
+                   the instructor's secret and its hidden cases
 
 Example, in a lesson::
 

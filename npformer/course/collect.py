@@ -92,7 +92,7 @@ def _names_used(node: ast.AST) -> set[str]:
 
 def _imports_used(imports: list[ast.stmt], used: set[str]) -> list[str]:
     """The import lines that bind a name the collected functions use, each once, in order. A token
-    id imported from ``npformer.tokens`` becomes its value (``PAD_ID = 0``), so that the functions
+    id imported from ``npformer.tokens`` becomes its value (``PAD_ID = <its id>``), so that the functions
     need no npformer where they are graded."""
     lines: list[str] = []
     for node in imports:

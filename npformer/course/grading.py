@@ -29,7 +29,8 @@ from pathlib import Path
 
 from .collect import collect
 from .exercises import EXERCISES
-from .grader import Prepared, grade, hidden_cases, prepare, public_cases
+from .cases import Prepared, hidden_cases, prepare, public_cases
+from .grader import grade
 from .worker import Worker
 
 PRINT_LIMIT = 1_000_000  # bytes a student's function may print while one exercise is graded

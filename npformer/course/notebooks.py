@@ -32,7 +32,7 @@ from .exercises import EXERCISES
 
 _QUESTION = re.compile(r"^\d+\. ", re.MULTILINE)
 _DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
-_CHECKED = re.compile(r"""\bcheck\(\s*["']([a-z_]+)["']\s*,\s*(\w+)\s*\)""")
+_CHECKED = re.compile(r"""\bcheck\(\s*["']([a-z_]+)["']\s*,\s*(\w+)\s*[,)]""")
 
 
 class NotebookError(RuntimeError):

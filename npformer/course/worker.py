@@ -65,8 +65,7 @@ def _pickled(value: Any) -> bytes:
     for it fails in the worker, where npformer cannot be imported."""
     import cloudpickle
 
-    from .. import course
-    cloudpickle.register_pickle_by_value(course)
+    cloudpickle.register_pickle_by_value(sys.modules[__package__])  # npformer.course
     for name, module in list(sys.modules.items()):
         if name in _SEEN:
             continue
@@ -98,8 +97,7 @@ def _readable_roots() -> list[str]:
 def _unreadable_roots() -> list[str]:
     """npformer itself, wherever it lies (its source holds the answers; a wheel's lies among the
     packages the worker may read), and a clone's lessons."""
-    import npformer
-    package = Path(npformer.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # npformer
     installed = [Path(root) / "npformer" for root in site.getsitepackages()]  # a wheel beside a clone
     return [str(package), str(package.parent / "lessons"), *(str(path.resolve()) for path in installed)]
 

@@ -1,0 +1,142 @@
+"""The cases of an exercise and what the grader holds for them.
+
+The public cases (``exercise.cases``, the same every time), an unseen one drawn with a seed (a new
+one for every ``check``, printed), and the instructor's hidden ones (``hidden_cases``, drawn from
+a secret and never printed). Unseen and hidden cases are drawn ``separable`` where the exercise
+allows: no axis of length 1, no two axes of the same length, so that a transposed result or a sum
+over the wrong axis cannot pass by having the right shape.
+
+``prepare`` computes, in the grader's process, each case's reference outputs and (for a gradient)
+its finite differences: ``Prepared``. Only a case's inputs ever reach the grading worker.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy
+
+from .. import backend, ops
+from ..gradcheck.engine import numerical_gradient
+from .exercises import Case, Exercise
+
+
+def _as_outputs(values: Any, count: int) -> tuple:
+    """What a function returned, as a tuple of ``count`` outputs (one output stays whole, even a list)."""
+    return tuple(values) if isinstance(values, (tuple, list)) and count > 1 else (values,)
+
+
+def outputs(exercise: Exercise, result: Any, inputs: dict) -> tuple:
+    """A function's result (called once, or once per point) as the tuple of outputs the grader compares."""
+    if exercise.pointwise is not None:
+        if not isinstance(result, list) or len(result) != len(inputs[exercise.pointwise]):
+            raise TypeError(f"expected one number per {exercise.pointwise}")
+        try:
+            result = numpy.array([float(value) for value in result])
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"returned {type(result[0]).__name__}, not a number, for one {exercise.pointwise}") \
+                from error
+        return (result,)
+    if exercise.convert is not None:
+        return tuple(exercise.convert(result, inputs))
+    return _as_outputs(result, len(exercise.outputs))
+
+
+def _call_here(exercise: Exercise, function: Callable, inputs: dict) -> tuple:
+    """Call npformer's reference in this process (never the student's function)."""
+    arguments = copy.deepcopy(inputs)
+    if exercise.pointwise is None:
+        result = function(*arguments.values())
+    else:
+        rest = {key: value for key, value in arguments.items() if key != exercise.pointwise}
+        result = [function(**{exercise.pointwise: point}, **rest) for point in arguments[exercise.pointwise]]
+    return outputs(exercise, result, inputs)
+
+
+def _finite_differences(exercise: Exercise, case: Case) -> dict[str, numpy.ndarray]:
+    """The gradient of ``sum(forward(inputs) * dout)`` for each ``wrt`` input."""
+    forward_inputs = {key: value for key, value in case.inputs.items() if key not in ("dout", "dloss")}
+    dout = case.inputs.get("dout", case.inputs.get("dloss"))
+    arrays = {key: numpy.array(value, dtype=numpy.float64) if key in exercise.wrt else value
+              for key, value in forward_inputs.items()}
+    return {key: numerical_gradient(lambda: numpy.asarray(exercise.forward(*arrays.values())), arrays[key],
+                                    numpy.asarray(dout)) for key in exercise.wrt}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A case and what the grader holds for it: the reference's outputs and, for a gradient, the
+    finite differences. It stays in the grader's process; only ``case.inputs`` reach the worker."""
+
+    case: Case
+    expected: tuple
+    numeric: dict
+
+
+def prepare(exercise: Exercise, cases: list[Case]) -> list[Prepared]:
+    """The references of ``cases``, computed with npformer's textbook ops on NumPy (whatever set and
+    backend are active), once: a class's grading reuses them for every student."""
+    active = backend.get_backend()
+    backend.set_backend("numpy")
+    try:
+        with ops.using("textbook"):
+            return [Prepared(case, _call_here(exercise, exercise.reference, case.inputs),
+                             _finite_differences(exercise, case) if exercise.forward is not None else {})
+                    for case in cases]
+    finally:
+        backend.set_backend(active)
+
+
+# -- the cases: public, unseen, and the instructor's hidden ones -------------------------------------
+
+def separable(inputs: dict, one_token: tuple[str, ...] = ()) -> bool:
+    """Every array of numbers among ``inputs`` has each axis at least 2 long and no two axes of the
+    same length, so that a transposed result, a sum over the wrong axis or a missing sum cannot
+    pass by having the right shape. A square matrix (a ``(D, D)`` projection) is square by nature:
+    its values, drawn at random, still tell a transposed gradient apart. The inputs named in
+    ``one_token`` (a single new token) keep their axis of length 1."""
+    for name, value in inputs.items():
+        if isinstance(value, numpy.ndarray) and value.dtype.kind == "f" and value.ndim >= 1:
+            shape = tuple(n for n in value.shape if n != 1) if name in one_token else value.shape
+            if shape and (min(shape) < 2 or (len(shape) > 2 and len(set(shape)) != len(shape))):
+                return False
+    return True
+
+
+def _drawn(exercise: Exercise, rng: numpy.random.Generator, count: int, label: str) -> list[Case]:
+    """``count`` cases from the exercise's ``unseen`` drawer, separable ones first (up to 3000 draws)."""
+    chosen, fallback = [], []
+    for _ in range(3000):
+        for case in exercise.unseen(rng):
+            (chosen if separable(case.inputs, exercise.one_token) else fallback).append(case)
+        if len(chosen) >= count:
+            break
+    picked = (chosen + fallback)[:count]
+    return [Case(f"{label}{'' if count == 1 else f' {i}'}: {case.label}" if label == "unseen"
+                 else f"{label} {i}", case.inputs) for i, case in enumerate(picked, 1)]
+
+
+def public_cases(exercise: Exercise, seed: int, unseen_seed: int | None) -> tuple[list[Case], int | None]:
+    """The public cases, then an unseen one (labelled "unseen: ..."), and the seed it was drawn with."""
+    cases = list(exercise.cases(numpy.random.default_rng(seed)))
+    if exercise.unseen is None:
+        return cases, None
+    if unseen_seed is None:
+        unseen_seed = int(numpy.random.SeedSequence().entropy % 1_000_000)
+    return cases + _drawn(exercise, numpy.random.default_rng(unseen_seed), 1, "unseen"), unseen_seed
+
+
+HIDDEN_CASES = 3
+
+
+def hidden_cases(exercise: Exercise, secret: str, count: int = HIDDEN_CASES) -> list[Case]:
+    """The instructor's hidden cases of ``exercise``: drawn from a seed made of ``secret`` and the
+    exercise's name (so each exercise gets its own), separable (``separable``), labelled only
+    "hidden 1", "hidden 2"...: a report never shows the secret, the seed or the inputs."""
+    if exercise.unseen is None:
+        return []
+    digest = hashlib.sha256(f"{secret}\0{exercise.name}".encode("utf-8")).digest()
+    return _drawn(exercise, numpy.random.default_rng(int.from_bytes(digest[:16], "little")), count, "hidden")

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from npformer.course import BEGIN, EXERCISES, grade_class, instructor_edition, student_edition, student_source
+from npformer.course import BEGIN, EXERCISES, grade_class, instructor_edition, student_edition
 from npformer.course.edition import (_stub_solutions, cells, instructor_only, is_instructor_cell, open_questions,
                                      student_source)
 

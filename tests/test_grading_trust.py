@@ -143,7 +143,7 @@ def test_every_cheat_scores_zero(graded_class):
     report = {r.exercise: r.report for r in graded[[g.student for g in graded].index("cheater")].results.values()}
     assert "uses npformer" in report["softmax_backward"] and "uses npformer" in report["attention_backward"]
     assert "files cannot be opened" in report["layernorm_backward"] or "KeyError" in report["layernorm_backward"]
-    assert "files cannot be opened" in report["linear_backward"]
+    assert "while your function is graded" in report["linear_backward"]
     # the rest of the cheater's work is the instructor's solutions: graded as such
     untouched = [name for name in EXERCISES if name not in cheated]
     assert all(rows["cheater"][name] == str(EXERCISES[name].points) for name in untouched)
@@ -175,7 +175,11 @@ def test_separable_refuses_a_length_one_axis_and_equal_axes():
 
 
 @pytest.mark.parametrize("body, words", [
-    ("import subprocess; subprocess.run(['python', '-c', 'import npformer'])", "subprocess.Popen is not allowed"),
+    ("import subprocess; subprocess.run(['python', '-c', 'import npformer'])", "while your function is graded"),
+    ("import os; os.posix_spawn('/bin/true', ['true'], {})", "os.posix_spawn is not allowed"),
+    ("import os; os.listdir('/')", "os.listdir is not allowed"),
+    ("import gc\n    [setattr(f, '__code__', (lambda e, a: None).__code__) for f in gc.get_objects() "
+     "if getattr(f, '__name__', '') == 'guard']", "code cannot be replaced"),
     ("import os; os.system('true')", "os.system is not allowed"),
     ("import ctypes; ctypes.CDLL(None)", "ctypes"),
     ("open('/etc/hostname').read()", "files cannot be opened"),

@@ -7,8 +7,8 @@ of the exercise (``exercises.EXERCISES``):
    backward pass) the fourth-order finite differences of the reference forward
    (``gradcheck.numerical_gradient``);
 2. the grading worker (``course.worker``, a separate process where npformer cannot be imported
-   and files outside the Python installation cannot be opened) receives the function and the
-   inputs only, calls it, and sends back what it returned;
+   and no file can be opened) receives the function and the inputs only, calls it, and sends back
+   what it returned;
 3. this process compares each returned tensor with the reference and the finite differences. A
    tensor passes when its worst relative error ``|a - b| / (|a| + |b|)`` is below ``1e-6`` (the rule
    of ``gradcheck.report``); masks and counts must be equal. A failing tensor gets a hint

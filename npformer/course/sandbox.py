@@ -6,14 +6,13 @@ back what it returned. It imports NumPy and cloudpickle, never npformer: the fil
 script (``python -I sandbox.py``), so that npformer's answers are not even loaded here.
 
 One long-lived process serves many jobs (a job: one student's function for one exercise, on all
-its cases). For each job it forks a child, and only the child touches the student's code. Before
-the student's code is loaded, the child
+its cases). It loads the modules a graded function may use (``PRELOADED``), then forks a child for
+each job, and only the child touches the student's code. Before the student's code is loaded, the
+child
 
-* installs an audit hook (PEP 578; once installed, Python code cannot remove it) that refuses to
-  import any ``npformer`` module, to open a file outside the Python installation (so npformer's
-  source, the lessons, the grader's files and an instructor's secret cannot be read), to start a
-  process, to use ``ctypes`` or to signal another process;
-* limits its own memory (``RLIMIT_AS``) and CPU time; the server kills it at the job's deadline.
+* limits its own memory (``RLIMIT_AS``) and CPU time; the server kills it at the job's deadline;
+* installs ``guard``, an audit hook (PEP 578; once installed, Python code cannot remove it) that
+  refuses to open any file, to import npformer, to start or signal a process and the rest.
 
 Replies are JSON lines, arrays travelling as ``.npy`` bytes read back without pickle, so nothing a
 student's function returns can run code in the grader. The wire format (``encode``/``decode``)
@@ -115,42 +114,39 @@ def read_message(fd: int) -> bytes:
 
 # -- the guard ------------------------------------------------------------------------------------
 
-SPAWNING = ("subprocess.Popen", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.forkpty",
-            "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill", "os.remove", "os.rename", "os.rmdir",
-            "shutil.rmtree", "os.truncate", "os.chmod", "socket.connect")
+def guard(event: str, args: tuple) -> None:
+    """The audit hook of a child, installed before the student's code is loaded.
+
+    Once installed, Python code cannot remove it, and it keeps no state that the student's code
+    could change: its rules are literals in its own code, and replacing its code (``__code__``) is
+    itself refused. It refuses to open any file (so npformer's source, the lessons, the grader's
+    files and an instructor's secret cannot be read; the modules a function may use are loaded
+    before, ``PRELOADED``), to import npformer, to start or signal a process, to use ``ctypes``,
+    to change resource limits, and to add another hook. Any exception raised here aborts the event.
+    """
+    if event == "open":
+        raise PermissionError("files cannot be opened while your function is graded")
+    if event == "import":
+        name = args[0]
+        if name == "npformer" or name.startswith("npformer."):
+            raise ImportError(f"{name} cannot be imported while your function is graded (it holds the answers)")
+        return
+    if event == "object.__setattr__" and args[1] == "__code__":
+        raise PermissionError("a function's code cannot be replaced while your function is graded")
+    if event.startswith(("subprocess.", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
+                         "os.forkpty", "pty.", "os.kill", "os.killpg", "signal.pthread_kill", "os.remove",
+                         "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.chown", "shutil.", "socket.",
+                         "ctypes.", "resource.setrlimit", "resource.prlimit", "sys.addaudithook",
+                         "os.add_dll_directory", "mmap.", "os.listdir", "os.scandir")):
+        raise PermissionError(f"{event} is not allowed while your function is graded")
 
 
-class Guard:
-    """The audit hook of a child: what it refused, remembered even when the student's code catches
-    the error (``npformer_used`` names the first npformer module asked for)."""
-
-    def __init__(self, readable: list[str], unreadable: list[str]) -> None:
-        self.readable = [os.path.realpath(path) for path in readable]
-        self.unreadable = [os.path.realpath(path) for path in unreadable]
-        self.npformer_used = ""
-        self.refused = ""
-
-    def _inside(self, path: str, roots: list[str]) -> bool:
-        return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
-
-    def __call__(self, event: str, args: tuple) -> None:
-        if event == "import":
-            name = str(args[0])
-            if name == "npformer" or name.startswith("npformer."):
-                self.npformer_used = self.npformer_used or name
-                raise ImportError(f"{name} is not available while your function is graded")
-        elif event == "open":
-            path = args[0]
-            if isinstance(path, int):
-                return
-            path = os.path.realpath(os.fsdecode(path))
-            writing = isinstance(args[1], str) and any(flag in args[1] for flag in "wax+")
-            if writing or not self._inside(path, self.readable) or self._inside(path, self.unreadable):
-                self.refused = self.refused or f"open {path}"
-                raise PermissionError(f"{path}: files cannot be opened while your function is graded")
-        elif event.startswith(SPAWNING) or event.startswith("ctypes."):
-            self.refused = self.refused or event
-            raise PermissionError(f"{event} is not allowed while your function is graded")
+# What a graded function may import: loaded before any child, since a child cannot open a file.
+PRELOADED = ("math", "cmath", "itertools", "functools", "collections", "collections.abc", "heapq", "bisect",
+             "operator", "re", "string", "random", "statistics", "copy", "typing", "dataclasses", "numbers",
+             "decimal", "fractions", "array", "struct", "json", "warnings", "inspect", "traceback", "linecache",
+             "unicodedata", "textwrap", "numpy", "numpy.linalg", "numpy.fft", "numpy.random", "numpy.polynomial",
+             "numpy.ma", "numpy.lib.stride_tricks", "cloudpickle")
 
 
 # -- one job, in a child ----------------------------------------------------------------------------
@@ -220,7 +216,6 @@ def run_job(job: dict, reply_fd: int) -> None:
     if any(name == "npformer" or name.startswith("npformer.") for name in sys.modules):
         _reply(reply_fd, {"status": "grader_error", "message": "a case's inputs loaded npformer"})
         return
-    guard = Guard(job["readable"], job["unreadable"])
     printed = Printed()
     memory = int(job["memory_mb"]) * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -229,17 +224,21 @@ def run_job(job: dict, reply_fd: int) -> None:
     sys.stdout = sys.stderr = printed
     sys.addaudithook(guard)
 
-    def refused() -> dict | None:
-        if guard.npformer_used:
-            return {"status": "npformer", "module": guard.npformer_used}
+    def refused(error: BaseException | None) -> dict | None:
+        """An npformer import refused by the guard, found in the error's chain (caught or not)."""
+        while error is not None:
+            if isinstance(error, ImportError) and "cannot be imported while your function is graded" in str(error):
+                return {"status": "npformer", "module": str(error).split(" ", 1)[0]}
+            error = error.__cause__ or error.__context__
         return None
 
     try:
         function = _load(job)
     except BaseException as error:  # noqa: BLE001 - the student's module, whatever it raises
         count, text = printed.take()
-        _reply(reply_fd, refused() or {"status": "load_failed", "type": type(error).__name__,
-                                       "message": str(error)[:500], **_where(error), "printed": count, "shown": text})
+        _reply(reply_fd, refused(error) or {"status": "load_failed", "type": type(error).__name__,
+                                            "message": str(error)[:500], **_where(error), "printed": count,
+                                            "shown": text})
         return
     for index, inputs in enumerate(cases):
         try:
@@ -248,8 +247,8 @@ def run_job(job: dict, reply_fd: int) -> None:
         except NotImplementedError:
             entry = {"status": "not_implemented"}
         except BaseException as error:  # noqa: BLE001 - the student's bug, reported
-            entry = {"status": "raised", "type": type(error).__name__, "message": str(error)[:500], **_where(error)}
-        entry = refused() or entry
+            entry = refused(error) or {"status": "raised", "type": type(error).__name__,
+                                       "message": str(error)[:500], **_where(error)}
         count, text = printed.take()
         _reply(reply_fd, {"case": index, **entry, "printed": count, "shown": text})
         if entry["status"] in ("npformer", "not_implemented"):
@@ -295,7 +294,12 @@ def serve(request_fd: int, reply_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    import cloudpickle  # noqa: F401 - loaded before any child, so that unpickling needs no file
+    import importlib
+    for module in PRELOADED:  # a child cannot open files: what it may import is loaded now
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
     request, reply = os.dup(0), os.dup(1)
     quiet = os.open(os.devnull, os.O_RDWR)
     os.dup2(quiet, 0)

@@ -83,23 +83,15 @@ _SEEN: set[str] = set()  # the modules already looked at
 
 def _installed(module: Any) -> bool:
     path = getattr(module, "__file__", None)
-    return bool(path) and str(Path(path).resolve()).startswith(tuple(_readable_roots()))
+    return bool(path) and str(Path(path).resolve()).startswith(tuple(_library_roots()))
 
 
 @functools.cache
-def _readable_roots() -> list[str]:
-    """Where a job may read files: the Python installation and its packages (lazy imports)."""
+def _library_roots() -> list[str]:
+    """The Python installation and its packages: a module from there is importable by the worker
+    (if preloaded, ``sandbox.PRELOADED``), so it is pickled by reference."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages()}
     return sorted(str(Path(root).resolve()) for root in roots)
-
-
-@functools.cache
-def _unreadable_roots() -> list[str]:
-    """npformer itself, wherever it lies (its source holds the answers; a wheel's lies among the
-    packages the worker may read), and a clone's lessons."""
-    package = Path(__file__).resolve().parents[1]  # npformer
-    installed = [Path(root) / "npformer" for root in site.getsitepackages()]  # a wheel beside a clone
-    return [str(package), str(package.parent / "lessons"), *(str(path.resolve()) for path in installed)]
 
 
 class Worker:
@@ -138,7 +130,7 @@ class Worker:
         """Run one job: ``function`` (an object) or ``source`` (text defining ``name``) on ``cases``."""
         job = {"cases": [_pickled(inputs) for inputs in cases], "name": name, "filename": filename,
                "source": source, "pointwise": pointwise, "time_limit": time_limit, "memory_mb": memory_mb,
-               "readable": list(_readable_roots()), "unreadable": list(_unreadable_roots()), "function": None}
+               "function": None}
         result = JobResult()
         if function is not None:
             try:

@@ -203,3 +203,13 @@ def test_a_function_that_takes_too_much_memory_or_time_is_stopped():
     exec("def relu_backward(x, dout):\n    while True:\n        pass\n", namespace)
     report = check("relu_backward", namespace["relu_backward"], strict=False, time_limit=1.5)
     assert report.status == "FAILED" and report.error == "timed out after 1.5 s", report
+
+
+def test_a_forged_reply_fails_the_exercise_and_the_next_one_is_graded():
+    namespace = {}
+    exec("def relu_backward(x, dout):\n    import os, struct\n    for fd in range(3, 12):\n        try:\n"
+         "            os.write(fd, struct.pack('<Q', 2**60))\n        except OSError:\n            pass\n"
+         "    return dout * (x > 0)\n", namespace)
+    report = check("relu_backward", namespace["relu_backward"], strict=False)
+    assert report.status == "FAILED" and "grading process" in report.verdict, report
+    assert check("relu_backward", lambda x, dout: dout * (x > 0)).passed

@@ -107,8 +107,11 @@ def read_exactly(fd: int, count: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_message(fd: int) -> bytes:
+def read_message(fd: int, limit: int | None = None) -> bytes:
+    """One length-prefixed message; a length over ``limit`` is refused before anything is read."""
     (length,) = struct.unpack("<Q", read_exactly(fd, 8))
+    if limit is not None and length > limit:
+        raise ValueError(f"a reply of {length} bytes, over the limit of {limit}")
     return read_exactly(fd, length)
 
 

@@ -165,7 +165,7 @@ class Worker:
         if not ready:
             return None
         try:
-            return json.loads(sandbox.read_message(fd))
+            return json.loads(sandbox.read_message(fd, limit=sandbox.MAX_REPLY + 2**20))
         except (EOFError, OSError, ValueError):
             return None
 

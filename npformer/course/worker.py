@@ -20,7 +20,6 @@ import select
 import site
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -100,7 +99,6 @@ class Worker:
     def __init__(self) -> None:
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()
-        self._scratch = tempfile.TemporaryDirectory(prefix="npformer-worker-")
 
     def _start(self) -> subprocess.Popen:
         if self._process is not None and self._process.poll() is None:
@@ -110,7 +108,7 @@ class Worker:
         try:
             self._process = subprocess.Popen([sys.executable, "-I", sandbox.__file__], stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                             cwd=self._scratch.name, env=environment)
+                                             cwd=os.path.abspath(os.sep), env=environment)  # it opens no file
         except OSError as error:
             raise WorkerUnavailable(f"the grading worker did not start: {error}") from error
         return self._process

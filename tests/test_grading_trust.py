@@ -213,3 +213,41 @@ def test_a_forged_reply_fails_the_exercise_and_the_next_one_is_graded():
     report = check("relu_backward", namespace["relu_backward"], strict=False)
     assert report.status == "FAILED" and "grading process" in report.verdict, report
     assert check("relu_backward", lambda x, dout: dout * (x > 0)).passed
+
+
+def test_past_the_audit_hook_the_kernel_still_refuses(tmp_path):
+    """A student who overwrites the hook's code through NumPy (``__array_interface__`` at any address:
+    the audit hook is no security boundary, PEP 578) still opens no file, starts no process and
+    imports no npformer: the descriptor limit and the seccomp filter hold in the kernel."""
+    namespace = {}
+    exec(textwrap.dedent('''
+        def relu_backward(x, dout):
+            import os, sys, numpy
+            class At:
+                def __init__(self, address):
+                    self.__array_interface__ = {"data": (address, False), "shape": (1,), "typestr": "<u8",
+                                                "version": 3}
+            sys.keep = (lambda event, args: None).__code__
+            numpy.asarray(At(id(sys.modules["__main__"].guard) + 48))[0] = id(sys.keep)  # the hook disarmed
+            for attempt in (lambda: open(PATH).read(), lambda: os.posix_spawn("/bin/true", ["true"], {}),
+                            lambda: __import__("npformer"), lambda: os.pipe()):
+                try:
+                    attempt()
+                    return dout * 0  # something got through: a wrong answer, so the test sees it
+                except OSError:
+                    pass
+            return dout * (x > 0)
+    ''').replace("PATH", repr(str(OPS_SOURCE / "relu.py"))), namespace)
+    report = check("relu_backward", namespace["relu_backward"], strict=False)
+    assert report.passed, report
+
+
+def test_a_forged_end_message_fails_only_its_own_exercise():
+    namespace = {}
+    exec("def relu_backward(x, dout):\n    import os, struct, json\n"
+         "    payload = json.dumps({'end': 'exited', 'code': 0}).encode()\n    for fd in range(3, 12):\n"
+         "        try:\n            os.write(fd, struct.pack('<Q', len(payload)) + payload)\n"
+         "        except OSError:\n            pass\n    return dout * (x > 0)\n", namespace)
+    report = check("relu_backward", namespace["relu_backward"], strict=False)
+    assert report.status == "FAILED" and "grading process" in report.verdict, report
+    assert check("relu_backward", lambda x, dout: dout * (x > 0)).passed

@@ -140,7 +140,9 @@ def guard(event: str, args: tuple) -> None:
                          "os.forkpty", "pty.", "os.kill", "os.killpg", "signal.pthread_kill", "os.remove",
                          "os.rename", "os.rmdir", "os.truncate", "os.chmod", "os.chown", "shutil.", "socket.",
                          "ctypes.", "resource.setrlimit", "resource.prlimit", "sys.addaudithook",
-                         "os.add_dll_directory", "mmap.", "os.listdir", "os.scandir")):
+                         "os.add_dll_directory", "mmap.", "os.listdir", "os.scandir", "os.symlink",
+                         "os.link", "os.mkdir", "os.utime", "os.chflags", "os.setxattr", "os.removexattr",
+                         "os.mkfifo", "os.mknod", "os.chdir", "os.fchdir", "os.setuid", "os.setgid")):
         raise PermissionError(f"{event} is not allowed while your function is graded")
 
 
@@ -217,13 +219,15 @@ def run_job(job: dict, reply_fd: int) -> None:
     import resource
     cases = [pickle.loads(pickled) for pickled in job["cases"]]  # the grader's inputs, before the guard
     if any(name == "npformer" or name.startswith("npformer.") for name in sys.modules):
-        _reply(reply_fd, {"status": "grader_error", "message": "a case's inputs loaded npformer"})
+        _reply(reply_fd, {"case": 0, "status": "grader_error", "message": "a case's inputs loaded npformer"})
         return
     printed = Printed()
     memory = int(job["memory_mb"]) * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     cpu = int(job["time_limit"]) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    lock_file_descriptors()
+    forbid_system_calls()
     sys.stdout = sys.stderr = printed
     sys.addaudithook(guard)
 
@@ -239,9 +243,9 @@ def run_job(job: dict, reply_fd: int) -> None:
         function = _load(job)
     except BaseException as error:  # noqa: BLE001 - the student's module, whatever it raises
         count, text = printed.take()
-        _reply(reply_fd, refused(error) or {"status": "load_failed", "type": type(error).__name__,
-                                            "message": str(error)[:500], **_where(error), "printed": count,
-                                            "shown": text})
+        _reply(reply_fd, {"case": 0, **(refused(error) or {"status": "load_failed", "type": type(error).__name__,
+                                                           "message": str(error)[:500], **_where(error),
+                                                           "printed": count, "shown": text})})
         return
     for index, inputs in enumerate(cases):
         try:
@@ -260,40 +264,131 @@ def run_job(job: dict, reply_fd: int) -> None:
 
 # -- the server -----------------------------------------------------------------------------------
 
-def serve(request_fd: int, reply_fd: int) -> None:
-    """Read jobs (pickled by the grader, which is trusted) and run each in a forked child; after
-    the child's replies, one ``{"end": ...}`` line: "exited" with its status, or "timed out"."""
+def _relay(job_read: int, reply_fd: int, pid: int, cases: int, deadline: float) -> dict:
+    """Pass the child's replies on, each checked (JSON, the next case in order, within the size
+    limit), until it closes its pipe or the deadline; then reap it. Returns the ``end`` message.
+    The child writes only to its own pipe, so it cannot forge a reply for another job."""
+    import select
     import signal
+    expected, end = 0, None
+    while end is None:
+        ready, _, _ = select.select([job_read], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            end = {"end": "timed out"}
+            break
+        try:
+            payload = read_message(job_read, limit=MAX_REPLY + 2**20)
+            entry = json.loads(payload)
+            bad = (not isinstance(entry, dict) or "end" in entry or entry.get("case") != expected
+                   or expected >= cases)
+        except EOFError:
+            break  # the child has finished (or died): its exit status says which
+        except (ValueError, OSError):
+            bad = True
+        if bad:
+            end = {"end": "died", "code": "a reply out of order or unreadable"}
+            break
+        write_message(reply_fd, payload)
+        expected += 1
+    if end is not None:
+        os.kill(pid, signal.SIGKILL)
+    status = os.waitpid(pid, 0)[1]
+    os.close(job_read)
+    if end is None:
+        code = os.waitstatus_to_exitcode(status)
+        end = {"end": "exited", "code": code}
+    return end
+
+
+def serve(request_fd: int, reply_fd: int) -> None:
+    """Read jobs (pickled by the grader, which is trusted) and run each in a forked child that
+    writes to a pipe of its own; relay its replies, then one ``{"end": ...}`` message: "exited"
+    with its status, "timed out", or "died"."""
     while True:
         try:
             job = pickle.loads(read_message(request_fd))
         except EOFError:
             return
+        job_read, job_write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child
             code = 0
             try:
                 os.close(request_fd)
+                os.close(reply_fd)  # the worker's own pipe: the child never holds it
+                os.close(job_read)
                 quiet = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(quiet, 1)
                 os.dup2(quiet, 2)
-                run_job(job, reply_fd)
+                run_job(job, job_write)
             except BaseException:  # noqa: BLE001 - the child always ends here, never in the loop
                 code = 70
             os._exit(code)
-        deadline = time.monotonic() + float(job["time_limit"])
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                end = {"end": "exited", "code": os.waitstatus_to_exitcode(status)}
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                end = {"end": "timed out"}
-                break
-            time.sleep(0.002)
+        os.close(job_write)
+        end = _relay(job_read, reply_fd, pid, len(job["cases"]), time.monotonic() + float(job["time_limit"]))
         write_message(reply_fd, json.dumps(end).encode("utf-8"))
+
+
+# Linux x86-64 system calls a child may not make: new processes and threads, exec, signals to
+# others, reading or writing another process, changing the file system or the limits.
+_FORBIDDEN_CALLS = {"clone": 56, "fork": 57, "vfork": 58, "execve": 59, "kill": 62, "rename": 82, "mkdir": 83,
+                    "rmdir": 84, "link": 86, "unlink": 87, "symlink": 88, "chmod": 90, "ptrace": 101,
+                    "setrlimit": 160, "tkill": 200, "tgkill": 234, "mkdirat": 258, "unlinkat": 263,
+                    "renameat": 264, "linkat": 265, "symlinkat": 266, "fchmodat": 268, "utimensat": 280,
+                    "prlimit64": 302, "process_vm_readv": 310, "process_vm_writev": 311, "renameat2": 316,
+                    "execveat": 322, "pidfd_send_signal": 424, "pidfd_open": 434, "clone3": 435}
+
+
+def forbid_system_calls() -> bool:
+    """A seccomp filter (Linux, x86-64) that makes the calls of ``_FORBIDDEN_CALLS`` fail with
+    EPERM, enforced by the kernel: code that gets past the audit hook still cannot start a process,
+    signal one, or touch the file system. Returns whether it was installed (elsewhere the other
+    layers stand alone)."""
+    import ctypes
+    import platform
+    if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+
+    class Instruction(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
+
+    load, jump_equal, jump_at_least, ret = 0x20, 0x15, 0x35, 0x06
+    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    calls = sorted(_FORBIDDEN_CALLS.values())
+    count = len(calls)
+    # 0: the architecture; another one is let through (its numbers differ). 3: the call's number;
+    # x32 numbers (>= 0x40000000) and each forbidden call jump to the last instruction, which refuses.
+    code = [(load, 0, 0, 4), (jump_equal, 1, 0, 0xC000003E), (ret, 0, 0, allow), (load, 0, 0, 0),
+            (jump_at_least, count + 1, 0, 0x40000000)]
+    code += [(jump_equal, count - index, 0, number) for index, number in enumerate(calls)]
+    code += [(ret, 0, 0, allow), (ret, 0, 0, refuse)]
+    instructions = (Instruction * len(code))(*[Instruction(*row) for row in code])
+    program = Program(len(code), instructions)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return False
+    return libc.prctl(22, 2, ctypes.byref(program), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
+
+def lock_file_descriptors() -> None:
+    """No new file descriptor, by any means: fill every gap below the highest open descriptor with
+    /dev/null, then set ``RLIMIT_NOFILE`` (soft and hard) just above it. Opening a file, a pipe, a
+    socket, a pidfd or a shared library then fails in the kernel, whatever Python code does, even
+    code that gets past the audit hook (which is no security boundary against memory writes)."""
+    import resource
+    highest = max(int(name) for name in os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 2
+    for fd in range(highest):
+        try:
+            os.fstat(fd)
+        except OSError:
+            filler = os.open(os.devnull, os.O_RDONLY)
+            if filler != fd:
+                os.dup2(filler, fd)
+                os.close(filler)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, highest + 1))
 
 
 if __name__ == "__main__":

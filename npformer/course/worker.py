@@ -108,7 +108,8 @@ class Worker:
         try:
             self._process = subprocess.Popen([sys.executable, "-I", sandbox.__file__], stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                             cwd=os.path.abspath(os.sep), env=environment)  # it opens no file
+                                             cwd=os.path.abspath(os.sep), env=environment,  # it opens no file
+                                             start_new_session=True)  # a child's signal reaches no grader
         except OSError as error:
             raise WorkerUnavailable(f"the grading worker did not start: {error}") from error
         return self._process
@@ -152,8 +153,10 @@ class Worker:
                     result.end = "died (no reply)"
                     return result
                 if "end" in entry:
-                    result.end = entry["end"] if entry["end"] != "exited" or entry.get("code", 0) == 0 \
-                        else f"died (exit {entry['code']})"
+                    if entry["end"] == "timed out" or (entry["end"] == "exited" and entry.get("code") == 0):
+                        result.end = entry["end"] if entry["end"] == "timed out" else "exited"
+                    else:
+                        result.end = f"died ({entry.get('code')})"
                     return result
                 result.replies.append(_reply(entry))
 

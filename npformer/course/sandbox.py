@@ -330,13 +330,20 @@ def serve(request_fd: int, reply_fd: int) -> None:
 
 
 # Linux x86-64 system calls a child may not make: new processes and threads, exec, signals to
-# others, reading or writing another process, changing the file system or the limits.
+# others, reading or writing another process, changing the file system (by path: opening is
+# already impossible), the limits, or the machine (what root could otherwise do).
 _FORBIDDEN_CALLS = {"clone": 56, "fork": 57, "vfork": 58, "execve": 59, "kill": 62, "rename": 82, "mkdir": 83,
                     "rmdir": 84, "link": 86, "unlink": 87, "symlink": 88, "chmod": 90, "ptrace": 101,
                     "setrlimit": 160, "tkill": 200, "tgkill": 234, "mkdirat": 258, "unlinkat": 263,
                     "renameat": 264, "linkat": 265, "symlinkat": 266, "fchmodat": 268, "utimensat": 280,
                     "prlimit64": 302, "process_vm_readv": 310, "process_vm_writev": 311, "renameat2": 316,
-                    "execveat": 322, "pidfd_send_signal": 424, "pidfd_open": 434, "clone3": 435}
+                    "execveat": 322, "pidfd_send_signal": 424, "pidfd_open": 434, "clone3": 435,
+                    "truncate": 76, "chown": 92, "fchown": 93, "lchown": 94, "utime": 132, "mknod": 133,
+                    "chroot": 161, "mount": 165, "umount2": 166, "reboot": 169, "init_module": 175,
+                    "delete_module": 176, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+                    "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "utimes": 235,
+                    "kexec_load": 246, "mknodat": 259, "fchownat": 260, "futimesat": 261,
+                    "name_to_handle_at": 303, "open_by_handle_at": 304, "finit_module": 313, "bpf": 321}
 
 
 def forbid_system_calls() -> bool:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy
 
 from .. import backend, ops
+from . import sandbox
 from ..gradcheck.engine import numerical_gradient
 from .exercises import Case, Exercise
 
@@ -46,14 +47,9 @@ def outputs(exercise: Exercise, result: Any, inputs: dict) -> tuple:
 
 
 def _call_here(exercise: Exercise, function: Callable, inputs: dict) -> tuple:
-    """Call npformer's reference in this process (never the student's function)."""
-    arguments = copy.deepcopy(inputs)
-    if exercise.pointwise is None:
-        result = function(*arguments.values())
-    else:
-        rest = {key: value for key, value in arguments.items() if key != exercise.pointwise}
-        result = [function(**{exercise.pointwise: point}, **rest) for point in arguments[exercise.pointwise]]
-    return outputs(exercise, result, inputs)
+    """Call npformer's reference in this process (never the student's function), as the worker
+    calls the student's."""
+    return outputs(exercise, sandbox.call(function, copy.deepcopy(inputs), exercise.pointwise), inputs)
 
 
 def _finite_differences(exercise: Exercise, case: Case) -> dict[str, numpy.ndarray]:
@@ -106,7 +102,7 @@ def separable(inputs: dict, one_token: tuple[str, ...] = ()) -> bool:
     return True
 
 
-def _drawn(exercise: Exercise, rng: numpy.random.Generator, count: int, label: str) -> list[Case]:
+def _drawn(exercise: Exercise, rng: numpy.random.Generator, count: int) -> list[Case]:
     """``count`` cases from the exercise's ``unseen`` drawer, separable ones first (up to 3000 draws)."""
     chosen, fallback = [], []
     for _ in range(3000):
@@ -114,9 +110,12 @@ def _drawn(exercise: Exercise, rng: numpy.random.Generator, count: int, label: s
             (chosen if separable(case.inputs, exercise.one_token) else fallback).append(case)
         if len(chosen) >= count:
             break
-    picked = (chosen + fallback)[:count]
-    return [Case(f"{label}{'' if count == 1 else f' {i}'}: {case.label}" if label == "unseen"
-                 else f"{label} {i}", case.inputs) for i, case in enumerate(picked, 1)]
+    return (chosen + fallback)[:count]
+
+
+def new_seed() -> int:
+    """A fresh seed for unseen cases, short enough to be typed back (``unseen_seed=``, ``--seed``)."""
+    return int(numpy.random.SeedSequence().entropy % 1_000_000)
 
 
 def public_cases(exercise: Exercise, seed: int, unseen_seed: int | None) -> tuple[list[Case], int | None]:
@@ -125,8 +124,9 @@ def public_cases(exercise: Exercise, seed: int, unseen_seed: int | None) -> tupl
     if exercise.unseen is None:
         return cases, None
     if unseen_seed is None:
-        unseen_seed = int(numpy.random.SeedSequence().entropy % 1_000_000)
-    return cases + _drawn(exercise, numpy.random.default_rng(unseen_seed), 1, "unseen"), unseen_seed
+        unseen_seed = new_seed()
+    unseen = _drawn(exercise, numpy.random.default_rng(unseen_seed), 1)
+    return cases + [Case(f"unseen: {case.label}", case.inputs) for case in unseen], unseen_seed
 
 
 HIDDEN_CASES = 3
@@ -139,4 +139,5 @@ def hidden_cases(exercise: Exercise, secret: str, count: int = HIDDEN_CASES) -> 
     if exercise.unseen is None:
         return []
     digest = hashlib.sha256(f"{secret}\0{exercise.name}".encode("utf-8")).digest()
-    return _drawn(exercise, numpy.random.default_rng(int.from_bytes(digest[:16], "little")), count, "hidden")
+    drawn = _drawn(exercise, numpy.random.default_rng(int.from_bytes(digest[:16], "little")), count)
+    return [Case(f"hidden {index}", case.inputs) for index, case in enumerate(drawn, 1)]

@@ -172,7 +172,8 @@ def collect(folder: str | Path, out: str | Path | None) -> CollectResult:
         constants = {node.targets[0].id: node for tree in trees for node in tree.body
                      if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                      and _is_literal(node.value)}
-        imports += [node for tree in trees for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        lesson_imports = [node for tree in trees for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        imports += lesson_imports
         wanted = [name for name in by_lesson[lesson] if name in definitions]
         for name in by_lesson[lesson]:
             if name not in definitions and not any(name in problem for problem in result.problems):
@@ -182,7 +183,6 @@ def collect(folder: str | Path, out: str | Path | None) -> CollectResult:
         if chosen:
             sections.append(f"# -- lesson {path.stem} ({path.name}) " + "-" * max(0, 70 - len(path.stem)))
             sections += _definitions(chosen, definitions, constants)
-        lesson_imports = [node for tree in trees for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
         for name in wanted:
             alone = _with_helpers([name], definitions)
             used = set().union(*(_names_used(definitions[helper]) for helper in alone))

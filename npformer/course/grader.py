@@ -44,7 +44,7 @@ from ..gradcheck.arguments import check_callable, check_int, check_known, check_
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
 from . import sandbox
-from .cases import Prepared, outputs, prepare, public_cases
+from .cases import Prepared, new_seed, outputs, prepare, public_cases
 from .exercises import DERIVATIONS, EXERCISES, TEXTBOOK, Case, Exercise
 from .worker import Reply, Worker, shared
 
@@ -269,19 +269,25 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     """
     _check_arguments(name, student_fn, seed, strict, unseen_seed, time_limit)
     _check_steps(name, steps)
-    exercise = EXERCISES[name]
-    cases, unseen_seed = public_cases(exercise, seed, unseen_seed)
-    report = grade(exercise, prepare(exercise, cases), function=student_fn, time_limit=time_limit)
-    report.unseen_seed = unseen_seed
-    for step_name, step_fn in zip(DERIVATIONS.get(name, ()), steps or ()):
-        step_cases, _ = public_cases(EXERCISES[step_name], seed, unseen_seed)
-        report.steps.append(grade(EXERCISES[step_name], prepare(EXERCISES[step_name], step_cases), function=step_fn,
-                                  time_limit=time_limit))
+    if unseen_seed is None:
+        unseen_seed = new_seed()  # the exercise and its steps draw their unseen cases alike
+    report = _grade_public(EXERCISES[name], student_fn, seed, unseen_seed, time_limit)
+    report.steps = [_grade_public(EXERCISES[step_name], step_fn, seed, unseen_seed, time_limit)
+                    for step_name, step_fn in zip(DERIVATIONS.get(name, ()), steps or ())]
     _remember(report, strict, sys._getframe(1).f_globals.get("__name__") == "__main__")
     if strict is None:
         strict = os.environ.get("NPFORMER_GRADER") == "strict"
     if report.status == FAILED and strict:
         raise ExerciseFailed(str(report))
+    return report
+
+
+def _grade_public(exercise: Exercise, function: Callable, seed: int, unseen_seed: int, time_limit: float
+                  ) -> ExerciseReport:
+    """``function`` graded on the exercise's public cases and its unseen one."""
+    cases, unseen_seed = public_cases(exercise, seed, unseen_seed)
+    report = grade(exercise, prepare(exercise, cases), function=function, time_limit=time_limit)
+    report.unseen_seed = unseen_seed
     return report
 
 
@@ -322,7 +328,7 @@ def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | 
     code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
     job = worker.run([item.case.inputs for item in prepared], function=function, source=source,
                      name=exercise.name, filename=filename, pointwise=exercise.pointwise, time_limit=time_limit)
-    report = ExerciseReport(exercise, PASSED)
+    report = ExerciseReport(exercise, PASSED, hidden=sum(item.case.label.startswith("hidden ") for item in prepared))
     for item, reply in zip(prepared, job.replies):
         if reply.printed and not report.printed:
             report.printed = f"case {item.case.label} printed {reply.printed} characters: {reply.shown[:300]!r}"

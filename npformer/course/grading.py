@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .collect import collect
 from .exercises import EXERCISES
-from .cases import Prepared, hidden_cases, prepare, public_cases
+from .cases import Prepared, hidden_cases, new_seed, prepare, public_cases
 from .grader import grade
 from .worker import Worker
 
@@ -96,7 +96,6 @@ def _grade_student(student: Path, prepared: dict[str, list[Prepared]], timeout: 
             report = grade(exercise, prepared[name], source=collected.sources[name],
                            filename=f"{student.name}/{lessons[name]}:{name}", time_limit=timeout, worker=worker)
             report.unseen_seed = seed
-            report.hidden = sum(item.case.label.startswith("hidden") for item in prepared[name])
             cell = report.error or (exercise.points if report.passed else 0)
             if report.printed_total > PRINT_LIMIT:
                 cell = f"printed {report.printed_total / 1e6:.1f} MB"
@@ -158,8 +157,7 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
     if out.resolve().is_relative_to(submissions.resolve()):
         raise ValueError(f"course grade: --out {out} is inside the submissions, which are never written to")
     if seed is None:
-        import numpy
-        seed = int(numpy.random.SeedSequence().entropy % 1_000_000)
+        seed = new_seed()
     prepared = prepared_cases(seed, secret)
     worker = Worker()
     graded = []

@@ -107,7 +107,7 @@ def softmax_diagonal_hint(got, expected, inputs, output):
     return ""
 
 
-def _attention_pieces(inputs):
+def attention_pieces(inputs):
     q, k, v, mask, dout = (inputs[name] for name in ("q", "k", "v", "mask", "dout"))
     scale = 1.0 / numpy.sqrt(q.shape[-1])
     scores = q @ k.swapaxes(-1, -2) * scale
@@ -124,7 +124,7 @@ def attention_backward_hint(got, expected, inputs, output):
     """dq, dk, dv: the transposes, the scale and the softmax Jacobian of attention's backward pass."""
     if got.shape != expected.shape or output not in ("dq", "dk", "dv"):
         return ""
-    q, k, scale, weights, d_weights, d_scores = _attention_pieces(inputs)
+    q, k, scale, weights, d_weights, d_scores = attention_pieces(inputs)
     d_diagonal = weights * (1 - weights) * d_weights
     wrong = {"dq": [(d_diagonal @ k * scale, "only the diagonal of the softmax Jacobian")],
              "dk": [(d_scores @ q * scale, "dS Q instead of dS^T Q: the scores' rows are queries, so dk needs "

@@ -11,11 +11,14 @@ each job, and only the child touches the student's code. Before the student's co
 child
 
 * limits its own memory (``RLIMIT_AS``) and CPU time; the server kills it at the job's deadline;
+* locks its file descriptors (``lock_file_descriptors``: no file can be opened, in the kernel);
+* installs a seccomp filter (``forbid_system_calls``: no process, signal or file-system change);
 * installs ``guard``, an audit hook (PEP 578; once installed, Python code cannot remove it) that
-  refuses to open any file, to import npformer, to start or signal a process and the rest.
+  refuses the same and more with a clear message.
 
-Replies are JSON lines, arrays travelling as ``.npy`` bytes read back without pickle, so nothing a
-student's function returns can run code in the grader. The wire format (``encode``/``decode``)
+The child writes to a pipe of its own, which the server relays after checking each reply.
+Replies are length-prefixed JSON messages, arrays travelling as ``.npy`` bytes read back without
+pickle, so nothing a student's function returns can run code in the grader. The wire format (``encode``/``decode``)
 is shared with the grader, which imports this module for it.
 """
 
@@ -33,6 +36,7 @@ import time
 import numpy
 
 MAX_REPLY = 64 * 2**20  # bytes one case's reply may take
+MAX_MESSAGE = MAX_REPLY + 2**20  # a reply and its envelope: a longer message is refused unread
 SHOWN_PRINT = 2000      # characters of a function's printing sent back to be shown
 
 
@@ -198,7 +202,9 @@ def _load(job: dict):
     return namespace[job["name"]]
 
 
-def _call(function, inputs: dict, pointwise: str | None):
+def call(function, inputs: dict, pointwise: str | None):
+    """``function(*inputs.values())``, or with ``pointwise`` one call per point of that input, by
+    keyword (the grader calls its references the same way)."""
     if pointwise is None:
         return function(*inputs.values())
     rest = {key: value for key, value in inputs.items() if key != pointwise}
@@ -249,7 +255,7 @@ def run_job(job: dict, reply_fd: int) -> None:
         return
     for index, inputs in enumerate(cases):
         try:
-            output = _call(function, inputs, job.get("pointwise"))
+            output = call(function, inputs, job.get("pointwise"))
             entry = {"status": "returned", "output": encode(output)}
         except NotImplementedError:
             entry = {"status": "not_implemented"}
@@ -277,7 +283,7 @@ def _relay(job_read: int, reply_fd: int, pid: int, cases: int, deadline: float) 
             end = {"end": "timed out"}
             break
         try:
-            payload = read_message(job_read, limit=MAX_REPLY + 2**20)
+            payload = read_message(job_read, limit=MAX_MESSAGE)
             entry = json.loads(payload)
             bad = (not isinstance(entry, dict) or "end" in entry or entry.get("case") != expected
                    or expected >= cases)
@@ -387,7 +393,7 @@ def lock_file_descriptors() -> None:
     code that gets past the audit hook (which is no security boundary against memory writes)."""
     import resource
     highest = max(int(name) for name in os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 2
-    for fd in range(highest):
+    for fd in range(highest + 1):  # the highest may be the listing's own descriptor, closed since
         try:
             os.fstat(fd)
         except OSError:

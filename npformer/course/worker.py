@@ -38,7 +38,8 @@ class WorkerUnavailable(RuntimeError):
 @dataclass
 class Reply:
     """One case's reply: ``status`` is "returned", "raised", "not_implemented", "npformer" (asked for
-    an npformer module), "load_failed", "too_big", or "timed out"/"died" (no reply came)."""
+    an npformer module), "load_failed", "too_big" or "grader_error"; a case without a reply shows in
+    ``JobResult.end`` instead."""
 
     status: str
     output: Any = None
@@ -54,7 +55,7 @@ class Reply:
 @dataclass
 class JobResult:
     replies: list[Reply] = field(default_factory=list)
-    end: str = "exited"  # or "timed out", "died (exit N)"
+    end: str = "exited"  # or "timed out", "died (...)": the exit status or what went wrong
 
 
 def _pickled(value: Any) -> bytes:
@@ -153,10 +154,9 @@ class Worker:
                     result.end = "died (no reply)"
                     return result
                 if "end" in entry:
-                    if entry["end"] == "timed out" or (entry["end"] == "exited" and entry.get("code") == 0):
-                        result.end = entry["end"] if entry["end"] == "timed out" else "exited"
-                    else:
-                        result.end = f"died ({entry.get('code')})"
+                    end, code = entry["end"], entry.get("code")
+                    ended = end == "timed out" or (end == "exited" and code == 0)
+                    result.end = end if ended else f"died ({code})"
                     return result
                 result.replies.append(_reply(entry))
 
@@ -166,7 +166,7 @@ class Worker:
         if not ready:
             return None
         try:
-            return json.loads(sandbox.read_message(fd, limit=sandbox.MAX_REPLY + 2**20))
+            return json.loads(sandbox.read_message(fd, limit=sandbox.MAX_MESSAGE))
         except (EOFError, OSError, ValueError):
             return None
 

@@ -97,19 +97,17 @@ def _variance_hint(got, expected, inputs, output):
 
 # -- attention's backward pass, step by step (lesson 7) ----------------------------------------------
 
-def _attention_weights(q, k, mask):
-    scores = q @ k.swapaxes(-1, -2) / numpy.sqrt(q.shape[-1])
-    allowed = numpy.ones(scores.shape, dtype=bool) if mask is None else numpy.broadcast_to(mask, scores.shape)
-    scores = numpy.where(allowed, scores, -numpy.inf)
-    row_max = scores.max(axis=-1, keepdims=True)
-    weights = numpy.exp(scores - numpy.where(numpy.isfinite(row_max), row_max, 0.0))
-    row_sum = weights.sum(axis=-1, keepdims=True)
-    return weights / numpy.where(row_sum > 0, row_sum, 1.0)
+def _attention_pieces(q, k, v, mask, dout):
+    """The weights P, dP and dS of attention's backward pass (``hints.attention_pieces``, which the
+    attention hints already use)."""
+    _, _, _, weights, d_weights, d_scores = hints.attention_pieces({"q": q, "k": k, "v": v, "mask": mask,
+                                                                      "dout": dout})
+    return weights, d_weights, d_scores
 
 
 def _attention_dv(q, k, v, mask, dout):
     """dL/dv = P^T dout."""
-    return _attention_weights(q, k, mask).swapaxes(-1, -2) @ dout
+    return _attention_pieces(q, k, v, mask, dout)[0].swapaxes(-1, -2) @ dout
 
 
 def _attention_d_weights(q, k, v, mask, dout):
@@ -119,13 +117,11 @@ def _attention_d_weights(q, k, v, mask, dout):
 
 def _attention_d_scores(q, k, v, mask, dout):
     """dL/dS through the softmax of each row: P * (dP - sum_j dP_j P_j)."""
-    weights, d_weights = _attention_weights(q, k, mask), dout @ v.swapaxes(-1, -2)
-    return weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))
+    return _attention_pieces(q, k, v, mask, dout)[2]
 
 
 def _d_scores_hint(got, expected, inputs, output):
-    weights = _attention_weights(inputs["q"], inputs["k"], inputs["mask"])
-    d_weights = inputs["dout"] @ inputs["v"].swapaxes(-1, -2)
+    weights, d_weights, _ = _attention_pieces(*(inputs[name] for name in ("q", "k", "v", "mask", "dout")))
     scale = 1.0 / numpy.sqrt(inputs["q"].shape[-1])
     if got.shape != expected.shape:
         return ""
@@ -190,13 +186,12 @@ def _wrong(name, mistake, function, hint=""):
 
 
 def _only_diagonal_jacobian(x):
-    p = numpy.exp(x - x.max()) / numpy.exp(x - x.max()).sum()
+    p = hints.softmax(x)
     return numpy.diag(p * (1 - p))
 
 
 def _outer_only_jacobian(x):
-    p = numpy.exp(x - x.max()) / numpy.exp(x - x.max()).sum()
-    return -numpy.outer(p, p)
+    return -numpy.outer(hints.softmax(x), hints.softmax(x))
 
 
 def _dvar_without_half(x, gamma, beta, dout, eps=1e-5):
@@ -215,7 +210,7 @@ def _dmean_direct_only(x, gamma, beta, dout, eps=1e-5):
 
 
 def _dv_untransposed(q, k, v, mask, dout):
-    return _attention_weights(q, k, mask) @ dout  # raises when Tq != Tk, is wrong when they are equal
+    return _attention_pieces(q, k, v, mask, dout)[0] @ dout  # raises when Tq != Tk, is wrong when equal
 
 
 def _d_weights_transposed(q, k, v, mask, dout):
@@ -223,8 +218,8 @@ def _d_weights_transposed(q, k, v, mask, dout):
 
 
 def _d_scores_diagonal(q, k, v, mask, dout):
-    weights = _attention_weights(q, k, mask)
-    return weights * (1 - weights) * (dout @ v.swapaxes(-1, -2))
+    weights, d_weights, _ = _attention_pieces(q, k, v, mask, dout)
+    return weights * (1 - weights) * d_weights
 
 
 def _d_scores_scaled(q, k, v, mask, dout):

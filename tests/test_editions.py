@@ -65,3 +65,24 @@ def test_the_instructor_edition_comes_only_from_a_source_checkout(tmp_path, caps
     error = capsys.readouterr().err.strip()
     assert "student edition" in error and "source checkout" in error and len(error.splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_an_install_from_a_checkout_finds_the_checkouts_instructor_edition(monkeypatch):
+    """``pip install .`` records the checkout (direct_url.json): ``course instructor`` then builds from
+    its lessons; a wheel from an index records none, and the one-line refusal stands."""
+    import json
+    from importlib import metadata
+
+    from npformer.course.edition import source_checkout_lessons
+
+    class Distribution:
+        def __init__(self, url):
+            self.url = url
+
+        def read_text(self, name):
+            return json.dumps({"url": self.url, "dir_info": {}}) if self.url and name == "direct_url.json" else None
+
+    for url, found in ((f"file://{LESSONS.parent}", LESSONS), ("https://example.org/npformer.whl", None),
+                       (None, None), ("file:///nowhere", None)):
+        monkeypatch.setattr(metadata, "distribution", lambda name, url=url: Distribution(url))
+        assert source_checkout_lessons() == found, url

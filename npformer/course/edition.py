@@ -195,10 +195,30 @@ def student_edition(lessons_dir: str | Path | None, out_dir: str | Path) -> list
     return _write_edition(lessons_dir, out_dir, student=True)
 
 
+def source_checkout_lessons() -> Path | None:
+    """The ``lessons/`` folder of the source checkout npformer was installed from (``pip install .``
+    records where, in the distribution's ``direct_url.json``), when it is still there and holds the
+    solutions; None for a wheel from an index, or a checkout since removed."""
+    from importlib import metadata
+    try:
+        record = json.loads(metadata.distribution("npformer").read_text("direct_url.json") or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
+    url = record.get("url", "")
+    folder = Path(url[len("file://"):]) / "lessons" if url.startswith("file://") else None
+    if folder is None or not any(folder.glob("[0-9][0-9]_*.py")) or is_student_edition(folder):
+        return None
+    return folder
+
+
 def instructor_edition(lessons_dir: str | Path | None, out_dir: str | Path) -> list[Path]:
     """Write the instructor edition (the lessons as they are: solutions, mistakes, answers) into
     ``out_dir``. It is built only from a source checkout: the installed package carries the student
-    edition, and from it this raises ``FileNotFoundError`` saying where to get the instructor's."""
+    edition, so with ``lessons_dir`` None the lessons come from the checkout npformer was installed
+    from (``source_checkout_lessons``); without one this raises ``FileNotFoundError`` saying where to
+    get the instructor's."""
+    if lessons_dir is None and is_student_edition(None):
+        lessons_dir = source_checkout_lessons()
     if is_student_edition(lessons_dir):
         where = "the installed lessons are" if lessons_dir is None else f"{lessons_dir} is"
         raise FileNotFoundError(f"{where} the student edition (no solutions): the instructor edition is built from a "

@@ -116,8 +116,10 @@ def graded_class(tmp_path_factory):
             _replace_solution(submissions / student / lesson, name, body)
     secret = "a secret the students never see"
     out = root / "grades.csv"
-    graded = grade_class(submissions, out, seed=5, secret=secret, timeout=20)
+    graded = grade_class(submissions, out, seed=5, secret=secret, timeout=20, reasons=True)
     rows = {row["student"]: row for row in csv.DictReader(out.open())}
+    for row in rows.values():  # the grade sheet holds numbers only; the reasons are a grid of their own
+        assert all(value.isdigit() for key, value in row.items() if key != "student"), row
     return rows, graded, root, secret
 
 
@@ -137,9 +139,11 @@ def test_honest_work_scores_as_it_should(graded_class):
 def test_every_cheat_scores_zero(graded_class):
     rows, graded, _, _ = graded_class
     cheated = {name for _, name in CHEATS}
+    reasons = {row["student"]: row for row in csv.DictReader((root_of(graded_class) / "grades_reasons.csv").open())}
     for name in cheated:
-        assert rows["cheater"][name] in ("0", "uses npformer") or rows["cheater"][name].startswith("raised"), \
-            (name, rows["cheater"][name])
+        assert rows["cheater"][name] == "0", (name, rows["cheater"][name])
+        why = reasons["cheater"][name]
+        assert why in ("failed", "uses npformer") or why.startswith("raised"), (name, why)
     report = {r.exercise: r.report for r in graded[[g.student for g in graded].index("cheater")].results.values()}
     assert "uses npformer" in report["softmax_backward"] and "uses npformer" in report["attention_backward"]
     assert "files cannot be opened" in report["layernorm_backward"] or "KeyError" in report["layernorm_backward"]
@@ -149,10 +153,15 @@ def test_every_cheat_scores_zero(graded_class):
     assert all(rows["cheater"][name] == str(EXERCISES[name].points) for name in untouched)
 
 
+def root_of(graded_class):
+    return graded_class[2]
+
+
 def test_the_secret_never_reaches_the_feedback_and_hidden_cases_are_graded(graded_class):
     _, graded, root, secret = graded_class
     feedback = "".join(path.read_text() for path in (root / "grades_feedback").glob("*.txt"))
     assert secret not in feedback and secret not in (root / "grades.csv").read_text()
+    assert secret not in (root / "grades_reasons.csv").read_text()
     assert f"{HIDDEN_CASES} hidden cases of your instructor's" in feedback
     mistakes = next(g for g in graded if g.student == "mistakes").results["layernorm_backward"].report
     assert "hidden 1" in mistakes

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from npformer.course import BEGIN, EXERCISES, grade_class, instructor_edition, student_edition
+from npformer.course import EXERCISES, grade_class, instructor_edition, student_edition
 from npformer.course.edition import (_stub_solutions, cells, instructor_only, is_instructor_cell, open_questions,
                                      student_source)
 
@@ -111,19 +111,23 @@ def test_a_class_of_three_is_graded_in_one_command(tmp_path, capsys):
     before = _checksums(submissions)
 
     out = tmp_path / "grades.csv"
-    assert main(["course", "grade", str(submissions), "--out", str(out), "--timeout", "4", "--seed", "3"]) == 0
+    assert main(["course", "grade", str(submissions), "--out", str(out), "--timeout", "4", "--seed", "3",
+                 "--reasons"]) == 0
     assert _checksums(submissions) == before, "grading must not write into the submissions"
     rows = {row["student"]: row for row in csv.DictReader(out.open())}
     full = sum(exercise.points for exercise in EXERCISES.values())
     assert rows["ada"]["total"] == str(full) and all(rows["ada"][name] == str(e.points) for name, e in EXERCISES.items())
     assert rows["bo"]["total"] == "0" and all(rows["bo"][name] == "0" for name in EXERCISES)
-    cy = rows["cy"]
+    for row in rows.values():  # numbers only: a spreadsheet reads the sheet as it is
+        assert all(value.isdigit() for key, value in row.items() if key != "student"), row
+    assert rows["cy"]["total"] == "0" and rows["cy"]["max"] == str(full)
+    cy = {row["student"]: row for row in csv.DictReader((tmp_path / "grades_reasons.csv").open())}["cy"]
     assert cy["relu_backward"] == "syntax error"
     assert cy["layernorm_backward"] == "timed out after 4 s"
     assert cy["softmax_backward"] == "uses npformer"
     assert cy["causal_mask"].startswith("printed ") and cy["causal_mask"].endswith(" MB")
     assert cy["embedding_backward"] == "raised ZeroDivisionError"
-    assert cy["gelu_backward"] == "0" and cy["total"] == "0"
+    assert cy["gelu_backward"] == "not implemented yet" and cy["linear_backward"] == "not implemented yet"
     feedback = (tmp_path / "grades_feedback" / "cy.txt").read_text()
     assert "uses npformer" in feedback and "does not parse" in feedback and "seed 3" in feedback
     printed = capsys.readouterr().out
@@ -180,56 +184,8 @@ def test_the_student_notebooks_carry_nbgrader_metadata_that_nbgrader_accepts(tmp
     assert points["answers"] == sum(open_questions(path.read_text()) for path in LESSON_FILES)
 
 
-def test_nbgrader_releases_and_autogrades_a_lesson(tmp_path):
-    """nbgrader itself: generate_assignment on the student notebook, then autograde a solved submission
-    (full marks for the test cell) and an untouched one (zero)."""
-    import nbformat
-
-    _nbgrader()
-    from npformer.course import lesson_notebooks
-
-    course = tmp_path / "course"
-    [notebook] = lesson_notebooks(LESSONS, course / "source" / "lesson04", execute=False, student=True, only=["04"])
-    (course / "nbgrader_config.py").write_text(
-        'c = get_config()\nc.CourseDirectory.course_id = "npformer"\n'
-        'c.CourseDirectory.db_assignments = [dict(name="lesson04")]\n'
-        'c.CourseDirectory.db_students = [dict(id="solved"), dict(id="untouched")]\n')
-    run = dict(cwd=course, capture_output=True, text=True, timeout=300)
-    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "lesson04", "--force"], **run)
-    assert done.returncode == 0, done.stderr[-2000:]
-    released = nbformat.read(course / "release" / "lesson04" / notebook.name, as_version=4)
-    lesson = (LESSONS / "04_layer_normalization.py").read_text()
-
-    # nbgrader releases a solution cell as its stub alone: the n-th solution cell gets the published
-    # solution of the n-th graded function of the lesson
-    names = [name for name in re.findall(r"^def (\w+)\(", student_source(lesson), re.MULTILINE)
-             if f"def {name}(" in lesson and BEGIN in lesson[lesson.index(f"def {name}("):].split("\n\n\n", 1)[0]]
-
-    def solved(index):
-        start = lesson.index(f"def {names[index]}(")
-        return lesson[start:lesson.index("### END SOLUTION", start)].replace("    ### BEGIN SOLUTION\n", "")
-
-    for student, solve in (("solved", True), ("untouched", False)):
-        submitted = nbformat.from_dict(released)
-        solution_cells = [cell for cell in submitted.cells
-                          if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "code"]
-        assert len(solution_cells) == len(names), (len(solution_cells), names)
-        for index, cell in enumerate(solution_cells if solve else []):
-            cell.source = solved(index)
-        folder = course / "submitted" / student / "lesson04"
-        folder.mkdir(parents=True)
-        nbformat.write(submitted, folder / notebook.name)
-    done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "lesson04", "--force"], **run)
-    assert done.returncode == 0, done.stderr[-2000:]
-    from nbgrader.api import Gradebook
-
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        scores = {student: {grade.name: grade.score for grade in
-                            gradebook.find_submission("lesson04", student).notebooks[0].grades}
-                  for student in ("solved", "untouched")}
-    test_cell = "04_layer_normalization_check_layernorm_backward"
-    assert scores["solved"][test_cell] == EXERCISES["layernorm_backward"].points
-    assert scores["untouched"][test_cell] == 0
+# nbgrader's generate_assignment and autograde on every lesson, and a class of three through them:
+# tests/test_platforms.py
 
 
 # -- the lessons inside the wheel ------------------------------------------------------------------

@@ -10,8 +10,10 @@ from ..tasks.checks import check_folder_can_be_created
 from .arguments import number, require
 from .inputs import writable_files
 
-ACTIONS = ("student", "instructor", "notebooks", "exercises", "collect", "grade", "secret")
+ACTIONS = ("student", "instructor", "notebooks", "exercises", "collect", "grade", "secret", "nbgrader", "gradescope",
+           "classroom", "autograde", "project", "project-check")
 WRITES = {"collect": "my_npformer.py", "grade": "grades.csv"}  # what --out names by default
+FORMATS = ("text", "gradescope", "classroom")  # what autograde writes to --results
 
 
 def _written_file(args: argparse.Namespace) -> str:
@@ -29,8 +31,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "FILE: your graded functions, from your lessons, in one module for npformer train --ops FILE. "
                     "grade SUBMISSIONS --out grades.csv: every student folder of SUBMISSIONS graded in fresh "
                     "processes, one CSV row per student, feedback files beside the CSV (--secret FILE adds your "
-                    "hidden cases). secret FILE: write a new instructor's secret. The lessons come with "
-                    "the installed package (--lessons to use other ones).")
+                    "hidden cases; the sheet holds numbers only, --reasons adds a grid of why). secret FILE: "
+                    "write a new instructor's secret. nbgrader OUT: a course folder for nbgrader, one "
+                    "assignment per week. gradescope OUT.zip --set N: the Gradescope autograder of problem "
+                    "set N. classroom OUT --set N: the GitHub Classroom template repository of problem set N. "
+                    "autograde SUBMISSION --set N --format F --results FILE: one submission graded, as "
+                    "those autograders run it. project OUT: the final project's handout. project-check FOLDER: "
+                    "its automatic part (the component's backward pass, the translator's BLEU). The lessons come with the installed package (--lessons "
+                    "to use other ones); docs/instructor.md has the syllabus and the step-by-step.")
     parser.add_argument("action", choices=ACTIONS)
     parser.add_argument("out", nargs="?", help="output folder (student, instructor, notebooks); for "
                                                "collect, the folder of your filled-in lessons (.py or "
@@ -57,15 +65,47 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="grade: the instructor's secret (a file outside the submissions, written by "
                              "npformer course secret FILE): adds hidden cases to every exercise, never shown "
                              "in feedback")
+    parser.add_argument("--set", dest="problem_set", type=number("set", int), default=None, metavar="N",
+                        help="grade, student, nbgrader: only problem set N (week N of the syllabus); "
+                             "gradescope, classroom, autograde: the problem set (required)")
+    parser.add_argument("--reasons", action="store_true",
+                        help="grade: also write <out>_reasons.csv, why each exercise got its points")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="autograde: text (the feedback), gradescope (results.json) or classroom "
+                             "(appends result=<base64> to --results, GitHub's $GITHUB_OUTPUT)")
+    parser.add_argument("--results", default=None, metavar="FILE",
+                        help="autograde: where the results go (default: printed)")
+    parser.add_argument("--install", default=None, metavar="SPEC",
+                        help="classroom: what the workflow pip-installs (default: this npformer version "
+                             "from PyPI; e.g. git+https://github.com/ORG/npformer@TAG)")
+    parser.add_argument("--hidden-visibility", default="after_due_date",
+                        choices=("hidden", "after_due_date", "after_published", "visible"),
+                        help="gradescope, autograde --format gradescope: when students see which hidden "
+                             "cases failed (default: %(default)s)")
+    parser.add_argument("--data", default=None, metavar="FILE",
+                        help="project-check: your held-out pairs of the student's language pair (default: the "
+                             "run's own test split)")
+    parser.add_argument("--threshold", type=number("threshold", float), default=None,
+                        help="project-check: the BLEU (beam 4) a translator must reach (default: 15)")
     parser.set_defaults(handler=run)
 
 
 def _check_paths(args: argparse.Namespace) -> None:
     """Every folder read exists and every file or folder written can be, before any work (a
     ``--lessons`` folder is checked by the course itself, which says what it looked for)."""
+    if args.action in ("gradescope", "classroom", "autograde"):
+        require(args.problem_set is not None, f"needs the problem set: npformer course {args.action} ... --set N "
+                                              "(the week of the syllabus, 1 to 13)")
     if args.action == "secret":
         require(bool(args.out), "needs the file to write: npformer course secret FILE")
         writable_files(args.out)
+    elif args.action == "gradescope":
+        require(bool(args.out), "needs the zip to write: npformer course gradescope OUT.zip --set N")
+        writable_files(args.out)
+    elif args.action == "autograde":
+        require(bool(args.out), "needs the submission: npformer course autograde FOLDER --set N")
+        if args.results:
+            writable_files(args.results)
     elif args.action in ("collect", "grade"):
         what = "the folder of your lessons" if args.action == "collect" else "the folder of submissions (one per student)"
         require(bool(args.out), f"needs {what}: npformer course {args.action} FOLDER --out FILE")
@@ -77,9 +117,11 @@ def _check_paths(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import course
+    from ..course import syllabus
 
     _check_paths(args)
     try:
+        exercises = syllabus.problem_set(args.problem_set) if args.problem_set is not None else None
         if args.action == "collect":
             print(course.collect(args.out, _written_file(args)).summary())
         elif args.action == "secret":
@@ -87,18 +129,59 @@ def run(args: argparse.Namespace) -> int:
         elif args.action == "grade":
             secret = course.grading.read_secret(args.secret, args.out) if args.secret else None
             graded = course.grade_class(args.out, _written_file(args), timeout=args.timeout, seed=args.seed,
-                                        secret=secret,
+                                        secret=secret, exercises=exercises, reasons=args.reasons,
                                         progress=lambda name: print(f"grading {name} ...", flush=True))
             print(course.grading.summary(graded))
-            print(f"wrote {_written_file(args)} and the feedback beside it")
+            print(f"wrote {_written_file(args)} (numbers only) and the feedback beside it")
+        elif args.action == "autograde":
+            _autograde(args, exercises)
+        elif args.action == "gradescope":
+            from ..course import gradescope
+            secret = course.grading.read_secret(args.secret) if args.secret else None
+            seed = args.seed if args.seed is not None else course.cases.new_seed()
+            path = gradescope.build_zip(args.out, args.problem_set, seed=seed, timeout=args.timeout, secret=secret)
+            print(f"wrote {path}: the Gradescope autograder of problem set {args.problem_set} "
+                  f"({len(exercises)} exercises, {syllabus.points(exercises)} points, unseen seed {seed}"
+                  f"{', hidden cases' if secret else ''}); upload it on the assignment's Configure Autograder page")
+        elif args.action == "classroom":
+            from ..course import classroom
+            require(bool(args.out), "needs the folder to write: npformer course classroom OUT --set N")
+            check_folder_can_be_created(args.out)
+            seed = args.seed if args.seed is not None else course.cases.new_seed()
+            files = classroom.write_template(args.out, args.problem_set, seed=seed, timeout=args.timeout,
+                                             install=args.install, lessons_dir=args.lessons)
+            print(f"wrote the template repository of problem set {args.problem_set} to {args.out} ({len(files)} "
+                  "files, .github/workflows/classroom.yml among them): push it to GitHub and pick it as the "
+                  "assignment's template")
+        elif args.action == "project":
+            from ..course import project
+            require(bool(args.out), "needs the folder to write: npformer course project OUT")
+            check_folder_can_be_created(args.out)
+            files = project.write_handout(args.out)
+            print(f"wrote the final project's handout to {args.out}: {', '.join(path.name for path in files)}")
+        elif args.action == "project-check":
+            from ..course import project
+            require(bool(args.out), "needs the student's project folder: npformer course project-check FOLDER")
+            threshold = args.threshold if args.threshold is not None else project.BLEU_THRESHOLD
+            print(project.check_project(args.out, data=args.data, threshold=threshold,
+                                        seed=args.seed if args.seed is not None else 0))
+        elif args.action == "nbgrader":
+            from ..course import nbgrader_course
+            weeks = [args.problem_set] if args.problem_set is not None else None
+            files = nbgrader_course.write_course(args.out, weeks, lessons_dir=args.lessons)
+            print(f"wrote nbgrader's course folder {args.out}: {len(files)} notebooks in "
+                  f"{len(weeks or syllabus.WEEKS)} assignments (source/weekNN) and nbgrader_config.py; "
+                  f"cd {args.out} && nbgrader generate_assignment week01")
         elif args.action == "exercises":
             print(course.exercise_table(args.lessons))
         elif args.action in ("student", "instructor"):
             student = args.action == "student"
+            only = list(syllabus.week(args.problem_set).lessons) if args.problem_set is not None else None
             if args.notebooks:
-                files = course.lesson_notebooks(args.lessons, args.out, execute=False, student=student)
+                files = course.lesson_notebooks(args.lessons, args.out, execute=False, student=student, only=only)
             else:
-                files = (course.student_edition if student else course.instructor_edition)(args.lessons, args.out)
+                files = (course.student_edition if student else course.instructor_edition)(args.lessons, args.out,
+                                                                                           only=only)
             print(f"wrote the {args.action} edition of {len(files)} lessons to {args.out}")
         else:
             only = [f"{int(number):02d}" for number in args.lesson] if args.lesson else None
@@ -109,3 +192,41 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, FileExistsError, ValueError, ImportError, course.notebooks.NotebookError) as error:
         raise UsageError(str(error)) from None
     return 0
+
+
+def _autograde(args: argparse.Namespace, exercises: list[str]) -> None:
+    """One submission, graded as Gradescope's and Classroom's autograders run it; a submission with
+    no lesson still gets its results (0 points and why), so that the platform shows the reason."""
+    import json
+    import time
+    from pathlib import Path
+
+    from ..course import classroom, gradescope, grading
+    from ..course.cases import new_seed
+
+    secret = grading.read_secret(args.secret, args.out) if args.secret else None
+    seed = args.seed if args.seed is not None else new_seed()
+    start = time.perf_counter()
+    try:
+        grades = grading.autograde(args.out, exercises, seed=seed, secret=secret, timeout=args.timeout)
+    except FileNotFoundError as error:
+        grades = grading.StudentGrades(Path(args.out).name, problems=[str(error)])
+        for name in exercises:
+            points = grading.EXERCISES[name].points
+            grades.results[name] = grading.Result(name, points, 0, "missing", f"exercise {name}: missing ({error})")
+    text = grading.feedback_text(grades, seed)
+    if args.format == "gradescope":
+        written = json.dumps(gradescope.results(grades, hidden_visibility=args.hidden_visibility,
+                                                execution_time=time.perf_counter() - start), indent=1) + "\n"
+    elif args.format == "classroom":
+        written = classroom.output_line(grades)
+        print(text)   # the Actions log shows every report
+    else:
+        written = text
+    if args.results:
+        mode = "a" if args.format == "classroom" else "w"   # $GITHUB_OUTPUT collects every step's lines
+        with open(args.results, mode, encoding="utf-8") as file:
+            file.write(written)
+        print(f"{grades.student}: {grades.total} of {grades.max_points} points; wrote {args.results}")
+    else:
+        print(written)

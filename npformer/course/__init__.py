@@ -16,8 +16,13 @@
                    metadata (extra "course")
     collect.py     collect: a student's graded functions from their lessons into one module
     student_ops.py student_ops: those functions as an op set for ops.using (train, gradcheck)
-    grading.py     grade_class: a folder of submissions -> one CSV row per student, and feedback;
-                   the instructor's secret and its hidden cases
+    grading.py     grade_class: a folder of submissions -> one CSV row of numbers per student, and
+                   feedback; the instructor's secret and its hidden cases; autograde: one submission
+    syllabus.py    the term: fourteen weeks, their lessons and goals, the problem sets, the hours
+    gradescope.py  the Gradescope autograder of a problem set and its results.json
+    classroom.py   the GitHub Classroom template of a problem set and the result its workflow reports
+    nbgrader_course.py  nbgrader's course folder: one assignment per week, the settings it needs
+    project.py     the final project's handout and its automatic checks
 
 Example, in a lesson::
 

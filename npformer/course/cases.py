@@ -130,6 +130,7 @@ def public_cases(exercise: Exercise, seed: int, unseen_seed: int | None) -> tupl
 
 
 HIDDEN_CASES = 3
+HIDDEN_LABEL = "hidden"  # a hidden case's label is this and its number, nothing else
 
 
 def hidden_cases(exercise: Exercise, secret: str, count: int = HIDDEN_CASES) -> list[Case]:
@@ -140,4 +141,4 @@ def hidden_cases(exercise: Exercise, secret: str, count: int = HIDDEN_CASES) -> 
         return []
     digest = hashlib.sha256(f"{secret}\0{exercise.name}".encode("utf-8")).digest()
     drawn = _drawn(exercise, numpy.random.default_rng(int.from_bytes(digest[:16], "little")), count)
-    return [Case(f"hidden {index}", case.inputs) for index, case in enumerate(drawn, 1)]
+    return [Case(f"{HIDDEN_LABEL} {index}", case.inputs) for index, case in enumerate(drawn, 1)]

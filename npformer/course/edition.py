@@ -139,6 +139,30 @@ def student_source(text: str, name: str = "lesson") -> str:
     return _split_edition(text, name)[0]
 
 
+def nbgrader_source(text: str, name: str = "lesson") -> str:
+    """``text`` as nbgrader's source of an assignment: no ``instructor`` cell, and each exercise's body
+    between nbgrader's markers, so that ``nbgrader generate_assignment`` keeps the ``def`` line and the
+    docstring and replaces only the body. The body is the published solution where ``text`` has it
+    (the instructor edition), else the stub (a lesson of the student edition)."""
+    _stub_solutions(text, name, keep=True)
+    kept = "".join(cell for cell in cells(text) if not is_instructor_cell(cell))
+    if BEGIN in kept:
+        return kept
+    lines, out = kept.splitlines(keepends=True), []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if line.strip() == STUB[0] and following.strip().startswith(STUB[1]):
+            indent = line[: len(line) - len(line.lstrip())]
+            out += [f"{indent}{BEGIN}\n", line, following, f"{indent}{END}\n"]
+            index += 2
+        else:
+            out.append(line)
+            index += 1
+    return "".join(out)
+
+
 def instructor_only(text: str, name: str = "lesson") -> str:
     """What the student edition of ``text`` leaves out: the solutions' lines and the ``instructor`` cells."""
     _, solutions, tagged = _split_edition(text, name)
@@ -171,9 +195,10 @@ def solution_leaks(student_text: str, instructor_text: str, name: str = "lesson"
     return sorted(line for line in {line.strip() for line in student_text.splitlines()} if line in only)
 
 
-def _write_edition(lessons_dir: str | Path | None, out_dir: str | Path, student: bool) -> list[Path]:
+def _write_edition(lessons_dir: str | Path | None, out_dir: str | Path, student: bool,
+                   only: list[str] | None = None) -> list[Path]:
     files = lesson_files(lessons_dir)
-    texts = [(path, path.read_text(encoding="utf-8")) for path in files]
+    texts = [(path, path.read_text(encoding="utf-8")) for path in files if only is None or path.name[:2] in only]
     editions = [(path.name, student_source(text, path.name) if student else text) for path, text in texts]
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -190,9 +215,10 @@ def _write_edition(lessons_dir: str | Path | None, out_dir: str | Path, student:
     return written
 
 
-def student_edition(lessons_dir: str | Path | None, out_dir: str | Path) -> list[Path]:
-    """Write the student edition of every lesson (default: the installed ones) into ``out_dir``."""
-    return _write_edition(lessons_dir, out_dir, student=True)
+def student_edition(lessons_dir: str | Path | None, out_dir: str | Path, only: list[str] | None = None) -> list[Path]:
+    """Write the student edition of every lesson (default: the installed ones) into ``out_dir``;
+    ``only``: the lesson numbers to write (``["01", "02"]``, a week's handout)."""
+    return _write_edition(lessons_dir, out_dir, student=True, only=only)
 
 
 def source_checkout_lessons() -> Path | None:
@@ -211,7 +237,8 @@ def source_checkout_lessons() -> Path | None:
     return folder
 
 
-def instructor_edition(lessons_dir: str | Path | None, out_dir: str | Path) -> list[Path]:
+def instructor_edition(lessons_dir: str | Path | None, out_dir: str | Path,
+                       only: list[str] | None = None) -> list[Path]:
     """Write the instructor edition (the lessons as they are: solutions, mistakes, answers) into
     ``out_dir``. It is built only from a source checkout: the installed package carries the student
     edition, so with ``lessons_dir`` None the lessons come from the checkout npformer was installed
@@ -224,7 +251,7 @@ def instructor_edition(lessons_dir: str | Path | None, out_dir: str | Path) -> l
         raise FileNotFoundError(f"{where} the student edition (no solutions): the instructor edition is built from a "
                                 "source checkout of npformer's repository, npformer course instructor OUT --lessons "
                                 "CLONE/lessons")
-    return _write_edition(lessons_dir, out_dir, student=False)
+    return _write_edition(lessons_dir, out_dir, student=False, only=only)
 
 
 def graded_exercises(text: str) -> list[str]:

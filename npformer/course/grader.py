@@ -44,7 +44,7 @@ from ..gradcheck.arguments import check_callable, check_int, check_known, check_
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
 from . import sandbox
-from .cases import Prepared, new_seed, outputs, prepare, public_cases
+from .cases import HIDDEN_LABEL, Prepared, new_seed, outputs, prepare, public_cases
 from .exercises import DERIVATIONS, EXERCISES, TEXTBOOK, Case, Exercise
 from .worker import Reply, Worker, shared
 
@@ -120,7 +120,10 @@ class ExerciseReport:
         """The first of the derivation's steps that fails (None: none given, or all pass)."""
         return next((step for step in self.steps if step.status != PASSED), None)
 
-    def table(self) -> str:
+    def table(self, hidden_rows: bool = True) -> str:
+        """The report: the signature, the notes, one row per tensor and case, the hints, the verdict.
+        ``hidden_rows=False`` leaves out the rows of the instructor's hidden cases (Gradescope shows
+        them in a test of their own, after the due date)."""
         lines = [self.exercise.signature]
         if self.status == NOT_IMPLEMENTED:
             lines.append("  not implemented yet: write the function body, then run this cell again")
@@ -134,14 +137,17 @@ class ExerciseReport:
             lines.append(f"  {self.hidden} hidden cases of your instructor's (their inputs are not shown)")
         if self.printed:
             lines.append(f"  your function printed: {self.printed}")
-        if self.rows:
+        rows = [row for row in self.rows if hidden_rows or not row.case.startswith(HIDDEN_LABEL)]
+        if rows:
             header = ("case", "tensor", "shape", "against the reference", "against finite differences")
             cells = [header] + [(row.case, row.tensor, str(row.shape), _cell(row.reference),
-                                 _cell(row.finite_differences)) for row in self.rows]
+                                 _cell(row.finite_differences)) for row in rows]
             widths = [max(len(cell[i]) for cell in cells) for i in range(len(header))]
             for cell in cells:
                 lines.append("  " + "  ".join(text.ljust(width) for text, width in zip(cell, widths)).rstrip())
             for row in self.hints():
+                if not hidden_rows and row.case.startswith(HIDDEN_LABEL):
+                    continue
                 lines.append(f"  hint for {row.tensor} ({row.case}): {row.hint}")
         lines += self._derivation_lines()
         return "\n".join(lines + [self.verdict])

@@ -14,11 +14,14 @@ saved them). For each student:
    class (``prepared_cases``): the public cases, an unseen one (``seed``) and, with the
    instructor's secret, hidden ones.
 
-A cell of the CSV holds the exercise's points when it passed, 0 when it failed or is a stub, and
-a short error otherwise ("syntax error", "timed out after 20 s", "raised ZeroDivisionError",
-"printed 3.1 MB", "uses npformer", "missing"), so one student's error is one cell,
-never the end of the run. The last columns are the total and the most a student can get. Beside
-the CSV, ``<out>_feedback/<student>.txt`` holds each student's full reports, to hand back.
+The CSV holds only numbers, so that a spreadsheet or a learning platform reads it as it is: one row
+per student, the points of each exercise (its full points when it passed, 0 otherwise: a wrong
+answer, a stub, or an error), then the total and the most a student can get. Why an exercise got 0
+("failed", "not implemented yet", "syntax error", "timed out after 20 s", "raised ZeroDivisionError",
+"printed 3.1 MB", "uses npformer", "missing") goes to the feedback, ``<out>_feedback/<student>.txt``,
+each student's full reports to hand back, and, with ``reasons=True``, to ``<out>_reasons.csv``, the
+same grid with the status in each cell. One student's error is one exercise's 0, never the end of
+the run. ``exercises`` grades a problem set (``syllabus.problem_set``) instead of the whole course.
 """
 
 from __future__ import annotations
@@ -30,20 +33,31 @@ from pathlib import Path
 from .collect import collect
 from .exercises import EXERCISES
 from .cases import Prepared, hidden_cases, new_seed, prepare, public_cases
-from .grader import grade
+from .grader import ExerciseReport, grade
 from .worker import Worker
 
 PRINT_LIMIT = 1_000_000  # bytes a student's function may print while one exercise is graded
 
 
+PASSED = "passed"
+
+
 @dataclass
 class Result:
-    """One exercise of one student: ``cell`` is what the CSV shows, ``report`` the full text."""
+    """One exercise of one student: ``points`` is what the grade sheet holds (``max_points`` or 0),
+    ``status`` why ("passed", "failed", "not implemented yet", or the error), ``report`` the full
+    text, and ``graded`` the grader's report (None when nothing could be graded)."""
 
     exercise: str
+    max_points: int
     points: int
-    cell: int | str
+    status: str
     report: str
+    graded: ExerciseReport | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
 
 
 @dataclass
@@ -54,18 +68,33 @@ class StudentGrades:
 
     @property
     def total(self) -> int:
-        return sum(result.cell for result in self.results.values() if isinstance(result.cell, int))
+        return sum(result.points for result in self.results.values())
+
+    @property
+    def max_points(self) -> int:
+        return sum(result.max_points for result in self.results.values())
 
 
-def max_points() -> int:
-    return sum(exercise.points for exercise in EXERCISES.values())
+def max_points(exercises: list[str] | None = None) -> int:
+    return sum(EXERCISES[name].points for name in (exercises or EXERCISES))
 
 
-def prepared_cases(seed: int, secret: str | None) -> dict[str, list[Prepared]]:
-    """Every exercise's cases for the whole class, with their references: the public ones, the unseen
-    one (``seed``), and, with an instructor's ``secret``, the hidden ones."""
+def _chosen(exercises: list[str] | None) -> list[str]:
+    """The exercises to grade, in course order: all of them by default; an unknown name is a ValueError."""
+    if exercises is None:
+        return list(EXERCISES)
+    unknown = [name for name in exercises if name not in EXERCISES]
+    if unknown:
+        raise ValueError(f"no exercise {', '.join(unknown)} (npformer course exercises lists them)")
+    return [name for name in EXERCISES if name in exercises]
+
+
+def prepared_cases(seed: int, secret: str | None, exercises: list[str] | None = None) -> dict[str, list[Prepared]]:
+    """Each exercise's cases (default: every exercise) for the whole class, with their references:
+    the public ones, the unseen one (``seed``), and, with an instructor's ``secret``, the hidden ones."""
     prepared = {}
-    for name, exercise in EXERCISES.items():
+    for name in _chosen(exercises):
+        exercise = EXERCISES[name]
         cases, _ = public_cases(exercise, 0, seed)
         if secret is not None:
             cases += hidden_cases(exercise, secret)
@@ -79,27 +108,32 @@ def _grade_student(student: Path, prepared: dict[str, list[Prepared]], timeout: 
     grades = StudentGrades(student.name)
     try:
         collected = collect(student, None)
-        grades.problems = collected.problems
+        # a problem set grades some lessons: the others' absence is no problem of this grading
+        grades.problems = [problem for problem in collected.problems
+                           if "is missing: " not in problem
+                           or set(problem.split("is missing: ", 1)[1].split(", ")) & set(prepared)]
     except (FileNotFoundError, SyntaxError, ValueError, UnicodeDecodeError) as error:
         grades.problems = [str(error)]
         collected = None
     lessons = dict((name, lesson) for lesson, name in collected.functions) if collected else {}
-    for name, exercise in EXERCISES.items():
+    for name in prepared:
+        exercise = EXERCISES[name]
         unparsed = [problem for problem in grades.problems
                     if problem.split(": ", 1)[-1].startswith(f"{name} does not parse")]
         if unparsed:
-            grades.results[name] = Result(name, exercise.points, "syntax error", unparsed[0])
+            grades.results[name] = Result(name, exercise.points, 0, "syntax error", unparsed[0])
         elif collected is None or name not in collected.sources:
             why = grades.problems[0] if collected is None else f"no function {name} in the submission"
-            grades.results[name] = Result(name, exercise.points, "missing", f"exercise {name}: missing ({why})")
+            grades.results[name] = Result(name, exercise.points, 0, "missing", f"exercise {name}: missing ({why})")
         else:
             report = grade(exercise, prepared[name], source=collected.sources[name],
                            filename=f"{student.name}/{lessons[name]}:{name}", time_limit=timeout, worker=worker)
             report.unseen_seed = seed
-            cell = report.error or (exercise.points if report.passed else 0)
+            status = report.error or report.status.lower()
             if report.printed_total > PRINT_LIMIT:
-                cell = f"printed {report.printed_total / 1e6:.1f} MB"
-            grades.results[name] = Result(name, exercise.points, cell, str(report))
+                status = f"printed {report.printed_total / 1e6:.1f} MB"
+            points = exercise.points if status == PASSED else 0
+            grades.results[name] = Result(name, exercise.points, points, status, str(report), report)
     return grades
 
 
@@ -141,14 +175,64 @@ def write_secret(path: str | Path) -> str:
             f"grading of the term (npformer course grade SUBMISSIONS --secret {path})")
 
 
+def grade_submission(folder: str | Path, prepared: dict[str, list[Prepared]], *, seed: int,
+                     timeout: float = 30.0, worker: Worker | None = None, name: str | None = None) -> StudentGrades:
+    """One student's folder graded on ``prepared`` (``prepared_cases``): what Gradescope's and
+    GitHub Classroom's autograders run for each submission. A ``worker`` is started (and closed)
+    when none is given."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"course grade: {folder} is not a folder (a student's submission)")
+    own = worker is None
+    worker = Worker() if own else worker
+    try:
+        grades = _grade_student(folder, prepared, timeout, worker, seed)
+    finally:
+        if own:
+            worker.close()
+    if name is not None:
+        grades.student = name
+    return grades
+
+
+def lessons_in(folder: str | Path) -> Path:
+    """Where a submission's lessons are: ``folder`` itself, or its one subfolder that holds them (a
+    student's zip unpacked, a repository with a folder of lessons); a FileNotFoundError otherwise."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder (a student's submission)")
+    def has_lessons(path: Path) -> bool:
+        return any(path.glob("[0-9][0-9]_*.py")) or any(path.glob("[0-9][0-9]_*.ipynb"))
+    if has_lessons(folder):
+        return folder
+    inside = [path for path in sorted(folder.iterdir()) if path.is_dir() and not path.name.startswith(".")
+              and has_lessons(path)]
+    if len(inside) == 1:
+        return inside[0]
+    raise FileNotFoundError(f"{folder} holds no lesson (NN_topic.py or NN_topic.ipynb), neither at its top nor in "
+                            "one subfolder")
+
+
+def autograde(submission: str | Path, exercises: list[str], *, seed: int, secret: str | None = None,
+              timeout: float = 30.0) -> StudentGrades:
+    """One submission graded on ``exercises`` (a problem set), as an autograder of a platform runs it:
+    the cases prepared here, the student's functions run in a worker of their own."""
+    return grade_submission(lessons_in(submission), prepared_cases(seed, secret, exercises), seed=seed,
+                            timeout=timeout, name=Path(submission).name)
+
+
 def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30.0, seed: int | None = None,
-                secret: str | None = None, progress=None) -> list[StudentGrades]:
-    """Grade every student folder of ``submissions``; write ``out`` (CSV) and the feedback files.
+                secret: str | None = None, exercises: list[str] | None = None, reasons: bool = False,
+                progress=None) -> list[StudentGrades]:
+    """Grade every student folder of ``submissions``; write ``out`` (CSV, numbers only) and the
+    feedback files.
 
     ``timeout``: seconds one exercise may take. ``seed``: the unseen cases' seed, the same for the
     whole class (None: drawn once; written in the feedback). ``secret``: the instructor's secret
-    (``read_secret``): it adds ``grader.HIDDEN_CASES`` hidden cases to each exercise, never shown
-    in feedback. ``progress``: called with each student's name before they are graded.
+    (``read_secret``): it adds ``cases.HIDDEN_CASES`` hidden cases to each exercise, never shown
+    in feedback. ``exercises``: the ones to grade (a problem set; default all). ``reasons``: also
+    write ``<out>_reasons.csv``, each exercise's status. ``progress``: called with each student's
+    name before they are graded.
     """
     submissions, out = Path(submissions), Path(out)
     students = _students(submissions)
@@ -158,53 +242,63 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
         raise ValueError(f"course grade: --out {out} is inside the submissions, which are never written to")
     if seed is None:
         seed = new_seed()
-    prepared = prepared_cases(seed, secret)
+    prepared = prepared_cases(seed, secret, exercises)
     worker = Worker()
     graded = []
     try:
         for student in students:
             if progress is not None:
                 progress(student.name)
-            graded.append(_grade_student(student, prepared, timeout, worker, seed))
+            graded.append(grade_submission(student, prepared, seed=seed, timeout=timeout, worker=worker))
     finally:
         worker.close()
-    _write(graded, list(EXERCISES), out, seed)
+    _write(graded, list(prepared), out, seed, reasons)
     return graded
 
 
-def _write(graded: list[StudentGrades], names: list[str], out: Path, seed: int) -> None:
+def _write(graded: list[StudentGrades], names: list[str], out: Path, seed: int, reasons: bool) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(["student", *names, "total", "max"])
-        for grades in graded:
-            writer.writerow([grades.student, *(grades.results[name].cell for name in names), grades.total,
-                             max_points()])
+    grids = [(out, lambda result: result.points)]
+    if reasons:
+        grids.append((out.with_name(out.stem + "_reasons.csv"), lambda result: result.status))
+    for path, cell in grids:
+        with path.open("w", newline="", encoding="utf-8") as file:
+            writer = csv.writer(file)
+            writer.writerow(["student", *names, "total", "max"])
+            for grades in graded:
+                writer.writerow([grades.student, *(cell(grades.results[name]) for name in names), grades.total,
+                                 grades.max_points])
     feedback = out.with_name(out.stem + "_feedback")
     feedback.mkdir(exist_ok=True)
     for grades in graded:
-        lines = [f"{grades.student}: {grades.total} of {max_points()} points "
-                 f"(unseen cases drawn with seed {seed})", ""]
-        lines += [f"note: {problem}" for problem in grades.problems]
-        for name in names:
-            lines += ["", grades.results[name].report]
-        (feedback / f"{grades.student}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (feedback / f"{grades.student}.txt").write_text(feedback_text(grades, seed), encoding="utf-8")
+
+
+def feedback_text(grades: StudentGrades, seed: int) -> str:
+    """What a student gets back: the total, any note on their files, then each exercise's report."""
+    lines = [f"{grades.student}: {grades.total} of {grades.max_points} points (unseen cases drawn with seed {seed})", ""]
+    lines += [f"note: {problem}" for problem in grades.problems]
+    for result in grades.results.values():
+        lines += ["", result.report]
+    return "\n".join(lines) + "\n"
 
 
 def summary(graded: list[StudentGrades]) -> str:
-    """One line per student (total, passed, errors), then each exercise's pass count."""
+    """One line per student (total, passed, why the others got 0), then each exercise's pass count."""
     if not graded:
         return "no student graded"
+    names = list(graded[0].results)
     width = max(len("student"), *(len(grades.student) for grades in graded))
-    lines = [f"{'student'.ljust(width)}  total  passed  errors"]
+    lines = [f"{'student'.ljust(width)}  total  passed  not passed"]
     for grades in graded:
-        passed = sum(isinstance(r.cell, int) and r.cell > 0 for r in grades.results.values())
-        errors = sorted({f"{r.exercise}: {r.cell}" for r in grades.results.values() if isinstance(r.cell, str)})
+        passed = sum(result.passed for result in grades.results.values())
+        errors = sorted({f"{r.exercise}: {r.status}" for r in grades.results.values()
+                         if not r.passed and r.status not in ("failed", "not implemented yet")})
+        others = sum(not r.passed for r in grades.results.values()) - len(errors)
         shown = "; ".join(errors[:3]) + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
-        lines.append(f"{grades.student.ljust(width)}  {grades.total:>3}/{max_points():<3} {passed:>4}/{len(EXERCISES):<3} "
-                     f"{shown or '-'}")
-    counts = {name: sum(isinstance(g.results[name].cell, int) and g.results[name].cell > 0 for g in graded)
-              for name in EXERCISES}
+        why = ", ".join(part for part in (f"{others} failed or not written" if others else "", shown) if part)
+        lines.append(f"{grades.student.ljust(width)}  {grades.total:>3}/{grades.max_points:<3} {passed:>4}/{len(names):<3} "
+                     f"{why or '-'}")
+    counts = {name: sum(g.results[name].passed for g in graded) for name in names}
     lines.append("passed by: " + ", ".join(f"{name} {count}/{len(graded)}" for name, count in counts.items()))
     return "\n".join(lines)
-

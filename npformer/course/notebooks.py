@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 from tqdm.auto import tqdm
 
-from .edition import STUB, graded_exercises, lesson_files, student_source
+from .edition import BEGIN, STUB, graded_exercises, lesson_files, nbgrader_source, student_source
 from .exercises import EXERCISES
 
 _QUESTION = re.compile(r"^\d+\. ", re.MULTILINE)
@@ -81,7 +81,7 @@ def add_nbgrader_metadata(notebook: Any, lesson: str, nbformat: Any) -> Any:
     for index, cell in enumerate(notebook.cells):
         source = cell.source
         graded = graded_exercises(source) if cell.cell_type == "code" else []
-        if cell.cell_type == "code" and STUB[1] in source:
+        if cell.cell_type == "code" and (STUB[1] in source or BEGIN in source):
             name = (_DEF.findall(source) or [f"cell{index}"])[0]
             cell.metadata["nbgrader"] = _nbgrader(f"{lesson}_{name}", solution=True)
         elif graded:
@@ -107,7 +107,7 @@ def add_nbgrader_metadata(notebook: Any, lesson: str, nbformat: Any) -> Any:
 
 def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: bool = True,
                      student: bool = False, quick: bool = False, timeout: int = 900,
-                     only: list[str] | None = None) -> list[Path]:
+                     only: list[str] | None = None, nbgrader: bool = False) -> list[Path]:
     """Write every lesson of ``lessons_dir`` as ``out_dir/NN_topic.ipynb``; return the files.
 
     Args:
@@ -116,6 +116,8 @@ def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: b
         quick: ``NPFORMER_QUICK=1`` for the kernels (short trainings, figures to a temporary folder).
         timeout: seconds one cell may run.
         only: lesson numbers (``["04", "13"]``) to convert; None for all.
+        nbgrader: nbgrader's source of the student notebook (``edition.nbgrader_source``: each body
+            between nbgrader's markers), with its cell metadata; implies ``student``.
 
     Raises ``NotebookError`` naming the lesson and the cell when a cell raises; the
     notebook is still written, with the error in its outputs.
@@ -133,8 +135,12 @@ def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: b
     with _environment(changes):
         for path in tqdm(files, desc="notebooks", unit="lesson", disable=not execute):
             text = path.read_text(encoding="utf-8")
-            notebook = jupytext.reads(student_source(text, path.name) if student else text, fmt="py:percent")
-            if student:
+            if nbgrader:
+                text = nbgrader_source(text, path.name)
+            elif student:
+                text = student_source(text, path.name)
+            notebook = jupytext.reads(text, fmt="py:percent")
+            if student or nbgrader:
                 add_nbgrader_metadata(notebook, path.stem, nbformat)
             notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
             target = out / f"{path.stem}.ipynb"

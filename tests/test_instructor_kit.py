@@ -137,6 +137,11 @@ def test_a_class_of_three_is_graded_in_one_command(tmp_path, capsys):
 @pytest.mark.parametrize("argv, words", [
     (["course", "grade"], "needs the folder of submissions"),
     (["course", "grade", "nowhere"], "is not a folder of submissions"),
+    (["course", "gradescope", "week01.zip"], "needs the problem set"),
+    (["course", "gradescope", "week01.txt", "--set", "1"], "should end in .zip"),
+    (["course", "autograde", ".", "--set", "14"], "week 14 has no problem set"),
+    (["course", "classroom", "template", "--set", "99"], "no week 99"),
+    (["course", "grade", ".", "--set", "15"], "no week 15"),
 ])
 def test_the_grade_command_fails_in_one_line(argv, words, tmp_path, monkeypatch, capsys):
     from npformer.cli import main

@@ -29,6 +29,7 @@ import numpy as np
 
 from npformer import backend, gradcheck, models, ops, viz
 from npformer.course import check
+from npformer.data import find_pairs_file
 from npformer.tasks.language_id import predict, train_language_id
 
 print(gradcheck.check_op("masked_mean_pool"))
@@ -134,17 +135,16 @@ with ops.using(yours, name="yours"):
 #
 # The labelled sentences come from translation pairs: the English side is class 0, the French side
 # class 1, and both sides of a pair stay in the same split. The full run uses real Tatoeba sentences
-# when you have the file: download `fra-eng.zip` from manythings.org/anki, unzip it, and set
-# `NPFORMER_FRA_ENG` to the path of `fra.txt` (`docs/translation.md` says more).
-# Without it, and in the quick run (`NPFORMER_QUICK=1`), the lesson uses the embedded corpus and
-# says so.
+# when you have the file: run `npformer data tatoeba` once (with internet) in the folder you run the
+# lessons in, which puts it in `data/fra-eng/fra.txt` (or set `NPFORMER_FRA_ENG` to a `fra.txt` kept
+# elsewhere). Without it, and in the quick run (`NPFORMER_QUICK=1`), the lesson uses the embedded
+# corpus and says so.
 
 # %%
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
-fra = os.environ.get("NPFORMER_FRA_ENG", "")
-data = fra if fra and os.path.isfile(fra) and not QUICK else None
+data = None if QUICK else find_pairs_file("fra-eng")
 if data is None and not QUICK:
-    print("NPFORMER_FRA_ENG is not set to a fra.txt file: using the embedded corpus instead")
+    print("no Tatoeba file (npformer data tatoeba, or NPFORMER_FRA_ENG): using the embedded corpus instead")
 with ops.using(yours, name="yours"):  # mean pooling: your backward pass when it passed its check
     result = train_language_id(data, steps=60 if QUICK else 400, max_pairs=2000 if QUICK else 30000)
 print(f"{result['source']}: held-out accuracy {result['test_accuracy']:.2%} on {result['test_sentences']:,} "

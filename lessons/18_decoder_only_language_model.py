@@ -202,9 +202,9 @@ figure.savefig(viz.figures_dir() / "18_language_model.png", dpi=110)
 #    least $p$, and draw among them. `generate` has no such option: write the loop yourself on
 #    `model.forward` (the whole sequence at every step), taking the last position's logits.
 # 2. Check that `generate` with `top_k=1` equals greedy decoding with the full forward pass.
-# 3. Train on the Tatoeba French sentences (`npformer lm --data ../shared/data/fra-eng/fra.txt`, from
-#    the repository's folder) and compare the validation perplexity with this lesson's. Which is
-#    higher, and why?
+# 3. Fetch the Tatoeba file once (`npformer data tatoeba`, in your course folder), train on its French
+#    sentences (`npformer lm --data data/fra-eng/fra.txt`) and compare the validation perplexity with
+#    this lesson's. Which is higher, and why?
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
@@ -220,7 +220,7 @@ figure.savefig(viz.figures_dir() / "18_language_model.png", dpi=110)
 #    keeps any probability, so the draw is the argmax, and the KV cache gives the same logits as the
 #    full forward pass (up to rounding), because a causal position never sees later ones. A full answer writes the loop on
 #    `model.forward`, stops it where `generate` stops (`<eos>` or `max_len`), and compares the ids.
-# 3. Rubric (the Tatoeba file is not part of the repository; this lesson's perplexity is printed
+# 3. Rubric (the Tatoeba file is the student's download; this lesson's perplexity is printed
 #    below). Tatoeba's perplexity is clearly higher. The embedded corpus is written by a small
 #    grammar: a few hundred words and a handful of sentence patterns, so after the first words few
 #    continuations are possible. Tatoeba's sentences are real French: thousands of words (after

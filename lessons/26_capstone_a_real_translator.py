@@ -23,13 +23,12 @@ import os
 import shutil
 import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
 from npformer import backend, metrics, viz
 from npformer.course import EXERCISES, check
-from npformer.data import ATTRIBUTION, tokenize
+from npformer.data import ATTRIBUTION, find_pairs_file, tokenize
 from npformer.models import ATTENTION_KINDS, Transformer, TransformerConfig
 from npformer.tasks.translation import TrainOptions, Translator, attention_of, corpus_bleu, train
 from npformer.tokens import BOS_ID
@@ -40,10 +39,11 @@ QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 # %% [markdown]
 # ## The data
 #
-# npformer never ships the Tatoeba file. Download `fra-eng.zip` from manythings.org/anki, unzip it,
-# and set `NPFORMER_FRA_ENG` to the path of its `fra.txt` (`docs/translation.md` says more). The lesson also looks in `$NPFORMER_SHARED/data/fra-eng/fra.txt`, where the project's
-# shared data folder keeps it. Without either, it falls back to the embedded corpus and says so: the
-# code runs the same, but the numbers are then not those of real sentences.
+# npformer never ships the Tatoeba file: fetch it once, with internet, from the folder you run the
+# lessons in: `npformer data tatoeba` downloads `fra-eng.zip` from manythings.org/anki and unpacks
+# `data/fra-eng/fra.txt` there, where this lesson looks (`NPFORMER_FRA_ENG` names a copy kept
+# elsewhere). Without it, the lesson falls back to the embedded corpus and says so: the code runs
+# the same, but the numbers are then not those of real sentences.
 #
 # Each line of `fra.txt` is `english<TAB>french<TAB>attribution`, and the file is sorted by length.
 # `TrainOptions(max_pairs=N)` keeps the first $N$ distinct pairs, so a small `max_pairs` means
@@ -51,23 +51,10 @@ QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 # no English sentence of the test split was seen in training.
 
 # %%
-def find_fra_eng():
-    """The path of fra.txt: $NPFORMER_FRA_ENG, else $NPFORMER_SHARED/data/fra-eng/fra.txt, else None."""
-    explicit = os.environ.get("NPFORMER_FRA_ENG")
-    if explicit:
-        if os.path.isfile(explicit):
-            return explicit
-        print(f"NPFORMER_FRA_ENG is set to {explicit!r}, which is not a file")
-    shared = os.environ.get("NPFORMER_SHARED")
-    if shared and (Path(shared) / "data" / "fra-eng" / "fra.txt").is_file():
-        return str(Path(shared) / "data" / "fra-eng" / "fra.txt")
-    return None
-
-
-data = find_fra_eng()
+data = find_pairs_file("fra-eng")
 if data is None:
-    print("No Tatoeba file found (set NPFORMER_FRA_ENG to fra.txt, or NPFORMER_SHARED to the shared "
-          "data folder): FALLING BACK TO THE EMBEDDED TOY CORPUS. Every number below is then the toy "
+    print("No Tatoeba file (run `npformer data tatoeba` here once, or set NPFORMER_FRA_ENG to fra.txt): "
+          "FALLING BACK TO THE EMBEDDED TOY CORPUS. Every number below is then the toy "
           "corpus's, not real sentences'.")
 else:
     print(f"Tatoeba pairs from {data}\n{ATTRIBUTION}")

@@ -121,7 +121,15 @@ def notebook_dir(tmp_path_factory):
             except ImportError as error:
                 pytest.fail(f"{reason} and NPFORMER_REQUIRE_COURSE=1 ({error})", pytrace=False)
     pytest.importorskip("nbclient", reason=reason)
-    return tmp_path_factory.mktemp("notebooks")
+    folder = tmp_path_factory.mktemp("notebooks")
+    # the real data where a student's `npformer data tatoeba` puts it, in the folder the lessons run in
+    from conftest import shared_folder
+
+    real = shared_folder() / "data" / "fra-eng" / "fra.txt"
+    if real.is_file():
+        (folder / "data" / "fra-eng").mkdir(parents=True)
+        (folder / "data" / "fra-eng" / "fra.txt").symlink_to(real)
+    return folder
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[path.stem for path in LESSONS])

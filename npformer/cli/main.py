@@ -8,10 +8,10 @@ import sys
 
 from .. import __version__, backend
 from ..errors import UsageError
-from . import attention, bench, course, evaluate, gradcheck, language_id, lm, train, translate
+from . import attention, bench, course, data, evaluate, gradcheck, language_id, lm, train, translate
 from .arguments import Parser
 
-COMMANDS = (train, translate, attention, evaluate, language_id, lm, bench, gradcheck, course)
+COMMANDS = (train, translate, attention, evaluate, language_id, lm, bench, gradcheck, course, data)
 
 
 def build_parser() -> argparse.ArgumentParser:

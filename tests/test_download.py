@@ -1,0 +1,81 @@
+"""``npformer data tatoeba``: the download a student runs once, tested on local copies (``--url
+file://...``): a small archive as manythings.org lays it out, the real English-French file of the
+shared data folder zipped the same way, and every way it can go wrong, each in one line with the
+folder left as it was."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from npformer.cli import main
+from npformer.data.download import find_pairs_file, local_pairs_file
+
+from conftest import shared_file
+
+PAIRS = "".join(f"I see {n} cats.\tJe vois {n} chats.\tCC-BY 2.0 (France) Attribution: tatoeba.org #{n}\n"
+                for n in range(1, 61))
+
+
+def _archive(path, members):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in members.items():
+            archive.writestr(name, text)
+    return f"file://{path}"
+
+
+def test_the_pairs_are_unpacked_into_the_students_folder_and_found_there(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NPFORMER_FRA_ENG", raising=False)
+    assert find_pairs_file() is None
+    url = _archive(tmp_path / "fra-eng.zip", {"fra.txt": PAIRS, "_about.txt": "licence", "__MACOSX/._fra.txt": "x"})
+    assert main(["data", "tatoeba", "--url", url]) == 0
+    printed = capsys.readouterr().out
+    assert "60 pairs kept" in printed and "downloaded: data/fra-eng/fra.txt" in printed and "CC-BY 2.0 FR" in printed
+    assert (tmp_path / "data" / "fra-eng" / "fra.txt").read_text() == PAIRS
+    assert sorted(path.name for path in (tmp_path / "data" / "fra-eng").iterdir()) == ["_about.txt", "fra.txt"]
+    assert find_pairs_file() == str(local_pairs_file())
+    assert main(["data", "tatoeba", "--url", url]) == 0          # already there: kept, not downloaded again
+    assert "already here" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("members, words", [
+    ({"deu.txt": PAIRS}, "holds no fra.txt (it holds deu.txt)"),
+    (None, "is not a zip archive"),
+    ("missing", "could not download"),
+])
+def test_a_bad_download_fails_in_one_line_and_keeps_the_file_there(members, words, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    good = _archive(tmp_path / "good.zip", {"fra.txt": PAIRS})
+    assert main(["data", "tatoeba", "--url", good]) == 0
+    capsys.readouterr()
+    if members == "missing":
+        url = f"file://{tmp_path / 'nowhere.zip'}"
+    elif members is None:
+        (tmp_path / "bad.zip").write_text("not an archive")
+        url = f"file://{tmp_path / 'bad.zip'}"
+    else:
+        url = _archive(tmp_path / "bad.zip", members)
+    assert main(["data", "tatoeba", "--url", url, "--force"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()   # the progress bar's lines, then the error
+    [error] = [line for line in lines if line.startswith("npformer data: ")]
+    assert words in error and error == lines[-1], lines
+    assert (tmp_path / "data" / "fra-eng" / "fra.txt").read_text() == PAIRS
+    assert sorted(path.name for path in (tmp_path / "data" / "fra-eng").iterdir()) == ["fra.txt"]
+
+
+def test_a_pair_name_that_manythings_does_not_use_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", "tatoeba", "--pair", "french"]) == 2
+    assert "three letters, a dash, eng" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_real_file_zipped_as_manythings_serves_it(tmp_path, monkeypatch, capsys):
+    real = shared_file("data", "fra-eng", "fra.txt")
+    url = _archive(tmp_path / "fra-eng.zip", {"fra.txt": real.read_text(encoding="utf-8")})
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", "tatoeba", "--url", url]) == 0
+    assert "167,130 lines" in capsys.readouterr().out
+    assert (tmp_path / "data" / "fra-eng" / "fra.txt").read_bytes() == real.read_bytes()

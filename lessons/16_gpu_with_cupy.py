@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from npformer import backend, models, ops, optim
+from npformer.course import check
 from npformer.tokens import PAD_ID
 from npformer.training import train_step
 
@@ -204,8 +205,9 @@ assert all(abs(loss - set_losses["textbook ops, textbook step"]) < 1e-3 * abs(lo
 # The three give the same loss to float32 rounding (the printed digits), because they compute
 # the same equations; `tests/test_fast_ops.py` shows every fast form equal to its twin in float64,
 # and `tests/test_fastpath.py` the fast path equal to the textbook step. The printed time ratios
-# are what the fast forms and the fast path buy on this machine and this batch; on a GPU each op is
-# already one kernel over every row, so the two op sets take about the same time there. The recorded
+# are what the fast forms and the fast path buy on this machine and this batch. On a GPU the blocks
+# the fast forms cut their rows into become more kernels to launch, and the H100 run recorded the
+# fast set slower than the textbook one (the roofline section below prints both). The recorded
 # figures for both bench presets are in `benchmarks/RESULTS.md` ("Op sets" and "One textbook core,
 # the speed paths beside it, and the user's own loop").
 
@@ -218,63 +220,165 @@ assert all(abs(loss - set_losses["textbook ops, textbook step"]) < 1e-3 * abs(lo
 #   sort-and-`reduceat`, and GELU uses `cupyx.scipy.special.erf`;
 # * GPU calls return before the work is done, so timings must synchronise first.
 #
+# ## Reasoning about a GPU without one: the roofline
+#
+# This lesson, with this model and this batch, ran once on an NVIDIA H100 (the project's GPU logs of
+# 2026-11-26: `benchmarks/RESULTS.md`, "CuPy backend on a GPU"). The cell below prints what it
+# measured there. Look at the optimizer: Adam does about a dozen arithmetic operations per
+# parameter, a few million operations, yet it took longer than the whole forward pass with its
+# matrix products. A model of the card explains it, and you can build that model on a CPU.
+#
+# Two limits bound any op on any processor. Its arithmetic cannot go faster than the card's peak
+# rate, so it takes at least `flops / peak_flops` seconds; its data cannot move faster than the
+# memory's bandwidth, so it takes at least `bytes_moved / bandwidth` seconds. The card does both at
+# once, so the slower of the two is the floor: this is the **roofline** (Williams, Waterman and
+# Patterson, 2009). An op whose arithmetic takes longer is *compute-bound*; one whose traffic takes
+# longer is *memory-bound*. A GPU adds a third cost that a roofline leaves out: each kernel is
+# launched from the host, through CuPy's Python code and the driver, and each launch costs a fixed
+# time however little the kernel does.
+#
+# Write `roofline`: for several ops at once (one entry per op), the floor of each op's time, its
+# arithmetic or its traffic, whichever is slower, plus its launches, and whether it is
+# compute-bound.
+
+# %%
+RECORDED_H100 = {  # lesson 16 run on one NVIDIA H100 80GB HBM3 with CuPy 14.2 (the GPU logs of 2026-11-26)
+    "step_ms": 101.0, "forward_ms": 17.8, "loss_ms": 1.3, "backward_ms": 16.8, "adam_ms": 31.9,
+    "gradcheck_tensors": 22, "gradcheck_worst": 4.0e-10, "textbook_ops_step_ms": 56.0, "fast_ops_step_ms": 67.0,
+}
+H100_CARD = {"peak_flops": 67e12, "bandwidth": 3.35e12}  # float32 without tensor cores, HBM3 (NVIDIA's datasheet)
+print("recorded on an H100: " + ", ".join(f"{name} {value:g}" for name, value in RECORDED_H100.items()))
+
+
+def roofline(flops, bytes_moved, kernels, peak_flops, bandwidth, launch_seconds):
+    """The floor of each op's time on a GPU, and whether its arithmetic (not its memory traffic) sets it.
+
+    flops, bytes_moved, kernels: (ops,) arrays, one entry per op; peak_flops (FLOP/s), bandwidth
+    (bytes/s) and launch_seconds (per kernel launch): numbers. Returns (seconds, compute_bound), both (ops,).
+    """
+    ### BEGIN SOLUTION
+    compute = flops / peak_flops                     # (ops,) seconds of arithmetic at the peak
+    memory = bytes_moved / bandwidth                 # (ops,) seconds of traffic at the bandwidth
+    return np.maximum(compute, memory) + kernels * launch_seconds, compute > memory
+    ### END SOLUTION
+
+
+# %%
+print(check("roofline", roofline))
+
+# %% [markdown]
+# Now the model's step, op by op. The matrix products of the forward pass: each weight of the
+# encoder is used once per source token and each weight of the decoder and of the output layer once
+# per target token, for two operations each (a multiply and an add), so their FLOPs are
+# $2 (P_{enc} N_{src} + (P_{dec} + P_{out}) N_{tgt})$, and their traffic at least the weights and
+# the activations read once (float32, 4 bytes). Adam, for every parameter: reads the parameter, its
+# gradient and the two moments and writes three of them back, 7 float32 values, for about 12
+# operations. npformer's Adam (`ops/fast/adam.py`) cuts each tensor into chunks of 65,536 numbers,
+# so that a chunk stays in a CPU's cache, and runs 13 array operations per chunk: on a GPU each is a
+# kernel. The cell estimates both with your `roofline` (npformer's when yours does not pass yet),
+# first with no launch cost, then reads the launch cost that the recorded Adam time implies:
+
+# %%
+from npformer.course import EXERCISES  # noqa: E402
+from npformer.ops.fast.adam import CHUNK  # noqa: E402
+
+passed = check("roofline", roofline, strict=False).passed  # yours, when it passes
+floor = roofline if passed else EXERCISES["roofline"].reference
+sizes = {name: value.size for name, value in model.params().items()}
+by_part = {part: sum(n for name, n in sizes.items() if name.split(".")[0] == part) for part in
+           ("encoder", "decoder", "out_proj", "src_embed", "tgt_embed")}
+n_src, n_tgt = src.size, tgt_in.size
+forward_flops = 2 * (by_part["encoder"] * n_src + (by_part["decoder"] + by_part["out_proj"]) * n_tgt)
+forward_bytes = 4 * (sum(sizes.values()) + 2 * (n_src + n_tgt) * model.config.d_model * 2 * model.config.n_layers)
+n_params = sum(sizes.values())
+adam_kernels = 13 * sum(-(-n // CHUNK) for n in sizes.values())   # 13 array operations per chunk
+flops = np.array([forward_flops, 12.0 * n_params])
+bytes_moved = np.array([forward_bytes, 7 * 4.0 * n_params])
+seconds, compute_bound = floor(flops, bytes_moved, np.array([0.0, 0.0]), launch_seconds=0.0, **H100_CARD)
+for name, t, bound in zip(("forward's products", "Adam"), seconds, compute_bound):
+    print(f"{name:18s} roofline floor {t * 1e3:6.3f} ms ({'compute' if bound else 'memory'}-bound)")
+launch = (RECORDED_H100["adam_ms"] / 1e3 - seconds[1]) / adam_kernels
+print(f"Adam: {len(sizes)} tensors, {adam_kernels} kernels; the recorded {RECORDED_H100['adam_ms']} ms "
+      f"is {RECORDED_H100['adam_ms'] / 1e3 / seconds[1]:.0f} x its floor: {launch * 1e6:.1f} microseconds per kernel")
+fused, _ = floor(flops[1:], bytes_moved[1:], np.array([float(len(sizes))]), launch_seconds=launch, **H100_CARD)
+print(f"Adam as one kernel per tensor at that launch cost: {fused[0] * 1e3:.2f} ms")
+assert seconds[1] * 1e3 < RECORDED_H100["adam_ms"] / 10, "Adam's floor is far below what the H100 took"
+assert fused[0] < RECORDED_H100["adam_ms"] / 1e3 / 5
+
+# %% [markdown]
+# The printed floors are fractions of a millisecond; the measured times are tens of milliseconds.
+# On this small model the H100 is neither compute-bound nor memory-bound: it waits for the host to
+# launch its kernels, and Adam, with thousands of tiny ones, waits the most. The same launches on a
+# CPU cost nearly nothing (a NumPy call is a function call), which is why the chunking that helps
+# the CPU's cache hurts the GPU, and why the fast op set was measured *slower* than the textbook one
+# on the H100. Fusing (one kernel per tensor, or one for all of them, as PyTorch's `foreach` and
+# `fused` Adam do) removes launches, not arithmetic.
+#
 # ## Exercises
 #
-# Unlike the lessons around it, this one has no graded exercise. One would have to run on a GPU,
-# and no GPU has yet proven one here: the course is developed and tested on machines without a
-# GPU, and the CuPy path itself still awaits its first run on one (`benchmarks/RESULTS.md`, "CuPy
-# backend on a GPU"), so a graded GPU exercise could not be checked before it reached a student.
-# The questions below are open, with a rubric in the instructor edition.
+# Each question is answered with this lesson's run, your `roofline`, and the recorded H100 figures
+# printed above: no GPU is needed. The strict stand-in for CuPy (`NPFORMER_BACKEND=strict`,
+# `npformer/strict_backend.py`) runs the step on a CPU under CuPy's rules, for the bugs only a GPU
+# would otherwise show.
 #
-# 1. On a GPU machine, time the step for `d_model` 256, 512 and 1024 on both backends: call
-#    `backend.set_backend("numpy")` or `backend.set_backend("cupy")`, then build the model, the
-#    optimizer and the batch anew (they stay on the backend they were made on). Where does the GPU
-#    start to win?
-# 2. Which of npformer's ops would you fuse into one CUDA kernel first, and why?
-# 3. On a GPU, run `npformer --backend cupy gradcheck` and compare its errors with those of
-#    `npformer gradcheck` on the CPU. Do they pass with the same tolerance? Are the errors identical,
-#    and why?
+# 1. With your `roofline` and `H100_CARD`, estimate the forward pass's matrix products for
+#    `d_model` 256, 512 and 1024 (tokens fixed, `d_ff` four times `d_model`, the same two layers):
+#    at which size do the products alone, without launches, reach the recorded forward time? What
+#    does that say about where a GPU starts to pay off for npformer?
+# 2. Which of npformer's ops would you fuse into one CUDA kernel first, and why? Argue from the
+#    recorded times, the kernel counts, and what your `roofline` says about each op.
+# 3. Run `npformer gradcheck` here, and once more with `NPFORMER_BACKEND=strict`. Compare the worst
+#    relative errors with the H100's (printed above). Do they pass with the same tolerance? Are the
+#    errors identical, and why?
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
 #
-# 1. Rubric (this needs a GPU; no numbers here). A correct measurement: after each
-#    `set_backend`, the model, the optimizer and the batch are built anew; one warm-up step runs
-#    before the clock starts (the first CuPy call of each kernel compiles and caches it, and the
-#    memory pool fills); the clock is read only after `xp.cuda.Stream.null.synchronize()`; several
-#    steps are timed; the report gives ms per step (or tokens/s) for all six combinations and their
-#    ratio. What it shows: at a fixed number of tokens NumPy's time follows the matrix products, whose
-#    cost grows like $d_{\text{model}}^2$ for the attention projections and like $d_{\text{model}}$ for
-#    the feed-forward layers (with `d_ff` kept at 1024) and the output layer (attention's $T^2 d$ term
-#    is small at $T = 24$): between two and four times per doubling, nearer four for the larger
-#    sizes. The GPU's time grows far less because it is not yet saturated: each step launches hundreds
-#    of small kernels, and their fixed cost dominates.
-#    So the GPU's lead widens with $d_{\text{model}}$. With this batch (3,072 tokens per step) a
-#    current GPU should win already at 256; the crossover lies where a step does little work (a tiny
-#    model, a batch of a few sentences), and a full answer finds it by shrinking the batch or the
-#    model. A GPU that looks many times faster than its arithmetic allows means the clock was read
-#    before synchronising.
-# 2. Rubric (open). Any of these, argued from memory traffic and kernel launches, earns full marks:
-#    attention (scores, scale, mask, softmax and the product with $V$ in one kernel, as
-#    FlashAttention does, so the $(B, H, T, T)$ scores and weights are never written to memory, and
-#    the backward pass recomputes them); the softmax and cross-entropy over the 4,000-word
-#    vocabulary (each of max, subtract, exp, sum and log is a full pass over a $64 \times 24 \times
-#    4000$ array); LayerNorm (mean, variance, normalise, scale and shift: several passes for one); the
-#    bias, activation and dropout chains; Adam (about ten elementwise operations per parameter
-#    tensor, for every tensor). The reason must be that these elementwise and reduction ops are
-#    limited by memory bandwidth and launch count, not arithmetic, whereas the matrix products already
-#    run in cuBLAS and gain nothing from fusion. Better answers back the choice with a profile of the
-#    step on the GPU (the op's share of the time).
-# 3. (The active backend's own check is printed below.) Both pass with the same tolerance,
-#    $10^{-6}$: gradcheck works in float64 on both backends, and its inputs are drawn on the host from
-#    the same seed, so the check is the same. The errors are not identical, though of the same
-#    order (far below the tolerance): what they measure is rounding noise in the finite differences
-#    and in the analytic gradients, and that depends on the order of the floating-point operations.
-#    cuBLAS and the CPU's BLAS split and sum the matrix products differently, GPU reductions add in
-#    a tree, GPUs fuse multiply-adds, `cupyx.scatter_add` adds in an unspecified order, and `exp`,
-#    `log` and `erf` may differ in the last bit. The truncation part of the error, $O(h^4)$, is the
-#    same on both. Full marks need the reason (a different order of rounding), not "the GPU is less
-#    precise": both compute in float64.
+# 1. (Printed below.) The products' floor grows three to four times per doubling of `d_model` (every
+#    layer's weight matrix is $d \times d$ or $d \times 4d$; the output layer's grows only like $d$),
+#    yet even at 1024 it
+#    stays below the forward time recorded at 256 (the ratio is printed): at these sizes the H100
+#    spends its time launching kernels, not computing, so a larger model costs the GPU little more
+#    time while it costs the CPU about fourfold per doubling. The GPU pays off once each kernel has
+#    enough work to hide its launch: a larger model, a larger batch, or fewer, fused kernels. Full
+#    marks need the estimate for all three sizes, the comparison with the recorded time, and that
+#    conclusion; a GPU timing that beats the roofline floor means the clock was read before
+#    synchronising.
+# 2. Rubric (open, argued from the numbers). Full marks: Adam first. Its recorded time is the
+#    largest part of the step although its floor is a fraction of a millisecond: it is
+#    launch-bound, thousands of kernels (13 per 65,536-number chunk of every tensor), so one kernel
+#    per tensor, or one for all of them, removes almost all of its time (the estimate is printed
+#    above). Then layer norm and the softmax chains (several passes and launches each for one
+#    memory-bound result), then attention (FlashAttention: scores, mask, softmax and the product with
+#    V in one kernel, so the $(B, H, T, T)$ arrays never reach memory). Matrix products gain nothing
+#    from fusion: cuBLAS already runs each at speed. An answer that picks attention first with a
+#    good argument gets most marks; one that picks the matrix products, none.
+# 3. (The active backend's own check is printed below; run it with `NPFORMER_BACKEND=strict` too.)
+#    They all pass with the same tolerance, $10^{-6}$: gradcheck works in float64 on every backend,
+#    and its inputs are drawn on the host from the same seed. The strict stand-in is NumPy underneath,
+#    so its errors equal NumPy's to the last digit. The H100's worst error equals this run's to the
+#    two printed digits: the worst entry's error is the finite differences' truncation, $O(h^4)$,
+#    which is the same on both. Entry by entry the errors need not be identical, because their
+#    rounding part depends on the order of the operations, and that differs: cuBLAS and the
+#    CPU's BLAS split and sum the products differently, GPU reductions add in a tree, GPUs fuse
+#    multiply-adds, `cupyx.scatter_add` adds in an unspecified order, and `exp`, `log` and `erf` may
+#    differ in the last bit. Full marks need that reason, not "the GPU is less precise": both compute
+#    in float64.
+
+# %% tags=["instructor"]
+for d_model in (256, 512, 1024):
+    twin = models.Transformer(models.TransformerConfig(4000, 4000, d_model=d_model, n_heads=8, d_ff=4 * d_model,
+                                                       n_layers=2, dropout=0.1), seed=0)
+    twin_sizes = {name: value.size for name, value in twin.params().items()}
+    part = {key: sum(n for name, n in twin_sizes.items() if name.split(".")[0] == key)
+            for key in ("encoder", "decoder", "out_proj")}
+    products = 2.0 * (part["encoder"] * n_src + (part["decoder"] + part["out_proj"]) * n_tgt)
+    traffic = 4.0 * (sum(twin_sizes.values()) + 2 * (n_src + n_tgt) * d_model * 2 * 2)
+    [floor_seconds], _ = floor(np.array([products]), np.array([traffic]), np.array([0.0]), launch_seconds=0.0,
+                               **H100_CARD)
+    print(f"answer 1: d_model {d_model:4d}: products {products:.2e} FLOPs, floor {floor_seconds * 1e3:.2f} ms, "
+          f"{RECORDED_H100['forward_ms'] / (floor_seconds * 1e3):.0f} x below the recorded forward at 256")
+    assert floor_seconds * 1e3 < RECORDED_H100["forward_ms"]
 
 # %% tags=["instructor"]
 from npformer import gradcheck  # noqa: E402

@@ -219,7 +219,8 @@ def _compare(exercise: Exercise, case: Case, name: str, got: Any, expected: Any,
             row.finite_differences = _judge("", [(name, shape, got, numeric, "")], DEFAULT_TOL).results[0]
     if not row.passed:
         hints = [_try_hint(hint, got, expected, case.inputs, name) for hint in exercise.hints]
-        generic = _mask_hint(got, expected) if expected.dtype == bool else diagnose(got, expected)
+        generic = (_mask_hint(got, expected) if got.dtype == bool and expected.dtype == bool
+                   else diagnose(got, numpy.asarray(expected, dtype=numpy.float64)))
         row.hint = next((text for text in hints if text), "") or generic
         row.named = any(hints)
     return row

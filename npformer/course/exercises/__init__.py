@@ -13,6 +13,7 @@
                             attention's entropy
     searches.py             lesson 14: greedy search, one step of beam search, the whole beam search
     kv_cache.py             lesson 14: the KV-cached decoding step
+    roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
     masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
     language_models.py      lessons 18-19: top-k, sampling, BERT's masking rule
     patches.py              lesson 20: patch embeddings and their backward pass
@@ -27,12 +28,12 @@ grader must fail, beside ``course.wrong_solutions``'s catalogue).
 from __future__ import annotations
 
 from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
-               ops_backward, patches, searches, steps, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
+               ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
 from .base import Case, Exercise, WrongSolution
 from .steps import DERIVATIONS, TEXTBOOK
 
-MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, masked_pooling, language_models,
-           patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
+MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
+           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

@@ -16,10 +16,10 @@ Two settings, both written in the configuration with the reason beside them:
 * ``c.Execute.timeout``: nbgrader gives a cell 30 s by default, and ``autograde`` runs the whole
   notebook; a lesson's training cell runs longer than that (lesson 13's did, and autograding
   stopped with "Timeout waiting for execute reply"). ``TIMEOUT`` seconds covers the slowest whole
-  lesson in full mode on a 2-core laptop (lesson 26, 390 s) with room to spare.
+  lesson in full mode as recorded on a 2-core machine (lesson 26, 428 s) with room to spare.
 * ``NPFORMER_QUICK=1`` for the kernels nbgrader starts: the grades come only from the check cells,
   which do not depend on how long the lessons' models train, and quick mode autogrades the 27
-  lessons in about 3 minutes instead of about 19. Delete the line to autograde in full mode.
+  lessons in about 4 minutes instead of about 21 (the recorded lesson times). Delete the line to autograde in full mode.
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ c.CourseDirectory.db_assignments = [{assignments}]
 # c.CourseDirectory.db_students = [dict(id="ada"), dict(id="bo")]   # or: nbgrader db student import roster.csv
 
 # A lesson's training cell runs longer than nbgrader's default 30 s per cell, and autograde runs
-# every cell: {timeout} s covers the slowest whole lesson in full mode on a 2-core laptop (390 s).
+# every cell: {timeout} s covers the slowest whole lesson in full mode on a 2-core machine (428 s).
 c.Execute.timeout = {timeout}
 c.Execute.startup_timeout = 120
 
 # The grades come only from the check cells, which do not depend on how long the lessons train:
-# autograde with short trainings (about 3 minutes for the 27 lessons, instead of about 19).
+# autograde with short trainings (the 27 lessons run in about 4 minutes instead of about 21).
 # Delete this line to autograde in full mode.
 os.environ.setdefault("NPFORMER_QUICK", "1")
 '''

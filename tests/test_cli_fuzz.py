@@ -137,6 +137,15 @@ def short_work(monkeypatch):
     monkeypatch.setattr(mutants, "results_table", stub(mutants.results_table, ""))
     monkeypatch.setattr(course, "lesson_notebooks", stub(course.lesson_notebooks, []))
     monkeypatch.setattr(course, "grade_class", stub(course.grade_class, []))
+    from npformer.data import download
+    fetch = download._fetch
+
+    def no_network(url, target, progress):  # a drawn file path or file:// URL is fetched; the internet never
+        if url.startswith("http"):
+            raise download.DataError(f"could not download {url} (the tests do not reach the internet)")
+        return fetch(url, target, progress)
+
+    monkeypatch.setattr(download, "_fetch", no_network)
 
 
 def _run(arguments: list[str], stdin: bytes, folder: str) -> tuple[int, str]:

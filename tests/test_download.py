@@ -79,3 +79,10 @@ def test_the_real_file_zipped_as_manythings_serves_it(tmp_path, monkeypatch, cap
     assert main(["data", "tatoeba", "--url", url]) == 0
     assert "167,130 lines" in capsys.readouterr().out
     assert (tmp_path / "data" / "fra-eng" / "fra.txt").read_bytes() == real.read_bytes()
+
+
+def test_a_zip_already_here_is_taken_as_a_plain_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _archive(tmp_path / "fra-eng.zip", {"fra.txt": PAIRS})
+    assert main(["data", "tatoeba", "--url", "fra-eng.zip"]) == 0
+    assert "60 pairs kept" in capsys.readouterr().out

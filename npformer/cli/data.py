@@ -18,7 +18,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="data", help="the folder to unpack into (default: %(default)s, here)")
     parser.add_argument("--url", default=None,
                         help="where to download the zip from (default: https://www.manythings.org/anki/PAIR.zip; "
-                             "file:///path/to/it.zip for a copy you have)")
+                             "a path or file:///path/to/it.zip for a copy you have)")
     parser.add_argument("--force", action="store_true", help="download again over a file already there")
     parser.set_defaults(handler=run)
 

@@ -65,8 +65,8 @@ def check_pair(pair: str) -> None:
 
 def _fetch(url: str, target: Path, progress: bool) -> None:
     """Download ``url`` to ``target`` (a temporary name), with a progress bar when the size is known."""
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     try:
+        request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
         with urllib.request.urlopen(request, timeout=60) as response, target.open("wb") as out:
             size = int(response.headers.get("Content-Length") or 0) or None
             with tqdm(total=size, unit="B", unit_scale=True, desc=url.rsplit("/", 1)[-1], disable=not progress) as bar:
@@ -115,6 +115,8 @@ def download_pairs(pair: str = "fra-eng", folder: str | Path = DEFAULT_FOLDER, *
         pairs, report = load_pairs(str(target), max_words=None)
         return target, report, False
     url = url or SOURCE.format(pair=pair)
+    if "://" not in url and Path(url).is_file():  # a zip already here, given as a plain path
+        url = Path(url).resolve().as_uri()
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, archive = tempfile.mkstemp(prefix=f".{pair}.", suffix=".zip", dir=target.parent)
     os.close(handle)

@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -153,6 +154,8 @@ def test_the_classroom_workflow_command_reports_the_points_of_a_class_of_three(t
     assert sorted(path.name for path in template.glob("*.py")) == sorted(
         path.name for path in LESSONS.glob("*.py") if path.name[:2] in syllabus.week(WEEK).lessons)
     assert all(BEGIN not in path.read_text() for path in template.glob("*.py"))
+    assert (template / ".npformer" / "npformer" / "course" / "grader.py").is_file()   # the grader, brought along
+    assert "PYTHONPATH=.npformer python -m npformer course autograde" in grading["run"]
 
     exercises = syllabus.problem_set(WEEK)
     full = syllabus.points(exercises)
@@ -161,9 +164,10 @@ def test_the_classroom_workflow_command_reports_the_points_of_a_class_of_three(t
     for name, folder in students.items():
         output = tmp_path / f"github_output_{name}"
         output.write_text("earlier=1\n")   # $GITHUB_OUTPUT already holds other steps' lines
-        command = grading["run"].replace("npformer course", f"{sys.executable} -m npformer course")
-        done = subprocess.run(["bash", "-e", "-c", command], cwd=folder, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "GITHUB_OUTPUT": str(output)})
+        shutil.copytree(template / ".npformer", folder / ".npformer")   # the student's repository holds the copy
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"   # `python`: this interpreter
+        done = subprocess.run(["bash", "-e", "-c", grading["run"]], cwd=folder, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "GITHUB_OUTPUT": str(output), "PATH": path})
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         [line] = [line for line in output.read_text().splitlines() if line.startswith("result=")]
         result = json.loads(base64.b64decode(line[len("result="):]))
@@ -269,6 +273,11 @@ def test_nbgrader_releases_the_def_line_and_grades_a_class_of_three(tmp_path):
     points = {student: sum(_test_cells(cells).values()) for student, cells in scores.items()}
     full = syllabus.points(syllabus.problem_set(1))
     assert points == {"solved": full, "mistake": full - EXERCISES["relu_backward"].points, "stubs": 0}
+    # for the record: the same notebooks graded by course grade, which finds them in nbgrader's subfolders
+    from npformer.course import grade_class
+
+    graded = grade_class(course / "submitted", tmp_path / "week01.csv", seed=7, exercises=syllabus.problem_set(1))
+    assert {grades.student: grades.total for grades in graded} == points
 
 
 @pytest.mark.parametrize("week", [week.number for week in syllabus.WEEKS], ids=lambda week: f"week{week:02d}")

@@ -4,6 +4,7 @@ student's functions and grading a class."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..errors import UsageError
 from ..tasks.checks import check_folder_can_be_created
@@ -98,7 +99,11 @@ def _check_paths(args: argparse.Namespace) -> None:
                                               "(the week of the syllabus, 1 to 13)")
     if args.action == "secret":
         require(bool(args.out), "needs the file to write: npformer course secret FILE")
-        writable_files(args.out)
+        check_folder_can_be_created(str(Path(args.out).parent))   # a folder of its own, made if need be
+    elif args.action == "project-check":
+        require(bool(args.out), "needs the student's project folder: npformer course project-check FOLDER")
+        require(Path(args.out).is_dir(), f"{args.out} is not a folder (a student's project)")
+        require(args.data is None or Path(args.data).is_file(), f"--data {args.data}: no such file (your held-out pairs)")
     elif args.action == "gradescope":
         require(bool(args.out), "needs the zip to write: npformer course gradescope OUT.zip --set N")
         writable_files(args.out)
@@ -161,7 +166,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote the final project's handout to {args.out}: {', '.join(path.name for path in files)}")
         elif args.action == "project-check":
             from ..course import project
-            require(bool(args.out), "needs the student's project folder: npformer course project-check FOLDER")
             threshold = args.threshold if args.threshold is not None else project.BLEU_THRESHOLD
             print(project.check_project(args.out, data=args.data, threshold=threshold,
                                         seed=args.seed if args.seed is not None else 0))
@@ -199,7 +203,6 @@ def _autograde(args: argparse.Namespace, exercises: list[str]) -> None:
     no lesson still gets its results (0 points and why), so that the platform shows the reason."""
     import json
     import time
-    from pathlib import Path
 
     from ..course import classroom, gradescope, grading
     from ..course.cases import new_seed

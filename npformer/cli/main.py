@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"npformer {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader stopped early (npformer course exercises | head): what it asked for
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0
     except Exception as error:  # noqa: BLE001  (the last line of defence: one line, not a traceback)
         if args.debug or os.environ.get("NPFORMER_DEBUG"):
             raise

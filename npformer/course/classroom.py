@@ -1,30 +1,38 @@
 """GitHub Classroom: the template repository of one problem set, and the result its workflow reports.
 
 ``npformer course classroom OUT --set N`` writes the folder to push as the assignment's template
-repository: the student edition of week N's lessons, a README saying what to do, and
-``.github/workflows/classroom.yml``. On every push the workflow installs npformer, grades the
-student's lessons with ``npformer course autograde . --set N --format classroom``, and hands the
-result to GitHub Classroom's reporter action (``classroom-resources/autograding-grading-reporter``),
-which reads it from the step's output ``result``: base64-encoded JSON, ``{"version": 1, "status",
-"max_score", "tests": [{"name", "status", "score", "message", ...}]}``, the format of Classroom's
-own graders. Classroom's points are the sum of the tests' scores out of ``max_score``, so an
-exercise counts its points, as on the grade sheet.
+repository: the student edition of week N's lessons, a README saying what to do,
+``.github/workflows/classroom.yml``, and the grader itself in ``.npformer/`` (npformer's installed
+package, without its trained models: npformer is installed from a clone, not from an index, so the
+workflow brings its own copy and installs only NumPy, Matplotlib, tqdm, threadpoolctl and
+cloudpickle; ``install`` names a pip requirement to install instead, such as a Git URL of your
+copy). On every push the workflow grades the student's lessons with ``npformer course autograde .
+--set N --format classroom`` and hands the result to GitHub Classroom's reporter action
+(``classroom-resources/autograding-grading-reporter``), which reads it from the step's output
+``result``: base64-encoded JSON, ``{"version": 1, "status", "max_score", "tests": [{"name",
+"status", "score", "message", ...}]}``, the format of Classroom's own graders. Classroom's points
+are the sum of the tests' scores out of ``max_score``, so an exercise counts its points, as on the
+grade sheet.
 
-The template carries no secret (the students can read the workflow): its cases are the public ones
-and an unseen one drawn with the seed written in the workflow. Grade with hidden cases by running
-``npformer course grade`` on the collected repositories with your secret.
+A student can edit anything in their repository, the workflow and ``.npformer/`` included, and the
+template carries no secret (the students can read it): its cases are the public ones and an unseen
+one drawn with the seed written in the workflow. Take the points it reports as feedback, and grade
+for the record by collecting the repositories at the deadline and running ``npformer course grade``
+on them with your secret.
 """
 
 from __future__ import annotations
 
 import base64
-import importlib.metadata
 import json
 from pathlib import Path
 
 from .edition import lesson_files, student_source
 from .exercises import EXERCISES
+from . import vendoring
 from .grading import StudentGrades
+
+VENDORED = ".npformer"  # the grader's own copy, in the template repository
 
 WORKFLOW = """name: Autograding Tests
 "on":
@@ -46,11 +54,11 @@ jobs:
         uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-      - name: Install npformer
-        run: python -m pip install --quiet {install} cloudpickle
+      - name: Install the grader's dependencies
+        run: python -m pip install --quiet {install}
       - name: Problem set {week}
         id: npformer
-        run: npformer course autograde . --set {week} --seed {seed} --timeout {timeout:g} --format classroom --results "$GITHUB_OUTPUT"
+        run: {runner} course autograde . --set {week} --seed {seed} --timeout {timeout:g} --format classroom --results "$GITHUB_OUTPUT"
       - name: Autograding Reporter
         uses: classroom-resources/autograding-grading-reporter@v1
         env:
@@ -89,8 +97,9 @@ def output_line(grades: StudentGrades) -> str:
 def write_template(out: str | Path, week: int, *, seed: int, timeout: float = 30.0, install: str | None = None,
                    lessons_dir: str | Path | None = None) -> list[Path]:
     """Write the template repository of problem set ``week`` into ``out``; returns the files written.
-    ``install``: what the workflow installs with pip (default: this version of npformer from PyPI;
-    give a Git URL, ``git+https://github.com/ORG/npformer@TAG``, to pin your own copy)."""
+    ``install``: a pip requirement for npformer that the workflow installs (a Git URL of your copy,
+    ``git+https://github.com/ORG/npformer@TAG``); default: the installed package, copied into
+    ``.npformer/``."""
     from . import syllabus
 
     chosen = syllabus.week(week)
@@ -105,8 +114,14 @@ def write_template(out: str | Path, week: int, *, seed: int, timeout: float = 30
             written.append(target)
     workflow = out / ".github" / "workflows" / "classroom.yml"
     workflow.parent.mkdir(parents=True, exist_ok=True)
-    spec = install or f"npformer=={importlib.metadata.version('npformer')}"
-    workflow.write_text(WORKFLOW.format(install=f"'{spec}'", week=week, seed=seed, timeout=timeout), encoding="utf-8")
+    if install is None:
+        vendoring.copy_package(out / VENDORED)
+        requirements = " ".join(f"'{item}'" for item in vendoring.requirements())
+        runner = f"PYTHONPATH={VENDORED} python -m npformer"
+    else:
+        requirements, runner = f"'{install}' cloudpickle", "npformer"
+    workflow.write_text(WORKFLOW.format(install=requirements, runner=runner, week=week, seed=seed, timeout=timeout),
+                        encoding="utf-8")
     readme = out / "README.md"
     readme.write_text(README.format(week=week, title=chosen.title, lessons=", ".join(chosen.lessons),
                                     points=syllabus.points(exercises),

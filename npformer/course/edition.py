@@ -203,6 +203,14 @@ def _write_edition(lessons_dir: str | Path | None, out_dir: str | Path, student:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{out} exists and is not a folder")
+    # a lesson already there that is neither edition of its lesson is someone's work: never overwritten
+    changed = [name for (path, text), (name, edition) in zip(texts, editions)
+               if (out / name).is_file()
+               and (out / name).read_text(encoding="utf-8") not in (edition, text, student_source(text, name))]
+    if changed:
+        raise FileExistsError(f"{out} holds {len(changed)} lesson(s) that were changed ({', '.join(changed[:3])}"
+                              f"{', ...' if len(changed) > 3 else ''}): a student's work is never overwritten; "
+                              "write the edition into another folder (nothing was written)")
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for filename, text in editions:

@@ -22,9 +22,7 @@ a student sees their points at once, and which of the instructor's cases failed 
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import shutil
 import stat
 import tempfile
 import zipfile
@@ -32,6 +30,7 @@ from pathlib import Path
 
 from .cases import HIDDEN_LABEL
 from .exercises import EXERCISES
+from . import vendoring
 from .grading import StudentGrades
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")  # Gradescope's four
@@ -99,20 +98,6 @@ def _hidden_summary(exercise: str, report) -> str:
     return f"{exercise}: {shown or 'not graded (the public cases did not pass)'}"
 
 
-def _requirements() -> list[str]:
-    """npformer's run-time dependencies (from its installed metadata) and cloudpickle."""
-    try:
-        requires = importlib.metadata.requires("npformer") or []
-    except importlib.metadata.PackageNotFoundError:
-        requires = []
-    needed = [item.split(";")[0].strip() for item in requires if "extra ==" not in item]
-    return (needed or ["numpy", "matplotlib", "tqdm", "threadpoolctl"]) + ["cloudpickle"]
-
-
-def _package_folder() -> Path:
-    return Path(__file__).resolve().parents[1]
-
-
 def build_zip(out: str | Path, week: int, *, seed: int, timeout: float = 30.0, secret: str | None = None) -> Path:
     """Write the autograder zip of problem set ``week`` to ``out``; returns its path."""
     from . import syllabus
@@ -123,9 +108,8 @@ def build_zip(out: str | Path, week: int, *, seed: int, timeout: float = 30.0, s
         raise ValueError(f"course gradescope: {out} should end in .zip (the file Gradescope takes)")
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        shutil.copytree(_package_folder(), root / "python" / "npformer",
-                        ignore=shutil.ignore_patterns("__pycache__", "pretrained", "lessons", "*.pyc"))
-        quoted = " ".join(f"'{item}'" for item in _requirements())
+        vendoring.copy_package(root / "python")
+        quoted = " ".join(f"'{item}'" for item in vendoring.requirements())
         (root / "setup.sh").write_text(SETUP.format(requirements=quoted), encoding="utf-8")
         secret_argument = "--secret \"$root/source/secret.txt\"" if secret is not None else ""
         (root / "run_autograder").write_text(RUN_AUTOGRADER.format(week=week, seed=seed, timeout=timeout,

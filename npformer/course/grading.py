@@ -26,7 +26,9 @@ the run. ``exercises`` grades a problem set (``syllabus.problem_set``) instead o
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,7 +109,8 @@ def _grade_student(student: Path, prepared: dict[str, list[Prepared]], timeout: 
     """One student: their functions collected (parsed, never run here), each graded in the worker."""
     grades = StudentGrades(student.name)
     try:
-        collected = collect(student, None)
+        with lessons_folder_of(student) as lessons:
+            collected = collect(lessons, None)
         # a problem set grades some lessons: the others' absence is no problem of this grading
         grades.problems = [problem for problem in collected.problems
                            if "is missing: " not in problem
@@ -151,12 +154,13 @@ def read_secret(path: str | Path, submissions: str | Path | None = None) -> str:
     ``npformer course secret PATH`` writes a new one."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"course grade: no secret file {path} (npformer course secret {path} writes one)")
+        raise FileNotFoundError(f"no secret file {path}: give the one you wrote for this term (npformer course "
+                                "secret FILE writes a new one, but a new secret changes every hidden case)")
     if submissions is not None and path.resolve().is_relative_to(Path(submissions).resolve()):
-        raise ValueError(f"course grade: the secret {path} is inside the submissions; keep it where students cannot read it")
+        raise ValueError(f"the secret {path} is inside the submissions; keep it where students cannot read it")
     secret = path.read_text(encoding="utf-8").strip()
     if len(secret) < 8:
-        raise ValueError(f"course grade: the secret in {path} is {len(secret)} characters; use at least 8 "
+        raise ValueError(f"the secret in {path} is {len(secret)} characters; use at least 8 "
                          f"(npformer course secret {path} writes 32)")
     return secret
 
@@ -195,30 +199,49 @@ def grade_submission(folder: str | Path, prepared: dict[str, list[Prepared]], *,
     return grades
 
 
-def lessons_in(folder: str | Path) -> Path:
-    """Where a submission's lessons are: ``folder`` itself, or its one subfolder that holds them (a
-    student's zip unpacked, a repository with a folder of lessons); a FileNotFoundError otherwise."""
+def lesson_files_in(folder: str | Path) -> list[Path]:
+    """A submission's lessons (``NN_topic.py`` or ``.ipynb``), at its top or in its subfolders (an
+    unpacked zip, nbgrader's ``submitted/<student>/<assignment>/``), hidden folders and
+    checkpoints left out; a FileNotFoundError when there is none, a ValueError when one lesson
+    is there twice."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder (a student's submission)")
-    def has_lessons(path: Path) -> bool:
-        return any(path.glob("[0-9][0-9]_*.py")) or any(path.glob("[0-9][0-9]_*.ipynb"))
-    if has_lessons(folder):
-        return folder
-    inside = [path for path in sorted(folder.iterdir()) if path.is_dir() and not path.name.startswith(".")
-              and has_lessons(path)]
-    if len(inside) == 1:
-        return inside[0]
-    raise FileNotFoundError(f"{folder} holds no lesson (NN_topic.py or NN_topic.ipynb), neither at its top nor in "
-                            "one subfolder")
+    found = [path for pattern in ("[0-9][0-9]_*.py", "[0-9][0-9]_*.ipynb") for path in folder.rglob(pattern)
+             if not any(part.startswith(".") for part in path.relative_to(folder).parts)
+             and "checkpoint" not in path.name]
+    if not found:
+        raise FileNotFoundError(f"{folder} holds no lesson (NN_topic.py or NN_topic.ipynb), at its top or in "
+                                "its subfolders")
+    by_name: dict[str, Path] = {}
+    for path in sorted(found):
+        if path.name in by_name:
+            raise ValueError(f"{folder} holds {path.name} twice ({by_name[path.name].relative_to(folder)} and "
+                             f"{path.relative_to(folder)}): keep one")
+        by_name[path.name] = path
+    return list(by_name.values())
+
+
+@contextlib.contextmanager
+def lessons_folder_of(folder: str | Path):
+    """A folder holding a submission's lessons side by side, as ``collect`` reads them: the folder
+    itself when they are at its top, else a temporary folder of links to them."""
+    files = lesson_files_in(folder)
+    if all(path.parent == Path(folder) for path in files):
+        yield Path(folder)
+        return
+    with tempfile.TemporaryDirectory(prefix="npformer-submission-") as gathered:
+        for path in files:
+            (Path(gathered) / path.name).symlink_to(path.resolve())
+        yield Path(gathered)
 
 
 def autograde(submission: str | Path, exercises: list[str], *, seed: int, secret: str | None = None,
               timeout: float = 30.0) -> StudentGrades:
     """One submission graded on ``exercises`` (a problem set), as an autograder of a platform runs it:
     the cases prepared here, the student's functions run in a worker of their own."""
-    return grade_submission(lessons_in(submission), prepared_cases(seed, secret, exercises), seed=seed,
-                            timeout=timeout, name=Path(submission).name)
+    return grade_submission(submission, prepared_cases(seed, secret, exercises), seed=seed, timeout=timeout,
+                            name=Path(submission).resolve().name)
 
 
 def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30.0, seed: int | None = None,

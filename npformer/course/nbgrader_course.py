@@ -36,7 +36,6 @@ import os
 
 c = get_config()  # noqa: F821 (nbgrader defines it)
 c.CourseDirectory.course_id = "{course_id}"
-c.CourseDirectory.db_assignments = [{assignments}]
 # c.CourseDirectory.db_students = [dict(id="ada"), dict(id="bo")]   # or: nbgrader db student import roster.csv
 
 # A lesson's training cell runs longer than nbgrader's default 30 s per cell, and autograde runs
@@ -65,7 +64,5 @@ def write_course(out: str | Path, weeks: list[int] | None = None, *, lessons_dir
     for week in chosen:
         folder = out / "source" / assignment_name(week.number)
         written += lesson_notebooks(lessons_dir, folder, execute=False, only=list(week.lessons), nbgrader=True)
-    assignments = ", ".join(f'dict(name="{assignment_name(week.number)}")' for week in chosen)
-    (out / "nbgrader_config.py").write_text(CONFIG.format(course_id=course_id, assignments=assignments,
-                                                          timeout=TIMEOUT), encoding="utf-8")
+    (out / "nbgrader_config.py").write_text(CONFIG.format(course_id=course_id, timeout=TIMEOUT), encoding="utf-8")
     return written

@@ -37,29 +37,43 @@ STEP = 1e-6               # central differences in float64
 
 PROJECT_TEXT = """# The final project: your component, on a language pair of your choice
 
-Weeks 14 to 16. Alone or in pairs. Everything runs on a laptop CPU.
+Weeks 12 to 14, beside the last lessons (or into the exam period, if your term has one). Alone or
+in pairs. Everything runs on a laptop CPU.
 
 ## What you do
 
 1. **A new language pair.** Pick a Tatoeba pair other than English-French
    (`npformer data tatoeba --pair deu-eng`, `spa-eng`, `ita-eng`, ...: the files of manythings.org/anki)
    and train npformer's translator on it (`npformer train --data data/deu-eng/deu.txt --name baseline`).
+   Leave out of training the held-out pairs your instructor gives you: they score your translator.
 2. **A component with a hand-written backward pass.** Write one op the Transformer can use instead of
    npformer's, its forward and its backward pass, in NumPy: RMSNorm in place of layer norm, SiLU or
    squared ReLU in place of ReLU, a scaled or a gated residual, ... Put the forward and backward
    pass in `component.py` (the template's interface: `forward`, `backward`, `SHAPES`) and check it
    with `npformer course project-check .` until its backward pass passes.
-3. **Does it help?** Make it the op the model runs, in Python: `with ops.using({"layernorm_forward":
-   ..., "layernorm_backward": ...}, name="rmsnorm"):` around the training, with your functions
-   in npformer's op form (`out, cache = forward(...)`, `grads = backward(dout, cache)`; lesson 27 and
-   `docs/architecture.md` show op sets). Train on the same pair with the same budget, three seeds
-   or more for each model, and compare with the baseline.
+3. **Does it help?** Make it the op the model runs, in Python, with two small wrappers that give your
+   functions npformer's op form (`out, cache = op_forward(...)`, `grads = op_backward(dout, cache)`;
+   lesson 27 and `docs/architecture.md` show op sets). For RMSNorm in place of layer norm:
+
+   ```python
+   def rms_forward(x, gamma, beta):
+       return forward(x, gamma) + beta, (x, gamma)
+   def rms_backward(dout, cache):
+       dx, dgamma = backward(dout, *cache)
+       return dx, dgamma, dout.reshape(-1, dout.shape[-1]).sum(axis=0)
+   with ops.using({"layernorm_forward": rms_forward, "layernorm_backward": rms_backward}, name="rmsnorm"):
+       ...   # the training, as lesson 13 runs it
+   ```
+
+   Train on the same pair with the same budget, three seeds or more for each model, and compare
+   with the baseline.
 
 ## What you hand in (one folder)
 
 * `component.py`: the component (graded automatically: its backward pass against finite differences);
-* `run/`: your best translator's run folder, as `npformer train` wrote it (graded automatically: its
-  BLEU, beam 4, on your instructor's held-out pairs of your language pair, against a threshold);
+* `run/`: your best translator's run folder, `runs/NAME/` as `npformer train --name NAME` wrote it,
+  copied (graded automatically: its BLEU, beam 4, on your instructor's held-out pairs of your language
+  pair, against the threshold your instructor sets);
 * `report.md` (4 pages at most): the component's equations and the derivation of its backward pass,
   the gradient check's table, the training curves of both models, BLEU with its spread over the
   seeds, three translations each model gets wrong, and what you conclude.
@@ -68,9 +82,9 @@ Weeks 14 to 16. Alone or in pairs. Everything runs on a laptop CPU.
 
 | week | milestone |
 |---|---|
-| 14 | proposal: the language pair, the component, the question, one paragraph |
-| 15 | checkpoint: `component.py` passes `npformer course project-check`; the baseline is trained |
-| 16 | the folder above |
+| 12 | proposal: the language pair, the component, the question, one paragraph |
+| 13 | checkpoint: `component.py` passes `npformer course project-check`; the baseline is trained |
+| 14 | the folder above |
 
 ## Rubric (100 points)
 
@@ -218,7 +232,8 @@ def check_translator(folder: str | Path, *, data: str | None = None, threshold: 
 
     run = Path(folder) / RUN_FOLDER
     if not run.is_dir():
-        return False, [f"translator: no {RUN_FOLDER}/ folder (written by npformer train --name ...) in the submission"]
+        return False, [f"translator: no {RUN_FOLDER}/ folder in the submission (copy your best run, runs/NAME as "
+                       "npformer train --name NAME wrote it, to run/)"]
     try:
         folder_ = RunFolder(str(run))
         if data is not None:

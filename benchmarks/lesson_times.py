@@ -7,9 +7,11 @@
 Each lesson runs alone, one after the other, in a fresh Python process in an empty temporary
 folder (its `runs/` and figures land there), with `MPLBACKEND=Agg`. The wall time of the process
 is recorded in `benchmarks/lesson_times.json` with the CPU, the core count and the date; a
-lesson that fails is recorded as failed, not timed. Lesson 26 in full mode trains on Tatoeba when
-`NPFORMER_FRA_ENG` points at `fra.txt` (this script sets it from `NPFORMER_SHARED`'s copy when there
-is one) and on the embedded corpus otherwise; the record says which. Run it on a quiet machine: the times are only as good as the machine is idle.
+lesson that fails is recorded as failed, not timed. Lessons 17 and 26 in full mode train on
+Tatoeba when the folder holds `data/fra-eng/fra.txt`, where a student's `npformer data tatoeba` puts
+it (this script links the repository's shared copy there, `$NPFORMER_SHARED/data/fra-eng/fra.txt` or
+`../shared/...`, when there is one), and on the embedded corpus otherwise; the record says which.
+Run it on a quiet machine: the times are only as good as the machine is idle.
 """
 
 from __future__ import annotations
@@ -50,16 +52,17 @@ def time_lesson(path: Path, quick: bool) -> dict:
     """Run one lesson in a fresh process in an empty folder; its wall time and whether it passed."""
     env = dict(os.environ, MPLBACKEND="Agg", NPFORMER_QUICK="1" if quick else "0")
     shared = Path(os.environ.get("NPFORMER_SHARED", ROOT.parent / "shared")) / "data" / "fra-eng" / "fra.txt"
-    if shared.is_file() and "NPFORMER_FRA_ENG" not in env:
-        env["NPFORMER_FRA_ENG"] = str(shared)
     with tempfile.TemporaryDirectory(prefix="lesson-time-") as folder:
         env["NPFORMER_FIGURES"] = str(Path(folder) / "figures")
+        if shared.is_file():  # where `npformer data tatoeba` puts it, in the folder the lesson runs in
+            (Path(folder) / "data" / "fra-eng").mkdir(parents=True)
+            (Path(folder) / "data" / "fra-eng" / "fra.txt").symlink_to(shared.resolve())
         start = time.perf_counter()
         done = subprocess.run([sys.executable, str(path)], cwd=folder, env=env,
                               capture_output=True, text=True)
         seconds = time.perf_counter() - start
     entry = {"seconds": round(seconds, 1), "passed": done.returncode == 0}
-    if "No Tatoeba file" in done.stdout:
+    if "no tatoeba file" in done.stdout.lower():
         entry["data"] = "embedded corpus (no Tatoeba file)"
     if done.returncode != 0:
         entry["error"] = (done.stderr or done.stdout).strip().splitlines()[-1:]

@@ -192,12 +192,13 @@ figure.savefig(viz.figures_dir() / "17_language_id.png", dpi=110)
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
 #
-# 1. (Printed below, trained on the lesson's own data: the embedded corpus, or the Tatoeba file in a
-#    full run with `NPFORMER_FRA_ENG` set.) On the embedded corpus both poolings are as good as
-#    perfect, so there are no errors to compare: the question needs the Tatoeba sentences. Rubric for
-#    them: both accuracies are high and close; a full answer reports both, lists the misclassified
-#    sentences of each and says what they share (very short sentences, sentences made of names,
-#    numbers or words spelled alike in both languages, rare words that became `<unk>`). Mean pooling
+# 1. (Printed below, trained on the lesson's own data: the embedded corpus, or, in a full run, the
+#    Tatoeba file that `npformer data tatoeba` put in `data/fra-eng/`.) On the embedded corpus both
+#    poolings are as good as perfect, so there are no errors to compare: the question needs the
+#    Tatoeba sentences. Rubric for them: both accuracies are high and close; a full answer reports
+#    both, lists the misclassified sentences of each and says what they share (very short
+#    sentences, sentences made of names, numbers or words spelled alike in both languages, rare
+#    words that became `<unk>`). Mean pooling
 #    weighs every word, so one telltale word is diluted in a long sentence; max pooling keeps each
 #    feature's strongest word, so a single word decides, for better (a short sentence with one clue)
 #    or worse (an English sentence with a French name). One pooling is not better in general.

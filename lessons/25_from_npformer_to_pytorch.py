@@ -12,11 +12,11 @@
 # This lesson trains a small translator on the embedded corpus, moves it to PyTorch, compares the
 # two frameworks number by number, trains it a little in PyTorch and moves it back.
 #
-# PyTorch is not a dependency of npformer, but the course extra installs it for this lesson
-# (`pip install "npformer[course]"`; on Linux add `--extra-index-url https://download.pytorch.org/whl/cpu`
-# for the CPU build, far smaller than the CUDA one; npformer's tests use PyTorch 2.13.0). Without it,
-# this lesson says so, skips the comparisons and still runs to the end; the graded exercise needs
-# only NumPy. The tests (`.ci/run`) install it, so every comparison below runs there.
+# PyTorch is not a dependency of npformer itself, but it comes with the course extra, PyTorch 2.13.0
+# (`pip install ".[course]"` from a clone, or the wheel's `[course]`; on Linux add
+# `--extra-index-url https://download.pytorch.org/whl/cpu` for the CPU build, far smaller than the
+# CUDA one). Without it, this lesson says so, skips the comparisons and still runs to the end; the
+# graded exercise needs only NumPy. The tests (`.ci/run`) install it, so every comparison below runs there.
 
 # %%
 import os

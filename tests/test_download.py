@@ -86,3 +86,67 @@ def test_a_zip_already_here_is_taken_as_a_plain_path(tmp_path, monkeypatch, caps
     _archive(tmp_path / "fra-eng.zip", {"fra.txt": PAIRS})
     assert main(["data", "tatoeba", "--url", "fra-eng.zip"]) == 0
     assert "60 pairs kept" in capsys.readouterr().out
+
+
+def test_a_usable_file_is_kept_and_an_unusable_one_replaced(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    url = _archive(tmp_path / "fra-eng.zip", {"fra.txt": PAIRS})
+    (tmp_path / "data" / "fra-eng").mkdir(parents=True)
+    (tmp_path / "data" / "fra-eng" / "fra.txt").write_text("no tab on this line\n")
+    assert main(["data", "tatoeba", "--url", url]) == 0
+    assert "downloaded over an unusable file: data/fra-eng/fra.txt" in capsys.readouterr().out
+    assert main(["data", "tatoeba", "--url", url, "--force"]) == 0
+    assert "downloaded again: data/fra-eng/fra.txt" in capsys.readouterr().out
+    assert (tmp_path / "data" / "fra-eng" / "fra.txt").read_text() == PAIRS
+
+
+def test_an_archive_whose_pairs_are_unusable_leaves_the_good_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", "tatoeba", "--url", _archive(tmp_path / "good.zip", {"fra.txt": PAIRS})]) == 0
+    capsys.readouterr()
+    bad = _archive(tmp_path / "bad.zip", {"fra.txt": "no tab on any line\n" * 5})
+    assert main(["data", "tatoeba", "--url", bad, "--force"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("npformer data: ") and f"fra.txt of {bad}" in error, error
+    assert (tmp_path / "data" / "fra-eng" / "fra.txt").read_text() == PAIRS
+    assert sorted(path.name for path in (tmp_path / "data" / "fra-eng").iterdir()) == ["fra.txt"]
+
+
+class _Interrupted:
+    """A download that stops half-way, as Ctrl-C stops it: one chunk, then KeyboardInterrupt."""
+
+    def __init__(self):
+        self.headers = {"Content-Length": "1000000"}
+        self.chunks = [b"PK\x03\x04" + b"x" * 1000]
+
+    def read(self, size):
+        if self.chunks:
+            return self.chunks.pop()
+        raise KeyboardInterrupt
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_an_interrupted_download_or_unpacking_leaves_no_file_behind(tmp_path, monkeypatch):
+    from npformer.data import download
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(download.urllib.request, "urlopen", lambda request, timeout: _Interrupted())
+    with pytest.raises(KeyboardInterrupt):
+        download.download_pairs(url="https://www.manythings.org/anki/fra-eng.zip", progress=False)
+    assert list((tmp_path / "data" / "fra-eng").iterdir()) == []
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+
+    def copy_half(source, out, length):
+        out.write(source.read(100))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(download.shutil, "copyfileobj", copy_half)
+    with pytest.raises(KeyboardInterrupt):
+        download.download_pairs(url=_archive(tmp_path / "fra-eng.zip", {"fra.txt": PAIRS}), progress=False)
+    assert list((tmp_path / "data" / "fra-eng").iterdir()) == []

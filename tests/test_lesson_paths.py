@@ -12,12 +12,13 @@ import pytest
 
 LESSONS = sorted((pathlib.Path(__file__).resolve().parents[1] / "lessons").glob("[0-9][0-9]_*.py"))
 ABSOLUTE = re.compile(r"^(/[\w.-]+)+/?$|^~|^[A-Za-z]:\\")
+HOME = re.compile(r"expanduser|Path\.home\(|[\"']HOME[\"']")
 
 
 def outside_paths(text: str) -> list[str]:
     """What in a lesson's source names a place outside the student's folder and the package."""
     found = [f"line {number}: {line.strip()}" for number, line in enumerate(text.splitlines(), 1)
-             if "NPFORMER_SHARED" in line or re.search(r"\.\./|\.\.\\", line)]
+             if "NPFORMER_SHARED" in line or re.search(r"\.\./|\.\.\\", line) or HOME.search(line)]
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and ABSOLUTE.search(node.value) \
                 and node.value != "/":
@@ -35,6 +36,9 @@ def test_a_lesson_reads_only_the_students_folder_and_the_package(lesson):
     "# (`npformer lm --data ../shared/data/fra-eng/fra.txt`)",
     'pairs = load_pairs("/home/ada/fra.txt")',
     'pairs = load_pairs("~/fra.txt")',
+    'pairs = load_pairs(pathlib.Path.home() / "fra.txt")',
+    'pairs = load_pairs(os.path.expanduser("~ada/fra.txt"))',
+    'pairs = load_pairs(os.environ["HOME"] + "/fra.txt")',
 ])
 def test_the_check_sees_a_path_outside(line):
     assert outside_paths(line + "\n")

@@ -149,6 +149,8 @@ def test_lesson_runs_as_a_notebook_with_its_figures_inline(lesson, notebook_dir,
     text = "".join(output.get("text", "") for output in outputs)
     for name in GRADED[lesson.name]:
         assert f"exercise {name}: passed" in text, name
+    if lesson.name.startswith("26_") and (notebook_dir / "data" / "fra-eng" / "fra.txt").exists():
+        assert "Tatoeba pairs from data/fra-eng/fra.txt" in text, "lesson 26 did not train on the real data"
     images = sum("image/png" in output.get("data", {}) for output in outputs)
     assert images >= len(EXPECTED_FIGURES[lesson.name[:2]]), f"{images} inline figures"
     for name in EXPECTED_FIGURES[lesson.name[:2]]:

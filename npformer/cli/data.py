@@ -15,11 +15,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "current folder) and check it; the lessons that train on real data read it from there.")
     parser.add_argument("what", choices=("tatoeba",), help="the data to fetch")
     parser.add_argument("--pair", default="fra-eng", help="manythings.org's name of the pair (default: %(default)s)")
-    parser.add_argument("--out", default="data", help="the folder to unpack into (default: %(default)s, here)")
+    parser.add_argument("--out", default="data", help="the folder to unpack into, PAIR/ inside it (default: %(default)s, in the current folder: "
+                             "the lessons look for data/fra-eng/fra.txt in the folder they run in)")
     parser.add_argument("--url", default=None,
                         help="where to download the zip from (default: https://www.manythings.org/anki/PAIR.zip; "
                              "a path or file:///path/to/it.zip for a copy you have)")
-    parser.add_argument("--force", action="store_true", help="download again over a file already there")
+    parser.add_argument("--force", action="store_true", help="download again over a usable file already there (one that is not usable is replaced anyway)")
     parser.set_defaults(handler=run)
 
 
@@ -29,8 +30,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_pair(args.pair)
     check_folder_can_be_created(str(local_pairs_file(args.pair, args.out).parent))
-    path, report, fetched = download_pairs(args.pair, args.out, url=args.url, force=args.force)
+    path, report, done = download_pairs(args.pair, args.out, url=args.url, force=args.force)
     print(report.summary())
-    print(f"{'downloaded' if fetched else 'already here (--force downloads again)'}: {path}")
+    print(f"{done + ' (--force downloads again)' if done == 'already here' else done}: {path}")
     print(f"data: {ATTRIBUTION}")
     return 0

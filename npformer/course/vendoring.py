@@ -1,7 +1,7 @@
 """What an autograder outside this machine carries: npformer itself, and what pip must install for it.
 
 npformer is installed from a clone, not from a package index, so Gradescope's image and a GitHub
-Classroom runner cannot ``pip install npformer``. Their autograders bring the installed package
+Classroom runner cannot fetch it by name. Their autograders bring the installed package
 along instead (``copy_package``: every module, without the trained models, the lessons or caches:
 0.4 MB) and install only its run-time dependencies and cloudpickle (``requirements``), which the
 grading worker loads.

@@ -7,18 +7,21 @@ a usable pairs file (``tatoeba.load_pairs``). The lessons that train on real dat
 there (``local_pairs_file``), or from ``$NPFORMER_FRA_ENG`` when the student keeps it elsewhere.
 
 Nothing is half-written: the archive goes to a temporary file beside the target, the pairs file is
-unpacked to another, and each is renamed into place only when complete, so an interrupted
-download leaves the folder as it was. A file already there is kept (``force`` replaces it).
+unpacked to another and checked, and each is renamed into place only when complete and usable, so
+an interrupted or bad download leaves the folder as it was. A usable file already there is kept
+(``force`` replaces it).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -82,38 +85,58 @@ def _fetch(url: str, target: Path, progress: bool) -> None:
                         "download the zip elsewhere and pass --url file:///path/to/it.zip") from None
 
 
-def _unpack(archive: Path, name: str, folder: Path, url: str) -> list[Path]:
-    """``name`` (and ``_about.txt``) from the archive into ``folder``; each written whole, then renamed."""
+def _unpack(archive: Path, name: str, folder: Path, url: str) -> LoadReport:
+    """``name`` (and ``_about.txt``) from the archive into ``folder``: each written whole to a temporary
+    name beside its target, the pairs file checked (``load_pairs``), then both renamed into place; on
+    any failure, or an interruption, the temporary files are removed and the folder is as it was."""
+    partials: dict[str, Path] = {}
     try:
-        with zipfile.ZipFile(archive) as opened:
-            members = {Path(info.filename).name: info for info in opened.infolist()
-                       if not info.filename.startswith("__MACOSX/") and not info.is_dir()}
-            if name not in members:
-                raise DataError(f"{url} holds no {name} (it holds {', '.join(sorted(members)) or 'nothing'})")
-            written = []
-            for member in (name, "_about.txt"):
-                if member not in members:
-                    continue
-                handle, partial = tempfile.mkstemp(prefix=f".{member}.", dir=folder)
-                with os.fdopen(handle, "wb") as out, opened.open(members[member]) as source:
-                    while chunk := source.read(1 << 16):
-                        out.write(chunk)
-                os.replace(partial, folder / member)
-                written.append(folder / member)
-            return written
-    except zipfile.BadZipFile:
-        raise DataError(f"{url} is not a zip archive (manythings.org serves <pair>.zip)") from None
+        try:
+            with zipfile.ZipFile(archive) as opened:
+                members = {Path(info.filename).name: info for info in opened.infolist()
+                           if not info.filename.startswith("__MACOSX/") and not info.is_dir()}
+                if name not in members:
+                    raise DataError(f"{url} holds no {name} (it holds {', '.join(sorted(members)) or 'nothing'})")
+                for member in (name, "_about.txt"):
+                    if member in members:
+                        handle, partial = tempfile.mkstemp(prefix=f".{member}.", dir=folder)
+                        partials[member] = Path(partial)
+                        with os.fdopen(handle, "wb") as out, opened.open(members[member]) as source:
+                            shutil.copyfileobj(source, out, 1 << 16)
+        except (zipfile.BadZipFile, zlib.error, EOFError):
+            raise DataError(f"{url} is not a zip archive, or a damaged one (manythings.org serves <pair>.zip)") from None
+        try:
+            _, report = load_pairs(str(partials[name]), max_words=None)
+        except DataError as error:
+            raise DataError(str(error).replace(str(partials[name]), f"{name} of {url}")) from None
+        report.path = str(folder / name)
+        for member, partial in list(partials.items()):
+            os.replace(partial, folder / member)
+            del partials[member]
+        return report
+    finally:
+        for partial in partials.values():
+            partial.unlink(missing_ok=True)
 
 
 def download_pairs(pair: str = "fra-eng", folder: str | Path = DEFAULT_FOLDER, *, url: str | None = None,
-                   force: bool = False, progress: bool = True) -> tuple[Path, LoadReport, bool]:
-    """Fetch and unpack one Tatoeba pair; returns (the pairs file, what ``load_pairs`` read of it,
-    whether it was downloaded now). A ``DataError`` says in one line what went wrong."""
+                   force: bool = False, progress: bool = True) -> tuple[Path, LoadReport, str]:
+    """Fetch and unpack one Tatoeba pair; returns (the pairs file, what ``load_pairs`` read of it, what
+    was done: ``"already here"``, ``"downloaded"``, ``"downloaded again"`` (``force``) or ``"downloaded
+    over an unusable file"``). A usable file already there is kept unless ``force``. A ``DataError``
+    says in one line what went wrong, and leaves the file that was there."""
     check_pair(pair)
     target = local_pairs_file(pair, folder)
-    if target.is_file() and not force:
-        pairs, report = load_pairs(str(target), max_words=None)
-        return target, report, False
+    done = "downloaded"
+    if target.is_file():
+        try:
+            _, report = load_pairs(str(target), max_words=None)
+        except DataError:
+            done = "downloaded over an unusable file"
+        else:
+            if not force:
+                return target, report, "already here"
+            done = "downloaded again"
     url = url or SOURCE.format(pair=pair)
     if "://" not in url and Path(url).is_file():  # a zip already here, given as a plain path
         url = Path(url).resolve().as_uri()
@@ -122,8 +145,7 @@ def download_pairs(pair: str = "fra-eng", folder: str | Path = DEFAULT_FOLDER, *
     os.close(handle)
     try:
         _fetch(url, Path(archive), progress)
-        _unpack(Path(archive), target.name, target.parent, url)
+        report = _unpack(Path(archive), target.name, target.parent, url)
     finally:
         Path(archive).unlink(missing_ok=True)
-    pairs, report = load_pairs(str(target), max_words=None)
-    return target, report, True
+    return target, report, done

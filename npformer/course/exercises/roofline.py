@@ -1,105 +1,162 @@
-"""The exercise of lesson 16: the roofline of a GPU, ``roofline``, graded without a GPU.
+"""The exercise of lesson 16: the roofline of a matrix product on a GPU, ``roofline``, graded without a GPU.
 
-An op that performs ``flops`` floating-point operations and moves ``bytes_moved`` bytes to and from
-memory cannot finish faster than its arithmetic at the card's peak (``flops / peak_flops``) nor
-faster than its traffic at the card's bandwidth (``bytes_moved / bandwidth``): the two overlap, so
-its floor is the larger of the two. On top of that, each of its ``kernels`` launches costs a fixed
-``launch_seconds`` (CuPy's Python dispatch and the driver's launch), however little the kernel does::
+Each op is ``batch`` products of an ``(m, k)`` matrix by a ``(k, n)`` matrix, one row
+``(batch, m, k, n)`` of ``shapes``: a linear layer on ``N`` tokens is ``(1, N, D_in, D_out)``, attention's
+scores are ``(B * H, T_q, D_h, T_k)``. Each output entry is a sum of ``k`` products, one multiply and
+one add per term, and each operand is read once and the result written once, ``itemsize`` bytes a
+number::
 
-    seconds       = max(flops / peak_flops, bytes_moved / bandwidth) + kernels * launch_seconds
+    flops         = 2 * batch * m * k * n
+    bytes_moved   = itemsize * batch * (m * k + k * n + m * n)
+
+The op cannot finish faster than its arithmetic at the card's peak (``flops / peak_flops``) nor
+faster than its traffic at the card's bandwidth (``bytes_moved / bandwidth``); the two overlap, so
+its floor is the larger of the two (Williams, Waterman and Patterson's roofline). On top of that, its
+kernel's launch costs a fixed ``launch_seconds`` (CuPy's Python dispatch and the driver's launch),
+however little the kernel does::
+
+    seconds       = max(flops / peak_flops, bytes_moved / bandwidth) + launch_seconds
     compute_bound = flops / peak_flops > bytes_moved / bandwidth
 
-Each array holds one entry per op, so a whole training step is estimated in one call. Lesson 16
-applies it to its own step and compares it with the times recorded on an H100.
+Lesson 16 applies it to every matrix product of its model's forward pass and compares the sum with
+the times recorded on an H100.
 """
 
 from __future__ import annotations
 
 import numpy
 
-from .base import Case, Exercise, WrongSolution, size
+from .base import Case, Exercise, WrongSolution
 
 
-def roofline(flops, bytes_moved, kernels, peak_flops, bandwidth, launch_seconds):
-    compute = numpy.asarray(flops, dtype=numpy.float64) / peak_flops          # (ops,) seconds of arithmetic
-    memory = numpy.asarray(bytes_moved, dtype=numpy.float64) / bandwidth      # (ops,) seconds of traffic
-    seconds = numpy.maximum(compute, memory) + numpy.asarray(kernels) * launch_seconds
-    return seconds, compute > memory
+def roofline(shapes, itemsize, peak_flops, bandwidth, launch_seconds):
+    batch, m, k, n = numpy.asarray(shapes, dtype=numpy.float64).T            # (ops,) each
+    flops = 2 * batch * m * k * n                                            # a multiply and an add per term
+    bytes_moved = itemsize * batch * (m * k + k * n + m * n)                 # operands read, result written
+    compute, memory = flops / peak_flops, bytes_moved / bandwidth            # (ops,) seconds each
+    return flops, bytes_moved, numpy.maximum(compute, memory) + launch_seconds, compute > memory
 
 
 H100 = {"peak_flops": 67e12, "bandwidth": 3.35e12}   # float32 without tensor cores; HBM3 (NVIDIA's datasheet, SXM)
 
 
-def _ops(flops, bytes_moved, kernels, launch_seconds=10e-6, card=H100):
-    return {"flops": numpy.array(flops, dtype=float), "bytes_moved": numpy.array(bytes_moved, dtype=float),
-            "kernels": numpy.array(kernels, dtype=float), **card, "launch_seconds": launch_seconds}
+def _ops(shapes, itemsize=4, launch_seconds=10e-6, card=H100):
+    return {"shapes": numpy.array(shapes, dtype=numpy.int64), "itemsize": itemsize, **card,
+            "launch_seconds": launch_seconds}
 
 
 def _roofline_cases(rng):
     return [
-        Case("a 4096^3 float32 product, Adam over 10M parameters, one small op (H100)",
-             _ops([2 * 4096.0 ** 3, 12 * 10e6, 1e4], [3 * 4096 ** 2 * 4, 7 * 4 * 10e6, 2e4], [1, 10, 1])),
-        Case("no launch cost counted: the roofline alone",
-             _ops([1e9, 1e6, 5e10], [1e6, 1e9, 8e7], [0, 0, 0], launch_seconds=0.0)),
-        Case("one op", _ops([2e12], [4e8], [3])),
-        Case("four launch-bound ops: tiny kernels", _ops([1e3, 2e3, 5e2, 4e3], [8e3, 1.6e4, 4e3, 3.2e4], [5, 1, 2, 9])),
+        Case("a 4096^3 float32 product, a linear layer on 3,072 tokens, attention's scores (H100)",
+             _ops([[1, 4096, 4096, 4096], [1, 3072, 256, 1024], [512, 24, 32, 25]])),
+        Case("float64, no launch cost counted: the roofline alone",
+             _ops([[1, 2048, 64, 2048], [8, 16, 512, 16], [3, 1000, 1000, 10]], itemsize=8, launch_seconds=0.0)),
+        Case("one op: a matrix times a vector", _ops([[1, 8192, 8192, 1]])),
+        Case("half precision on a slower card", _ops([[2, 512, 768, 640], [64, 128, 64, 128], [1, 40, 30, 20],
+                                                      [6, 256, 2048, 96], [1, 7, 9, 11]], itemsize=2,
+                                                     launch_seconds=5e-6,
+                                                     card={"peak_flops": 19.5e12, "bandwidth": 2.0e12})),
     ]
 
 
 def _unseen_roofline(rng):
-    count = size(rng, 2, 7)
-    flops = 10 ** rng.uniform(3, 13, size=count)
-    bytes_moved = 10 ** rng.uniform(3, 10.5, size=count)
-    kernels = rng.integers(0, 40, size=count).astype(float)
+    count = int(rng.choice([2, 3, 5, 6, 7]))
+    shapes = numpy.stack([rng.integers(2, 65, size=count), *(2 ** rng.uniform(2, 12, size=(3, count)))], axis=1)
     card = {"peak_flops": float(10 ** rng.uniform(12, 14.5)), "bandwidth": float(10 ** rng.uniform(11, 12.7))}
-    return [Case(f"{count} ops on a drawn card", _ops(flops, bytes_moved, kernels, float(10 ** rng.uniform(-6, -4.3)), card))]
+    itemsize = int(rng.choice([2, 4, 8]))
+    return [Case(f"{count} products, {itemsize}-byte numbers, on a drawn card",
+                 _ops(shapes.astype(numpy.int64), itemsize, float(10 ** rng.uniform(-6, -4.3)), card))]
+
+
+def _pieces(inputs):
+    batch, m, k, n = numpy.asarray(inputs["shapes"], dtype=numpy.float64).T
+    return batch, m, k, n, inputs["itemsize"], inputs["peak_flops"], inputs["bandwidth"], inputs["launch_seconds"]
 
 
 def _roofline_hint(got, expected, inputs, output):
-    compute = inputs["flops"] / inputs["peak_flops"]
-    memory = inputs["bytes_moved"] / inputs["bandwidth"]
-    launches = inputs["kernels"] * inputs["launch_seconds"]
+    batch, m, k, n, itemsize, peak, bandwidth, launch = _pieces(inputs)
+    flops = 2 * batch * m * k * n
+    moved = itemsize * batch * (m * k + k * n + m * n)
+    compute, memory = flops / peak, moved / bandwidth
     got = numpy.asarray(got, dtype=float)
-    if output == "seconds" and got.shape == compute.shape:
-        if numpy.allclose(got, compute + memory + launches, rtol=1e-9):
+    if got.shape != flops.shape:
+        return ""
+
+    def same(value):
+        return numpy.allclose(got, value, rtol=1e-9)
+
+    if output == "flops":
+        if same(flops / 2):
+            return "one operation per term: each term of the sum is a multiply and an add, two FLOPs"
+        if same(flops / batch) and (batch != 1).any():
+            return "one product counted: the op is `batch` products of the same shapes"
+    if output == "bytes_moved":
+        if same(moved / itemsize):
+            return "numbers, not bytes: multiply by itemsize"
+        if same(itemsize * batch * (m * k + k * n)):
+            return "the result is not counted: it is written to memory, m * n more numbers per product"
+        if same(moved / batch) and (batch != 1).any():
+            return "one product counted: each of the `batch` products reads and writes its own matrices"
+    if output == "seconds":
+        if same(compute + memory + launch):
             return ("the arithmetic and the memory traffic are added: they overlap on a GPU, so the floor is "
                     "the larger of the two")
-        if numpy.allclose(got, numpy.maximum(compute, memory), rtol=1e-9) and launches.any():
-            return "no launch cost: each of an op's kernels adds launch_seconds, however small the kernel"
-        if numpy.allclose(got, numpy.minimum(compute, memory) + launches, rtol=1e-9):
+        if same(numpy.minimum(compute, memory) + launch):
             return "the smaller of the two times: an op waits for the slower of its arithmetic and its traffic"
-    if output == "compute_bound" and got.shape == compute.shape and numpy.array_equal(got.astype(bool), compute < memory):
+        if launch and same(numpy.maximum(compute, memory)):
+            return "no launch cost: each product is one kernel, and its launch adds launch_seconds"
+    if output == "compute_bound" and numpy.array_equal(got.astype(bool), compute < memory):
         return "reversed: an op is compute-bound when its arithmetic takes longer than its memory traffic"
     return ""
 
 
 EXERCISES: list[Exercise] = [
     Exercise("roofline",
-             "roofline(flops, bytes_moved, kernels, peak_flops, bandwidth, launch_seconds) -> (seconds, compute_bound)",
-             "16", roofline, _roofline_cases, ("seconds", "compute_bound"), hints=(_roofline_hint,),
-             unseen=_unseen_roofline),
+             "roofline(shapes, itemsize, peak_flops, bandwidth, launch_seconds) -> "
+             "(flops, bytes_moved, seconds, compute_bound)",
+             "16", roofline, _roofline_cases, ("flops", "bytes_moved", "seconds", "compute_bound"),
+             hints=(_roofline_hint,), unseen=_unseen_roofline),
 ]
 
 
 # -- the mistakes students make -------------------------------------------------------------------------
 
-def _added(flops, bytes_moved, kernels, peak_flops, bandwidth, launch_seconds):
-    compute, memory = flops / peak_flops, bytes_moved / bandwidth
-    return compute + memory + kernels * launch_seconds, compute > memory
+def _costs(shapes, itemsize):
+    batch, m, k, n = numpy.asarray(shapes, dtype=float).T
+    return 2 * batch * m * k * n, itemsize * batch * (m * k + k * n + m * n)
 
 
-def _no_launches(flops, bytes_moved, kernels, peak_flops, bandwidth, launch_seconds):
-    compute, memory = flops / peak_flops, bytes_moved / bandwidth
-    return numpy.maximum(compute, memory), compute > memory
+def _one_flop_per_term(shapes, itemsize, peak_flops, bandwidth, launch_seconds):
+    batch, m, k, n = numpy.asarray(shapes, dtype=float).T
+    flops = batch * m * k * n
+    _, moved = _costs(shapes, itemsize)
+    compute, memory = flops / peak_flops, moved / bandwidth
+    return flops, moved, numpy.maximum(compute, memory) + launch_seconds, compute > memory
 
 
-def _reversed(flops, bytes_moved, kernels, peak_flops, bandwidth, launch_seconds):
-    compute, memory = flops / peak_flops, bytes_moved / bandwidth
-    return numpy.maximum(compute, memory) + kernels * launch_seconds, compute < memory
+def _result_not_written(shapes, itemsize, peak_flops, bandwidth, launch_seconds):
+    batch, m, k, n = numpy.asarray(shapes, dtype=float).T
+    flops, _ = _costs(shapes, itemsize)
+    moved = itemsize * batch * (m * k + k * n)
+    compute, memory = flops / peak_flops, moved / bandwidth
+    return flops, moved, numpy.maximum(compute, memory) + launch_seconds, compute > memory
+
+
+def _added(shapes, itemsize, peak_flops, bandwidth, launch_seconds):
+    flops, moved = _costs(shapes, itemsize)
+    compute, memory = flops / peak_flops, moved / bandwidth
+    return flops, moved, compute + memory + launch_seconds, compute > memory
+
+
+def _reversed(shapes, itemsize, peak_flops, bandwidth, launch_seconds):
+    flops, moved = _costs(shapes, itemsize)
+    compute, memory = flops / peak_flops, moved / bandwidth
+    return flops, moved, numpy.maximum(compute, memory) + launch_seconds, compute < memory
 
 
 WRONG_SOLUTIONS: list[WrongSolution] = [
+    WrongSolution("roofline", "a multiply-add counted as one FLOP", _one_flop_per_term, "two FLOPs"),
+    WrongSolution("roofline", "the result's write left out of the traffic", _result_not_written, "result is not counted"),
     WrongSolution("roofline", "arithmetic and traffic added", _added, "overlap"),
-    WrongSolution("roofline", "the launch cost left out", _no_launches, "no launch cost"),
     WrongSolution("roofline", "compute-bound reversed", _reversed, "reversed"),
 ]

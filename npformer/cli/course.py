@@ -210,13 +210,7 @@ def _autograde(args: argparse.Namespace, exercises: list[str]) -> None:
     secret = grading.read_secret(args.secret, args.out) if args.secret else None
     seed = args.seed if args.seed is not None else new_seed()
     start = time.perf_counter()
-    try:
-        grades = grading.autograde(args.out, exercises, seed=seed, secret=secret, timeout=args.timeout)
-    except FileNotFoundError as error:
-        grades = grading.StudentGrades(Path(args.out).name, problems=[str(error)])
-        for name in exercises:
-            points = grading.EXERCISES[name].points
-            grades.results[name] = grading.Result(name, points, 0, "missing", f"exercise {name}: missing ({error})")
+    grades = grading.autograde(args.out, exercises, seed=seed, secret=secret, timeout=args.timeout)
     text = grading.feedback_text(grades, seed)
     if args.format == "gradescope":
         written = json.dumps(gradescope.results(grades, hidden_visibility=args.hidden_visibility,

@@ -28,7 +28,6 @@ import json
 from pathlib import Path
 
 from .edition import lesson_files, student_source
-from .exercises import EXERCISES
 from . import vendoring
 from .grading import StudentGrades
 
@@ -79,7 +78,7 @@ Graded here: {exercises}.
 
 def results(grades: StudentGrades) -> dict:
     """One student's grades in the format of GitHub Classroom's graders (before base64)."""
-    tests = [{"name": f"lesson {EXERCISES[result.exercise].lesson}: {result.exercise}",
+    tests = [{"name": result.title,
               "status": "pass" if result.passed else "fail", "score": result.points,
               "max_score": result.max_points, "message": result.report, "line_no": 0,
               "test_code": f"check({result.exercise!r}, {result.exercise})"}

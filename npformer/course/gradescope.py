@@ -29,7 +29,6 @@ import zipfile
 from pathlib import Path
 
 from .cases import HIDDEN_LABEL
-from .exercises import EXERCISES
 from . import vendoring
 from .grading import StudentGrades
 
@@ -72,7 +71,7 @@ def results(grades: StudentGrades, *, hidden_visibility: str = "after_due_date",
         output = report.table(hidden_rows=False) if has_hidden else result.report
         if has_hidden:
             hidden_lines.append(_hidden_summary(result.exercise, report))
-        tests.append({"name": f"lesson {EXERCISES[result.exercise].lesson}: {result.exercise}",
+        tests.append({"name": result.title,
                       "number": str(number), "score": result.points, "max_score": result.max_points,
                       "status": "passed" if result.passed else "failed", "output": output,
                       "visibility": "visible"})

@@ -35,13 +35,10 @@ from pathlib import Path
 from .collect import collect
 from .exercises import EXERCISES
 from .cases import Prepared, hidden_cases, new_seed, prepare, public_cases
-from .grader import ExerciseReport, grade
+from .grader import PASSED, ExerciseReport, grade
 from .worker import Worker
 
 PRINT_LIMIT = 1_000_000  # bytes a student's function may print while one exercise is graded
-
-
-PASSED = "passed"
 
 
 @dataclass
@@ -61,6 +58,11 @@ class Result:
     def passed(self) -> bool:
         return self.status == PASSED
 
+    @property
+    def title(self) -> str:
+        """How a platform names this exercise's test: ``lesson 04: layernorm_backward``."""
+        return f"lesson {EXERCISES[self.exercise].lesson}: {self.exercise}"
+
 
 @dataclass
 class StudentGrades:
@@ -75,10 +77,6 @@ class StudentGrades:
     @property
     def max_points(self) -> int:
         return sum(result.max_points for result in self.results.values())
-
-
-def max_points(exercises: list[str] | None = None) -> int:
-    return sum(EXERCISES[name].points for name in (exercises or EXERCISES))
 
 
 def _chosen(exercises: list[str] | None) -> list[str]:
@@ -184,9 +182,7 @@ def grade_submission(folder: str | Path, prepared: dict[str, list[Prepared]], *,
     """One student's folder graded on ``prepared`` (``prepared_cases``): what Gradescope's and
     GitHub Classroom's autograders run for each submission. A ``worker`` is started (and closed)
     when none is given."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"course grade: {folder} is not a folder (a student's submission)")
+    folder = Path(folder)   # not a folder, or no lesson in it: every exercise "missing", and why
     own = worker is None
     worker = Worker() if own else worker
     try:

@@ -98,19 +98,14 @@ def week(number: int) -> Week:
                      f"{max(number for number, names in problem_sets().items() if names)})")
 
 
-def lesson_of(exercise: str) -> str:
-    return EXERCISES[exercise].lesson
-
-
 def problem_set(number: int) -> list[str]:
     """The graded exercises of week ``number``'s lessons, in lesson order; a week without one (14)
     is a ValueError."""
-    names = [name for name, exercise in EXERCISES.items() if exercise.lesson in week(number).lessons]
-    if not names:
-        raise ValueError(f"week {number} has no problem set (its lessons, {', '.join(week(number).lessons)}, grade "
-                         "no exercise); the problem sets are weeks " +
-                         ", ".join(str(n) for n, found in problem_sets().items() if found))
-    return names
+    chosen, sets = week(number), problem_sets()
+    if not sets[number]:
+        raise ValueError(f"week {number} has no problem set (its lessons, {', '.join(chosen.lessons)}, grade "
+                         "no exercise); the problem sets are weeks " + ", ".join(str(n) for n, found in sets.items() if found))
+    return sets[number]
 
 
 def problem_sets() -> dict[int, list[str]]:

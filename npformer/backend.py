@@ -54,6 +54,7 @@ class _ActiveArrayModule:
         self._name = "numpy"
 
     def __getattr__(self, name: str) -> Any:
+        _apply_environment()
         return getattr(self._module, name)
 
     def __repr__(self) -> str:
@@ -98,6 +99,7 @@ def set_backend(name: str) -> None:
         raise ValueError(
             f"set_backend: name must be one of {_BACKEND_NAMES}, got {name!r}"
         )
+    global _from_environment
     name = name.lower()
     if name == "cupy":
         xp._module = _load_cupy()
@@ -108,15 +110,18 @@ def set_backend(name: str) -> None:
     else:
         xp._module = numpy
     xp._name = name
+    _from_environment = None
 
 
 def get_backend() -> str:
     """The active backend's name: "numpy", "cupy" or "strict"."""
+    _apply_environment()
     return xp._name
 
 
 def is_cupy() -> bool:
     """True when the active array module is CuPy (on a GPU)."""
+    _apply_environment()
     return xp._name == "cupy"
 
 
@@ -133,12 +138,20 @@ def asarray(array: Any, dtype: Any = None) -> Any:
 
 
 def default_rng(seed: int | None = None) -> Any:
-    """A seeded random ``Generator`` of the active module.
+    """A seeded random generator of the active module.
 
-    NumPy's ``numpy.random.default_rng`` or CuPy's ``cupy.random.default_rng``;
-    both offer ``random``, ``standard_normal`` and ``integers`` with a ``dtype``.
+    On NumPy, NumPy's ``numpy.random.default_rng(seed)``. On CuPy and on the strict stand-in,
+    npformer's ``counter_random.CounterGenerator``: CuPy's own generator keeps its state in
+    device memory, which no checkpoint can hold, while this one's state is two integers
+    (``bit_generator.state``, a dict, as NumPy's) and it draws the same numbers on every card.
+    Both offer ``random(size, dtype)`` and ``standard_normal(size, dtype)``.
     """
-    return xp.random.default_rng(seed)
+    _apply_environment()
+    if xp._name == "numpy":
+        return numpy.random.default_rng(seed)
+    from .counter_random import CounterGenerator
+
+    return CounterGenerator(seed, xp._module)
 
 
 def get_default_dtype() -> numpy.dtype:
@@ -168,10 +181,20 @@ def default_dtype(dtype: Any) -> Iterator[numpy.dtype]:
         set_default_dtype(previous)
 
 
-def _backend_from_environment() -> None:
-    name = os.environ.get("NPFORMER_BACKEND", "").strip()
-    if name:
-        set_backend(name)
+# ``NPFORMER_BACKEND`` is read when the package is imported but applied at the first use of the
+# array module (``xp.<name>``, ``get_backend``, ``is_cupy``), so that importing loads no CuPy and
+# cannot fail: a CuPy that is missing or sees no GPU is one ``BackendUnavailableError`` at the
+# first use (the command line prints it in one line and exits with status 2). An explicit
+# ``set_backend`` wins over the variable.
+_from_environment: str | None = os.environ.get("NPFORMER_BACKEND", "").strip() or None
 
 
-_backend_from_environment()
+def _apply_environment() -> None:
+    """Switch to the backend that ``NPFORMER_BACKEND`` names, once, before its first use."""
+    if _from_environment is None:
+        return
+    name = _from_environment
+    if name.lower() not in _BACKEND_NAMES:
+        raise BackendUnavailableError(f"NPFORMER_BACKEND={name!r} names no backend; it must be one of "
+                                      f"{', '.join(_BACKEND_NAMES)} (or unset, for numpy)")
+    set_backend(name)

@@ -12,7 +12,13 @@ two libraries differ:
 * **no host arrays in device math**: an operator or an ``xp`` function given a NumPy array of one
   or more dimensions raises ``TypeError``, as CuPy does; ``xp.asarray`` (``backend.asarray``) moves
   host data to the device, and assigning a host array into a slice is allowed, as in CuPy;
-* a reduction returns a 0-dimensional array, not a NumPy scalar.
+* a reduction returns a 0-dimensional array, not a NumPy scalar;
+* ``xp.random.default_rng(seed)`` returns a generator with CuPy's interface (``cupy.random.Generator``
+  on an ``XORWOW`` bit generator, as CuPy 14's ``cupy/random/_generator_api.pyx`` and
+  ``_bit_generator.pyx`` define them): ``random``, ``uniform``, ``integers``, ``standard_normal``
+  and a few more distributions, no ``normal``, ``choice`` or ``permutation``, and a
+  ``bit_generator`` whose ``state`` is a *method* that returns a device pointer, not NumPy's dict of
+  the state: code that saves ``generator.bit_generator.state`` fails here as it fails on CuPy.
 
 NumPy's ufuncs and functions called on ``StrictArray`` go through the same rules
 (``__array_ufunc__``, ``__array_function__``), as they do for CuPy arrays. ``used_names()`` lists
@@ -75,8 +81,6 @@ def _wrap(value: Any) -> Any:
         return tuple(_wrap(item) for item in value)
     if isinstance(value, list):
         return [_wrap(item) for item in value]
-    if isinstance(value, numpy.random.Generator):
-        return _StrictObject(value, "Generator")
     return value
 
 
@@ -106,6 +110,8 @@ class _StrictObject:
             _used.add(full)
         if attribute == "ndarray":
             return StrictArray
+        if full == "random.default_rng":
+            return _default_rng
         if isinstance(value, types.ModuleType):
             return _StrictObject(value, full)
         if hasattr(value, "__getitem__") and type(value).__name__ in ("RClass", "CClass"):  # xp.r_, xp.c_
@@ -116,6 +122,67 @@ class _StrictObject:
 
     def __repr__(self) -> str:
         return f"<npformer strict stand-in for {self._name or 'cupy'}>"
+
+
+class _StrictBitGenerator:
+    """CuPy's ``XORWOW``: its state lives on the device; ``state()`` is a method giving its address."""
+
+    def __init__(self, seed: Any) -> None:
+        self._seed_seq = numpy.random.SeedSequence(seed)
+        self._state = numpy.zeros(48, dtype=numpy.int8)          # stands for the per-thread cuRAND states
+
+    def state(self) -> int:
+        return self._state.ctypes.data
+
+    def random_raw(self, size: Any = None, output: bool = True) -> Any:
+        raise NotImplementedError("the strict stand-in does not draw raw bits")
+
+
+class _StrictGenerator:
+    """``cupy.random.Generator``: the distributions CuPy's offers, on device arrays."""
+
+    def __init__(self, seed: Any = None) -> None:
+        self.bit_generator = _StrictBitGenerator(seed)
+        self._numpy = numpy.random.Generator(numpy.random.PCG64(self.bit_generator._seed_seq))
+
+    def random(self, size: Any = None, dtype: Any = numpy.float64, out: Any = None) -> Any:
+        if numpy.dtype(dtype).char not in "fd":
+            raise TypeError(f"Unsupported dtype {numpy.dtype(dtype).name} for random")  # CuPy: float32, float64
+        return self._into(self._numpy.random(size, dtype=dtype), out)
+
+    def standard_normal(self, size: Any = None, dtype: Any = numpy.float64, out: Any = None) -> Any:
+        return self._into(self._numpy.standard_normal(size, dtype=dtype), out)
+
+    def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None, dtype: Any = numpy.float64) -> Any:
+        return _wrap(numpy.asarray(self._numpy.uniform(low, high, size), dtype=dtype))
+
+    def integers(self, low: Any, high: Any = None, size: Any = None, dtype: Any = numpy.int64,
+                 endpoint: bool = False) -> Any:
+        return _wrap(numpy.asarray(self._numpy.integers(low, high, size, dtype=dtype, endpoint=endpoint)))
+
+    def __getattr__(self, name: str) -> Any:
+        # the other distributions of CuPy's Generator, drawn by NumPy's
+        if name in ("beta", "binomial", "chisquare", "dirichlet", "exponential", "f", "gamma", "geometric",
+                    "hypergeometric", "logseries", "poisson", "power", "standard_exponential", "standard_gamma"):
+            method = getattr(self._numpy, name)
+            return lambda *args, **kwargs: _wrap(numpy.asarray(method(*_to_device(args, name),
+                                                                      **_to_device(kwargs, name))))
+        raise AttributeError(f"'cupy.random.Generator' object has no attribute {name!r}")
+
+    @staticmethod
+    def _into(values: Any, out: Any) -> Any:
+        values = numpy.asarray(values)
+        if out is None:
+            return _wrap(values)
+        out[...] = _wrap(values)
+        return out
+
+
+def _default_rng(seed: Any = None) -> _StrictGenerator:
+    """``cupy.random.default_rng``: a ``Generator`` on ``XORWOW``."""
+    if isinstance(seed, StrictArray):
+        seed = seed.get()
+    return _StrictGenerator(seed)
 
 
 class _StrictConcatenator:

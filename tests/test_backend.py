@@ -65,7 +65,41 @@ def test_environment_variable_selects_the_backend():
     assert result.stdout.strip() == "numpy"
     env["NPFORMER_BACKEND"] = "tpu"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert result.returncode != 0 and "set_backend: name must be one of" in result.stderr
+    assert result.returncode != 0 and "NPFORMER_BACKEND='tpu' names no backend" in result.stderr
+
+
+def test_importing_with_an_unusable_backend_does_nothing_until_first_use():
+    code = ("import npformer, sys; print('imported'); sys.stdout.flush()\n"
+            "from npformer import backend\nbackend.xp.zeros(2)")
+    env = dict(os.environ, NPFORMER_BACKEND="tpu")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.stdout.strip() == "imported"
+    assert "BackendUnavailableError" in result.stderr and "names no backend" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["train", "--max-steps", "1"], ["translate", "--pretrained", "fra", "hello"],
+                                     ["gradcheck"], ["bench", "--presets", "tiny"], ["attention", "--pretrained", "fra"],
+                                     ["evaluate", "--pretrained", "fra"]])
+def test_an_unusable_cupy_backend_is_one_line_with_status_2_for_every_command(command, tmp_path):
+    """NPFORMER_BACKEND=cupy where CuPy is missing or sees no GPU: one line naming what is missing, exit 2,
+    before any work (this machine has no GPU; with one, the backend works and the test is skipped)."""
+    if _cupy_usable():
+        pytest.skip("CuPy sees a GPU here, so the cupy backend is usable")
+    env = dict(os.environ, NPFORMER_BACKEND="cupy")
+    result = subprocess.run([sys.executable, "-m", "npformer", *command], env=env, capture_output=True,
+                            text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"npformer {command[0]}: backend 'cupy'"), result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def _cupy_usable() -> bool:
+    try:
+        backend._load_cupy()
+    except backend.BackendUnavailableError:
+        return False
+    return True
 
 
 def test_default_dtype_can_be_set_and_restored():

@@ -117,6 +117,65 @@ def test_the_library_runs_a_training_step_and_decoding_under_the_strict_backend(
         assert len(beam_search(model, src, beam_size=2, max_len=5)) == 2
 
 
+def test_the_stand_in_generator_has_cupys_interface_and_no_state_to_save(strict):
+    """CuPy's Generator (CuPy 14, cupy/random/_generator_api.pyx): its bit generator's ``state`` is a
+    method returning a device pointer; it has no ``normal``, ``choice`` or ``permutation``; ``random``
+    draws float32 or float64 only. Saving it is refused in one line, as on CuPy."""
+    from npformer.training import generator_state
+
+    generator = strict.random.default_rng(0)
+    assert callable(generator.bit_generator.state) and isinstance(generator.bit_generator.state(), int)
+    assert isinstance(generator.random((2, 3), dtype=numpy.float32), StrictArray)
+    assert isinstance(generator.integers(0, 5, size=4), StrictArray)
+    for missing in ("normal", "choice", "permutation"):
+        assert not hasattr(generator, missing), missing
+    with pytest.raises(TypeError, match="Unsupported dtype"):
+        generator.random(3, dtype=numpy.float16)
+    with pytest.raises(TypeError, match="keeps no state that can be saved"):
+        generator_state(generator)
+
+
+def test_the_device_generator_draws_the_same_numbers_everywhere_and_its_state_is_json(strict):
+    """``backend.default_rng`` on a device backend: the counter generator, whose numbers are a function of
+    (key, position) alone: equal on NumPy and on the stand-in, split or whole, restored from JSON."""
+    import json
+
+    from npformer.counter_random import CounterGenerator
+    from npformer.training import generator_state, set_generator_state
+
+    device = backend.default_rng(5)
+    assert isinstance(device, CounterGenerator)
+    on_host = CounterGenerator(5, numpy)
+    whole = on_host.random((4, 6), dtype=numpy.float32)
+    first, rest = device.random((2, 6), dtype=numpy.float32), device.random((2, 6), dtype=numpy.float32)
+    assert isinstance(first, StrictArray) and first.dtype == numpy.float32
+    numpy.testing.assert_array_equal(numpy.concatenate([first.get(), rest.get()]), whole)
+    state = json.loads(json.dumps(generator_state(device)))
+    after = device.random(7).get()
+    fresh = backend.default_rng(99)
+    assert set_generator_state(fresh, state) and numpy.array_equal(fresh.random(7).get(), after)
+    assert not set_generator_state(numpy.random.default_rng(0), state)   # another generator's stream
+
+
+def test_the_device_generator_is_uniform_and_normal():
+    """A million draws: the mean, the variance and each tenth of [0, 1) as a uniform's; float32 never
+    reaches 1; Box-Muller's normals have mean 0 and variance 1 (each within five standard errors)."""
+    from npformer.counter_random import CounterGenerator
+
+    generator = CounterGenerator(0, numpy)
+    n = 1_000_000
+    for dtype in (numpy.float32, numpy.float64):
+        u = generator.random(n, dtype=dtype)
+        assert u.dtype == dtype and u.min() >= 0.0 and u.max() < 1.0
+        assert abs(u.mean() - 0.5) < 5 * (1 / 12 / n) ** 0.5
+        assert abs(u.var() - 1 / 12) < 5 * (1 / 180 / n) ** 0.5
+        counts = numpy.bincount((u * 10).astype(int), minlength=10)
+        assert numpy.all(numpy.abs(counts - n / 10) < 5 * (n * 0.1 * 0.9) ** 0.5), counts
+    z = generator.standard_normal(n)
+    assert abs(z.mean()) < 5 / n ** 0.5 and abs(z.var() - 1) < 5 * (2 / n) ** 0.5
+    assert abs(numpy.corrcoef(u[:-1], u[1:])[0, 1]) < 5 / n ** 0.5    # neighbours uncorrelated
+
+
 # The tests that can tell the stand-in from NumPy: every op (both op sets) over hypothesis-drawn
 # shapes, one model training step, the optimizer, decoding against the full forward pass, and one
 # checkpoint round trip. The rest of the suite is NumPy-only logic (data, metrics, the command
@@ -132,6 +191,7 @@ STRICT_TESTS = [
     "test_decoding_truth.py::test_beam_search_finds_the_best_translation_that_greedy_misses",
     "test_fastpath.py::test_packed_step_equals_the_padded_step_with_heavy_padding_and_none",
     "test_fastpath.py::test_fused_projections_equal_one_linear_call_each",
+    "test_training_on_device.py",   # the whole train --data workflow: checkpoints, Ctrl-C, --resume, ...
 ]
 
 

@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.backend:
             backend.set_backend(args.backend)
+        else:
+            backend.get_backend()  # NPFORMER_BACKEND applied now: CuPy missing is one line, before any work
         return args.handler(args)
     except (UsageError, backend.BackendUnavailableError) as error:
         print(f"npformer {args.command}: {error}", file=sys.stderr)

@@ -146,12 +146,29 @@ def load_checkpoint(path: str, model: Any, optimizer: Any = None) -> dict:
 
 
 def generator_state(generator: Any) -> dict:
-    """The JSON-able state of a NumPy ``Generator`` (a CuPy one cannot be saved: None)."""
-    bit_generator = getattr(generator, "bit_generator", None)
-    return bit_generator.state if bit_generator is not None and hasattr(bit_generator, "state") else None
+    """The JSON-able state of a random generator: NumPy's ``Generator`` or npformer's
+    ``counter_random.CounterGenerator`` (what ``backend.default_rng`` gives on CuPy), both a dict.
+
+    Raises ``TypeError`` for a generator whose state is not such a dict (CuPy's own: its state is in
+    device memory, and ``bit_generator.state`` is a method).
+    """
+    state = getattr(getattr(generator, "bit_generator", None), "state", None)
+    if not isinstance(state, dict):
+        raise TypeError(f"generator_state: {type(generator).__name__} keeps no state that can be saved "
+                        f"(bit_generator.state is {type(state).__name__}, not a dict); draw from "
+                        f"npformer.backend.default_rng(seed), whose state can")
+    return state
 
 
-def set_generator_state(generator: Any, state: dict | None) -> None:
-    if state is not None:
-        generator.bit_generator.state = state
+def set_generator_state(generator: Any, state: dict) -> bool:
+    """Put ``state`` (from ``generator_state``) back into ``generator``; True when done.
 
+    False, and ``generator`` unchanged, when ``state`` is another kind of generator's (a checkpoint
+    written on CuPy, whose dropout stream was npformer's counter generator, resumed on NumPy, whose
+    stream is PCG64, or the reverse): the two streams cannot continue each other.
+    """
+    current = generator_state(generator)
+    if not isinstance(state, dict) or state.get("bit_generator") != current.get("bit_generator"):
+        return False
+    generator.bit_generator.state = state
+    return True

@@ -247,7 +247,10 @@ class Trainer:
             try:
                 meta = load_checkpoint(self.run_folder.checkpoint, self.model, self.optimizer)
                 position = {key: meta[key] for key in position}
-                set_generator_state(self.model.dropout_rng, meta["dropout_rng_state"])
+                if not set_generator_state(self.model.dropout_rng, meta["dropout_rng_state"]):
+                    self.log(f"note: {self.run_folder.checkpoint}'s dropout stream was drawn on another backend "
+                             f"(NumPy's generator on a CPU, npformer's counter generator on CuPy); dropout goes on "
+                             f"from this backend's stream, so the run is not the one it would have been")
             except CheckpointError as error:
                 raise RunError(f"cannot resume: {error}") from None
             except KeyError as error:

@@ -37,6 +37,7 @@ __all__ = [
     "set_default_dtype",
     "default_dtype",
     "BackendUnavailableError",
+    "synchronize",
 ]
 
 _BACKEND_NAMES = ("numpy", "cupy", "strict")
@@ -123,6 +124,13 @@ def is_cupy() -> bool:
     """True when the active array module is CuPy (on a GPU)."""
     _apply_environment()
     return xp._name == "cupy"
+
+
+def synchronize() -> None:
+    """Wait until the GPU has finished the work queued so far (CuPy's kernels run asynchronously);
+    nothing to wait for on NumPy. Timers of GPU work call it before reading the clock."""
+    if is_cupy():
+        xp._module.cuda.get_current_stream().synchronize()
 
 
 def to_numpy(array: Any) -> numpy.ndarray:

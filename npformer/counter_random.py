@@ -35,7 +35,7 @@ _GAMMA, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111E
 _MASK64 = (1 << 64) - 1
 
 # The same hash as one CuPy kernel: ``i`` is the output's flat index (CuPy's ElementwiseKernel).
-_CUDA_UNIFORM = """
+CUDA_UNIFORM = """
 unsigned long long z = key + (start + (unsigned long long)i + 1ull) * 0x9E3779B97F4A7C15ull;
 z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
 z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -80,11 +80,12 @@ class CounterGenerator:
         state = self.bit_generator
         return f"CounterGenerator(key={state.key:#x}, position={state.position})"
 
-    def _take(self, count: int) -> int:
-        """Reserve the next ``count`` positions; return the first one."""
+    def reserve(self, count: int) -> tuple[int, int]:
+        """Reserve the next ``count`` positions of the stream: ``(key, first position)``, for a kernel
+        that computes the numbers itself (``npformer.ops.gpu.dropout``)."""
         start = self.bit_generator.position
         self.bit_generator.position = start + count
-        return start
+        return self.bit_generator.key, start
 
     def random(self, size: Any = None, dtype: Any = numpy.float64) -> Any:
         """Uniform numbers in ``[0, 1)`` of shape ``size`` (float32 or float64)."""
@@ -93,7 +94,7 @@ class CounterGenerator:
             raise TypeError(f"random: dtype must be float32 or float64, got {dtype}")
         shape = () if size is None else (tuple(size) if isinstance(size, (tuple, list)) else (int(size),))
         count = math.prod(shape)
-        start = self._take(count)
+        _, start = self.reserve(count)
         xp = self._module
         if getattr(xp, "__name__", "") == "cupy":
             out = xp.empty(shape, dtype=dtype)
@@ -122,6 +123,6 @@ class CounterGenerator:
 
 def _uniform_kernel(cupy: Any) -> Any:
     if "uniform" not in _kernels:
-        _kernels["uniform"] = cupy.ElementwiseKernel("uint64 key, uint64 start", "T out", _CUDA_UNIFORM,
+        _kernels["uniform"] = cupy.ElementwiseKernel("uint64 key, uint64 start", "T out", CUDA_UNIFORM,
                                                      "npformer_splitmix64_uniform")
     return _kernels["uniform"]

@@ -41,6 +41,13 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+settings.register_profile(  # benchmarks/gpu_check.sh: the gradient tests on a GPU, inside its five minutes
+    "gpu",
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile(os.environ.get("NPFORMER_HYPOTHESIS", "ci"))
 
 

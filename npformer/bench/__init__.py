@@ -53,18 +53,26 @@ __all__ = ["run", "profile_table", "PRESETS", "WORKLOADS", "WARMUP_STEPS", "PROF
            "torch_available", "torch_translator"]
 
 
-def _subprocess(framework: str, name: str, steps: int, op_set: str = "fast") -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2", MKL_NUM_THREADS="2")
+def _subprocess(framework: str, name: str, steps: int, op_set: str = "fast", stream: Any = None) -> dict:
+    from .. import backend
+
+    # The active backend, however it was chosen (--backend or NPFORMER_BACKEND), goes to the subprocess.
+    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2", MKL_NUM_THREADS="2",
+               NPFORMER_BACKEND=backend.get_backend())
     arguments = f"{name!r}, {steps}" + (f", {op_set!r}" if framework == "npformer" else "")
     code = f"import json, npformer.bench as b; print(json.dumps(b._measure_{framework}({arguments})))"
+    started = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"bench: {framework} {name} failed:\n{result.stderr[-2000:]}")
+    if stream is not None:
+        label = f"npformer ({op_set} ops)" if framework == "npformer" else framework
+        print(f"  {label} {name}: {time.perf_counter() - started:.1f} s in all", file=stream, flush=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def _fastest(framework: str, name: str, steps: int, rounds: int, other: str | None,
-             op_set: str = "fast") -> tuple[dict, dict | None]:
+             op_set: str = "fast", stream: Any = None) -> tuple[dict, dict | None]:
     """``rounds`` alternating measurements of ``framework`` (and ``other``); the fastest of each.
 
     This machine's speed drifts by 10-20% from minute to minute; alternating the two frameworks
@@ -72,11 +80,11 @@ def _fastest(framework: str, name: str, steps: int, rounds: int, other: str | No
     """
     ours = theirs = None
     for _ in range(rounds):
-        candidate = _subprocess(framework, name, steps, op_set)
+        candidate = _subprocess(framework, name, steps, op_set, stream)
         if ours is None or candidate["seconds_per_step"] < ours["seconds_per_step"]:
             ours = candidate
         if other:
-            candidate = _subprocess(other, name, steps)
+            candidate = _subprocess(other, name, steps, stream=stream)
             if theirs is None or candidate["seconds_per_step"] < theirs["seconds_per_step"]:
                 theirs = candidate
     return ours, theirs
@@ -101,13 +109,14 @@ def run(presets: list[str], steps: int = 10, with_torch: bool | None = None,
     from .. import backend, threads
 
     results["backend"], results["threads"] = backend.get_backend(), threads.get_threads()
+    where = "cuBLAS on the GPU (8192^3)" if backend.is_cupy() else "NumPy (2048^3)"
     print(f"backend: {results['backend']}, {results['threads']} threads, {ops} ops; "
-          f"NumPy float32 GEMM (2048^3): {peak:.0f} GFLOP/s", file=stream)
+          f"float32 GEMM, {where}: {peak:.0f} GFLOP/s", file=stream)
     for name in presets:
         print(f"measuring {name} ...", file=stream, flush=True)
         flops = step_flops(PRESETS[name])
         timed_batches = random_batches(PRESETS[name], steps + WARMUP_STEPS)[WARMUP_STEPS:]
-        ours, theirs = _fastest("npformer", name, steps, rounds, "torch" if with_torch else None, ops)
+        ours, theirs = _fastest("npformer", name, steps, rounds, "torch" if with_torch else None, ops, stream)
         entry = {**ours, "flops_per_step": flops, "gflops": flops / ours["seconds_per_step"] / 1e9,
                  "real_token_flops_per_step": real_token_flops(PRESETS[name], timed_batches),
                  "padding_share": padding_share(timed_batches)}

@@ -31,14 +31,17 @@ PRESETS = {name: {**MODEL_PRESETS[name], **workload} for name, workload in WORKL
 
 
 def gemm_gflops(n: int = 2048, repeats: int = 10) -> float:
-    """Best float32 ``n x n`` matrix-product throughput of NumPy, in GFLOP/s.
+    """Best float32 ``n x n`` matrix-product throughput of the active backend, in GFLOP/s.
 
-    The better of two ways to use the cores: BLAS's own threads (``threads.set_threads(1)``)
+    On NumPy, the better of two ways to use the cores: BLAS's own threads (``threads.set_threads(1)``)
     and npformer's row blocks, one per thread, each a one-thread BLAS product (how npformer's
-    ops run). The peak is the best either reaches, so the MFU below flatters neither.
+    ops run). On CuPy, cuBLAS on the GPU (``n = 8192``, enough work to fill a large card), timed
+    between synchronisations. The peak is the best reading, so the MFU below flatters neither.
     """
-    from .. import threads
+    from .. import backend, threads
 
+    if backend.is_cupy():
+        return _gpu_gemm_gflops(8192 if n == 2048 else n, repeats)
     rng = numpy.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=numpy.float32)
     b = rng.standard_normal((n, n), dtype=numpy.float32)
@@ -59,6 +62,23 @@ def gemm_gflops(n: int = 2048, repeats: int = 10) -> float:
                 best = min(best, time.perf_counter() - start)
     finally:
         threads.set_threads(previous)
+    return 2 * n**3 / best / 1e9
+
+
+def _gpu_gemm_gflops(n: int, repeats: int) -> float:
+    from .. import backend
+
+    xp = backend.xp
+    a = backend.asarray(numpy.random.default_rng(0).standard_normal((n, n), dtype=numpy.float32))
+    b, out = a.T.copy(), xp.empty((n, n), dtype=numpy.float32)
+    xp.matmul(a, b, out=out)
+    best = float("inf")
+    for _ in range(repeats):
+        backend.synchronize()
+        start = time.perf_counter()
+        xp.matmul(a, b, out=out)
+        backend.synchronize()
+        best = min(best, time.perf_counter() - start)
     return 2 * n**3 / best / 1e9
 
 

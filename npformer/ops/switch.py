@@ -17,8 +17,9 @@ active op set, which it reads through one accessor at the moment of the call::
 ``impl`` is one of:
 
 * ``"textbook"``: the functions of ``npformer/ops/*.py``, as the lessons derive them;
-* ``"fast"``: the same with the fast forms of ``npformer/ops/fast/`` in place of
-  their twins (the ops without a fast form stay textbook);
+* ``"fast"``: the same with the fast forms in place of their twins (the ops without a fast form
+  stay textbook): those of ``npformer/ops/fast/`` (CPU threads, in-place updates) on NumPy, those
+  of ``npformer/ops/gpu/`` (fused CuPy kernels) on CuPy, chosen when the set is made;
 * a module, an object or a dict that defines some of the names in ``OP_NAMES``
   with the op signatures (``linear_forward(x, W, b) -> (y, cache)``,
   ``linear_backward(dy, cache) -> (dx, dW, db)``, ...). The names it lacks come from
@@ -109,10 +110,25 @@ def _textbook() -> OpSet:
 
 
 @functools.cache
-def _fast() -> OpSet:
+def _fast_on_cpu() -> OpSet:
     from . import fast
 
     return OpSet({**_textbook().table(), **{name: (getattr(fast, name), "fast") for name in fast.__all__}})
+
+
+@functools.cache
+def _fast_on_gpu() -> OpSet:
+    from . import gpu
+
+    return OpSet({**_textbook().table(), **{name: (getattr(gpu, name), "fast") for name in gpu.__all__}})
+
+
+def _fast() -> OpSet:
+    """The fast set of the active backend: ``ops/fast/`` (CPU threads) on NumPy, ``ops/gpu/`` (fused
+    kernels) on CuPy."""
+    from ..backend import is_cupy
+
+    return _fast_on_gpu() if is_cupy() else _fast_on_cpu()
 
 
 _BUILT_IN = {"textbook": _textbook, "fast": _fast}

@@ -189,13 +189,34 @@ class Adam(Optimizer):
         super().__init__(model, lr)
         self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
 
-    def _update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
+    def step(self) -> None:
+        """Update every parameter once. When the active ``adam_step`` can update many parameters at
+        once (``adam_step.many``: the GPU form, ``npformer/ops/gpu/adam.py``, one kernel launch for
+        the whole model), it is given them all; else each parameter is updated on its own."""
+        many = getattr(ops.current().adam_step, "many", None)
+        if many is None:
+            return super().step()
+        self.step_count += 1
+        grads, states = self.model.grads(), []
+        params, gradients = [], []
+        for key, param in self.model.params().items():
+            params.append(param)
+            gradients.append(self._gradient(param, grads[key]))
+            states.append(self.state[key])
+        beta1, beta2 = self.betas
+        many(params, gradients, [state["exp_avg"] for state in states], [state["exp_avg_sq"] for state in states],
+             self.step_count, self.lr, beta1, beta2, self.eps)
+
+    def _gradient(self, param: Any, grad: Any) -> Any:
+        """The gradient Adam's moments see: AdamW first decays a weight matrix itself; Adam adds the L2 term."""
         if self._decoupled:
             if param.ndim >= 2:                            # AdamW: decay a weight matrix itself
                 param *= 1.0 - self.lr * self.weight_decay
-            g = grad
-        else:
-            g = grad + self.weight_decay * param if self.weight_decay else grad   # Adam: L2 in g
+            return grad
+        return grad + self.weight_decay * param if self.weight_decay else grad   # Adam: L2 in g
+
+    def _update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
+        g = self._gradient(param, grad)
         beta1, beta2 = self.betas
         new_param, state["exp_avg"], state["exp_avg_sq"] = ops.current().adam_step(
             param, g, state["exp_avg"], state["exp_avg_sq"], self.step_count, self.lr, beta1, beta2, self.eps)

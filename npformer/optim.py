@@ -188,6 +188,7 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: eps must be >= 0, got {eps!r}")
         super().__init__(model, lr)
         self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        self._many_cache: dict = {}   # what adam_step.many keeps between steps (its table of addresses)
 
     def step(self) -> None:
         """Update every parameter once. When the active ``adam_step`` can update many parameters at
@@ -205,7 +206,7 @@ class Adam(Optimizer):
             states.append(self.state[key])
         beta1, beta2 = self.betas
         many(params, gradients, [state["exp_avg"] for state in states], [state["exp_avg_sq"] for state in states],
-             self.step_count, self.lr, beta1, beta2, self.eps)
+             self.step_count, self.lr, beta1, beta2, self.eps, cache=self._many_cache)
 
     def _gradient(self, param: Any, grad: Any) -> Any:
         """The gradient Adam's moments see: AdamW first decays a weight matrix itself; Adam adds the L2 term."""

@@ -41,7 +41,7 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.register_profile(  # benchmarks/gpu_check.sh: the gradient tests on a GPU, inside its five minutes
+settings.register_profile(  # benchmarks/gpu_check.sh: the gradient tests on a GPU, in about 20 s on an H100
     "gpu",
     max_examples=12,
     deadline=None,

@@ -110,7 +110,7 @@ def test_train_interrupt_resume_average_evaluate_translate_and_explore(pairs_fil
             assert on_cpu == on_device
         assert train(pairs_file, runs, "resumed", "--resume", "--max-steps", str(STEPS + 4)) == 0
         note = capsys.readouterr().err
-        assert ("dropout stream was drawn on another backend" in note) == (device != "numpy"), note
+        assert ("dropout stream drawn on another backend" in note) == (device != "numpy"), note
     finally:
         backend.set_backend(device)
     assert train(pairs_file, runs, "resumed", "--resume", "--max-steps", str(STEPS + 8)) == 0

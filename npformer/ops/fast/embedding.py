@@ -5,8 +5,8 @@ ids next to each other: a token seen once has its row copied, and the runs of
 tokens seen several times are summed with one ``np.add.reduceat``. For a 64 x 24
 batch of ids with V = 8000, D = 256 this is 4-6x faster than ``np.add.at`` on
 NumPy 2.4 (``benchmarks/embedding_scatter.py``; figures in
-``benchmarks/RESULTS.md``). On CuPy, ``cupyx.scatter_add`` does the same with
-atomic additions on the GPU. The forward pass is the twin's.
+``benchmarks/RESULTS.md``). On CuPy the fast set uses ``npformer.ops.gpu.embedding`` instead
+(sorted runs summed by one kernel). The forward pass is the twin's.
 """
 
 from __future__ import annotations

@@ -3,10 +3,12 @@
 What changes: the textbook step is nine array expressions, each a kernel and a temporary the size
 of the parameter; the CPU fast form cuts it into 64K-element chunks to stay in the cache, which on
 a GPU means hundreds of tiny launches (31.8 of the 84.4 ms of a small-preset step on an H100,
-``../shared/gpu-logs-2026-11-26-h100/bench_small.log``). Here one elementwise kernel reads
-``grad``, ``m`` and ``v`` once and writes ``m``, ``v`` and ``param`` once, and the three arrays it
-was given come back updated (``npformer.optim.Adam`` then has nothing to copy). The order of the
-floating-point operations is the CPU fast form's.
+``docs/gpu.md``). Here one elementwise kernel reads ``grad``, ``m`` and ``v`` once and writes
+``m``, ``v`` and ``param`` once, and the three arrays it was given come back updated
+(``npformer.optim.Adam`` then has nothing to copy). The operations are the CPU fast form's, in its
+order, but not bit for bit: ``1 - beta`` is formed in the parameter's dtype from the rounded
+``beta`` (for float32 and ``beta2 = 0.999``, 9.9998713e-4 where the twin has 1.0e-3), and the GPU
+compiler fuses multiply-adds; the tests hold them equal to float32 rounding.
 
 Even one launch per parameter costs: a launch is about as long on the host as a small parameter's
 update on the GPU. ``adam_steps`` updates every parameter of the model in one launch, reading a
@@ -97,15 +99,16 @@ def _row_stride(array: Any, rows: int, cols: int) -> int | None:
 
 
 def adam_steps(params: list, grads: list, ms: list, vs: list, step: int, lr: float,
-               beta1: float, beta2: float, eps: float) -> None:
+               beta1: float, beta2: float, eps: float, cache: dict | None = None) -> None:
     """``adam_step`` on every ``(param, grad, m, v)`` of the lists, in place, in one kernel launch for
     all the parameters of a dtype (``npformer.optim.Adam`` calls it when the active ``adam_step`` is
     this module's: ``adam_step.many``). A parameter whose layout the table cannot describe gets its
-    own launch of ``adam_step``. The table is made once for a given set of arrays and kept."""
+    own launch of ``adam_step``. ``cache``: a dict the caller keeps (the optimizer's), where the
+    table is kept for the next call with the same arrays; None makes it anew."""
     from .kernels import MAX_THREADS, row_kernel
 
     quads = list(zip(params, grads, ms, vs))
-    tables, alone = _tables(quads)
+    tables, alone = _tables(quads, {} if cache is None else cache)
     for quad in alone:
         adam_step(*quad, step, lr, beta1, beta2, eps)
     correction2 = 1.0 / math.sqrt(1.0 - beta2**step)
@@ -118,17 +121,15 @@ def adam_steps(params: list, grads: list, ms: list, vs: list, step: int, lr: flo
             real(step_size), real(eps)))
 
 
-_table_cache: dict[str, Any] = {"key": None}
-
-
-def _tables(quads: list) -> tuple[dict, list]:
+def _tables(quads: list, cache: dict) -> tuple[dict, list]:
     """``({dtype: (device table, parameters, elements)}, [quads updated alone])`` for these arrays; the
-    last answer again when the arrays are the same objects as last time (an optimizer's every step)."""
+    answer kept in ``cache`` again when the arrays are the same objects as last time (an optimizer's
+    every step, unless Adam's L2 term makes new gradient arrays)."""
     import cupy
 
     key = tuple(id(array) for quad in quads for array in quad)
-    if _table_cache["key"] == key:
-        return _table_cache["tables"], _table_cache["alone"]
+    if cache.get("key") == key:
+        return cache["tables"], cache["alone"]
     groups: dict[Any, list] = {}
     alone = []
     for quad in quads:
@@ -146,7 +147,7 @@ def _tables(quads: list) -> tuple[dict, list]:
             offset += rows * cols
         tables[dtype] = (cupy.asarray(numpy.array(table, dtype=numpy.int64)), len(table), offset)
     # The arrays are kept with the key: their ids stay theirs while the cache holds them.
-    _table_cache.update(key=key, tables=tables, alone=alone, arrays=quads)
+    cache.update(key=key, tables=tables, alone=alone, arrays=quads)
     return tables, alone
 
 

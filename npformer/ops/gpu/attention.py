@@ -86,7 +86,7 @@ def attention_backward(dout: Any, cache: dict) -> tuple[Any, Any, Any]:
     q, k, v = cache["q"], cache["k"], cache["v"]
     weights, scale = xp.ascontiguousarray(cache["weights"]), cache["scale"]
     dv = weights.swapaxes(-1, -2) @ dout                             # (B, H, Tk, Dv)
-    dweights = xp.ascontiguousarray(dout @ v.swapaxes(-1, -2))       # (B, H, Tq, Tk)
+    dweights = xp.ascontiguousarray(dout @ v.swapaxes(-1, -2), dtype=weights.dtype)   # (B, H, Tq, Tk)
     dscores = xp.empty_like(dweights)                                # scale * d(scores) (B, H, Tq, Tk)
     length = weights.shape[-1]
     launch_rows(row_kernel(SOURCE, "softmax_backward_rows", weights.dtype), weights.size // max(length, 1), length,

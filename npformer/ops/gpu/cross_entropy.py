@@ -92,7 +92,7 @@ def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
     probs = xp.ascontiguousarray(cache["probs"])
     weight = float(dloss) / max(cache["n_kept"], 1)
     dlogits = xp.empty_like(probs)
-    _gradient_kernel()(probs, xp.ascontiguousarray(cache["target_ids"].astype(xp.int64)),
+    _gradient_kernel()(probs, xp.ascontiguousarray(cache["target_ids"].astype(xp.int64, copy=False)),
                        xp.ascontiguousarray(cache["kept"]), weight, float(cache["label_smoothing"]),
                        probs.shape[-1], dlogits)
     return dlogits.reshape(cache["logits_shape"])

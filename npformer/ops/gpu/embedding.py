@@ -38,7 +38,7 @@ def embedding_backward(dout: Any, cache: dict) -> Any:
     """``dW (V, D)``; see ``npformer.ops.embedding.embedding_backward``."""
     vocab_size, d_model = cache["table_shape"]
     dW = xp.zeros((vocab_size, d_model), dtype=cache["dtype"])
-    ids = cache["ids"].reshape(-1).astype(xp.int64)                  # (N,)
+    ids = cache["ids"].reshape(-1).astype(xp.int64, copy=False)      # (N,)
     if ids.size == 0:
         return dW
     order = xp.argsort(ids, kind="stable")                            # (N,) equal ids keep their order

@@ -61,7 +61,15 @@ def _module(source: str, dtype_name: str) -> Any:
 
 def row_kernel(source: str, name: str, dtype: Any) -> Any:
     """The kernel ``name`` of ``source`` compiled for ``dtype`` (float32 or float64)."""
-    return _module(source, numpy.dtype(dtype).name).get_function(name)
+    dtype = numpy.dtype(dtype)
+    if dtype.name not in ("float32", "float64"):
+        raise TypeError(f"npformer's GPU kernels take float32 or float64 arrays, got {dtype}")
+    return _function(source, name, dtype.name)
+
+
+@functools.cache
+def _function(source: str, name: str, dtype_name: str) -> Any:
+    return _module(source, dtype_name).get_function(name)
 
 
 def threads_for(row_length: int) -> int:

@@ -78,7 +78,8 @@ def layernorm_backward(dy: Any, cache: dict) -> tuple[Any, Any, Any]:
     """See ``npformer.ops.layernorm.layernorm_backward``."""
     x_hat, rstd, gamma = cache["x_hat"], cache["rstd"], cache["gamma"]
     d_model = x_hat.shape[-1]
-    dy, x_hat = xp.ascontiguousarray(dy), xp.ascontiguousarray(x_hat)
+    x_hat = xp.ascontiguousarray(x_hat)
+    dy = xp.ascontiguousarray(dy, dtype=x_hat.dtype)          # the kernel reads both in x_hat's dtype
     dx = xp.empty_like(x_hat)
     launch_rows(row_kernel(SOURCE, "layernorm_backward_dx", x_hat.dtype), x_hat.size // d_model, d_model,
                 (dy, x_hat, xp.ascontiguousarray(rstd), xp.ascontiguousarray(gamma), numpy.int32(d_model), dx))

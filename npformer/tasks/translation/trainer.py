@@ -248,9 +248,11 @@ class Trainer:
                 meta = load_checkpoint(self.run_folder.checkpoint, self.model, self.optimizer)
                 position = {key: meta[key] for key in position}
                 if not set_generator_state(self.model.dropout_rng, meta["dropout_rng_state"]):
-                    self.log(f"note: {self.run_folder.checkpoint}'s dropout stream was drawn on another backend "
-                             f"(NumPy's generator on a CPU, npformer's counter generator on CuPy); dropout goes on "
-                             f"from this backend's stream, so the run is not the one it would have been")
+                    why = ("holds no dropout stream" if meta["dropout_rng_state"] is None else
+                           "holds a dropout stream drawn on another backend (NumPy's generator on a CPU, npformer's "
+                           "counter generator on CuPy)")
+                    self.log(f"note: {self.run_folder.checkpoint} {why}; dropout restarts from the run's seed, so "
+                             f"the run is not the one it would have been")
             except CheckpointError as error:
                 raise RunError(f"cannot resume: {error}") from None
             except KeyError as error:

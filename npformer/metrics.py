@@ -11,7 +11,12 @@ For hypotheses ``h`` and references ``r`` (detokenised strings), after the
 
 Smoothing ``exp`` (sacreBLEU's default, the NIST ``mteval`` one): the k-th
 order with no match at all gets ``p_n = 1 / (2^k * total_n)`` instead of 0.
-An order with no hypothesis n-gram at all makes the score 0.
+An order with no hypothesis n-gram at all makes the score 0, and so does a hypothesis with no
+n-gram in common with its references (no smoothing then).
+
+``sentence_bleu`` scores one sentence as sacreBLEU's ``sentence_bleu`` does: the same counts and
+smoothing, with the *effective order*: the mean runs over the orders the hypothesis has n-grams of
+(a three-word sentence has no 4-gram), so a short exact translation scores 100, not 0.
 """
 
 from __future__ import annotations
@@ -105,21 +110,48 @@ def bleu(hypotheses: Sequence[str], references: Sequence, max_order: int = 4) ->
             totals[len(ngram) - 1] += count
             matches[len(ngram) - 1] += clipped
 
-    if hyp_length == 0:
+    return _score(matches, totals, hyp_length, ref_length, effective_order=False)
+
+
+def sentence_bleu(hypothesis: str, references: str | Sequence[str], max_order: int = 4) -> float:
+    """BLEU of one sentence in [0, 100], as sacreBLEU's ``sentence_bleu``: smoothing ``exp`` and the
+    effective order (orders the hypothesis is too short for are left out of the mean).
+
+    Args:
+        hypothesis: one detokenised string.
+        references: its reference, or a list of references.
+    """
+    references = [references] if isinstance(references, str) else list(references)
+    hyp_tokens = tokenize_13a(hypothesis)
+    ref_tokens = [tokenize_13a(reference) for reference in references]
+    matches, totals = [0] * max_order, [0] * max_order
+    for ngram, count, clipped in _clipped_counts(hyp_tokens, ref_tokens, max_order):
+        totals[len(ngram) - 1] += count
+        matches[len(ngram) - 1] += clipped
+    ref_length = min((abs(len(r) - len(hyp_tokens)), len(r)) for r in ref_tokens)[1]
+    return _score(matches, totals, len(hyp_tokens), ref_length, effective_order=True)
+
+
+def _score(matches: list[int], totals: list[int], hyp_length: int, ref_length: int, effective_order: bool) -> float:
+    """``100 BP exp(mean log p_n)`` from the n-gram counts; with ``effective_order`` the mean runs over
+    the orders up to the last one the hypothesis has n-grams of, else an order without any scores 0."""
+    if hyp_length == 0 or not any(matches):   # not one n-gram in common: 0, unsmoothed (as sacreBLEU)
         return 0.0
-    log_precision_sum = 0.0
+    log_precisions = []
     smoothing = 1.0
-    for n in range(max_order):
+    for n in range(len(totals)):
         if totals[n] == 0:
+            if effective_order:
+                break
             return 0.0
         if matches[n] == 0:
             smoothing *= 2.0
             precision = 1.0 / (smoothing * totals[n])
         else:
             precision = matches[n] / totals[n]
-        log_precision_sum += math.log(precision)
+        log_precisions.append(math.log(precision))
     brevity = 1.0 if hyp_length >= ref_length else math.exp(1.0 - ref_length / hyp_length)
-    return 100.0 * brevity * math.exp(log_precision_sum / max_order)
+    return 100.0 * brevity * math.exp(sum(log_precisions) / len(log_precisions))
 
 
 def chrf(hypotheses: Sequence[str], references: Sequence[str], char_order: int = 6, beta: float = 2.0) -> float:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from conftest import import_crosscheck
-from npformer.metrics import bleu, edit_distance, tokenize_13a
+from npformer.metrics import bleu, edit_distance, sentence_bleu, tokenize_13a
 
 
 def test_identical_sentences_score_100():
@@ -106,3 +106,23 @@ def test_edit_distance_agrees_with_the_recursive_definition(first, second):
                    distance(i + 1, j + 1) + (first[i] != second[j]))
 
     assert edit_distance(first, second) == distance(0, 0) == edit_distance(second, first)
+
+
+def test_sentence_bleu_scores_a_short_exact_translation_100_and_agrees_with_sacrebleu():
+    """Corpus BLEU of one three-word sentence is 0 (it has no 4-gram); sentence BLEU, as sacreBLEU
+    computes it (effective order, smoothing exp), is 100 for an exact match. ``evaluate --worst`` ranks
+    by it, so "Il m'aime." against "Il m'aime." is never listed among the worst."""
+    assert bleu(["Il m'aime."], ["Il m'aime."]) == 0.0
+    assert sentence_bleu("Il m'aime.", "Il m'aime.") == 100.0
+    assert sentence_bleu("", "Il m'aime.") == 0.0
+    assert 0.0 < sentence_bleu("Il m'aime bien.", ["Il m'aime.", "Elle m'aime."]) < 100.0
+    sacrebleu = import_crosscheck("sacrebleu", "sacreBLEU is not installed (optional cross-check)")
+    rng = np.random.default_rng(1)
+    words = ["le", "chat", "noir", "mange", "la", "pomme", ",", ".", "!", "l'homme", "3.5", "?"]
+    for _ in range(300):
+        reference = " ".join(rng.choice(words, size=rng.integers(1, 9)))
+        hypothesis = " ".join(w for w in reference.split() if rng.random() > 0.3) + (" la" if rng.random() < 0.3 else "")
+        second = " ".join(rng.choice(words, size=rng.integers(1, 9)))
+        for references in ([reference], [reference, second]):
+            assert sentence_bleu(hypothesis, references) == pytest.approx(
+                sacrebleu.sentence_bleu(hypothesis, references).score, abs=1e-9), (hypothesis, references)

@@ -6,7 +6,7 @@ from typing import Any, Iterable
 
 from ... import backend, ops
 from ...data import make_batches, tokenize
-from ...metrics import bleu, chrf, edit_distance
+from ...metrics import bleu, chrf, edit_distance, sentence_bleu
 from ...tokens import PAD_ID
 from .decoding import LENGTH_PENALTY
 from .translator import Translator
@@ -59,8 +59,9 @@ def validate(translator: Translator, examples: list, pairs: list[tuple[str, str]
 def test_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: int, progress: bool = False,
               worst: int = 0, length_penalty: float = LENGTH_PENALTY) -> dict:
     """Greedy and beam BLEU on ``pairs``, as a ``metrics.jsonl`` record; with ``worst``, also the
-    ``worst`` beam translations by sentence BLEU, as (english, reference, translation, score), those
-    below 100 only (a perfect translation is never listed as a bad one). ``length_penalty``: the beam
+    ``worst`` beam translations by sentence BLEU (``metrics.sentence_bleu``, sacreBLEU's: a short exact
+    translation scores 100), as (english, reference, translation, score), those below 100 only (a
+    perfect translation is never listed as a bad one). ``length_penalty``: the beam
     search's alpha (``decoding``)."""
     greedy, greedy_translations = corpus_bleu(translator, pairs, 1, progress)
     beam, beam_translations = corpus_bleu(translator, pairs, beam_size, progress, length_penalty)
@@ -69,7 +70,7 @@ def test_bleu(translator: Translator, pairs: list[tuple[str, str]], beam_size: i
               "chrf_greedy": chrf(greedy_translations, references), "chrf_beam": chrf(beam_translations, references),
               "beam_size": beam_size, "length_penalty": length_penalty}
     if worst:
-        scored = [(english, french, hypothesis, bleu([hypothesis], [french]))
+        scored = [(english, french, hypothesis, sentence_bleu(hypothesis, french))
                   for (english, french), hypothesis in zip(pairs, beam_translations)]
         record["worst"] = [row for row in sorted(scored, key=lambda row: row[3]) if row[3] < 100][:worst]
     return record

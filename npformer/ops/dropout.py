@@ -20,6 +20,13 @@ from typing import Any
 from ._validate import check_float
 
 
+def check_dropout_inputs(x: Any, p: float) -> None:
+    """The checks of ``x`` and ``p`` in ``dropout_forward``, shared with its GPU twin."""
+    check_float("dropout_forward", "x", x)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout_forward: p must be a number in [0, 1), got {p!r}")
+
+
 def dropout_forward(x: Any, p: float, rng: Any, training: bool) -> tuple[Any, dict]:
     """Drop each element of ``x`` (any shape) with probability ``p`` when training.
 
@@ -34,15 +41,12 @@ def dropout_forward(x: Any, p: float, rng: Any, training: bool) -> tuple[Any, di
         ``out`` (the shape of ``x``) and the cache; ``cache["keep_scale"]`` holds
         ``keep / (1 - p)``, or None for the identity.
     """
-    op = "dropout_forward"
-    check_float(op, "x", x)
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-        raise ValueError(f"{op}: p must be a number in [0, 1), got {p!r}")
+    check_dropout_inputs(x, p)
     if not training or p == 0:
         return x, {"keep_scale": None}
     if not hasattr(rng, "random"):
         raise TypeError(
-            f"{op}: rng must be a random Generator (npformer.backend.default_rng(seed)), "
+            f"dropout_forward: rng must be a random Generator (npformer.backend.default_rng(seed)), "
             f"got {type(rng).__name__}"
         )
     keep_scale = rng.random(x.shape, dtype=x.dtype) >= p

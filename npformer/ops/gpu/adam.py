@@ -23,31 +23,27 @@ from typing import Any
 
 import numpy
 
-_kernels: dict[str, Any] = {}
+from .kernels import MAX_THREADS, elementwise_kernel, row_kernel
+
+# (in, out, body, name) of cupy.ElementwiseKernel: one parameter's update
+ADAM = ("T grad, T beta1, T beta2, T correction2, T step_size, T eps", "T param, T m, T v", """
+    m = beta1 * m + ((T)1 - beta1) * grad;                  // m = beta1 m + (1 - beta1) g
+    v = beta2 * v + ((T)1 - beta2) * (grad * grad);         // v = beta2 v + (1 - beta2) g^2
+    param -= m / (sqrt(v) * correction2 + eps) * step_size; // lr m_hat / (sqrt(v_hat) + eps)
+    """, "npformer_adam")
 
 
-def _adam_kernel() -> Any:
-    if "adam" not in _kernels:
-        import cupy
-
-        _kernels["adam"] = cupy.ElementwiseKernel(
-            "T grad, T beta1, T beta2, T correction2, T step_size, T eps", "T param, T m, T v",
-            """
-            m = beta1 * m + ((T)1 - beta1) * grad;                  // m = beta1 m + (1 - beta1) g
-            v = beta2 * v + ((T)1 - beta2) * (grad * grad);         // v = beta2 v + (1 - beta2) g^2
-            param -= m / (sqrt(v) * correction2 + eps) * step_size; // lr m_hat / (sqrt(v_hat) + eps)
-            """,
-            "npformer_adam")
-    return _kernels["adam"]
+def _corrections(step: int, lr: float, beta1: float, beta2: float) -> tuple[float, float]:
+    """``(1 / sqrt(1 - beta2^t), lr / (1 - beta1^t))``: the bias corrections, folded into two factors."""
+    return 1.0 / math.sqrt(1.0 - beta2**step), lr / (1.0 - beta1**step)
 
 
 def adam_step(param: Any, grad: Any, m: Any, v: Any, step: int, lr: float,
               beta1: float, beta2: float, eps: float) -> tuple[Any, Any, Any]:
     """See ``npformer.ops.adam.adam_step``; ``param``, ``m`` and ``v`` are updated in place."""
     real = param.dtype.type
-    correction2 = 1.0 / math.sqrt(1.0 - beta2**step)
-    step_size = lr / (1.0 - beta1**step)
-    _adam_kernel()(grad, real(beta1), real(beta2), real(correction2), real(step_size), real(eps), param, m, v)
+    correction2, step_size = _corrections(step, lr, beta1, beta2)
+    elementwise_kernel(*ADAM)(grad, real(beta1), real(beta2), real(correction2), real(step_size), real(eps), param, m, v)
     return param, m, v
 
 
@@ -89,7 +85,7 @@ def _geometry(param: Any) -> tuple[int, int]:
 def _row_stride(array: Any, rows: int, cols: int) -> int | None:
     """Elements from one row of ``array`` to the next, read as ``(rows, cols)``, when its last axis is
     contiguous (a whole array, or a column block of a matrix); else None."""
-    if tuple(array.shape) != ((rows, cols) if array.ndim == 2 else tuple(array.shape)) or array.size != rows * cols:
+    if array.size != rows * cols or (array.ndim == 2 and tuple(array.shape) != (rows, cols)):
         return None
     if array.flags.c_contiguous:
         return cols
@@ -105,14 +101,11 @@ def adam_steps(params: list, grads: list, ms: list, vs: list, step: int, lr: flo
     this module's: ``adam_step.many``). A parameter whose layout the table cannot describe gets its
     own launch of ``adam_step``. ``cache``: a dict the caller keeps (the optimizer's), where the
     table is kept for the next call with the same arrays; None makes it anew."""
-    from .kernels import MAX_THREADS, row_kernel
-
     quads = list(zip(params, grads, ms, vs))
     tables, alone = _tables(quads, {} if cache is None else cache)
     for quad in alone:
         adam_step(*quad, step, lr, beta1, beta2, eps)
-    correction2 = 1.0 / math.sqrt(1.0 - beta2**step)
-    step_size = lr / (1.0 - beta1**step)
+    correction2, step_size = _corrections(step, lr, beta1, beta2)
     for dtype, (device_table, count, total) in tables.items():
         real = dtype.type
         blocks = max(1, min(-(-total // MAX_THREADS), 65536))

@@ -18,7 +18,7 @@ import numpy
 
 from ...backend import xp
 from ..attention import check_attention_inputs
-from .kernels import launch_rows, row_kernel
+from .kernels import elementwise_kernel, launch_rows, row_kernel
 
 SOURCE = r"""
 extern "C" __global__ void scaled_softmax_rows(const real* scores, const double scale, const int length,
@@ -51,18 +51,10 @@ extern "C" __global__ void softmax_backward_rows(const real* weights, const real
 }
 """
 
-_fills: dict[str, Any] = {}
-
-
-def _fill_masked(scores: Any, mask: Any) -> None:
-    """``scores = where(mask, scores, -inf)`` in place, the mask broadcast to the scores' shape."""
-    if "fill" not in _fills:
-        import cupy
-
-        _fills["fill"] = cupy.ElementwiseKernel("bool allowed, T minus_infinity", "T score",
-                                                "if (!allowed) score = minus_infinity",
-                                                "npformer_attention_fill_masked")
-    _fills["fill"](mask, scores.dtype.type(-numpy.inf), scores)
+# (in, out, body, name) of cupy.ElementwiseKernel: scores = where(mask, scores, -inf) in place, the
+# mask broadcast to the scores' shape
+FILL_MASKED = ("bool allowed, T minus_infinity", "T score", "if (!allowed) score = minus_infinity",
+               "npformer_attention_fill_masked")
 
 
 def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, dict]:
@@ -71,7 +63,7 @@ def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, di
     scale = 1.0 / math.sqrt(q.shape[-1])
     scores = xp.ascontiguousarray(q @ k.swapaxes(-1, -2))            # (B, H, Tq, Tk), unscaled
     if mask is not None:
-        _fill_masked(scores, mask)
+        elementwise_kernel(*FILL_MASKED)(mask, scores.dtype.type(-numpy.inf), scores)
     weights = xp.empty_like(scores)                                  # (B, H, Tq, Tk)
     length = scores.shape[-1]
     launch_rows(row_kernel(SOURCE, "scaled_softmax_rows", scores.dtype), scores.size // max(length, 1), length,

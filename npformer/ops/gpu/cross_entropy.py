@@ -18,7 +18,7 @@ import numpy
 from ...backend import xp
 from ...tokens import PAD_ID
 from ..cross_entropy import check_cross_entropy_inputs
-from .kernels import launch_rows, row_kernel
+from .kernels import elementwise_kernel, launch_rows, row_kernel
 
 SOURCE = r"""
 extern "C" __global__ void cross_entropy_rows(const real* logits, const long long* target_ids, const bool* kept,
@@ -47,24 +47,14 @@ extern "C" __global__ void cross_entropy_rows(const real* logits, const long lon
 }
 """
 
-_kernels: dict[str, Any] = {}
-
-
-def _gradient_kernel() -> Any:
-    """``dlogits = (p - q) * weight`` with ``q = eps / V + (1 - eps) [j == target]``, 0 where not kept."""
-    if "gradient" not in _kernels:
-        import cupy
-
-        _kernels["gradient"] = cupy.ElementwiseKernel(
-            "raw T probs, raw int64 target_ids, raw bool kept, float64 weight, float64 smoothing, int64 vocab",
-            "T dlogits",
-            """
-            const long long row = i / vocab, column = i % vocab;
-            const double q = smoothing / vocab + (column == target_ids[row] ? 1.0 - smoothing : 0.0);
-            dlogits = kept[row] ? (T)(((double)probs[i] - q) * weight) : (T)0;
-            """,
-            "npformer_cross_entropy_gradient")
-    return _kernels["gradient"]
+# (in, out, body, name) of cupy.ElementwiseKernel: dlogits = (p - q) * weight, with
+# q = eps / V + (1 - eps) [j == target], 0 where the target is not kept
+GRADIENT = ("raw T probs, raw int64 target_ids, raw bool kept, float64 weight, float64 smoothing, int64 vocab",
+            "T dlogits", """
+    const long long row = i / vocab, column = i % vocab;
+    const double q = smoothing / vocab + (column == target_ids[row] ? 1.0 - smoothing : 0.0);
+    dlogits = kept[row] ? (T)(((double)probs[i] - q) * weight) : (T)0;
+    """, "npformer_cross_entropy_gradient")
 
 
 def cross_entropy_forward(
@@ -92,7 +82,7 @@ def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
     probs = xp.ascontiguousarray(cache["probs"])
     weight = float(dloss) / max(cache["n_kept"], 1)
     dlogits = xp.empty_like(probs)
-    _gradient_kernel()(probs, xp.ascontiguousarray(cache["target_ids"].astype(xp.int64, copy=False)),
+    elementwise_kernel(*GRADIENT)(probs, xp.ascontiguousarray(cache["target_ids"].astype(xp.int64, copy=False)),
                        xp.ascontiguousarray(cache["kept"]), weight, float(cache["label_smoothing"]),
                        probs.shape[-1], dlogits)
     return dlogits.reshape(cache["logits_shape"])

@@ -17,28 +17,21 @@ import numpy
 
 from ...counter_random import CUDA_UNIFORM, CounterGenerator
 from .. import dropout as textbook
+from .kernels import elementwise_kernel
 
-_kernels: dict[str, Any] = {}
-
-
-def _dropout_kernel() -> Any:
-    if "dropout" not in _kernels:
-        import cupy
-
-        _kernels["dropout"] = cupy.ElementwiseKernel(
-            "T x, uint64 key, uint64 start, T p, T scale", "T out, T keep_scale",
-            "T uniform;\n" + CUDA_UNIFORM.replace("out =", "uniform =")
-            + "keep_scale = uniform >= p ? scale : (T)0;\nout = x * keep_scale;\n",
-            "npformer_dropout")
-    return _kernels["dropout"]
+# (in, out, body, name) of cupy.ElementwiseKernel: the generator's uniform number for this element,
+# then the mask and the output
+DROPOUT = ("T x, uint64 key, uint64 start, T p, T scale", "T out, T keep_scale",
+           "T uniform;\n" + CUDA_UNIFORM.replace("out =", "uniform =")
+           + "keep_scale = uniform >= p ? scale : (T)0;\nout = x * keep_scale;\n", "npformer_dropout")
 
 
 def dropout_forward(x: Any, p: float, rng: Any, training: bool) -> tuple[Any, dict]:
     """See ``npformer.ops.dropout.dropout_forward``."""
     if not (training and isinstance(rng, CounterGenerator) and isinstance(p, float) and 0.0 < p < 1.0 and x.ndim):
-        return textbook.dropout_forward(x, p, rng, training)   # its checks, the identity, other generators
-    textbook.dropout_forward(x[:0], p, rng, training)           # the twin's checks of x, p and rng, drawing nothing
+        return textbook.dropout_forward(x, p, rng, training)   # the identity, other generators, bad input
+    textbook.check_dropout_inputs(x, p)
     key, start = rng.reserve(x.size)
     dtype = x.dtype.type
-    out, keep_scale = _dropout_kernel()(x, numpy.uint64(key), numpy.uint64(start), dtype(p), dtype(1.0 / (1.0 - p)))
+    out, keep_scale = elementwise_kernel(*DROPOUT)(x, numpy.uint64(key), numpy.uint64(start), dtype(p), dtype(1.0 / (1.0 - p)))
     return out, {"keep_scale": keep_scale}

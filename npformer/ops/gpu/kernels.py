@@ -1,4 +1,5 @@
-"""Compiling the row-wise CUDA kernels of ``npformer.ops.gpu``: one source, two dtypes, cached.
+"""Compiling the CUDA kernels of ``npformer.ops.gpu``: the row-wise ones from one source for two dtypes, the
+elementwise ones through ``elementwise_kernel``; each made once.
 
 Each row-wise kernel gives one block of threads to one row (a layer norm row of ``D`` values, an
 attention row of ``Tk`` scores, a vocabulary row of logits): the threads stride along the row, and
@@ -70,6 +71,15 @@ def row_kernel(source: str, name: str, dtype: Any) -> Any:
 @functools.cache
 def _function(source: str, name: str, dtype_name: str) -> Any:
     return _module(source, dtype_name).get_function(name)
+
+
+@functools.cache
+def elementwise_kernel(in_params: str, out_params: str, body: str, name: str) -> Any:
+    """``cupy.ElementwiseKernel(in_params, out_params, body, name)``, made once (CuPy compiles it at
+    its first call for each dtype)."""
+    import cupy
+
+    return cupy.ElementwiseKernel(in_params, out_params, body, name)
 
 
 def threads_for(row_length: int) -> int:

@@ -157,8 +157,7 @@ def default_rng(seed: int | None = None) -> Any:
     (``bit_generator.state``, a dict, as NumPy's) and it draws the same numbers on every card.
     Both offer ``random(size, dtype)`` and ``standard_normal(size, dtype)``.
     """
-    _apply_environment()
-    if xp._name == "numpy":
+    if get_backend() == "numpy":
         return numpy.random.default_rng(seed)
     from .counter_random import CounterGenerator
 

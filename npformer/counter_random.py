@@ -93,7 +93,7 @@ class CounterGenerator:
         dtype = numpy.dtype(dtype)
         if dtype not in (numpy.float32, numpy.float64):
             raise TypeError(f"random: dtype must be float32 or float64, got {dtype}")
-        shape = () if size is None else (tuple(size) if isinstance(size, (tuple, list)) else (int(size),))
+        shape = _shape(size)
         count = math.prod(shape)
         _, start = self.reserve(count)
         xp = self._module
@@ -114,12 +114,17 @@ class CounterGenerator:
 
     def standard_normal(self, size: Any = None, dtype: Any = numpy.float64) -> Any:
         """Normal numbers (Box-Muller on pairs of uniforms) of shape ``size``."""
-        shape = () if size is None else (tuple(size) if isinstance(size, (tuple, list)) else (int(size),))
+        shape = _shape(size)
         count = math.prod(shape)
         xp = self._module
         u1, u2 = self.random((2, count), dtype=numpy.float64)
         normal = xp.sqrt(-2.0 * xp.log1p(-u1)) * xp.cos(2.0 * math.pi * u2)      # log1p(-u): u < 1, never log(0)
         return normal.astype(dtype).reshape(shape)
+
+
+def _shape(size: Any) -> tuple[int, ...]:
+    """NumPy's ``size`` argument as a shape: None is one number, an int a vector."""
+    return () if size is None else (tuple(size) if isinstance(size, (tuple, list)) else (int(size),))
 
 
 def _uniform_kernel(cupy: Any) -> Any:

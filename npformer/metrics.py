@@ -101,15 +101,8 @@ def bleu(hypotheses: Sequence[str], references: Sequence, max_order: int = 4) ->
     totals = [0] * max_order
     hyp_length = ref_length = 0
     for index, hypothesis in enumerate(hypotheses):
-        hyp_tokens = tokenize_13a(hypothesis)
-        ref_tokens = [tokenize_13a(stream[index]) for stream in streams]
-        hyp_length += len(hyp_tokens)
-        # The closest reference length; on a tie, the shorter one.
-        ref_length += min((abs(len(r) - len(hyp_tokens)), len(r)) for r in ref_tokens)[1]
-        for ngram, count, clipped in _clipped_counts(hyp_tokens, ref_tokens, max_order):
-            totals[len(ngram) - 1] += count
-            matches[len(ngram) - 1] += clipped
-
+        lengths = _count_sentence(hypothesis, [stream[index] for stream in streams], matches, totals)
+        hyp_length, ref_length = hyp_length + lengths[0], ref_length + lengths[1]
     return _score(matches, totals, hyp_length, ref_length, effective_order=False)
 
 
@@ -122,14 +115,20 @@ def sentence_bleu(hypothesis: str, references: str | Sequence[str], max_order: i
         references: its reference, or a list of references.
     """
     references = [references] if isinstance(references, str) else list(references)
+    matches, totals = [0] * max_order, [0] * max_order
+    hyp_length, ref_length = _count_sentence(hypothesis, references, matches, totals)
+    return _score(matches, totals, hyp_length, ref_length, effective_order=True)
+
+
+def _count_sentence(hypothesis: str, references: list[str], matches: list[int], totals: list[int]) -> tuple[int, int]:
+    """Add one sentence's clipped n-gram matches and hypothesis n-grams (order n at index n - 1) into
+    ``matches`` and ``totals``; return its length and its closest reference's (on a tie, the shorter)."""
     hyp_tokens = tokenize_13a(hypothesis)
     ref_tokens = [tokenize_13a(reference) for reference in references]
-    matches, totals = [0] * max_order, [0] * max_order
-    for ngram, count, clipped in _clipped_counts(hyp_tokens, ref_tokens, max_order):
+    for ngram, count, clipped in _clipped_counts(hyp_tokens, ref_tokens, len(totals)):
         totals[len(ngram) - 1] += count
         matches[len(ngram) - 1] += clipped
-    ref_length = min((abs(len(r) - len(hyp_tokens)), len(r)) for r in ref_tokens)[1]
-    return _score(matches, totals, len(hyp_tokens), ref_length, effective_order=True)
+    return len(hyp_tokens), min((abs(len(r) - len(hyp_tokens)), len(r)) for r in ref_tokens)[1]
 
 
 def _score(matches: list[int], totals: list[int], hyp_length: int, ref_length: int, effective_order: bool) -> float:

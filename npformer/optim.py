@@ -198,14 +198,10 @@ class Adam(Optimizer):
         if many is None:
             return super().step()
         self.step_count += 1
-        grads, states = self.model.grads(), []
-        params, gradients = [], []
-        for key, param in self.model.params().items():
-            params.append(param)
-            gradients.append(self._gradient(param, grads[key]))
-            states.append(self.state[key])
+        grads, params = self.model.grads(), self.model.params()
         beta1, beta2 = self.betas
-        many(params, gradients, [state["exp_avg"] for state in states], [state["exp_avg_sq"] for state in states],
+        many(list(params.values()), [self._gradient(param, grads[key]) for key, param in params.items()],
+             [self.state[key]["exp_avg"] for key in params], [self.state[key]["exp_avg_sq"] for key in params],
              self.step_count, self.lr, beta1, beta2, self.eps, cache=self._many_cache)
 
     def _gradient(self, param: Any, grad: Any) -> Any:

@@ -81,13 +81,11 @@ def profile_step(model: Any, optimizer: Any, batches: list, ignore_index: int = 
     the GPU before and after its op, so that the op's kernels count in its family; the waits make the
     profiled step longer than the timed one.
     """
-    from .. import ops, threads
+    from .. import backend, ops, threads
     from ..training import train_step
 
     spent: dict[str, float] = {family: 0.0 for family in dict.fromkeys(PROFILE_FAMILIES.values())}
     spent["optimizer: Adam update"] = 0.0
-
-    from .. import backend
 
     def timed(function: Any, family: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:

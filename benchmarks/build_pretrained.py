@@ -2,14 +2,18 @@
 
     python benchmarks/build_pretrained.py                       # toy: trains it (about a minute)
     python benchmarks/build_pretrained.py fra --run RUN_FOLDER --command "npformer train ..."
+    python benchmarks/build_pretrained.py fra-truecase --data data/fra-eng/fra.txt   # its truecase.json alone
 
 ``toy`` trains the default ``npformer train`` run (the ``tiny`` preset, the embedded corpus, 900
 steps, seed 0) in a temporary folder. ``fra`` packages a Tatoeba run trained by the documented
 command (given as ``--command``, recorded with the result), with its weights stored as float16 to
-fit the wheel. Both keep the configuration, vocabularies, test split and weights (no optimizer
+fit the wheel. ``fra-truecase`` writes the shipped ``fra``'s ``truecase.json`` from its training
+split, drawn again from the data file with the recorded options (checked: the same test split), as
+``npformer train`` writes it into a new run (the model was trained before runs had one). Both keep the configuration, vocabularies, test split and weights (no optimizer
 state), evaluate the kept files exactly as ``npformer evaluate --pretrained NAME`` does and write the
-result into ``record.json``, which the tests hold the shipped model to (for ``fra``: on its first
-200 test pairs, the whole split being too slow for a test; the whole split's scores are recorded too).
+result into ``record.json``, which the tests hold the shipped model to, on the first 300 (``toy``) or
+200 (``fra``) test pairs, the whole split being too slow for a test; the whole split's scores are
+recorded too.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from npformer.tasks.translation.pretrained import PRETRAINED_DIR
 from npformer.tasks.translation import RunFolder, load_run
 from npformer.training import save_checkpoint
 
-KEPT = ("config.json", "src_vocab.json", "tgt_vocab.json", "test.tsv")  # and alignments.json, where the run has it
+KEPT = ("config.json", "src_vocab.json", "tgt_vocab.json", "test.tsv")
+OPTIONAL = ("alignments.json", "truecase.json", "long.tsv")  # where the run has them
 
 
 def cpu_name() -> str:
@@ -44,8 +49,12 @@ def package(source: Path, target: Path, params_as: object = None, meta: dict | N
     """Copy a run folder's kept files into ``target`` and write its weights alone (no optimizer state)."""
     run = load_run(str(source))
     target.mkdir(parents=True, exist_ok=True)
-    for name in KEPT + (("alignments.json",) if (source / "alignments.json").exists() else ()):
+    for name in KEPT + tuple(name for name in OPTIONAL if (source / name).exists()):
         shutil.copyfile(source / name, target / name)
+    if (target / "alignments.json").exists():  # only the test split ships: only its alignments
+        alignments = json.loads((target / "alignments.json").read_text(encoding="utf-8"))
+        (target / "alignments.json").write_text(json.dumps({"test": alignments["test"]}, separators=(",", ":")),
+                                                encoding="utf-8")
     config = json.loads((target / "config.json").read_text(encoding="utf-8"))
     config["train"]["max_steps"] = json.loads((source / "checkpoint.json").read_text())["step"]  # the steps it took
     config["train"]["runs_dir"] = "runs"  # not the folder it was trained in
@@ -74,7 +83,29 @@ def build_fra(run_folder: str, command: str) -> int:
     return 0
 
 
+def build_fra_truecase(data: str) -> int:
+    from npformer.data import load_pairs, split_by_source, tokenize
+    from npformer.data.truecase import Truecaser
+
+    target = PRETRAINED_DIR / "fra"
+    config = json.loads((target / "config.json").read_text(encoding="utf-8"))
+    pairs, _ = load_pairs(data, config["data"]["max_words"], config["data"]["max_pairs"], config["data"]["lowercase"])
+    splits = split_by_source(pairs, seed=config["train"]["seed"])
+    if splits.test != RunFolder(str(target)).split("test"):
+        print(f"{data} does not give the shipped model's test split: not the data it was trained on", file=sys.stderr)
+        return 1
+    truecaser = Truecaser.learn((tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train)
+    truecaser.save(str(target / "truecase.json"))
+    print(f"{target / 'truecase.json'}: {len(truecaser.forms):,} words, names {truecaser.names}")
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "fra-truecase":
+        parser = argparse.ArgumentParser(description="write the shipped fra translator's truecase.json")
+        parser.add_argument("name", choices=("fra-truecase",))
+        parser.add_argument("--data", required=True, help="the Tatoeba fra.txt it was trained on")
+        return build_fra_truecase(parser.parse_args().data)
     if len(sys.argv) > 1 and sys.argv[1] == "fra":
         parser = argparse.ArgumentParser(description="package a Tatoeba run as the shipped fra translator")
         parser.add_argument("name", choices=("fra",))
@@ -92,7 +123,8 @@ def main() -> int:
         package(Path(scratch) / "toy", target)
     shipped = load_run(str(target))
     pairs = RunFolder(str(target)).split("test")
-    record = test_bleu(Translator.from_run(shipped), pairs, beam_size=4)
+    record = {"first_300": test_bleu(Translator.from_run(shipped), pairs[:300], beam_size=1),
+              **test_bleu(Translator.from_run(shipped), pairs, beam_size=4)}
     record.update(command="npformer train (defaults: --preset tiny, the embedded corpus, 900 steps, seed 0)",
                   trained_seconds=round(seconds, 1), machine=cpu_name(), python=sys.version.split()[0])
     (target / "record.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")

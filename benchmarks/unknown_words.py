@@ -2,6 +2,7 @@
 
     python benchmarks/unknown_words.py runs/toy-tiny                 # a run folder written by npformer train
     python benchmarks/unknown_words.py runs/fra-small --sentences 1000 --beam 4
+    python benchmarks/unknown_words.py npformer/data/pretrained/fra --without-truecaser   # as before issue 47
 
 Takes the run's test split and, in each pair that has one, replaces an aligned word pair by an
 invented name on both sides (``data.swap_in_words``): on the embedded corpus a noun of the gold
@@ -9,8 +10,8 @@ alignment ("the cat sees the dog" -> "the cat sees the Zorvan"), on other data a
 the same on both sides (a name or a number). Then translates the English and counts the
 translations that hold the name (``unknown_words_copied``), those that come within two letters of
 it instead ("Zorvan" -> "Forvan"), and their BLEU against the changed references. A word model
-copies only if it learned to write ``<unk>`` (``--unk-rate``); a BPE model has to spell the name
-out of pieces.
+copies only if it learned to write ``<unk>`` (``--unk-rate``); a BPE model spells the name out of
+pieces, unless its truecaser finds it unknown and a known name stands in for it (``Translator``).
 """
 
 from __future__ import annotations
@@ -46,10 +47,14 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=500, help="at most this many changed pairs")
     parser.add_argument("--beam", type=int, default=1)
     parser.add_argument("--json", help="write the result here")
+    parser.add_argument("--without-truecaser", action="store_true",
+                        help="read input as before issue 47: no truecaser, so no name stands in for an unknown one")
     args = parser.parse_args()
 
     run = load_run(args.run)
     translator = Translator.from_run(run)
+    if args.without_truecaser:
+        translator.truecaser = None
     # A word model's <unk>s; a BPE model knows every letter, and these names are in no training text.
     unseen = translator.unknown_words(NAMES) or list(NAMES)
     pairs, links = test_pairs_with_links(run)

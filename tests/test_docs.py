@@ -10,6 +10,12 @@ Each fenced block of README.md and docs/*.md is one of:
 A block that is not meant to run as pasted (a 30-minute training, a GPU command, a fragment) has
 ``<!-- sketch -->`` on the line right before its opening fence; a sketch is still checked for
 syntax (``compile`` for Python, ``bash -n`` for bash), never run.
+
+README.md and docs/translation.md are read top to bottom by a new user, who runs each command after
+the ones before it: their blocks run **as one sequence**, in one fresh folder, README first
+(``test_readme_then_translation_run_in_order``), each sketch in its stand-in form
+(``stand_in``: without the installing, testing and downloading, and with its trainings cut to a few
+steps), so that a command that collides with an earlier one (a run folder already there) fails.
 """
 
 from __future__ import annotations
@@ -67,7 +73,9 @@ def blocks_of(page: pathlib.Path) -> list[Block]:
 
 
 BLOCKS = [block for page in PAGES for block in blocks_of(page)]
-RUNNABLE = [block for block in BLOCKS if block.language in ("python", "bash") and not block.sketch]
+IN_ORDER = [ROOT / "README.md", ROOT / "docs" / "translation.md"]  # read and run top to bottom, one folder
+RUNNABLE = [block for block in BLOCKS if block.language in ("python", "bash") and not block.sketch
+            and block.page not in IN_ORDER]
 SKETCHES = [block for block in BLOCKS if block.language in ("python", "bash") and block.sketch]
 
 
@@ -108,6 +116,55 @@ def test_the_block_runs_as_pasted(block, tmp_path):
         pytest.fail(f"{block.name}: ran past {TIMEOUT} s; make it faster or mark it {SKETCH}")
     assert result.returncode == 0, (f"{block.name} failed (exit {result.returncode}):\n{block.code}\n"
                                     f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}")
+
+
+# The parts of a sketched command that the sequence leaves out: setting up (the suite runs installed),
+# the suite itself, and the Tatoeba download with the 30-minute run that reads it.
+LEFT_OUT = re.compile(r"^(python3 -m venv|\. \.venv/bin/activate|pip install|python -m pytest)|npformer data|fra-eng|fra-small")
+
+
+def stand_in(block: Block) -> str:
+    """A sketch as the sequence runs it: each command (lines joined at ``\\``, split at ``&&``)
+    without the ``LEFT_OUT`` ones, and ``npformer train`` without a budget given 5 steps."""
+    commands = []
+    for line in block.code.replace("\\\n", " ").splitlines():
+        for command in line.split("#", 1)[0].split("&&"):
+            command = command.strip()
+            if not command or LEFT_OUT.search(command):
+                continue
+            if command.startswith("npformer train") and "--max-steps" not in command:
+                command += " --max-steps 5 --test-sentences 5"
+            commands.append(command)
+    return "\n".join(commands) + "\n"
+
+
+def test_the_stand_in_of_a_sketch_keeps_its_runnable_commands():
+    readme_first = next(block for block in BLOCKS if block.page == ROOT / "README.md" and block.sketch)
+    assert stand_in(readme_first) == "npformer train --max-steps 5 --test-sentences 5\n"
+    tatoeba = next(block for block in BLOCKS if block.sketch and "npformer data tatoeba" in block.code)
+    assert stand_in(tatoeba).strip() == ""
+
+
+def test_readme_then_translation_run_in_order(tmp_path):
+    """Every python and bash block of README.md, then of docs/translation.md, in the order written,
+    in one fresh folder (sketches by their ``stand_in``): what a new user meets running them in turn."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for block in [block for page in IN_ORDER for block in blocks_of(page) if block.language in ("python", "bash")]:
+        code = stand_in(block) if block.sketch else block.code
+        if not code.strip():
+            continue
+        script = tmp_path / ("block.py" if block.language == "python" else "block.sh")
+        script.write_text(code, encoding="utf-8")
+        command = [sys.executable, str(script)] if block.language == "python" else ["bash", "-e", str(script)]
+        try:
+            result = subprocess.run(command, cwd=work, env=environment(), capture_output=True, text=True,
+                                    timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{block.name}: ran past {TIMEOUT} s; make it faster or mark it {SKETCH}")
+        assert result.returncode == 0, (
+            f"{block.name} failed (exit {result.returncode}) after the blocks before it, in one folder:\n{code}\n"
+            f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}")
 
 
 @pytest.mark.parametrize("block", SKETCHES, ids=lambda block: block.name)

@@ -20,6 +20,9 @@ HELP = {
     "max_steps": "stop after this many optimizer steps (default: {steps} on the embedded corpus, about a minute "
                  "on two cores, when --minutes is not given)",
     "max_words": "with --data: longest side in words",
+    "long_words": "with --data: also train on longer pairs, up to this many words a side (the validation and "
+                  "test splits stay those of --max-words; a tenth of the longer English sentences is held out "
+                  "in the run folder's long.tsv)",
     "max_pairs": "use at most this many pairs",
     "lowercase": "with --data: lower-case both sides",
     "d_model": "override the preset's width",

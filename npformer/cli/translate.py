@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"npformer translate: words the model never saw (copied from the source or guessed): "
               f"{', '.join(unknown)}", file=sys.stderr)
+    for note in translator.length_notes(non_empty):
+        print(f"npformer translate: {note}", file=sys.stderr)
     translations = iter(translator.translate(non_empty, beam_size=args.beam, length_penalty=args.length_penalty,
                                               progress=len(non_empty) > 64))
     for sentence in given:

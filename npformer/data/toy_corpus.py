@@ -329,12 +329,15 @@ class Splits:
 
     ``alignments``: for the embedded corpus, each split's gold ``Alignment`` per pair, in the
     same order (``alignments["test"][i]`` belongs to ``test[i]``); empty for other data.
+    ``long``: pairs longer than the test split's, held out of training to measure long input
+    (``npformer train --long-words``); empty otherwise.
     """
 
     train: list[tuple[str, str]]
     valid: list[tuple[str, str]]
     test: list[tuple[str, str]]
     alignments: dict[str, list[Alignment]] = field(default_factory=dict)
+    long: list[tuple[str, str]] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         return {"train": len(self.train), "valid": len(self.valid), "test": len(self.test)}

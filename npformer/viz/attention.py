@@ -34,8 +34,11 @@ def attention_heatmaps(weights: list, query_tokens: list[str], key_tokens: list[
             axis = axes[row, head]
             image = axis.imshow(layer[head][: len(query_tokens), : len(key_tokens)], cmap="viridis",
                                 vmin=0, vmax=vmax, interpolation="nearest")
-            axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=70, ha="right", fontsize=7)
-            axis.set_yticks(range(len(query_tokens)), query_tokens, fontsize=7)
+            # Every map has the same tokens: labels on the bottom row and the first column only, so
+            # that no row's labels run into the titles of the row below.
+            axis.set_xticks(range(len(key_tokens)), key_tokens if row == n_layers - 1 else [],
+                            rotation=70, ha="right", fontsize=7)
+            axis.set_yticks(range(len(query_tokens)), query_tokens if head == 0 else [], fontsize=7)
             if n_layers > 1 or n_heads > 1:  # one map needs no name
                 axis.set_title(f"layer {row}, head {head}", fontsize=9)
             if row == n_layers - 1:

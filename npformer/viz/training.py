@@ -24,9 +24,15 @@ def training_curves(records: list[dict], path: str | None = None, title: str = "
     figure, (loss_axis, bleu_axis, lr_axis) = pyplot().subplots(1, 3, figsize=(14, 4), sharex=True,
                                                           constrained_layout=True)
     if train:
-        loss_axis.plot([r["step"] for r in train], [r["loss"] for r in train],
+        alone = "o" if len(train) == 1 else None  # a line through one point draws nothing: mark it
+        loss_axis.plot([r["step"] for r in train], [r["loss"] for r in train], marker=alone,
                        color="tab:blue", alpha=0.6, linewidth=1, label="train (label-smoothed)")
-        lr_axis.plot([r["step"] for r in train], [r["lr"] for r in train], color="tab:purple")
+        lr_axis.plot([r["step"] for r in train], [r["lr"] for r in train], marker=alone, color="tab:purple")
+    else:
+        lr_axis.text(0.5, 0.5, "nothing logged yet", ha="center", va="center", transform=lr_axis.transAxes)
+    if not evals:
+        bleu_axis.text(0.5, 0.5, "no evaluation yet\n(every --eval-every steps)", ha="center", va="center",
+                       transform=bleu_axis.transAxes)
     if evals:
         loss_axis.plot([r["step"] for r in evals], [r["valid_loss"] for r in evals], "o-",
                        color="tab:orange", label="validation")

@@ -37,6 +37,7 @@ class TrainOptions:
     # data
     data: str | None = None  # None: the embedded toy corpus
     max_words: int | None = 8
+    long_words: int | None = None  # with data: also train on pairs up to this long, some held out (long.tsv)
     max_pairs: int | None = None  # also caps the toy corpus's training split
     lowercase: bool = False
     min_freq: int = 1
@@ -115,6 +116,10 @@ class TrainOptions:
             raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         if self.joint_vocab and self.tokenizer != "bpe":
             raise ValueError("joint_vocab needs tokenizer bpe (a word vocabulary is per language)")
+        if self.long_words is not None and (self.data is None or self.max_words is None
+                                            or self.long_words <= self.max_words):
+            raise ValueError(f"long_words needs data and must be more than max_words ({self.max_words}), "
+                             f"got {self.long_words}")
         if self.share_embeddings and not self.joint_vocab:
             raise ValueError("share_embeddings needs joint_vocab (one vocabulary for both languages)")
         model = self.model_options()

@@ -13,12 +13,28 @@ import numpy
 
 from ...data.bpe import END
 from ...models import ATTENTION_KINDS
-from ...tokens import BOS_TOKEN, EOS_TOKEN
+from ...tokens import BOS_TOKEN, EOS_TOKEN, SPECIAL_TOKENS
+
+
+CONTINUES = "·"  # starts the label of a BPE piece that continues the word of the piece before it
 
 
 def piece_label(token: str) -> str:
-    """How a token is labelled in a figure: a word as it is, a BPE piece without its end-of-word mark."""
+    """A token without its end-of-word mark: a word as it is, a BPE piece as its letters."""
     return token[: -len(END)] if token.endswith(END) and token != END else token
+
+
+def piece_labels(tokens: list[str], pieces: bool = True) -> list[str]:
+    """How a sequence of tokens is labelled in a figure: words as they are; BPE pieces
+    (``pieces``) as their letters, a piece that continues the word of the piece before it (which
+    had no end-of-word mark) marked with a leading ``·``: "Zorvan" in pieces is "Zor", "·van"."""
+    if not pieces:
+        return list(tokens)
+    labels, word_open = [], False
+    for token in tokens:
+        labels.append((CONTINUES if word_open else "") + piece_label(token))
+        word_open = not token.endswith(END) and token not in SPECIAL_TOKENS
+    return labels
 
 
 @dataclass
@@ -34,7 +50,7 @@ class Translation:
     ``output_ids`` (no ``<eos>``), ``output_tokens`` (the vocabulary's tokens, ``<unk>`` included),
     ``output_labels`` (one label per output id, the copied word in place of ``<unk>``);
     ``copies``: output position -> the source position (into ``source_ids``) whose word replaced
-    that ``<unk>``; ``ended``: whether the decoder produced ``<eos>`` (False: it stopped at its
+    that ``<unk>``, or the unknown name written there in place of the name read for it (``Translator``); ``ended``: whether the decoder produced ``<eos>`` (False: it stopped at its
     length limit); ``text``: the detokenised translation.
 
     ``attention[kind]`` (kinds ``models.ATTENTION_KINDS``: "encoder", "decoder", "cross"): one

@@ -5,7 +5,9 @@
     config.json                  the model configuration, the training options, where the data came from
     src_vocab.json tgt_vocab.json the vocabularies, built from the training split
     train.tsv valid.tsv test.tsv  the splits (english<TAB>french), so a resumed run reads the same data
+    long.tsv                      with --long-words: the longer pairs held out of training
     alignments.json               the embedded corpus only: each split's gold word alignments, in order
+    truecase.json                 other data: how the training text writes each English word (``data.truecase``)
     checkpoint.npz (+ .json)     parameters, optimizer state, step and generator states (``checkpoint``)
     metrics.jsonl curves.png     what training logged, and its plot
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...data import Splits, Vocab, load_pairs
+from ...data.truecase import Truecaser
 from ...data.toy_corpus import Alignment
 from ...errors import UsageError
 from ...models import Transformer, TransformerConfig
@@ -30,6 +33,7 @@ from ...training.checkpoint import CheckpointError, load_checkpoint
 
 CHECKPOINT = "checkpoint.npz"
 ALIGNMENTS = "alignments.json"  # the embedded corpus's gold alignments, by split
+TRUECASE = "truecase.json"  # how the training text writes each source word (not for the lower-case toy corpus)
 
 
 class RunError(RuntimeError, UsageError):
@@ -65,11 +69,16 @@ class RunFolder:
     def has_run(self) -> bool:
         return os.path.exists(self.path("config.json"))
 
-    def create(self, config: dict, src_vocab: Vocab, tgt_vocab: Vocab, splits: Splits) -> None:
-        """Write the configuration, the vocabularies and the splits of a new run."""
+    def create(self, config: dict, src_vocab: Vocab, tgt_vocab: Vocab, splits: Splits,
+               truecaser: Truecaser | None = None) -> None:
+        """Write the configuration, the vocabularies, the splits and the truecaser of a new run."""
         os.makedirs(self.folder, exist_ok=True)
+        if truecaser is not None:
+            truecaser.save(self.path(TRUECASE))
         for name, pairs in (("train.tsv", splits.train), ("valid.tsv", splits.valid), ("test.tsv", splits.test)):
             write_tsv(self.path(name), pairs)
+        if splits.long:  # --long-words: the longer pairs held out of training
+            write_tsv(self.path("long.tsv"), splits.long)
         if splits.alignments:  # the embedded corpus: its gold alignments, kept with the pairs they belong to
             with open(self.path(ALIGNMENTS), "w", encoding="utf-8") as file:
                 json.dump({name: [alignment.to_json() for alignment in alignments]
@@ -117,22 +126,33 @@ class RunFolder:
         return {name: [Alignment.from_json(document) for document in documents]
                 for name, documents in self._json(ALIGNMENTS).items()}
 
+    def truecaser(self) -> Truecaser | None:
+        """The run's truecaser (``truecase.json``); None for runs without one (the toy corpus, older runs)."""
+        if not os.path.exists(self.path(TRUECASE)):
+            return None
+        try:
+            return Truecaser.from_dict(self._json(TRUECASE))
+        except ValueError as error:
+            raise RunError(f"{self.path(TRUECASE)} is damaged: {error}") from None
+
     def read(self) -> tuple[dict, Vocab, Vocab, Splits]:
         """What ``create`` wrote: the configuration, both vocabularies and the splits (with their
         gold alignments when the run has them)."""
+        long = self.split("long") if os.path.exists(self.path("long.tsv")) else []
         return (self.config(), *self.vocabularies(),
-                Splits(self.split("train"), self.split("valid"), self.split("test"), self.alignments()))
+                Splits(self.split("train"), self.split("valid"), self.split("test"), self.alignments(), long))
 
 
 @dataclass
 class Run:
-    """A trained run, loaded: the model (in eval mode) and its vocabularies."""
+    """A trained run, loaded: the model (in eval mode), its vocabularies and its truecaser (or None)."""
 
     folder: str
     config: dict
     model: Transformer
     src_vocab: Vocab
     tgt_vocab: Vocab
+    truecaser: Truecaser | None = None
 
 
 def load_run(folder: str) -> Run:
@@ -159,7 +179,7 @@ def load_run(folder: str) -> Run:
         load_checkpoint(run.checkpoint, model)
     except CheckpointError as error:
         raise RunError(str(error)) from None
-    return Run(folder, config, model.eval(), src_vocab, tgt_vocab)
+    return Run(folder, config, model.eval(), src_vocab, tgt_vocab, run.truecaser())
 
 
 def latest_run(runs_dir: str = "runs") -> str | None:

@@ -46,6 +46,7 @@ from ... import backend, optim, threads
 from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, check_splits, copy_links, encode_pairs, encode_tokens,
                      hide_links, invent_links, load_pairs, make_batches, split_by_source, split_hint, tokenize,
                      toy_corpus, WordInventor)
+from ...data.truecase import Truecaser
 from ...models import Transformer, TransformerConfig
 from ...tokens import PAD_ID
 from ...training import (CheckpointError, Snapshots, generator_state, graceful_interrupts, load_checkpoint,
@@ -67,16 +68,51 @@ def load_splits(options: TrainOptions, log: Any = print) -> tuple[Splits, dict]:
         info = {"source": "embedded toy corpus (npformer.data.toy_corpus)", **splits.counts()}
     else:
         # DataError (naming the file) when it cannot be read or a split comes out empty: before any work
-        pairs, report = load_pairs(options.data, options.max_words, options.max_pairs, options.lowercase)
+        pairs, report = load_pairs(options.data, options.long_words or options.max_words, options.max_pairs,
+                                   options.lowercase)
         log(report.summary())
+        pairs, longer = split_by_length(pairs, options.max_words)
         splits = check_splits(split_by_source(pairs, seed=options.seed), options.data,
                               hint=split_hint(report, options.max_pairs, options.max_words))
         info = {"source": os.path.abspath(options.data), "attribution": ATTRIBUTION,
                 "max_words": options.max_words, "max_pairs": options.max_pairs,
                 "lowercase": options.lowercase, "malformed_lines": sum(map(len, report.problems.values())),
                 **splits.counts()}
+        if options.long_words:
+            short_train = len(splits.train)
+            splits = with_longer_pairs(splits, longer, options.seed)
+            info.update(long_words=options.long_words, train=len(splits.train), long_held_out=len(splits.long))
+            log(f"longer pairs (up to {options.long_words} words a side): {len(splits.train) - short_train:,} "
+                f"in training, {len(splits.long):,} held out (long.tsv)")
     log("data: " + ", ".join(f"{k} {v:,}" for k, v in splits.counts().items()) + " pairs")
     return splits, info
+
+
+def split_by_length(pairs: list[tuple[str, str]], max_words: int | None) -> tuple[list, list]:
+    """``(pairs of at most max_words words a side, the longer ones)``, each in file order."""
+    if max_words is None:
+        return pairs, []
+    short = [pair for pair in pairs if max(len(pair[0].split()), len(pair[1].split())) <= max_words]
+    return short, [pair for pair in pairs if max(len(pair[0].split()), len(pair[1].split())) > max_words]
+
+
+LONG_HELD_OUT = 0.1  # of the longer pairs' English sentences, kept out of training to measure long input
+
+
+def with_longer_pairs(splits: Splits, longer: list[tuple[str, str]], seed: int) -> Splits:
+    """``splits`` with the ``longer`` pairs added: a tenth of the English sentences that only they
+    hold kept out of training (``Splits.long``), the rest added to training. A longer pair whose
+    English sentence is in the validation or test split is left out, and one whose English sentence
+    is in the training split trains, so that no English sentence is in two places."""
+    elsewhere = {english for english, _ in splits.valid + splits.test}
+    trained = {english for english, _ in splits.train}
+    longer = [pair for pair in longer if pair[0] not in elsewhere]
+    new = [pair for pair in longer if pair[0] not in trained]
+    parts = split_by_source(new, valid_fraction=0.0, test_fraction=LONG_HELD_OUT, seed=seed) if new \
+        else Splits([], [], [])
+    also_trained = [pair for pair in longer if pair[0] in trained]
+    return Splits(splits.train + also_trained + parts.train, splits.valid, splits.test, splits.alignments,
+                  long=parts.test)
 
 
 def build_vocabularies(options: TrainOptions, train_pairs: list, log: Any = print) -> tuple[Vocab, Vocab]:
@@ -129,7 +165,10 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tup
              "final_mark": "." if options.data is None else None}
     config = {"model": model.to_dict(), "train": asdict(options), "data": data_info, "input": style,
               "vocab": {"src": len(src_vocab), "tgt": len(tgt_vocab)}}
-    folder.create(config, src_vocab, tgt_vocab, splits)
+    # Other text is written in sentence case: input typed without case is read in the training text's.
+    truecaser = None if style["lowercase"] else Truecaser.learn(
+        (tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train)
+    folder.create(config, src_vocab, tgt_vocab, splits, truecaser)
     return config, src_vocab, tgt_vocab, splits
 
 
@@ -173,7 +212,7 @@ class Trainer:
             self.learning_rate = optim.BudgetSchedule(options.lr, options.warmup)   # zero when the budget is spent
         self.snapshots = Snapshots(self.run_folder.path("snapshots.npz"), options.average_last)
         self.data_rng = numpy.random.default_rng(options.seed)
-        self.translator = Translator.for_config(self.model, src_vocab, tgt_vocab, config)
+        self.translator = Translator.for_config(self.model, src_vocab, tgt_vocab, config, self.run_folder.truecaser())
 
     def epoch_examples(self) -> list[tuple[list[int], list[int]]]:
         """The training examples of the next epoch: with ``unk_rate``, some aligned word pairs
@@ -258,7 +297,14 @@ class Trainer:
             except KeyError as error:
                 raise RunError(f"cannot resume: {self.run_folder.checkpoint} was not written by npformer train "
                                f"(its metadata has no {error.args[0]!r})") from None
+            max_steps, minutes = options.budget()
+            if (max_steps is not None and position["step"] >= max_steps) or \
+                    (minutes is not None and max_steps is None and position["elapsed_seconds"] >= 60 * minutes):
+                budget = f"--max-steps {max_steps}" if max_steps is not None else f"--minutes {minutes:g}"
+                raise RunError(f"{self.folder} has already trained {position['step']} steps, its whole budget "
+                               f"({budget}): nothing to resume; give a larger {budget.split()[0]} to train on")
             self.log(f"resuming {self.folder} at step {position['step']}")
+        self._note_short_warmup()
         c = self.model_config
         self.log(f"run folder: {self.folder}; model: {self.model.num_params():,} parameters "
                  f"({options.preset}: d_model {c.d_model}, {c.n_layers}+{c.n_layers} layers); "
@@ -274,7 +320,25 @@ class Trainer:
         record = {**test_bleu(self.translator, test, options.beam_size), "step": position["step"]}
         self._record(record)
         self.log(f"{metrics_line(record)}; run folder {self.folder}")
+        self.log(f"wrote {self.folder}: {self._written()}")
         return 0
+
+    def _written(self) -> str:
+        """The files of the run folder, named, with what each holds."""
+        holds = {"checkpoint.npz": "the model and optimizer", "curves.png": "loss, BLEU and learning rate",
+                 "metrics.jsonl": "what was logged", "config.json": "the settings"}
+        names = sorted(name for name in os.listdir(self.folder) if not name.endswith(".tmp"))
+        return ", ".join(f"{name} ({holds[name]})" if name in holds else name for name in names)
+
+    def _note_short_warmup(self) -> None:
+        """A note when a step budget ends inside (or right after) the learning rate's warm-up: the
+        run then trains at a fraction of ``--lr`` and learns little."""
+        max_steps, _ = self.options.budget()
+        if max_steps is not None and self.options.warmup >= max_steps / 2:
+            self.log(f"note: the learning rate warms up over {self.options.warmup} steps, "
+                     f"{'more than' if self.options.warmup >= max_steps else 'half or more of'} the "
+                     f"{max_steps} of this run, so it trains mostly below --lr and learns little; give a "
+                     f"smaller --warmup (a tenth of the steps is usual) or more --max-steps")
 
     def _loop(self, position: dict, stop: Any) -> int:
         """Epochs of batches until the budget is spent or Ctrl-C; ``position`` is updated in place."""

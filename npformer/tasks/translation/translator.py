@@ -8,6 +8,7 @@ words copied for ``<unk>``, the text, and every attention map of the decoded seq
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import numpy
@@ -15,14 +16,26 @@ from tqdm.auto import tqdm
 
 from ... import backend
 from ...data import Vocab, detokenize, pad_batch, tokenize
+from ...data.bpe import BPEVocab
+from ...data.truecase import Truecaser
 from ...models import Transformer
 from ...tokens import BOS_ID, EOS_ID, UNK_ID
 from .attention_record import AttentionRecord
 from .decoding import LENGTH_PENALTY, beam_search, greedy_decode
-from .result import Translation, piece_label
+from .result import Translation, piece_labels
 
 
 SENTENCE_ENDS = (".", "!", "?", "...", "…")
+
+
+def typed_without_case(tokens: Sequence[str]) -> bool:
+    """Whether a sentence was typed without case: its letters all lower-case or all capitals."""
+    letters = "".join(tokens)
+    return letters.lower() == letters or letters.upper() == letters
+
+
+def _word_count(tokens: Sequence[str]) -> int:
+    return sum(any(character.isalnum() for character in token) for token in tokens)
 
 
 class Translator:
@@ -34,6 +47,20 @@ class Translator:
     encoded, and with ``final_mark="."`` a sentence without a final ``. ! ?``
     gets one, so "I like the dog" is read as "i like the dog.".
     ``Translator.from_run(run)`` takes both from the run's ``config.json``.
+    Tatoeba is written in sentence case: with a ``truecaser`` (``data.truecase``, learned from the
+    training split; a run's ``truecase.json``), a sentence typed without case, all in lower case or
+    all in capitals, is read in the case of the training text ("WHERE IS TOM?" -> "Where is Tom?");
+    a sentence typed with capitals is read as typed.
+
+    **Names.** A piece model has no ``<unk>`` to copy, and spells a name it never saw out of
+    pieces, rarely letter for letter. With a ``truecaser``, a capitalised word the training text
+    never held ("Zorvan") is read as a name the model copies well (``truecaser.names``: "Tom") and
+    written back in its place in the translation (``Translation.copies`` says where).
+
+    **Long input.** ``translate`` splits a sentence longer than anything the model was trained on
+    (``trained_words``: the run's ``--max-words``) at its sentence ends, and any part longer than the
+    model's ``max_len`` at word boundaries, translates the parts and joins them; ``length_notes``
+    says so. ``translations`` decodes each sentence whole, and warns when it must cut one.
 
     **What ``<unk>`` copies.** A target ``<unk>`` is replaced by a source word (as typed): of the
     words that may be copied (``copyable``: a number, a name, or a word the source vocabulary does
@@ -47,32 +74,87 @@ class Translator:
 
     def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab,
                  src_lang: str = "en", tgt_lang: str = "fr", lowercase: bool = False,
-                 final_mark: str | None = None) -> None:
+                 final_mark: str | None = None, truecaser: Truecaser | None = None,
+                 trained_words: int | None = None) -> None:
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.lowercase, self.final_mark = lowercase, final_mark
+        self.truecaser, self.trained_words = truecaser, trained_words
 
     @classmethod
-    def for_config(cls, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, config: dict) -> "Translator":
-        """A translator with the input style a run's ``config.json`` records (none in older runs)."""
+    def for_config(cls, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, config: dict,
+                   truecaser: Truecaser | None = None) -> "Translator":
+        """A translator with the input style a run's ``config.json`` records (none in older runs)
+        and the longest sentences it was trained on (``--max-words``, on Tatoeba)."""
         style = config.get("input", {})
         return cls(model, src_vocab, tgt_vocab, lowercase=style.get("lowercase", False),
-                   final_mark=style.get("final_mark"))
+                   final_mark=style.get("final_mark"), truecaser=truecaser,
+                   trained_words=config.get("data", {}).get("long_words") or config.get("data", {}).get("max_words"))
 
     @classmethod
     def from_run(cls, run: Any) -> "Translator":
-        """The translator of a loaded run (``load_run``), with its input style."""
-        return cls.for_config(run.model, run.src_vocab, run.tgt_vocab, run.config)
+        """The translator of a loaded run (``load_run``), with its input style and truecaser."""
+        return cls.for_config(run.model, run.src_vocab, run.tgt_vocab, run.config, getattr(run, "truecaser", None))
 
     def source_tokens(self, sentence: str) -> tuple[list[str], list[str]]:
         """``(as typed, as the model reads them)``: the tokens of ``sentence``, and the same tokens
-        lower-cased and ended with ``final_mark`` when the run's style asks for it."""
+        lower-cased, truecased (when typed without case) and ended with ``final_mark``, as the
+        run's style asks."""
         typed = tokenize(sentence, self.src_lang) or ["."]
-        read = [token.lower() for token in typed] if self.lowercase else list(typed)
+        if self.lowercase:
+            read = [token.lower() for token in typed]
+        elif self.truecaser is not None and typed_without_case(typed):
+            read = self.truecaser.truecase(typed)
+        else:
+            read = list(typed)
         if self.final_mark and typed[-1] not in SENTENCE_ENDS:
             typed, read = typed + [self.final_mark], read + [self.final_mark]
-        limit = self.model.config.max_len
-        return typed[:limit], read[:limit]
+        return typed, read
+
+    def parts(self, sentence: str) -> list[str]:
+        """``sentence`` as ``translate`` reads it: whole, or, when it has more words than
+        ``trained_words`` or more pieces than the model's ``max_len``, split after each sentence end
+        and then at word boundaries into parts of at most ``max_len`` pieces (nothing is dropped)."""
+        typed = tokenize(sentence, self.src_lang)
+        too_many_words = self.trained_words is not None and _word_count(typed) > self.trained_words
+        if not too_many_words and self._piece_count(typed) <= self.model.config.max_len:
+            return [sentence]
+        sentences, current = [], []
+        for token in typed:
+            current.append(token)
+            if token in SENTENCE_ENDS:
+                sentences.append(current)
+                current = []
+        sentences += [current] if current else []
+        parts = []
+        for words in sentences:
+            chunk: list[str] = []
+            for word in words:
+                if chunk and self._piece_count(chunk + [word]) > self.model.config.max_len:
+                    parts.append(chunk)
+                    chunk = []
+                chunk.append(word)
+            parts.append(chunk)
+        return [detokenize(part, self.src_lang) for part in parts]
+
+    def _piece_count(self, words: list[str]) -> int:
+        return len(self.src_vocab.pieces(words)) + (1 if self.final_mark else 0)
+
+    def length_notes(self, sentences: Sequence[str]) -> list[str]:
+        """One line for each sentence longer than what the model was trained on (``trained_words``)
+        or than it can read (``max_len`` pieces), saying what ``translate`` does with it."""
+        notes = []
+        for number, sentence in enumerate(sentences, start=1):
+            typed = tokenize(sentence, self.src_lang)
+            words, parts = _word_count(typed), self.parts(sentence)
+            longest = max(_word_count(tokenize(part, self.src_lang)) for part in parts)
+            if self.trained_words is not None and longest > self.trained_words:
+                notes.append(f"sentence {number} has {words} words{f' ({len(parts)} parts)' if len(parts) > 1 else ''}; "
+                             f"the model was trained on sentences of at most {self.trained_words}: "
+                             f"expect a poorer translation")
+            elif len(parts) > 1:
+                notes.append(f"sentence {number} has {words} words: translated in {len(parts)} parts")
+        return notes
 
     def unknown_words(self, sentences: Sequence[str]) -> list[str]:
         """The source words (as typed, each once, in order) that the vocabulary does not hold."""
@@ -100,10 +182,15 @@ class Translator:
 
     def translate(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = LENGTH_PENALTY,
                   batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[str]:
-        """The translations of ``sentences`` as strings, in order (``translations(...)``'s texts; no
-        attention map is kept beyond what copying an ``<unk>`` reads)."""
-        return [found.text for found in self._search(sentences, beam_size, length_penalty, batch_size,
-                                                     max_len, progress, keep_attention=False)]
+        """The translations of ``sentences`` as strings, in order: ``translations(...)``'s texts,
+        a long sentence translated in ``parts`` joined by spaces (no attention map is kept beyond
+        what copying an ``<unk>`` reads)."""
+        if isinstance(sentences, str):
+            raise TypeError("Translator.translate: sentences must be a list of strings, got a str")
+        parts = [self.parts(sentence) for sentence in sentences]
+        found = iter(self._search([part for sentence in parts for part in sentence], beam_size, length_penalty,
+                                  batch_size, max_len, progress, keep_attention=False))
+        return [" ".join(next(found).text for _ in sentence) for sentence in parts]
 
     def translations(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = LENGTH_PENALTY,
                      batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[Translation]:
@@ -132,19 +219,54 @@ class Translator:
             results += self._translate_batch(chunk, beam_size, length_penalty, max_len, keep_attention)
         return results
 
-    def _read_source(self, sentence: str) -> dict[str, list]:
-        """The source of one sentence: words as typed and as read, and per id its word and label."""
+    def stand_ins(self, read: list[str]) -> list[tuple[int, int, str]]:
+        """The names read in place of unknown ones, as ``(first word, last word, name)``: each run of
+        capitalised words the training text never held (``truecaser.knows``: "Angela Merkel"), in a
+        piece model, gets one name of ``truecaser.names`` that the sentence does not hold ("Tom");
+        none without a truecaser, or once the names run out."""
+        if self.truecaser is None or not isinstance(self.src_vocab, BPEVocab):
+            return []
+        free = iter([name for name in self.truecaser.names if name not in read])
+        spans: list[tuple[int, int, str]] = []
+        for index, word in enumerate(read):
+            if not (word[:1].isupper() and word.isalpha() and not self.truecaser.knows(word)):
+                continue
+            if spans and spans[-1][1] == index - 1:          # the run goes on: "Angela" "Merkel"
+                spans[-1] = (spans[-1][0], index, spans[-1][2])
+            elif (name := next(free, None)) is not None:
+                spans.append((index, index, name))
+        return spans
+
+    def _read_source(self, sentence: str) -> dict[str, Any]:
+        """The source of one sentence: words as typed and as read, and per id its word and label;
+        the names read in place of unknown ones (``stand_ins``: the first word of a run reads the
+        name, the others are not read)."""
         typed, read = self.source_tokens(sentence)
+        names, unread, span_labels = {}, set(), {}
+        for first, last, name in self.stand_ins(read):
+            names[name] = " ".join(read[first:last + 1])
+            span_labels[first] = " ".join(typed[first:last + 1])
+            read[first] = name
+            unread.update(range(first + 1, last + 1))
         ids, word_index, labels = [], [], []
         for index, (typed_word, read_word) in enumerate(zip(typed, read)):
+            if index in unread:
+                continue
             pieces = self.src_vocab.pieces([read_word])
             ids += self.src_vocab.encode([read_word])
             word_index += [index] * len(pieces)
-            labels += [typed_word] if len(pieces) == 1 else [piece_label(piece) for piece in pieces]
+            if index in span_labels:
+                labels += [span_labels[index]] * len(pieces)   # the name typed, not the one read
+            else:
+                labels += [typed_word] if len(pieces) == 1 else piece_labels(pieces)  # "Zor", "·van"
         limit = self.model.config.max_len
+        if len(ids) > limit:
+            warnings.warn(f"Translator.translations: {sentence[:40]!r}... has {len(ids)} pieces; the model reads "
+                          f"at most {limit}, so the rest is cut (translate() splits it instead)", stacklevel=4)
         copyable_words = self.copyable(typed, read)
         return {"typed": typed, "read": read, "ids": ids[:limit], "word_index": word_index[:limit],
-                "labels": labels[:limit], "copyable": [copyable_words[index] for index in word_index[:limit]]}
+                "labels": labels[:limit], "copyable": [copyable_words[index] for index in word_index[:limit]],
+                "names": names}
 
     def _translate_batch(self, sentences: list[str], beam_size: int, length_penalty: float,
                          max_len: int | None, keep_attention: bool) -> list[Translation]:
@@ -178,8 +300,16 @@ class Translator:
                     copies[position] = int(numpy.where(may_copy, looked_at[position], -numpy.inf).argmax())
                     word = source["typed"][source["word_index"][copies[position]]]
                     copied_tokens[position] = self.tgt_vocab.whole_word(word)
+        pieces = isinstance(self.tgt_vocab, BPEVocab)
+        for position, label in enumerate(piece_labels(copied_tokens, pieces)):
+            # a name read in place of an unknown one, written as a whole word: the unknown one instead
+            if label in source["names"] and copied_tokens[position] == self.tgt_vocab.whole_word(label):
+                copied_tokens[position] = self.tgt_vocab.whole_word(source["names"][label])
+                word = source["read"].index(label)
+                if word in source["word_index"]:
+                    copies[position] = source["word_index"].index(word)
         text = detokenize(self.tgt_vocab.join(copied_tokens), self.tgt_lang)
         return Translation(sentence=sentence, text=text, source_typed=source["typed"], source_read=source["read"],
                            source_ids=source["ids"], source_labels=source["labels"], output_ids=list(output_ids),
-                           output_tokens=tokens, output_labels=[piece_label(token) for token in copied_tokens],
+                           output_tokens=tokens, output_labels=piece_labels(copied_tokens, pieces),
                            copies=copies, ended=ended, attention=attention)

@@ -1,0 +1,106 @@
+"""Input as people type it: case, long sentences and names, for a translator trained on Tatoeba.
+
+    python benchmarks/typed_input.py case --data data/fra-eng/fra.txt --json case.json
+    python benchmarks/typed_input.py long --data data/fra-eng/fra.txt --held-out runs/long16/long.tsv [--run RUN]
+
+``case``: BLEU (sacreBLEU's, single reference) of the shipped ``--pretrained fra`` (or ``--run``) on
+its validation and test splits with the English as written, lower-cased and upper-cased, greedy and
+with beam 4, read as typed (no truecaser: how npformer read input before issue 47) and truecased
+(``data.truecase``). The splits are drawn again from ``--data`` with the run's recorded options.
+
+``long``: long pairs that no run trained on: the pairs that ``npformer train --long-words 16`` held
+out (its ``long.tsv``; the documented command, ``--max-words 8``, trains on none of them), and the
+pairs whose English has more than 16 words, in groups by length, with beam 4, translated whole (as
+before issue 47; the model reads at most ``max_len`` pieces, so the rest was cut) and as
+``Translator.translate`` now reads them (split at sentence ends, then at ``max_len``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from npformer.data import load_pairs, split_by_source, tokenize
+from npformer.metrics import bleu
+from npformer.tasks.translation import Translator, load_run, read_tsv
+from npformer.tasks.translation.pretrained import pretrained_folder
+
+CASES = {"as written": lambda text: text, "lower-cased": str.lower, "upper-cased": str.upper}
+
+
+def translators(run) -> dict[str, Translator]:
+    """The run's translator as it is now, and as npformer read input before (no truecaser, no parts)."""
+    now = Translator.from_run(run)
+    before = Translator(run.model, run.src_vocab, run.tgt_vocab, truecaser=None, trained_words=None)
+    return {"before": before, "now": now}
+
+
+def measure_case(run, data: str, readings: list[str]) -> dict:
+    config = run.config
+    pairs, _ = load_pairs(data, config["data"]["max_words"], config["data"]["max_pairs"], config["data"]["lowercase"])
+    splits = split_by_source(pairs, seed=config["train"]["seed"])
+    result = {}
+    for split_name in ("valid", "test"):
+        split = getattr(splits, split_name)
+        references = [french for _, french in split]
+        for reading, translator in translators(run).items():
+            if reading not in readings:
+                continue
+            for case_name, case in CASES.items():
+                for beam in (1, 4):
+                    started = time.perf_counter()
+                    outputs = translator.translate([case(english) for english, _ in split], beam_size=beam)
+                    key = f"{split_name} | {reading} | {case_name} | {'greedy' if beam == 1 else 'beam 4'}"
+                    result[key] = round(bleu(outputs, references), 2)
+                    print(f"{key}: BLEU {result[key]:.2f} ({len(split)} pairs, {time.perf_counter() - started:.0f} s)",
+                          flush=True)
+    return result
+
+
+def measure_long(run, data: str, held_out: str, longest: int) -> dict:
+    """BLEU with beam 4 on long pairs no run trained on: ``held_out`` (a run's ``long.tsv``, written by
+    ``npformer train --long-words``), grouped by the longer side's words, and the pairs of ``data``
+    whose English has more than ``longest`` words (beyond any run's ``--long-words``), read whole
+    (before issue 47) and in parts (``Translator.translate`` now)."""
+    held = read_tsv(held_out)
+    all_pairs, _ = load_pairs(data, None, None, run.config["data"]["lowercase"])
+    groups = {"9-12 words": [pair for pair in held if _longer_side(pair) <= 12],
+              f"13-{longest} words": [pair for pair in held if 12 < _longer_side(pair) <= longest],
+              f"{longest + 1}+ words (English)": [pair for pair in all_pairs if len(pair[0].split()) > longest]}
+    result = {}
+    for name, group in groups.items():
+        sentences = sum(sum(token in (".", "!", "?") for token in tokenize(english, "en")) > 1 for english, _ in group)
+        entry = {"pairs": len(group), "several sentences": sentences}
+        for reading, translator in translators(run).items():
+            outputs = translator.translate([english for english, _ in group], beam_size=4)
+            entry[f"BLEU {reading}"] = round(bleu(outputs, [french for _, french in group]), 2)
+        result[name] = entry
+        print(name, entry, flush=True)
+    return result
+
+
+def _longer_side(pair: tuple[str, str]) -> int:
+    return max(len(pair[0].split()), len(pair[1].split()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("case", "long"))
+    parser.add_argument("--data", required=True, help="the Tatoeba fra.txt the run was trained on")
+    parser.add_argument("--run", help="a run folder (default: the shipped --pretrained fra)")
+    parser.add_argument("--held-out", help="long: a run's long.tsv (npformer train --long-words)")
+    parser.add_argument("--longest", type=int, default=16, help="long: the --long-words of that run")
+    parser.add_argument("--readings", nargs="+", choices=("before", "now"), default=["before", "now"],
+                        help="case: as before issue 47, as now, or both")
+    parser.add_argument("--json", help="write the result here")
+    args = parser.parse_args()
+    run = load_run(args.run or pretrained_folder("fra"))
+    result = measure_case(run, args.data, args.readings) if args.what == "case" else measure_long(run, args.data, args.held_out, args.longest)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump({"run": args.run or "--pretrained fra", args.what: result}, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()

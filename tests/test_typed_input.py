@@ -77,6 +77,12 @@ def test_an_unknown_name_is_copied_letter_for_letter_by_the_piece_model(fra):
     assert found[0].source_labels[:1] == ["Zorvan"]   # a figure shows the name typed
 
 
+def test_translate_names_the_words_the_model_never_saw(fra, capsys):
+    assert fra.unknown_words(["Zorvan lives in Quillet.", "Where is the station?"]) == ["Zorvan", "Quillet"]
+    assert cli.main(["translate", "--pretrained", "fra", "--beam", "1", "Zorvan lives in Quillet."]) == 0
+    assert "never saw (copied from the source or guessed): Zorvan, Quillet" in capsys.readouterr().err
+
+
 def test_a_known_word_with_a_capital_is_not_taken_for_a_name(fra):
     assert fra.stand_ins(["The", "cat", "sleeps", "."]) == []
     assert fra.stand_ins(["Boston", "is", "big", "."]) == []

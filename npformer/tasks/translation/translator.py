@@ -157,11 +157,19 @@ class Translator:
         return notes
 
     def unknown_words(self, sentences: Sequence[str]) -> list[str]:
-        """The source words (as typed, each once, in order) that the vocabulary does not hold."""
+        """The source words (as typed, each once, in order) that the vocabulary does not hold; for a
+        piece model with a truecaser, the words of letters its training text never held."""
+        pieces = self.truecaser is not None and isinstance(self.src_vocab, BPEVocab)
+
+        def never_seen(word: str, token: str) -> bool:
+            if pieces:
+                return word.isalpha() and not self.truecaser.knows(word)
+            return UNK_ID in self.src_vocab.encode([token])
+
         unknown: dict[str, None] = {}
         for sentence in sentences:
             typed, read = self.source_tokens(sentence)
-            unknown.update((word, None) for word, token in zip(typed, read) if UNK_ID in self.src_vocab.encode([token]))
+            unknown.update((word, None) for word, token in zip(typed, read) if never_seen(word, token))
         return list(unknown)
 
     def copyable(self, typed: list[str], read: list[str]) -> list[bool]:

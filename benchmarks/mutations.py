@@ -249,9 +249,30 @@ MUTANTS = [
     Mutant(
         "input-style-not-lowercased", "npformer/tasks/translation/translator.py",
         "Translator.source_tokens ignores the run's lowercase input style",
-        "read = [token.lower() for token in typed] if self.lowercase else list(typed)",
+        "read = [token.lower() for token in typed]",
         "read = list(typed)",
         ("tests/test_first_hour.py::test_input_as_people_type_it_is_read_like_the_training_text",),
+    ),
+    Mutant(
+        "truecaser-not-applied", "npformer/tasks/translation/translator.py",
+        "Translator.source_tokens reads a sentence typed in capitals as typed (no truecasing)",
+        "elif self.truecaser is not None and typed_without_case(typed):",
+        "elif self.truecaser is not None and False:",
+        ("tests/test_typed_input.py",),
+    ),
+    Mutant(
+        "unknown-name-not-written-back", "npformer/tasks/translation/translator.py",
+        "the name read in place of an unknown one is left in the translation",
+        "copied_tokens[position] = self.tgt_vocab.whole_word(source[\"names\"][label])",
+        "copied_tokens[position] = self.tgt_vocab.whole_word(label)",
+        ("tests/test_typed_input.py",),
+    ),
+    Mutant(
+        "long-input-cut", "npformer/tasks/translation/translator.py",
+        "a sentence longer than the model reads is translated whole (and cut), not in parts",
+        "if not too_many_words and self._piece_count(typed) <= self.model.config.max_len:",
+        "if True:",
+        ("tests/test_typed_input.py",),
     ),
 ]
 

@@ -2,15 +2,13 @@
 
     python benchmarks/build_pretrained.py                       # toy: trains it (about a minute)
     python benchmarks/build_pretrained.py fra --run RUN_FOLDER --command "npformer train ..."
-    python benchmarks/build_pretrained.py fra-truecase --data data/fra-eng/fra.txt   # its truecase.json alone
 
 ``toy`` trains the default ``npformer train`` run (the ``tiny`` preset, the embedded corpus, 900
 steps, seed 0) in a temporary folder. ``fra`` packages a Tatoeba run trained by the documented
 command (given as ``--command``, recorded with the result), with its weights stored as float16 to
-fit the wheel. ``fra-truecase`` writes the shipped ``fra``'s ``truecase.json`` from its training
-split, drawn again from the data file with the recorded options (checked: the same test split), as
-``npformer train`` writes it into a new run (the model was trained before runs had one). Both keep the configuration, vocabularies, test split and weights (no optimizer
-state), evaluate the kept files exactly as ``npformer evaluate --pretrained NAME`` does and write the
+fit the wheel. Both keep the configuration, vocabularies, test split and weights (no optimizer
+state) and, where the run has them, the test split's gold alignments, the truecaser and the
+held-out long pairs (``long.tsv``), evaluate the kept files exactly as ``npformer evaluate --pretrained NAME`` does and write the
 result into ``record.json``, which the tests hold the shipped model to, on the first 300 (``toy``) or
 200 (``fra``) test pairs, the whole split being too slow for a test; the whole split's scores are
 recorded too.
@@ -83,29 +81,7 @@ def build_fra(run_folder: str, command: str) -> int:
     return 0
 
 
-def build_fra_truecase(data: str) -> int:
-    from npformer.data import load_pairs, split_by_source, tokenize
-    from npformer.data.truecase import Truecaser
-
-    target = PRETRAINED_DIR / "fra"
-    config = json.loads((target / "config.json").read_text(encoding="utf-8"))
-    pairs, _ = load_pairs(data, config["data"]["max_words"], config["data"]["max_pairs"], config["data"]["lowercase"])
-    splits = split_by_source(pairs, seed=config["train"]["seed"])
-    if splits.test != RunFolder(str(target)).split("test"):
-        print(f"{data} does not give the shipped model's test split: not the data it was trained on", file=sys.stderr)
-        return 1
-    truecaser = Truecaser.learn((tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train)
-    truecaser.save(str(target / "truecase.json"))
-    print(f"{target / 'truecase.json'}: {len(truecaser.forms):,} words, names {truecaser.names}")
-    return 0
-
-
 def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "fra-truecase":
-        parser = argparse.ArgumentParser(description="write the shipped fra translator's truecase.json")
-        parser.add_argument("name", choices=("fra-truecase",))
-        parser.add_argument("--data", required=True, help="the Tatoeba fra.txt it was trained on")
-        return build_fra_truecase(parser.parse_args().data)
     if len(sys.argv) > 1 and sys.argv[1] == "fra":
         parser = argparse.ArgumentParser(description="package a Tatoeba run as the shipped fra translator")
         parser.add_argument("name", choices=("fra",))

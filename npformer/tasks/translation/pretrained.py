@@ -3,8 +3,9 @@
 * ``toy``: the default run of ``npformer train`` (the ``tiny`` preset on the embedded toy corpus,
   900 steps, seed 0), with the weights alone (no optimizer state, about 1 MB) and its test split.
 * ``fra``: an English-to-French translator trained on Tatoeba by the documented command of
-  ``docs/translation.md`` (the ``small`` preset, BPE pieces), its weights stored as float16 (about
-  8 MB; loaded back as float32) with its test split. Data: Tatoeba Project (tatoeba.org),
+  ``docs/translation.md`` (the ``small`` preset, BPE pieces, pairs of up to 16 words), its weights
+  stored as float16 (about 8 MB; loaded back as float32) with its test split, its truecaser and
+  its held-out long pairs. Data: Tatoeba Project (tatoeba.org),
   CC-BY 2.0 FR, via manythings.org/anki; the commands that read it say so on stderr.
 
 Each is a run folder in ``npformer/data/pretrained/NAME/``. Its ``record.json`` holds the test BLEU

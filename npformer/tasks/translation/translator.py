@@ -145,17 +145,18 @@ class Translator:
         or than it can read (``max_len`` pieces), saying what ``translate`` does with it."""
         notes = []
         for number, sentence in enumerate(sentences, start=1):
-            typed = tokenize(sentence, self.src_lang)
-            words, parts = _word_count(typed), self.parts(sentence)
+            words, parts = _word_count(tokenize(sentence, self.src_lang)), self.parts(sentence)
+            if len(parts) == 1 and (self.trained_words is None or words <= self.trained_words):
+                continue
+            limit = f"more than the {self.trained_words} of the longest sentences the model was trained on" \
+                if self.trained_words is not None and words > self.trained_words else "more than the model reads"
+            note = f"sentence {number} has {words} words, {limit}: " + \
+                (f"translated in {len(parts)} parts" if len(parts) > 1 else "translated whole")
             longest = max(_word_count(tokenize(part, self.src_lang)) for part in parts)
             if self.trained_words is not None and longest > self.trained_words:
-                notes.append(f"sentence {number} has {words} words{f' ({len(parts)} parts)' if len(parts) > 1 else ''}; "
-                             f"the model was trained on sentences of at most {self.trained_words}: "
-                             f"expect a poorer translation")
-            elif len(parts) > 1:
-                notes.append(f"sentence {number} has {words} words: translated in {len(parts)} parts")
+                note += f" (the longest, {longest} words); expect a poorer translation"
+            notes.append(note)
         return notes
-
     def unknown_words(self, sentences: Sequence[str]) -> list[str]:
         """The source words (as typed, each once, in order) that the vocabulary does not hold; for a
         piece model with a truecaser, the words of letters its training text never held."""

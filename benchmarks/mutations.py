@@ -263,8 +263,8 @@ MUTANTS = [
     Mutant(
         "unknown-name-not-written-back", "npformer/tasks/translation/translator.py",
         "the name read in place of an unknown one is left in the translation",
-        "copied_tokens[position] = self.tgt_vocab.whole_word(source[\"names\"][label])",
-        "copied_tokens[position] = self.tgt_vocab.whole_word(label)",
+        "labels[position] = source[\"names\"][label]",
+        "labels[position] = label",
         ("tests/test_typed_input.py",),
     ),
     Mutant(

@@ -22,6 +22,7 @@ import json
 import time
 
 from npformer.data import load_pairs, split_by_source, tokenize
+from npformer.data.tatoeba import longest_side
 from npformer.metrics import bleu
 from npformer.tasks.translation import Translator, load_run, read_tsv
 from npformer.tasks.translation.pretrained import pretrained_folder
@@ -65,8 +66,8 @@ def measure_long(run, data: str, held_out: str, longest: int) -> dict:
     (before issue 47) and in parts (``Translator.translate`` now)."""
     held = read_tsv(held_out)
     all_pairs, _ = load_pairs(data, None, None, run.config["data"]["lowercase"])
-    groups = {"9-12 words": [pair for pair in held if _longer_side(pair) <= 12],
-              f"13-{longest} words": [pair for pair in held if 12 < _longer_side(pair) <= longest],
+    groups = {"9-12 words": [pair for pair in held if longest_side(*pair) <= 12],
+              f"13-{longest} words": [pair for pair in held if 12 < longest_side(*pair) <= longest],
               f"{longest + 1}+ words (English)": [pair for pair in all_pairs if len(pair[0].split()) > longest]}
     result = {}
     for name, group in groups.items():
@@ -78,10 +79,6 @@ def measure_long(run, data: str, held_out: str, longest: int) -> dict:
         result[name] = entry
         print(name, entry, flush=True)
     return result
-
-
-def _longer_side(pair: tuple[str, str]) -> int:
-    return max(len(pair[0].split()), len(pair[1].split()))
 
 
 def main() -> None:

@@ -57,6 +57,11 @@ class LoadReport:
         return "; ".join(parts)
 
 
+def longest_side(english: str, french: str) -> int:
+    """The words (whitespace-separated) of a pair's longer side: what ``max_words`` limits."""
+    return max(len(english.split()), len(french.split()))
+
+
 def load_pairs(path: str, max_words: int | None = None, max_pairs: int | None = None,
                lowercase: bool = False, allow_empty: bool = False) -> tuple[list[tuple[str, str]], LoadReport]:
     """Read ``english<TAB>french[<TAB>...]`` pairs, deduplicated, in file order.
@@ -99,7 +104,7 @@ def load_pairs(path: str, max_words: int | None = None, max_pairs: int | None = 
             continue
         if lowercase:
             english, french = english.lower(), french.lower()
-        if max_words is not None and max(len(english.split()), len(french.split())) > max_words:
+        if max_words is not None and longest_side(english, french) > max_words:
             report.too_long += 1
             continue
         if (english, french) in seen:

@@ -32,9 +32,20 @@ def _is_word(token: str) -> bool:
     return any(character.isalpha() for character in token)
 
 
+def _letters(tokens: Sequence[str]) -> str:
+    return "".join(character for token in tokens for character in token if character.isalpha())
+
+
+def typed_without_case(tokens: Sequence[str]) -> bool:
+    """Whether a sentence was typed without case: its letters all lower-case or all capitals (the
+    sentences ``Translator`` truecases)."""
+    letters = _letters(tokens)
+    return letters.lower() == letters or letters.upper() == letters
+
+
 def _shouted(tokens: Sequence[str]) -> bool:
     """All the letters of the sentence are capitals, in more than one letter ("WHERE IS TOM?")."""
-    letters = [character for token in tokens for character in token if character.isalpha()]
+    letters = _letters(tokens)
     return len(letters) > 1 and all(character.isupper() for character in letters)
 
 

@@ -50,7 +50,8 @@ class Translation:
     ``output_ids`` (no ``<eos>``), ``output_tokens`` (the vocabulary's tokens, ``<unk>`` included),
     ``output_labels`` (one label per output id, the copied word in place of ``<unk>``);
     ``copies``: output position -> the source position (into ``source_ids``) whose word replaced
-    that ``<unk>``, or the unknown name written there in place of the name read for it (``Translator``); ``ended``: whether the decoder produced ``<eos>`` (False: it stopped at its
+    that ``<unk>``, or whose unknown name was written there in place of the name read for it
+    (``Translator``); ``ended``: whether the decoder produced ``<eos>`` (False: it stopped at its
     length limit); ``text``: the detokenised translation.
 
     ``attention[kind]`` (kinds ``models.ATTENTION_KINDS``: "encoder", "decoder", "cross"): one

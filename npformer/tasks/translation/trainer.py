@@ -46,6 +46,7 @@ from ... import backend, optim, threads
 from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, check_splits, copy_links, encode_pairs, encode_tokens,
                      hide_links, invent_links, load_pairs, make_batches, split_by_source, split_hint, tokenize,
                      toy_corpus, WordInventor)
+from ...data.tatoeba import longest_side
 from ...data.truecase import Truecaser
 from ...models import Transformer, TransformerConfig
 from ...tokens import PAD_ID
@@ -90,10 +91,10 @@ def load_splits(options: TrainOptions, log: Any = print) -> tuple[Splits, dict]:
 
 def split_by_length(pairs: list[tuple[str, str]], max_words: int | None) -> tuple[list, list]:
     """``(pairs of at most max_words words a side, the longer ones)``, each in file order."""
-    if max_words is None:
-        return pairs, []
-    short = [pair for pair in pairs if max(len(pair[0].split()), len(pair[1].split())) <= max_words]
-    return short, [pair for pair in pairs if max(len(pair[0].split()), len(pair[1].split())) > max_words]
+    short, longer = [], []
+    for pair in pairs:
+        (short if max_words is None or longest_side(*pair) <= max_words else longer).append(pair)
+    return short, longer
 
 
 LONG_HELD_OUT = 0.1  # of the longer pairs' English sentences, kept out of training to measure long input
@@ -115,11 +116,13 @@ def with_longer_pairs(splits: Splits, longer: list[tuple[str, str]], seed: int) 
                   long=parts.test)
 
 
-def build_vocabularies(options: TrainOptions, train_pairs: list, log: Any = print) -> tuple[Vocab, Vocab]:
-    """The source and target vocabularies, from the training split only: words (``min_freq``,
-    ``max_vocab``), or BPE pieces (``bpe_merges`` merges per language, or one joint set)."""
-    english = [tokenize(e, "en") for e, _ in train_pairs]
-    french = [tokenize(f, "fr") for _, f in train_pairs]
+def build_vocabularies(options: TrainOptions, train_tokens: list[tuple[list[str], list[str]]],
+                       log: Any = print) -> tuple[Vocab, Vocab]:
+    """The source and target vocabularies, from the training split only (``train_tokens``: its
+    pairs tokenised): words (``min_freq``, ``max_vocab``), or BPE pieces (``bpe_merges`` merges per
+    language, or one joint set)."""
+    english = [source for source, _ in train_tokens]
+    french = [target for _, target in train_tokens]
     if options.tokenizer == "word":
         return (Vocab.build(english, options.min_freq, options.max_vocab),
                 Vocab.build(french, options.min_freq, options.max_vocab))
@@ -157,7 +160,8 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tup
                        f"or --name for a new one")
     model_options = options.model_options()
     splits, data_info = load_splits(options, log)
-    src_vocab, tgt_vocab = build_vocabularies(options, splits.train, log)
+    train_tokens = [(tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train]
+    src_vocab, tgt_vocab = build_vocabularies(options, train_tokens, log)
     model = TransformerConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **model_options)
     # How the training text was written, so that input as people type it is read the same way:
     # the embedded corpus is lower-case and every sentence ends with a mark.
@@ -166,8 +170,7 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tup
     config = {"model": model.to_dict(), "train": asdict(options), "data": data_info, "input": style,
               "vocab": {"src": len(src_vocab), "tgt": len(tgt_vocab)}}
     # Other text is written in sentence case: input typed without case is read in the training text's.
-    truecaser = None if style["lowercase"] else Truecaser.learn(
-        (tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train)
+    truecaser = None if style["lowercase"] else Truecaser.learn(train_tokens)
     folder.create(config, src_vocab, tgt_vocab, splits, truecaser)
     return config, src_vocab, tgt_vocab, splits
 

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from ... import backend
 from ...data import Vocab, detokenize, pad_batch, tokenize
 from ...data.bpe import BPEVocab
-from ...data.truecase import Truecaser
+from ...data.truecase import Truecaser, typed_without_case
 from ...models import Transformer
 from ...tokens import BOS_ID, EOS_ID, UNK_ID
 from .attention_record import AttentionRecord
@@ -26,12 +26,6 @@ from .result import Translation, piece_labels
 
 
 SENTENCE_ENDS = (".", "!", "?", "...", "…")
-
-
-def typed_without_case(tokens: Sequence[str]) -> bool:
-    """Whether a sentence was typed without case: its letters all lower-case or all capitals."""
-    letters = "".join(tokens)
-    return letters.lower() == letters or letters.upper() == letters
 
 
 def _word_count(tokens: Sequence[str]) -> int:
@@ -157,13 +151,18 @@ class Translator:
                 note += f" (the longest, {longest} words); expect a poorer translation"
             notes.append(note)
         return notes
+
+    @property
+    def _names_stand_in(self) -> bool:
+        """Whether known names stand in for unknown ones: a piece model (no ``<unk>`` to copy) with
+        a truecaser (which knows the training text's words)."""
+        return self.truecaser is not None and isinstance(self.src_vocab, BPEVocab)
+
     def unknown_words(self, sentences: Sequence[str]) -> list[str]:
         """The source words (as typed, each once, in order) that the vocabulary does not hold; for a
         piece model with a truecaser, the words of letters its training text never held."""
-        pieces = self.truecaser is not None and isinstance(self.src_vocab, BPEVocab)
-
         def never_seen(word: str, token: str) -> bool:
-            if pieces:
+            if self._names_stand_in:
                 return word.isalpha() and not self.truecaser.knows(word)
             return UNK_ID in self.src_vocab.encode([token])
 
@@ -233,7 +232,7 @@ class Translator:
         capitalised words the training text never held (``truecaser.knows``: "Angela Merkel"), in a
         piece model, gets one name of ``truecaser.names`` that the sentence does not hold ("Tom");
         none without a truecaser, or once the names run out."""
-        if self.truecaser is None or not isinstance(self.src_vocab, BPEVocab):
+        if not self._names_stand_in:
             return []
         free = iter([name for name in self.truecaser.names if name not in read])
         spans: list[tuple[int, int, str]] = []
@@ -309,16 +308,17 @@ class Translator:
                     copies[position] = int(numpy.where(may_copy, looked_at[position], -numpy.inf).argmax())
                     word = source["typed"][source["word_index"][copies[position]]]
                     copied_tokens[position] = self.tgt_vocab.whole_word(word)
-        pieces = isinstance(self.tgt_vocab, BPEVocab)
-        for position, label in enumerate(piece_labels(copied_tokens, pieces)):
+        labels = piece_labels(copied_tokens, isinstance(self.tgt_vocab, BPEVocab))
+        for position, label in enumerate(labels):
             # a name read in place of an unknown one, written as a whole word: the unknown one instead
             if label in source["names"] and copied_tokens[position] == self.tgt_vocab.whole_word(label):
-                copied_tokens[position] = self.tgt_vocab.whole_word(source["names"][label])
+                labels[position] = source["names"][label]
+                copied_tokens[position] = self.tgt_vocab.whole_word(labels[position])
                 word = source["read"].index(label)
                 if word in source["word_index"]:
                     copies[position] = source["word_index"].index(word)
         text = detokenize(self.tgt_vocab.join(copied_tokens), self.tgt_lang)
         return Translation(sentence=sentence, text=text, source_typed=source["typed"], source_read=source["read"],
                            source_ids=source["ids"], source_labels=source["labels"], output_ids=list(output_ids),
-                           output_tokens=tokens, output_labels=piece_labels(copied_tokens, pieces),
+                           output_tokens=tokens, output_labels=labels,
                            copies=copies, ended=ended, attention=attention)

@@ -234,6 +234,25 @@ class AdamW(Adam):
                  eps: float = 1e-8, weight_decay: float = 1e-2) -> None:
         super().__init__(model, lr, betas, eps, weight_decay)
 
+    def param_groups(self) -> list[dict[str, Any]]:
+        """The two groups as ``torch.optim.AdamW`` takes them: ``{"name", "keys", "weight_decay"}``
+        for the decayed parameters (two or more axes) and for the rest (``weight_decay`` 0)."""
+        params = self.model.params()
+        decayed = [key for key, value in params.items() if value.ndim >= 2]
+        return [{"name": "decay", "keys": decayed, "weight_decay": self.weight_decay},
+                {"name": "no_decay", "keys": [key for key in params if key not in decayed], "weight_decay": 0.0}]
+
+    def describe_groups(self) -> str:
+        """One line per group: how many tensors and numbers, the decay, and the kinds of parameter."""
+        params = self.model.params()
+        lines = []
+        for group in self.param_groups():
+            kinds = sorted({key.rsplit(".", 1)[-1] for key in group["keys"]})
+            numbers = sum(int(params[key].size) for key in group["keys"])
+            lines.append(f"AdamW group {group['name']:<8} weight_decay={group['weight_decay']:g}: "
+                         f"{len(group['keys'])} tensors, {numbers:,} numbers ({', '.join(kinds) or 'none'})")
+        return "\n".join(lines)
+
 
 def clip_grad_norm(model: Any, max_norm: float) -> float:
     """Scale all gradients in place so that their global L2 norm is at most ``max_norm``.

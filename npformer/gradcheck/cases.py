@@ -45,7 +45,7 @@ def padded_ids(rng: numpy.random.Generator, batch: int, length: int, vocab: int,
 
 def checked_case(builder: Callable) -> Callable:
     """A case builder that checks its arguments first: ``rng`` a ``numpy.random.Generator``, each
-    size (an argument whose default is an int) an int >= 1 (a seed >= 0; an axis, any int: the op
+    size (an argument whose default is an int) an int >= 1 (a seed or an offset >= 0; an axis, any int: the op
     checks it), each switch (a bool default) a bool. Other values are checked by the op itself."""
     signature = inspect.signature(builder)
 
@@ -61,7 +61,7 @@ def checked_case(builder: Callable) -> Callable:
             elif key == "axis":
                 check_type(caller, key, value, (int, numpy.integer), "an int")
             elif isinstance(default, int):
-                check_int(caller, key, value, low=0 if key.endswith("seed") else 1)
+                check_int(caller, key, value, low=0 if key.endswith("seed") or key == "offset" else 1)
         return builder(rng, **sizes)
 
     return checked
@@ -210,6 +210,55 @@ def patches_case(rng, batch=2, channels=1, size=4, patch=2):
     return forward, op_set.patches_backward, {"images": rng.standard_normal((batch, channels, size, size))}
 
 
+
+@checked_case
+def rmsnorm_case(rng, batch=2, length=3, d_model=6, eps=1e-6):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
+
+    def forward(x, gain):
+        return op_set.rmsnorm_forward(x, gain, eps=eps)
+
+    x = 1.0 + 2.0 * rng.standard_normal((batch, length, d_model))
+    inputs = {"x": x, "gain": 1.0 + 0.5 * rng.standard_normal(d_model)}
+    return forward, op_set.rmsnorm_backward, inputs
+
+
+@checked_case
+def rope_case(rng, batch=2, heads=2, length=4, head_dim=6, offset=3):
+    """Queries or keys ``(B, H, T, Dh)`` rotated from position ``offset`` (a KV cache's next position)."""
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
+
+    def forward(x):
+        return op_set.rope_forward(x, offset=offset)
+
+    return forward, op_set.rope_backward, {"x": rng.standard_normal((batch, heads, length, head_dim))}
+
+
+@checked_case
+def swiglu_case(rng, batch=2, length=3, width=5):
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
+    inputs = {"gate": 2.0 * rng.standard_normal((batch, length, width)), "up": rng.standard_normal((batch, length, width))}
+    return op_set.swiglu_forward, op_set.swiglu_backward, inputs
+
+
+@checked_case
+def grouped_attention_case(rng, batch=2, heads=4, kv_heads=2, length=4, head_dim=3, fully_padded_row=True):
+    """Causal self-attention of ``heads`` query heads over ``kv_heads`` shared key/value heads."""
+    op_set = ops.current()  # the active set's pair, bound now: a case checks one set
+    key_ids = padded_ids(rng, batch, length, vocab=9, fully_padded_row=fully_padded_row)
+    mask = op_set.padding_mask(backend.asarray(key_ids)) & op_set.causal_mask(length)
+
+    def forward(q, k, v):
+        return op_set.grouped_query_attention_forward(q, k, v, mask)
+
+    inputs = {
+        "q": rng.standard_normal((batch, heads, length, head_dim)),
+        "k": rng.standard_normal((batch, kv_heads, length, head_dim)),
+        "v": rng.standard_normal((batch, kv_heads, length, head_dim)),
+    }
+    return forward, op_set.grouped_query_attention_backward, inputs
+
+
 OP_CASES: dict[str, Callable] = {
     "linear": linear_case,
     "relu": relu_case,
@@ -225,6 +274,10 @@ OP_CASES: dict[str, Callable] = {
     "masked_mean_pool": pooling_case,
     "masked_max_pool": partial(pooling_case, kind="max"),
     "patches": patches_case,
+    "rmsnorm": rmsnorm_case,
+    "rope": rope_case,
+    "swiglu": swiglu_case,
+    "grouped_query_attention": grouped_attention_case,
 }
 
 

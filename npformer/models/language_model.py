@@ -29,6 +29,7 @@ from ..nn import Dropout, Embedding, Encoder, LearnedPositions, Linear, Module, 
 from ..tokens import PAD_ID
 from .base import start_model
 from .checks import check_config, check_token_ids
+from .sampling import check_sampling, sample_tokens
 
 
 @dataclass
@@ -91,31 +92,16 @@ class LanguageModel(Module):
         """
         if not self.config.causal:
             raise ValueError("LanguageModel.generate: a masked (causal=False) model cannot generate left to right")
-        if not prompt_ids:
-            raise ValueError("LanguageModel.generate: prompt_ids must hold at least one token, got none")
-        if top_k is not None and top_k < 1:
-            raise ValueError(f"LanguageModel.generate: top_k must be >= 1 or None, got {top_k}")
-        if not temperature > 0:
-            raise ValueError(f"LanguageModel.generate: temperature must be > 0, got {temperature}")
-        total = min(len(prompt_ids) + max_new_tokens, self.config.max_len)
+        check_sampling("LanguageModel.generate", prompt_ids, temperature, top_k)
+        c = self.config
+        total = min(len(prompt_ids) + max_new_tokens, c.max_len)
+        keys, values = kv_buffers(1, c.n_heads, total, c.d_model // c.n_heads, len(self.blocks.layers), self.dtype)
+
+        def step(token: int, position: int) -> Any:
+            x = self._embed(backend.asarray(numpy.array([[token]])), start=position)
+            for layer, key_buffer, value_buffer in zip(self.blocks.layers, keys, values):
+                x = layer.step(x, position, key_buffer, value_buffer)
+            return self.head.forward(self.blocks.norm.forward(x))[0, 0]
+
         with self.evaluating():
-            c = self.config
-            keys, values = kv_buffers(1, c.n_heads, total, c.d_model // c.n_heads, len(self.blocks.layers),
-                                      self.dtype)
-            tokens = list(prompt_ids)
-            for position in range(total - 1):
-                x = self._embed(backend.asarray(numpy.array([[tokens[position]]])), start=position)
-                for layer, key_buffer, value_buffer in zip(self.blocks.layers, keys, values):
-                    x = layer.step(x, position, key_buffer, value_buffer)
-                if position + 1 < len(tokens):
-                    continue  # still reading the prompt
-                logits = backend.to_numpy(self.head.forward(self.blocks.norm.forward(x))[0, 0]).astype(float)
-                logits /= temperature
-                if top_k is not None and top_k < len(logits):
-                    logits[numpy.argsort(logits)[:-top_k]] = -numpy.inf
-                probs = backend.to_numpy(ops.softmax_forward(backend.asarray(logits))[0])
-                token = int(rng.choice(len(probs), p=probs))
-                tokens.append(token)
-                if token == stop_id:
-                    break
-        return tokens[len(prompt_ids):]
+            return sample_tokens(step, prompt_ids, total, rng, temperature, top_k, stop_id)

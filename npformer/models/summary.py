@@ -121,3 +121,53 @@ def summarize(model: Any, batch: int, src_len: int, tgt_len: int) -> str:
         f"tie_embeddings={c.tie_embeddings}",
     ]
     return "\n".join(lines)
+
+
+def modern_summary_rows(model: Any, batch: int, length: int) -> list[SummaryRow]:
+    """``summary_rows`` for ``ModernLanguageModel``: grouped-query attention's ``k`` and ``v`` are
+    ``Hkv Dh`` wide, SwiGLU has three products, and the tied head owns no parameter."""
+    c = model.config
+    D, F, rows_in = c.d_model, c.d_ff, batch * length
+    kv_width = c.n_kv_heads * (D // c.n_heads)
+    shape = (batch, length, D)
+    attention = (2 * _linear_flops(rows_in, D, D) + 2 * _linear_flops(rows_in, D, kv_width)
+                 + 2 * (2 * batch * length * length * D))
+    rows = [SummaryRow("tok_embed", shape, model.tok_embed.num_params(), 0)]
+    for index, block in enumerate(model.blocks):
+        prefix = f"blocks.{index}"
+        rows += [SummaryRow(f"{prefix}.norm1", shape, block.norm1.num_params(), 0),
+                 SummaryRow(f"{prefix}.attn", shape, block.attn.num_params(), attention),
+                 SummaryRow(f"{prefix}.norm2", shape, block.norm2.num_params(), 0),
+                 SummaryRow(f"{prefix}.ffn", shape, block.ffn.num_params(), 3 * _linear_flops(rows_in, D, F))]
+    rows += [SummaryRow("norm", shape, model.norm.num_params(), 0),
+             SummaryRow("head (W tied to tok_embed)", (batch, length, c.vocab), 0,
+                        _linear_flops(rows_in, D, c.vocab))]
+    return rows
+
+
+def summarize_modern(model: Any, batch: int, length: int, optimizer: Any = None) -> str:
+    """The table of ``modern_summary_rows`` as text, the KV cache's size against full heads, and the
+    optimizer's parameter groups when ``optimizer`` has them (``optim.AdamW.describe_groups``)."""
+    rows = modern_summary_rows(model, batch, length)
+    total_params = sum(row.params for row in rows)
+    if total_params != model.num_params():  # every parameter must appear in exactly one row
+        raise RuntimeError(f"summary counts {total_params} parameters, the model has {model.num_params()}")
+    forward = sum(row.forward_flops for row in rows)
+    name_width = max(len(row.name) for row in rows)
+    lines = [f"{'module':<{name_width}}  {'params':>10}  {'fwd GFLOP':>10}"]
+    lines += [f"{row.name:<{name_width}}  {row.params:>10,}  {_giga(row.forward_flops):>10}" for row in rows]
+    c = model.config
+    head_dim = c.d_model // c.n_heads
+    cached, full = 2 * c.n_layers * c.n_kv_heads * head_dim, 2 * c.n_layers * c.n_heads * head_dim
+    lines += [
+        f"total parameters: {total_params:,}",
+        f"FLOPs for batch {batch}, length {length} (matrix products, 2mnk): forward {_giga(forward)} GFLOP, "
+        f"training step {_giga(3 * forward)} GFLOP",
+        f"KV cache: {cached:,} numbers per position ({c.n_kv_heads} key/value heads), "
+        f"{full:,} with {c.n_heads} full heads ({full // cached}x)",
+        f"config: d_model={c.d_model}, n_heads={c.n_heads}, n_kv_heads={c.n_kv_heads}, d_ff={c.d_ff}, "
+        f"n_layers={c.n_layers}, vocab {c.vocab}, max_len={c.max_len}",
+    ]
+    if optimizer is not None and hasattr(optimizer, "describe_groups"):
+        lines.append(optimizer.describe_groups())
+    return "\n".join(lines)

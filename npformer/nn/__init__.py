@@ -9,12 +9,17 @@ from .dropout import Dropout
 from .embedding import Embedding, LearnedPositions
 from .encoder import Encoder, EncoderLayer
 from .feedforward import FeedForward
+from .grouped_attention import GroupedQueryAttention
 from .layernorm import LayerNorm
 from .linear import Linear
+from .modern_block import ModernBlock
 from .module import BackwardBeforeForwardError, Module, ModuleList
+from .rmsnorm import RMSNorm
+from .swiglu import SwiGLUFeedForward
 
 __all__ = [
     "Module", "ModuleList", "BackwardBeforeForwardError", "Linear", "Embedding", "LearnedPositions", "LayerNorm", "Dropout",
     "FeedForward", "MultiHeadAttention", "SelfAttention", "check_heads",
     "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "kv_buffers",
+    "RMSNorm", "SwiGLUFeedForward", "GroupedQueryAttention", "ModernBlock",
 ]

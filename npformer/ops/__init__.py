@@ -22,6 +22,7 @@ from .cross_entropy import cross_entropy_backward, cross_entropy_forward
 from .dropout import dropout_backward, dropout_forward
 from .embedding import embedding_backward, embedding_forward
 from .gelu import gelu_backward, gelu_forward
+from .grouped_attention import grouped_query_attention_backward, grouped_query_attention_forward
 from .layernorm import layernorm_backward, layernorm_forward
 from .linear import linear_backward, linear_forward
 from .masks import causal_mask, padding_mask
@@ -30,9 +31,12 @@ from .pooling import (masked_max_pool_backward, masked_max_pool_forward,
                       masked_mean_pool_backward, masked_mean_pool_forward)
 from .positional import positional_encoding
 from .relu import relu_backward, relu_forward
+from .rmsnorm import rmsnorm_backward, rmsnorm_forward
+from .rope import rope_backward, rope_forward
 from .residual import residual_backward, residual_backward_with_memory, stack_backward_with_memory
 from .softmax import log_softmax, logsumexp, softmax_backward, softmax_forward
 from .special import erf, erfc
+from .swiglu import swiglu_backward, swiglu_forward
 from .switch import DEFAULT, OP_NAMES, OpSet, active, current, holding_blas, holds_blas, using
 
 __all__ = [
@@ -43,6 +47,10 @@ __all__ = [
     "layernorm_forward", "layernorm_backward",
     "embedding_forward", "embedding_backward",
     "attention_forward", "attention_backward",
+    "rmsnorm_forward", "rmsnorm_backward",
+    "rope_forward", "rope_backward",
+    "swiglu_forward", "swiglu_backward",
+    "grouped_query_attention_forward", "grouped_query_attention_backward",
     "dropout_forward", "dropout_backward",
     "cross_entropy_forward", "cross_entropy_backward",
     "masked_mean_pool_forward", "masked_mean_pool_backward",

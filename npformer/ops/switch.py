@@ -51,8 +51,8 @@ import types
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from . import (adam, attention, cross_entropy, dropout, embedding, gelu, layernorm, linear, masks,
-               patches, pooling, positional, relu, residual, softmax)
+from . import (adam, attention, cross_entropy, dropout, embedding, gelu, grouped_attention, layernorm, linear,
+               masks, patches, pooling, positional, relu, residual, rmsnorm, rope, softmax, swiglu)
 
 __all__ = ["OP_NAMES", "OpSet", "current", "using", "active", "DEFAULT", "holds_blas", "holding_blas"]
 
@@ -69,6 +69,10 @@ _TEXTBOOK_MODULES = {
     layernorm: ("layernorm_forward", "layernorm_backward"),
     embedding: ("embedding_forward", "embedding_backward"),
     attention: ("attention_forward", "attention_backward"),
+    rmsnorm: ("rmsnorm_forward", "rmsnorm_backward"),
+    rope: ("rope_forward", "rope_backward"),
+    swiglu: ("swiglu_forward", "swiglu_backward"),
+    grouped_attention: ("grouped_query_attention_forward", "grouped_query_attention_backward"),
     dropout: ("dropout_forward", "dropout_backward"),
     cross_entropy: ("cross_entropy_forward", "cross_entropy_backward"),
     pooling: ("masked_mean_pool_forward", "masked_mean_pool_backward",

@@ -16,7 +16,7 @@ import numpy
 
 from .. import backend, ops
 from ..data import Vocab, detokenize, pad_rows, sentence_splits, tokenize
-from ..models import LanguageModel, LanguageModelConfig
+from ..models import LanguageModel, LanguageModelConfig, ModernLanguageModel, ModernLanguageModelConfig
 from ..tokens import BOS_ID, EOS_ID, PAD_ID
 from ..training import fit
 
@@ -54,27 +54,57 @@ def french_sentences(data: str | None, max_pairs: int, seed: int, log: Any) -> t
     return [french for _, french in splits.train], [french for _, french in valid], source
 
 
+ARCHITECTURES = ("2017", "modern")
+
+
+def check_architecture(architecture: str) -> None:
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"architecture must be one of {', '.join(ARCHITECTURES)}, got {architecture!r}")
+
+
+def build_language_model(architecture: str, vocab: int, seed: int, **config: Any) -> Any:
+    """The 2017 decoder (``LanguageModel``, lesson 18) or the LLaMA-style one (``ModernLanguageModel``)."""
+    check_architecture(architecture)
+    if architecture == "modern":
+        return ModernLanguageModel(ModernLanguageModelConfig(vocab=vocab, **{"max_len": 32, **config}), seed=seed)
+    return LanguageModel(LanguageModelConfig(vocab=vocab, **{"max_len": 32, **config}), seed=seed)
+
+
 def train_french_lm(data: str | None = None, steps: int = 400, batch: int = 64, max_pairs: int = 30000,
-                    seed: int = 0, stream: IO[str] | None = None, **config: Any) -> dict:
+                    seed: int = 0, stream: IO[str] | None = None, architecture: str = "2017",
+                    minutes: float | None = None, warmup: int | None = None, **config: Any) -> dict:
+    """Train a language model on the French side of ``data`` (default: the embedded corpus).
+
+    ``architecture``: "2017" (lesson 18's decoder) or "modern" (RMSNorm, rotary positions, SwiGLU,
+    grouped-query attention, tied embeddings); ``config``: that model's configuration fields.
+    ``minutes``: stop when that much time is spent (``steps`` is then a ceiling; ``training.fit``).
+    """
     log = (lambda text: print(text, file=stream)) if stream else (lambda text: None)
+    check_architecture(architecture)  # before the data is read
     train, valid, source = french_sentences(data, max_pairs, seed, log)
     vocab = Vocab.build((tokenize(s, "fr") for s in train), min_freq=2 if data else 1)
-    model = LanguageModel(LanguageModelConfig(vocab=len(vocab), **{"max_len": 32, **config}), seed=seed)
+    model = build_language_model(architecture, len(vocab), seed, **config)
     train_ids = encode_sentences(train, vocab, model.config.max_len)
     valid_ids = encode_sentences(valid, vocab, model.config.max_len)
     rng = numpy.random.default_rng(seed)
+    trained_tokens = [0]  # the predicted (non-<pad>) tokens of every batch drawn
 
     def next_batch(step: int) -> tuple:
         ids = trim_padding(train_ids[rng.integers(0, len(train_ids), size=batch)])
+        trained_tokens[0] += int((ids[:, 1:] != PAD_ID).sum())
         return backend.asarray(ids[:, :-1]), backend.asarray(ids[:, 1:])
 
     start = time.perf_counter()
-    losses = fit(model, next_batch, steps, ignore_index=PAD_ID, progress=stream is not None)
+    losses = fit(model, next_batch, steps, ignore_index=PAD_ID, progress=stream is not None, minutes=minutes,
+                 warmup=warmup)
+    seconds = time.perf_counter() - start
     result = {"model": model, "vocab": vocab, "source": source, "losses": losses,
               "valid_perplexity": perplexity(model, valid_ids), "valid_sentences": len(valid),
-              "seconds": time.perf_counter() - start, "parameters": model.num_params()}
+              "seconds": seconds, "steps": len(losses), "tokens_per_second": trained_tokens[0] / seconds,
+              "parameters": model.num_params(),
+              "architecture": architecture}
     log(f"{source}: validation perplexity {result['valid_perplexity']:.2f} on {len(valid):,} sentences "
-        f"({model.num_params():,} parameters, {steps} steps, {result['seconds']:.0f} s)")
+        f"({architecture} decoder, {model.num_params():,} parameters, {len(losses)} steps, {seconds:.0f} s)")
     return result
 
 

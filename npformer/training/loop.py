@@ -1,7 +1,7 @@
 """The training loop of the small models (classifier, language models, vision).
 
 ``fit`` runs ``steps`` calls of ``train_step`` with AdamW, linear warm-up and
-cosine decay, and gradient clipping. ``next_batch(step)`` supplies
+cosine decay, and gradient clipping; or as many as fit in ``minutes``, the cosine following the clock. ``next_batch(step)`` supplies
 ``(inputs, targets)``, with ``inputs`` one array or a tuple of the arguments
 of ``model.forward``, as arrays of the active backend; or None to skip the
 step. It returns the loss of every step taken. A bar shows the progress
@@ -12,6 +12,7 @@ resumption around the same ``train_step``.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from tqdm.auto import tqdm
@@ -23,19 +24,34 @@ from .step import train_step
 
 def fit(model: Any, next_batch: Callable[[int], Any], steps: int, *, ignore_index: int | None = PAD_ID,
         lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.98), weight_decay: float = 0.01,
-        clip: float = 1.0, progress: bool = False) -> list[float]:
-    """Train ``model`` for ``steps`` steps; returns the losses. ``ignore_index``: as in ``train_step``."""
+        clip: float = 1.0, progress: bool = False, minutes: float | None = None,
+        warmup: int | None = None) -> list[float]:
+    """Train ``model`` for ``steps`` steps; returns the losses. ``ignore_index``: as in ``train_step``.
+
+    With ``minutes``, training stops when that much time is spent (``steps`` is then a ceiling), and
+    the learning rate follows the clock (``optim.BudgetSchedule``): it lands at zero when time is up,
+    so two models given the same minutes get the same schedule. ``warmup``: the warm-up steps
+    (default a tenth of ``steps``).
+    """
     optimizer = optim.AdamW(model, lr=lr, betas=betas, weight_decay=weight_decay)
-    schedule = optim.WarmupCosineSchedule(lr, warmup_steps=max(steps // 10, 1), total_steps=steps + 1)
+    warmup = max(steps // 10, 1) if warmup is None else warmup
+    if minutes is None:
+        schedule = optim.WarmupCosineSchedule(lr, warmup_steps=warmup, total_steps=steps + 1)
+    else:
+        budget, start = optim.BudgetSchedule(lr, warmup_steps=max(warmup, 1)), time.perf_counter()
     losses: list[float] = []
     with tqdm(total=steps, disable=not progress, unit="step", leave=False) as bar:
         for step in range(1, steps + 1):
+            if minutes is not None:
+                spent = (time.perf_counter() - start) / (60.0 * minutes)
+                if spent >= 1.0:
+                    break
             bar.update(1)
             batch = next_batch(step)
             if batch is None:
                 continue
             inputs, targets = batch
-            optimizer.lr = schedule(step)
+            optimizer.lr = schedule(step) if minutes is None else budget(step, spent)
             result = train_step(model, inputs if isinstance(inputs, tuple) else (inputs,), targets,
                                 optimizer, ignore_index=ignore_index, max_norm=clip)
             losses.append(result.loss)

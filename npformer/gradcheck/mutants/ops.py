@@ -1,7 +1,8 @@
 """The mutants of the ops: realistic bugs in the backward passes of ``npformer.ops``.
 
 Each ``_name(original)`` builds the buggy backward from the correct one (linear, relu, gelu, softmax,
-layer norm, attention, embedding, dropout, cross-entropy and label smoothing, masked mean pool);
+layer norm, attention, embedding, dropout, cross-entropy and label smoothing, masked mean pool, and
+the modern parts: RMSNorm, rotary positions, SwiGLU, grouped-query attention);
 ``OP_MUTANTS`` names them, each caught by its op's gradient check (``"op:NAME"``).
 """
 
@@ -201,6 +202,45 @@ def _mean_pool_divides_by_length(original):
     return backward
 
 
+def _rmsnorm_with_layernorm_mean_term(original):
+    def backward(dy, cache):
+        _, dgain = original(dy, cache)
+        x_hat, rstd = cache["x_hat"], cache["rstd"]
+        g = dy * cache["gain"]
+        dx = rstd * (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
+        return dx, dgain  # layer norm's - mean(g) term, for a mean RMSNorm never subtracts
+    return backward
+
+
+def _rmsnorm_without_rstd_term(original):
+    def backward(dy, cache):
+        _, dgain = original(dy, cache)
+        return cache["rstd"] * dy * cache["gain"], dgain  # x_hat's path through rstd forgotten
+    return backward
+
+
+def _rope_rotates_forward(original):
+    def backward(dy, cache):
+        return original(dy, {"cos": cache["cos"], "sin": -cache["sin"]})  # R(angle), not R(-angle)
+    return backward
+
+
+def _gqa_without_group_sum(original):
+    def backward(dout, cache):
+        dq, dk, dv = original(dout, cache)
+        group = cache["group"]
+        dk_rep, dv_rep = ops.attention_backward(dout, cache["attention"])[1:]
+        return dq, dk_rep[:, ::group], dv_rep[:, ::group]  # the first query head of each group only
+    return backward
+
+
+def _swiglu_sigmoid_as_silu_derivative(original):
+    def backward(dy, cache):
+        _, d_up = original(dy, cache)
+        return dy * cache["up"] * cache["sigmoid"], d_up  # silu'(a) = sigmoid(a), the a sigmoid' term lost
+    return backward
+
+
 OP_MUTANTS: list[Mutant] = [
     Mutant("linear: bias gradient not summed", "ops.linear_backward", "db = dy, without the sum over the "
            "batch and time axes the bias was broadcast over", ops, "linear_backward",
@@ -261,4 +301,15 @@ OP_MUTANTS: list[Mutant] = [
            _label_smoothing_over_other_classes, "op:cross_entropy"),
     Mutant("masked mean pool: divided by T", "ops.masked_mean_pool_backward", "padding counted in the mean",
            ops, "masked_mean_pool_backward", _mean_pool_divides_by_length, "op:masked_mean_pool"),
+    Mutant("rmsnorm: layer norm's mean term", "ops.rmsnorm_backward", "dx with - mean(g), as if the mean were "
+           "subtracted", ops, "rmsnorm_backward", _rmsnorm_with_layernorm_mean_term, "op:rmsnorm"),
+    Mutant("rmsnorm: path through rstd missing", "ops.rmsnorm_backward", "dx = rstd * g, without "
+           "- x_hat mean(g x_hat)", ops, "rmsnorm_backward", _rmsnorm_without_rstd_term, "op:rmsnorm"),
+    Mutant("rope: backward rotates the wrong way", "ops.rope_backward", "dy turned by R(angle) instead of "
+           "R(-angle)", ops, "rope_backward", _rope_rotates_forward, "op:rope"),
+    Mutant("grouped-query attention: no sum over shared heads", "ops.grouped_query_attention_backward",
+           "dk, dv from the first query head of each group only", ops, "grouped_query_attention_backward",
+           _gqa_without_group_sum, "op:grouped_query_attention"),
+    Mutant("swiglu: silu' = sigmoid", "ops.swiglu_backward", "the gate's derivative without a sigmoid'(a)",
+           ops, "swiglu_backward", _swiglu_sigmoid_as_silu_derivative, "op:swiglu"),
 ]

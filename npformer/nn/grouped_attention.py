@@ -1,0 +1,103 @@
+"""Causal self-attention with rotary positions and grouped-query heads, as in LLaMA 2 and 3.
+
+With ``D = d_model``, ``H = n_heads`` query heads of ``Dh = D / H`` and ``Hkv = n_kv_heads``
+key/value heads (``Hkv`` divides ``H``)::
+
+    q = rope(split(x @ Wq, H))                 (B, T, D)   -> (B, H, T, Dh)
+    k = rope(split(x @ Wk, Hkv))               (B, T, Hkv Dh) -> (B, Hkv, T, Dh)
+    v = split(x @ Wv, Hkv)                     (B, Hkv, T, Dh)
+    context = grouped_query_attention(q, k, v, mask)       (B, H, T, Dh)
+    out     = merge(context) @ Wo              (B, T, D)
+
+No biases. Positions enter only through the rotation of ``q`` and ``k`` (``ops.rope``), never added
+to the residual stream. Parameters: ``2 D^2 + 2 D Hkv Dh``; ``Wk`` and ``Wv`` shrink with ``Hkv``,
+and so does the KV cache, ``2 Hkv Dh`` numbers per position and layer instead of ``2 D``.
+
+The backward pass reads the forward from the bottom up; ``x`` feeds ``q``, ``k`` and ``v``, so its
+gradient is the sum of the three paths. ``step`` is one KV-cached generation step: the new position's
+query and key are rotated by its own position (``rope``'s ``offset``) and the key and value written
+into the cache, so the cache holds exactly the rotated keys the full forward pass computes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy
+
+from .. import ops
+from ..backend import xp
+from .attention import check_heads
+from .linear import Linear
+from .module import Module
+
+
+def split_heads(x: Any, heads: int) -> Any:
+    """``(B, T, heads * Dh)`` -> ``(B, heads, T, Dh)``, contiguous."""
+    batch, length, width = x.shape
+    return xp.ascontiguousarray(x.reshape(batch, length, heads, width // heads).transpose(0, 2, 1, 3))
+
+
+def merge_heads(x: Any) -> Any:
+    """``(B, heads, T, Dh)`` -> ``(B, T, heads * Dh)``: the inverse of ``split_heads``."""
+    batch, heads, length, head_dim = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
+
+
+class GroupedQueryAttention(Module):
+    """``x (B, T, D)`` -> ``(B, T, D)``. Children ``q``, ``k``, ``v``, ``o`` (``Linear`` without bias)."""
+
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, *, rope_base: float = 10000.0,
+                 rng: numpy.random.Generator, dtype: Any = None) -> None:
+        super().__init__()
+        check_heads(type(self).__name__, d_model, n_heads)
+        if n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(f"{type(self).__name__}: n_kv_heads must divide n_heads, "
+                             f"got n_heads={n_heads}, n_kv_heads={n_kv_heads}")
+        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d_model // n_heads
+        if self.head_dim % 2:
+            raise ValueError(f"{type(self).__name__}: d_model / n_heads must be even for rotary positions, "
+                             f"got {d_model} / {n_heads} = {self.head_dim}")
+        self.rope_base = rope_base
+        kv_width = n_kv_heads * self.head_dim
+        self.q = Linear(d_model, d_model, rng=rng, dtype=dtype, bias=False)
+        self.k = Linear(d_model, kv_width, rng=rng, dtype=dtype, bias=False)
+        self.v = Linear(d_model, kv_width, rng=rng, dtype=dtype, bias=False)
+        self.o = Linear(d_model, d_model, rng=rng, dtype=dtype, bias=False)
+        self.attn_weights = None
+
+    def _rotated(self, x: Any, position: int) -> tuple[Any, Any, Any, dict, dict]:
+        """``q``, ``k`` (rotated from ``position``) and ``v`` of ``x (B, T, D)``, and the two rotations' caches."""
+        op_set = ops.current()
+        q, q_rotation = op_set.rope_forward(split_heads(self.q.forward(x), self.n_heads), position, self.rope_base)
+        k, k_rotation = op_set.rope_forward(split_heads(self.k.forward(x), self.n_kv_heads), position, self.rope_base)
+        return q, k, split_heads(self.v.forward(x), self.n_kv_heads), q_rotation, k_rotation
+
+    def _attend(self, q: Any, keys: Any, values: Any, mask: Any) -> Any:
+        context, self._attention_cache = ops.current().grouped_query_attention_forward(q, keys, values, mask)
+        self.attn_weights = self._attention_cache["weights"]                 # (B, H, Tq, Tk)
+        return self.o.forward(merge_heads(context))
+
+    def forward(self, x: Any, mask: Any = None) -> Any:
+        """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)`` -> ``(B, T, D)``."""
+        q, k, v, self._q_rotation, self._k_rotation = self._rotated(x, 0)
+        return self._attend(q, k, v, mask)
+
+    def backward(self, dout: Any) -> Any:
+        """``dout (B, T, D)`` -> ``dx (B, T, D)``, the sum of the q, k and v paths."""
+        op_set = ops.current()
+        d_context = split_heads(self.o.backward(dout), self.n_heads)                       # (B, H, T, Dh)
+        dq, dk, dv = op_set.grouped_query_attention_backward(d_context, self._attention_cache)
+        dq = op_set.rope_backward(dq, self._q_rotation)                                    # (B, H, T, Dh)
+        dk = op_set.rope_backward(dk, self._k_rotation)                                    # (B, Hkv, T, Dh)
+        return (self.q.backward(merge_heads(dq)) + self.k.backward(merge_heads(dk))
+                + self.v.backward(merge_heads(dv)))
+
+    def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any) -> Any:
+        """One new position ``x (B, 1, D)`` at ``position`` over the cached keys and values
+        (``(B, Hkv, max_len, Dh)`` buffers, filled here at ``position``); inference only."""
+        q, k, v, _, _ = self._rotated(x, position)
+        key_buffer[:, :, position] = k[:, :, 0]
+        value_buffer[:, :, position] = v[:, :, 0]
+        end = position + 1
+        return self._attend(q, key_buffer[:, :, :end], value_buffer[:, :, :end], None)

@@ -1,0 +1,48 @@
+"""``ModernBlock``: the decoder block of LLaMA-style models (Touvron et al., 2023).
+
+Pre-norm, with RMSNorm in place of LayerNorm, rotary grouped-query self-attention and a SwiGLU
+feed-forward network, no biases and no dropout::
+
+    x = x + attn(norm1(x), causal mask)        (B, T, D)
+    x = x + ffn(norm2(x))                      (B, T, D)
+
+Backward follows the two arrows out of each ``x``: the identity passes ``d`` straight through, the
+sub-layer path goes back through the sub-layer and its norm, and the two are added.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy
+
+from .grouped_attention import GroupedQueryAttention
+from .module import Module
+from .rmsnorm import RMSNorm
+from .swiglu import SwiGLUFeedForward
+
+
+class ModernBlock(Module):
+    """``(B, T, D)`` -> ``(B, T, D)``. Children: ``norm1``, ``attn``, ``norm2``, ``ffn``."""
+
+    def __init__(self, d_model: int, *, n_heads: int, n_kv_heads: int, d_ff: int, rope_base: float = 10000.0,
+                 eps: float = 1e-6, rng: numpy.random.Generator, dtype: Any = None) -> None:
+        super().__init__()
+        self.norm1 = RMSNorm(d_model, eps, dtype=dtype)
+        self.attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads, rope_base=rope_base, rng=rng, dtype=dtype)
+        self.norm2 = RMSNorm(d_model, eps, dtype=dtype)
+        self.ffn = SwiGLUFeedForward(d_model, d_ff, rng=rng, dtype=dtype)
+
+    def forward(self, x: Any, mask: Any) -> Any:
+        """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)``."""
+        x = x + self.attn.forward(self.norm1.forward(x), mask)
+        return x + self.ffn.forward(self.norm2.forward(x))
+
+    def backward(self, dout: Any) -> Any:
+        d = dout + self.norm2.backward(self.ffn.backward(dout))
+        return d + self.norm1.backward(self.attn.backward(d))
+
+    def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any) -> Any:
+        """One new position ``x (B, 1, D)`` over the cached keys and values (no backward)."""
+        x = x + self.attn.step(self.norm1.forward(x), position, key_buffer, value_buffer)
+        return x + self.ffn.forward(self.norm2.forward(x))

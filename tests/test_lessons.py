@@ -34,6 +34,7 @@ EXPECTED_FIGURES = {
     "26": ["26_training_curves.png", "26_encoder_self_attention.png", "26_decoder_self_attention.png",
            "26_cross_attention.png"],
     "27": ["27_your_transformer.png"],
+    "28": ["28_rope_relative.png", "28_kv_cache.png", "28_modern_against_2017.png"],
 }
 GRADED = {path.name: graded_exercises(path.read_text(encoding="utf-8")) for path in LESSONS}
 

@@ -47,8 +47,10 @@ in pairs. Everything runs on a laptop CPU.
    and train npformer's translator on it (`npformer train --data data/deu-eng/deu.txt --name baseline`).
    Leave out of training the held-out pairs your instructor gives you: they score your translator.
 2. **A component with a hand-written backward pass.** Write one op the Transformer can use instead of
-   npformer's, its forward and its backward pass, in NumPy: RMSNorm in place of layer norm, SiLU or
-   squared ReLU in place of ReLU, a scaled or a gated residual, ... Put the forward and backward
+   npformer's, its forward and its backward pass, in NumPy, one that no lesson grades: squared ReLU
+   in place of ReLU, a scaled or a gated residual, a learned scale on the attention scores, ...
+   (RMSNorm, SiLU and SwiGLU are lesson 28's exercises: take one only with a question of your own,
+   such as RMSNorm in the translator in place of layer norm). Put the forward and backward
    pass in `component.py` (the template's interface: `forward`, `backward`, `SHAPES`) and check it
    with `npformer course project-check .` until its backward pass passes.
 3. **Does it help?** Make it the op the model runs, in Python, with two small wrappers that give your

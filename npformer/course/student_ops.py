@@ -180,6 +180,56 @@ def _positional(student: Callable) -> dict[str, Callable]:
     return {"positional_encoding": positional_encoding}
 
 
+def _rmsnorm(student: Callable) -> dict[str, Callable]:
+    def rmsnorm_forward(x: Any, gain: Any, eps: float = 1e-6) -> tuple[Any, dict]:
+        out, cache = ops.rmsnorm.rmsnorm_forward(x, gain, eps)
+        return out, {**cache, "x": x, "eps": eps}
+
+    def rmsnorm_backward(dy: Any, cache: dict) -> tuple[Any, Any]:
+        if cache["eps"] != 1e-6:  # the exercise's epsilon; another keeps the textbook backward
+            return ops.rmsnorm.rmsnorm_backward(dy, cache)
+        return _cast(student(cache["x"], cache["gain"], dy), dy.dtype)
+
+    return {"rmsnorm_forward": rmsnorm_forward, "rmsnorm_backward": rmsnorm_backward}
+
+
+def _rope(student: Callable) -> dict[str, Callable]:
+    def rope_forward(x: Any, offset: int = 0, base: float = 10000.0) -> tuple[Any, dict]:
+        out, cache = ops.rope.rope_forward(x, offset, base)
+        return out, {**cache, "x": x, "offset": offset, "base": base}
+
+    def rope_backward(dy: Any, cache: dict) -> Any:
+        if cache["base"] != 10000.0:  # the exercise's base; another keeps the textbook backward
+            return ops.rope.rope_backward(dy, cache)
+        return _cast(student(cache["x"], cache["offset"], dy), dy.dtype)
+
+    return {"rope_forward": rope_forward, "rope_backward": rope_backward}
+
+
+def _swiglu(student: Callable) -> dict[str, Callable]:
+    def swiglu_forward(gate: Any, up: Any) -> tuple[Any, dict]:
+        return ops.swiglu.swiglu_forward(gate, up)[0], {"gate": gate, "up": up}
+
+    def swiglu_backward(dy: Any, cache: dict) -> tuple[Any, Any]:
+        return _cast(student(cache["gate"], cache["up"], dy), dy.dtype)
+
+    return {"swiglu_forward": swiglu_forward, "swiglu_backward": swiglu_backward}
+
+
+def _grouped_query_attention(student: Callable) -> dict[str, Callable]:
+    """Attention's own backward (the active set's), then the student's sum over each shared head's group."""
+    def grouped_query_attention_backward(dout: Any, cache: dict) -> tuple[Any, Any, Any]:
+        dq, dk_rep, dv_rep = ops.current().attention_backward(dout, cache["attention"])
+        group, kv_heads = cache["group"], dk_rep.shape[1] // cache["group"]
+        shared = backend.xp.empty((dk_rep.shape[0], kv_heads, *dk_rep.shape[2:]), dtype=dk_rep.dtype)
+        dk = _cast(student(shared, group, dk_rep), dk_rep.dtype)
+        dv = _cast(student(backend.xp.empty((dv_rep.shape[0], kv_heads, *dv_rep.shape[2:]), dtype=dv_rep.dtype),
+                           group, dv_rep), dv_rep.dtype)
+        return dq, dk, dv
+
+    return {"grouped_query_attention_backward": grouped_query_attention_backward}
+
+
 # exercise -> the op names it provides (for the report)
 EXERCISE_OPS: dict[str, tuple[str, ...]] = {
     "linear_backward": ("linear_forward", "linear_backward"),
@@ -199,6 +249,10 @@ EXERCISE_OPS: dict[str, tuple[str, ...]] = {
     "residual_backward_with_memory": ("residual_backward_with_memory",),
     "stack_backward_with_memory": ("stack_backward_with_memory",),
     "adam_step": ("adam_step",),
+    "rmsnorm_backward": ("rmsnorm_forward", "rmsnorm_backward"),
+    "rope_backward": ("rope_forward", "rope_backward"),
+    "swiglu_backward": ("swiglu_forward", "swiglu_backward"),
+    "repeat_kv_backward": ("grouped_query_attention_backward",),
 }
 
 
@@ -343,6 +397,10 @@ def _ops_from(usable: dict[str, Callable]) -> dict[str, Callable]:
     for name in ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory"):
         if name in usable:  # the blocks' backward passes: the op has the exercise's own signature
             functions[name] = usable[name]
+    for name, adapter in (("rmsnorm_backward", _rmsnorm), ("rope_backward", _rope), ("swiglu_backward", _swiglu),
+                          ("repeat_kv_backward", _grouped_query_attention)):
+        if name in usable:
+            functions.update(adapter(usable[name]))
     if "adam_step" in usable:
         def adam_step(param: Any, grad: Any, m: Any, v: Any, step: int, lr: float, beta1: float,
                       beta2: float, eps: float) -> tuple[Any, Any, Any]:

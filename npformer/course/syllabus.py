@@ -4,9 +4,9 @@ after it, and the problem set that grades it.
 ``WEEKS`` is the syllabus. A week's **problem set** is the graded exercises of its lessons, worth
 their points (``problem_set(week)``): the unit an instructor hands out and grades, on whatever
 platform (``npformer course grade --set N``, the Gradescope autograder of week N, the GitHub
-Classroom template of week N, nbgrader's assignments). Week 14 has no problem set: lesson 27
-assembles the student's functions, and the final project (``docs/instructor.md``) takes the rest
-of the term.
+Classroom template of week N, nbgrader's assignments). Week 14's problem set is lesson 28's (the
+modern decoder's parts); lesson 27 assembles the student's functions and grades none, and the final
+project (``docs/instructor.md``) takes the rest of the term.
 
 The hours a student spends on a lesson are **estimated, not measured** (``HOURS_RULE``): reading its
 prose, the exercises' minutes of ``difficulty.MINUTES_RULE``, a quarter of an hour per open question,
@@ -76,8 +76,10 @@ WEEKS = (
          "model to PyTorch and back with equal gradients"),
     Week(13, "A real translator", ("26",),
          "learn a BPE vocabulary (merges and segmentation) and train the translator on real Tatoeba pairs"),
-    Week(14, "Your Transformer, and the final project", ("27",),
-         "train the translator on your own functions; start the final project"),
+    Week(14, "Your Transformer, a 2023 decoder, and the final project", ("27", "28"),
+         "train the translator on your own functions; derive the backward passes of RMSNorm, rotary positions, "
+         "SwiGLU and grouped-query attention's shared heads, and run a LLaMA-style decoder on them; start the "
+         "final project"),
 )
 
 PREREQUISITES = (
@@ -99,8 +101,8 @@ def week(number: int) -> Week:
 
 
 def problem_set(number: int) -> list[str]:
-    """The graded exercises of week ``number``'s lessons, in lesson order; a week without one (14)
-    is a ValueError."""
+    """The graded exercises of week ``number``'s lessons, in lesson order; a week without one is a
+    ValueError."""
     chosen, sets = week(number), problem_sets()
     if not sets[number]:
         raise ValueError(f"week {number} has no problem set (its lessons, {', '.join(chosen.lessons)}, grade "

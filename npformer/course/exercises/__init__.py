@@ -1,7 +1,7 @@
 """The course's graded exercises, one module per group of lessons, gathered in lesson order.
 
     base.py                 Exercise, Case, WrongSolution, and the pieces cases are drawn with
-    steps.py                lessons 3, 4, 7: the steps of three derivations (the softmax Jacobian; layer norm
+    steps.py                lessons 3, 4, 7 (and 28): the steps of the derivations (the softmax Jacobian; layer norm
                             through x_hat, the variance, the mean; attention through v, P and S), each
                             graded on its own, and DERIVATIONS, the order of each derivation's steps
     ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
@@ -20,6 +20,8 @@
     debugging.py            lessons 21-22: reading a gradient check, two bugs of the zoo fixed
     teacher_forcing_and_batchnorm.py  lessons 23-24: teacher forcing's shift, batch norm and its backward
     torch_layout_and_bpe.py lessons 25-26: PyTorch's in_proj layout, BPE's merge step and segmentation
+    modern_parts.py         lesson 28: RMSNorm (through 1/rms), rotary positions from a cache offset, SiLU and
+                            SwiGLU, the gradient sum of grouped-query attention's shared heads
 
 Each module lists its ``EXERCISES`` (and may list ``WRONG_SOLUTIONS``, realistic mistakes the
 grader must fail, beside ``course.wrong_solutions``'s catalogue).
@@ -28,12 +30,13 @@ grader must fail, beside ``course.wrong_solutions``'s catalogue).
 from __future__ import annotations
 
 from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
-               ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
+               modern_parts, ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm,
+               torch_layout_and_bpe)
 from .base import Case, Exercise, WrongSolution
 from .steps import DERIVATIONS, TEXTBOOK
 
 MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
-           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
+           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

@@ -1,0 +1,344 @@
+"""The exercises of lesson 28, the parts of a LLaMA-style decoder: RMSNorm's backward pass (and its
+one step, the gradient of the row's ``1/rms``), rotary positions' backward pass from a cache offset,
+SiLU's and SwiGLU's backward passes, and the sum that grouped-query attention's shared key/value heads
+need (``repeat_kv_backward``).
+
+Signatures take the forward's inputs and the upstream gradient ``dout``, as every backward exercise
+of the course: ``rmsnorm_backward(x, gain, dout)``, ``rope_backward(x, offset, dout)``,
+``swiglu_backward(gate, up, dout)``, ``repeat_kv_backward(k, n_rep, dout)``. The references are
+npformer's ops; the finite differences of the forward check them too.
+"""
+
+from __future__ import annotations
+
+import numpy
+
+from ... import ops
+from .. import hints
+from .base import Case, Exercise, WrongSolution, backward_cases, normal, size, with_dout
+
+EPS = 1e-6  # RMSNorm's epsilon in the lesson's signatures (LLaMA's)
+
+# -- RMSNorm ------------------------------------------------------------------------------------------
+
+
+def _rmsnorm(x, gain):
+    return ops.rmsnorm_forward(x, gain, EPS)[0]
+
+
+def _rmsnorm_backward(x, gain, dout):
+    return ops.rmsnorm_backward(dout, ops.rmsnorm_forward(x, gain, EPS)[1])
+
+
+def _rstd(x):
+    return 1.0 / numpy.sqrt((x * x).mean(axis=-1, keepdims=True) + EPS)
+
+
+def _rmsnorm_d_rstd(x, gain, dout):
+    """dL/dr for r = 1/sqrt(mean(x^2) + eps), one number per row: sum_i dout_i gain_i x_i."""
+    return (dout * gain * x).sum(axis=-1, keepdims=True)
+
+
+def _rmsnorm_inputs(*shape, offset=0.0):
+    return lambda r: {"x": offset + 2 * normal(r, *shape), "gain": 1 + 0.5 * normal(r, shape[-1])}
+
+
+def _rmsnorm_cases(rng):
+    return backward_cases(rng, _rmsnorm, [("B=2, T=3, D=5", _rmsnorm_inputs(2, 3, 5, offset=1.0)),
+                                           ("B=1, T=1, D=4: one token", _rmsnorm_inputs(1, 1, 4)),
+                                           ("(6, 2): rows of two numbers", _rmsnorm_inputs(6, 2))])
+
+
+def _unseen_rmsnorm(rng):
+    shape = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 7))  # D = 1: y = gain sign(x), dx ~ eps
+    inputs = _rmsnorm_inputs(*shape, offset=float(rng.uniform(-3, 3)))(rng)
+    return [Case(f"B={shape[0]}, T={shape[1]}, D={shape[2]}", with_dout(rng, inputs, _rmsnorm))]
+
+
+def _d_rstd_hint(got, expected, inputs, output):
+    if got.shape == inputs["x"].shape and got.shape != expected.shape:
+        return "one number per row: r is shared by the whole row, so sum dout_i gain_i x_i over it (keepdims)"
+    if got.shape == expected.shape and numpy.allclose(got, (inputs["dout"] * inputs["x"]).sum(-1, keepdims=True),
+                                                      rtol=1e-9, atol=1e-12):
+        return "the gain is missing: y_i = gain_i x_i r, so dL/dr sums dout_i gain_i x_i"
+    return ""
+
+
+def _rmsnorm_hint(got, expected, inputs, output):
+    if output != "dx" or got.shape != expected.shape:
+        return ""
+    x, gain, dout = inputs["x"], inputs["gain"], inputs["dout"]
+    rstd = _rstd(x)
+    g, x_hat = dout * gain, x * rstd
+    candidates = [
+        (rstd * g, "dx = r * dout * gain only: r depends on every x_i of the row too (the path through the root)"),
+        (rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)),
+         "a - mean(g) term: that is layer norm's, from the mean it subtracts; RMSNorm subtracts none"),
+        (rstd * (g - x_hat * (g * x_hat).sum(-1, keepdims=True)),
+         "the sum over the row where the mean belongs: mean(x^2) carries 1/D, so d r / d x_j = -r^3 x_j / D"),
+    ]
+    for candidate, hint in candidates:
+        if numpy.allclose(got, candidate, rtol=1e-9, atol=1e-12):
+            return hint
+    return ""
+
+
+# -- rotary positions -----------------------------------------------------------------------------------
+
+
+def _rope(x, offset):
+    return ops.rope_forward(x, offset)[0]
+
+
+def _rope_backward(x, offset, dout):
+    return ops.rope_backward(dout, ops.rope_forward(x, offset)[1])
+
+
+def _turned(x, offset, sign):
+    """``x``'s pairs turned by ``sign * (offset + t) * 10000^(-2i/Dh)``, in NumPy (the wrong solutions run
+    where npformer cannot be imported)."""
+    length, head_dim = x.shape[-2], x.shape[-1]
+    angles = sign * (offset + numpy.arange(length))[:, None] * 10000.0 ** (-numpy.arange(0, head_dim, 2) / head_dim)
+    out = numpy.empty_like(x)
+    out[..., 0::2] = x[..., 0::2] * numpy.cos(angles) - x[..., 1::2] * numpy.sin(angles)
+    out[..., 1::2] = x[..., 0::2] * numpy.sin(angles) + x[..., 1::2] * numpy.cos(angles)
+    return out
+
+
+def _rope_inputs(batch, heads, length, head_dim, offset):
+    return lambda r: {"x": normal(r, batch, heads, length, head_dim), "offset": offset}
+
+
+def _rope_cases(rng):
+    return backward_cases(rng, _rope, [
+        ("B=2, H=2, T=4, Dh=6, offset 0: a whole sequence", _rope_inputs(2, 2, 4, 6, 0)),
+        ("B=1, H=1, T=1, Dh=4, offset 9: one new position after 9 cached ones", _rope_inputs(1, 1, 1, 4, 9)),
+        ("B=1, H=3, T=3, Dh=2, offset 5", _rope_inputs(1, 3, 3, 2, 5))])
+
+
+def _unseen_rope(rng):
+    batch, heads, length, pairs, offset = size(rng, 1, 2), size(rng, 1, 3), size(rng, 1, 5), size(rng, 1, 4), size(rng, 0, 30)
+    inputs = _rope_inputs(batch, heads, length, 2 * pairs, offset)(rng)
+    return [Case(f"B={batch}, H={heads}, T={length}, Dh={2 * pairs}, offset {offset}", with_dout(rng, inputs, _rope))]
+
+
+def _rope_hint(got, expected, inputs, output):
+    x, offset, dout = inputs["x"], inputs["offset"], inputs["dout"]
+    if got.shape != expected.shape:
+        return ""
+    if numpy.allclose(got, _rope(dout, offset), rtol=1e-9, atol=1e-12):
+        return ("dout turned by R(angle), as the forward turns x: the gradient goes back through R^T, "
+                "the rotation by -angle")
+    if offset and numpy.allclose(got, _rope_backward(x, 0, dout), rtol=1e-9, atol=1e-12):
+        return ("the angles start at position 0: with a cache, row t of x sits at position offset + t")
+    return ""
+
+
+# -- SiLU and SwiGLU -------------------------------------------------------------------------------------
+
+
+def _silu(gate):
+    return gate / (1.0 + numpy.exp(-gate))
+
+
+def _silu_backward(gate, dout):
+    sigmoid = 1.0 / (1.0 + numpy.exp(-gate))
+    return dout * sigmoid * (1.0 + gate * (1.0 - sigmoid))
+
+
+def _swiglu(gate, up):
+    return ops.swiglu_forward(gate, up)[0]
+
+
+def _swiglu_backward(gate, up, dout):
+    return ops.swiglu_backward(dout, ops.swiglu_forward(gate, up)[1])
+
+
+def _gate_inputs(*shape):
+    return lambda r: {"gate": 3 * normal(r, *shape)}
+
+
+def _silu_cases(rng):
+    return backward_cases(rng, _silu, [("B=2, T=3, F=5", _gate_inputs(2, 3, 5)), ("one number", _gate_inputs(1)),
+                                       ("gate values near -30 and 30", lambda r: {"gate": numpy.array([-30.0, -2.0, 0.0, 30.0])})])
+
+
+def _swiglu_cases(rng):
+    def make(*shape):
+        return lambda r: {"gate": 3 * normal(r, *shape), "up": normal(r, *shape)}
+    return backward_cases(rng, _swiglu, [("B=2, T=3, F=5", make(2, 3, 5)), ("B=1, T=1, F=1: one number", make(1, 1, 1)),
+                                         ("(4, 7)", make(4, 7))])
+
+
+def _unseen_gate(rng):
+    shape = (size(rng, 1, 3), size(rng, 1, 6))
+    return [Case(f"shape {shape}", with_dout(rng, {"gate": 3 * normal(rng, *shape)}, _silu))]
+
+
+def _unseen_swiglu(rng):
+    shape = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 1, 6))
+    inputs = {"gate": 3 * normal(rng, *shape), "up": normal(rng, *shape)}
+    return [Case(f"shape {shape}", with_dout(rng, inputs, _swiglu))]
+
+
+def _silu_hint(got, expected, inputs, output):
+    gate, dout = inputs["gate"], inputs["dout"]
+    if output not in ("d_gate", "dx") or got.shape != expected.shape:
+        return ""
+    factor = dout * inputs.get("up", 1.0)
+    sigmoid = 1.0 / (1.0 + numpy.exp(-gate))
+    if numpy.allclose(got, factor * sigmoid, rtol=1e-9, atol=1e-12):
+        return "silu'(a) = sigmoid(a) drops a term: silu(a) = a sigmoid(a) is a product, so add a sigmoid'(a)"
+    if numpy.allclose(got, factor * (sigmoid + gate * sigmoid), rtol=1e-9, atol=1e-12):
+        return "sigmoid'(a) = sigmoid(a) (1 - sigmoid(a)), not sigmoid(a)"
+    return ""
+
+
+# -- grouped-query attention's shared heads ---------------------------------------------------------------
+
+
+def _repeat_kv(k, n_rep):
+    return numpy.repeat(k, n_rep, axis=1)
+
+
+def _repeat_kv_backward(k, n_rep, dout):
+    batch, kv_heads = k.shape[:2]
+    return dout.reshape(batch, kv_heads, n_rep, *dout.shape[2:]).sum(axis=2)
+
+
+def _kv_inputs(batch, kv_heads, length, head_dim, n_rep):
+    return lambda r: {"k": normal(r, batch, kv_heads, length, head_dim), "n_rep": n_rep}
+
+
+def _repeat_kv_cases(rng):
+    return backward_cases(rng, _repeat_kv, [
+        ("B=2, Hkv=2 shared by 3 query heads each, T=4, Dh=3", _kv_inputs(2, 2, 4, 3, 3)),
+        ("B=1, Hkv=1 shared by 4 (multi-query), T=1, Dh=2", _kv_inputs(1, 1, 1, 2, 4)),
+        ("B=1, Hkv=3, n_rep=1: every head its own", _kv_inputs(1, 3, 2, 2, 1))])
+
+
+def _unseen_repeat_kv(rng):
+    batch, kv_heads, length, head_dim, n_rep = (size(rng, 1, 2), size(rng, 1, 3), size(rng, 1, 5), size(rng, 1, 5),
+                                                 size(rng, 2, 4))
+    inputs = _kv_inputs(batch, kv_heads, length, head_dim, n_rep)(rng)
+    return [Case(f"B={batch}, Hkv={kv_heads}, n_rep={n_rep}, T={length}, Dh={head_dim}",
+                 with_dout(rng, inputs, _repeat_kv))]
+
+
+def _repeat_kv_hint(got, expected, inputs, output):
+    k, n_rep, dout = inputs["k"], inputs["n_rep"], inputs["dout"]
+    if got.shape != expected.shape or n_rep == 1:
+        return ""
+    batch, kv_heads = k.shape[:2]
+    grouped = dout.reshape(batch, kv_heads, n_rep, *dout.shape[2:])
+    if numpy.allclose(got, grouped[:, :, 0], rtol=1e-9, atol=1e-12):
+        return ("only the first query head of each group: a key/value head serves n_rep query heads, and its "
+                "gradient is the sum of theirs")
+    if numpy.allclose(got, grouped.mean(axis=2), rtol=1e-9, atol=1e-12):
+        return "the mean over the group: every use adds its gradient, so sum them (no 1/n_rep)"
+    if kv_heads > 1 and numpy.allclose(got, dout.reshape(batch, n_rep, kv_heads, *dout.shape[2:]).sum(axis=1),
+                                       rtol=1e-9, atol=1e-12):
+        return ("grouped as numpy.tile: with numpy.repeat, query head h reads key/value head h // n_rep, so the "
+                "n_rep heads of a group are neighbours")
+    return ""
+
+
+EXERCISES: list[Exercise] = [
+    Exercise("rmsnorm_d_rstd", "rmsnorm_d_rstd(x, gain, dout) -> dL/dr, one number per row (..., 1)", "28",
+             _rmsnorm_d_rstd, _rmsnorm_cases, ("d_rstd",), hints=(_d_rstd_hint,), unseen=_unseen_rmsnorm),
+    Exercise("rmsnorm_backward", "rmsnorm_backward(x, gain, dout) -> (dx, dgain)", "28", _rmsnorm_backward,
+             _rmsnorm_cases, ("dx", "dgain"), _rmsnorm, ("x", "gain"), hints=(_rmsnorm_hint, hints.summed_over_rows_hint),
+             unseen=_unseen_rmsnorm,
+             points=2),
+    Exercise("rope_backward", "rope_backward(x, offset, dout) -> dx", "28", _rope_backward, _rope_cases, ("dx",),
+             _rope, ("x",), hints=(_rope_hint,), unseen=_unseen_rope, points=2),
+    Exercise("silu_backward", "silu_backward(gate, dout) -> d_gate", "28", _silu_backward, _silu_cases, ("d_gate",),
+             _silu, ("gate",), hints=(_silu_hint,), unseen=_unseen_gate, points=2),
+    Exercise("swiglu_backward", "swiglu_backward(gate, up, dout) -> (d_gate, d_up)", "28", _swiglu_backward,
+             _swiglu_cases, ("d_gate", "d_up"), _swiglu, ("gate", "up"), hints=(_silu_hint,), unseen=_unseen_swiglu,
+             points=2),
+    Exercise("repeat_kv_backward", "repeat_kv_backward(k, n_rep, dout) -> dk", "28", _repeat_kv_backward,
+             _repeat_kv_cases, ("dk",), _repeat_kv, ("k",), hints=(_repeat_kv_hint,), unseen=_unseen_repeat_kv,
+             points=2),
+]
+
+
+# -- the mistakes students make -------------------------------------------------------------------------
+
+def _d_rstd_per_entry(x, gain, dout):
+    return dout * gain * x
+
+
+def _d_rstd_without_gain(x, gain, dout):
+    return (dout * x).sum(axis=-1, keepdims=True)
+
+
+def _rmsnorm_direct_only(x, gain, dout):
+    rstd = _rstd(x)
+    return rstd * dout * gain, (dout * x * rstd).reshape(-1, x.shape[-1]).sum(0)
+
+
+def _rmsnorm_with_mean_term(x, gain, dout):
+    rstd = _rstd(x)
+    g, x_hat = dout * gain, x * rstd
+    dx = rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True))
+    return dx, (dout * x_hat).reshape(-1, x.shape[-1]).sum(0)
+
+
+def _rmsnorm_sum_for_mean(x, gain, dout):
+    rstd = _rstd(x)
+    g, x_hat = dout * gain, x * rstd
+    return rstd * (g - x_hat * (g * x_hat).sum(-1, keepdims=True)), (dout * x_hat).reshape(-1, x.shape[-1]).sum(0)
+
+
+def _rmsnorm_dgain_averaged(x, gain, dout):
+    rstd = _rstd(x)
+    g, x_hat = dout * gain, x * rstd
+    dx = rstd * (g - x_hat * (g * x_hat).mean(-1, keepdims=True))
+    return dx, (dout * x_hat).reshape(-1, x.shape[-1]).mean(0)
+
+
+def _rope_backward_forward_turn(x, offset, dout):
+    return _turned(dout, offset, +1.0)
+
+
+def _rope_backward_from_zero(x, offset, dout):
+    return _turned(dout, 0, -1.0)
+
+
+def _silu_backward_sigmoid_only(gate, dout):
+    return dout / (1.0 + numpy.exp(-gate))
+
+
+def _swiglu_backward_sigmoid_only(gate, up, dout):
+    sigmoid = 1.0 / (1.0 + numpy.exp(-gate))
+    return dout * up * sigmoid, dout * gate * sigmoid
+
+
+def _repeat_kv_first_only(k, n_rep, dout):
+    return dout[:, ::n_rep]
+
+
+def _repeat_kv_mean(k, n_rep, dout):
+    return dout.reshape(k.shape[0], k.shape[1], n_rep, *dout.shape[2:]).mean(axis=2)
+
+
+def _repeat_kv_tiled(k, n_rep, dout):
+    return dout.reshape(k.shape[0], n_rep, k.shape[1], *dout.shape[2:]).sum(axis=1)
+
+
+WRONG_SOLUTIONS: list[WrongSolution] = [
+    WrongSolution("rmsnorm_d_rstd", "not summed over the row", _d_rstd_per_entry, "one number per row"),
+    WrongSolution("rmsnorm_d_rstd", "the gain forgotten", _d_rstd_without_gain, "the gain is missing"),
+    WrongSolution("rmsnorm_backward", "the path through the root forgotten", _rmsnorm_direct_only, "path through the root"),
+    WrongSolution("rmsnorm_backward", "layer norm's mean term", _rmsnorm_with_mean_term, "layer norm's"),
+    WrongSolution("rmsnorm_backward", "a sum for the mean in d r / d x", _rmsnorm_sum_for_mean, "1/D"),
+    WrongSolution("rmsnorm_backward", "dgain averaged over the rows", _rmsnorm_dgain_averaged, "a sum over the rows"),
+    WrongSolution("rope_backward", "the forward rotation applied to dout", _rope_backward_forward_turn, "R^T"),
+    WrongSolution("rope_backward", "the cache offset ignored", _rope_backward_from_zero, "offset + t"),
+    WrongSolution("silu_backward", "silu' = sigmoid", _silu_backward_sigmoid_only, "is a product"),
+    WrongSolution("swiglu_backward", "silu' = sigmoid", _swiglu_backward_sigmoid_only, "is a product"),
+    WrongSolution("repeat_kv_backward", "the first query head of each group", _repeat_kv_first_only, "sum of theirs"),
+    WrongSolution("repeat_kv_backward", "the mean over the group", _repeat_kv_mean, "no 1/n_rep"),
+    WrongSolution("repeat_kv_backward", "grouped as numpy.tile", _repeat_kv_tiled, "h // n_rep"),
+]

@@ -31,6 +31,21 @@ from ._validate import check_float, check_ndim
 from .attention import attention_backward, attention_forward
 
 
+def check_grouped_inputs(q: Any, k: Any, v: Any) -> None:
+    """The checks of ``grouped_query_attention_forward`` before attention's own (the mask is attention's)."""
+    op = "grouped_query_attention_forward"
+    for name, value in (("q", q), ("k", k), ("v", v)):
+        check_float(op, name, value)
+        check_ndim(op, name, value, 4, "(B, H, T, Dh)" if name == "q" else "(B, Hkv, T, Dh)")
+    heads, kv_heads = q.shape[1], k.shape[1]
+    if kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"{op}: the key/value heads Hkv = {kv_heads} (k {tuple(k.shape)}) must divide "
+                         f"the query heads H = {heads} (q {tuple(q.shape)})")
+    if tuple(v.shape[:3]) != tuple(k.shape[:3]):
+        raise ValueError(f"{op}: v must have shape (B, Hkv, Tk, Dv) = ({', '.join(map(str, k.shape[:3]))}, Dv) "
+                         f"to match k {tuple(k.shape)}, got {tuple(v.shape)}")
+
+
 def grouped_query_attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, dict]:
     """Attention of ``H`` query heads over ``Hkv`` shared key/value heads.
 
@@ -44,18 +59,8 @@ def grouped_query_attention_forward(q: Any, k: Any, v: Any, mask: Any = None) ->
         ``out (B, H, Tq, Dv)`` and the cache; ``cache["weights"]`` is the ``(B, H, Tq, Tk)``
         attention matrix, one per query head.
     """
-    op = "grouped_query_attention_forward"
-    for name, value in (("q", q), ("k", k), ("v", v)):
-        check_float(op, name, value)
-        check_ndim(op, name, value, 4, "(B, H, T, Dh)" if name == "q" else "(B, Hkv, T, Dh)")
-    heads, kv_heads = q.shape[1], k.shape[1]
-    if kv_heads < 1 or heads % kv_heads:
-        raise ValueError(f"{op}: the key/value heads Hkv = {kv_heads} (k {tuple(k.shape)}) must divide "
-                         f"the query heads H = {heads} (q {tuple(q.shape)})")
-    if tuple(v.shape[:3]) != tuple(k.shape[:3]):
-        raise ValueError(f"{op}: v must have shape (B, Hkv, Tk, Dv) = ({', '.join(map(str, k.shape[:3]))}, Dv) "
-                         f"to match k {tuple(k.shape)}, got {tuple(v.shape)}")
-    group = heads // kv_heads
+    check_grouped_inputs(q, k, v)
+    group = q.shape[1] // k.shape[1]
     k_rep = xp.repeat(k, group, axis=1)                           # (B, H, Tk, Dh)
     v_rep = xp.repeat(v, group, axis=1)                           # (B, H, Tk, Dv)
     out, attention_cache = attention_forward(q, k_rep, v_rep, mask)   # (B, H, Tq, Dv)

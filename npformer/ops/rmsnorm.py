@@ -27,6 +27,20 @@ from ..backend import xp
 from ._validate import check_float, check_min_ndim, check_same_dtype
 
 
+def check_rmsnorm_inputs(x: Any, gain: Any, eps: float) -> None:
+    """The checks of ``rmsnorm_forward``."""
+    op = "rmsnorm_forward"
+    check_float(op, "x", x)
+    check_float(op, "gain", gain)
+    check_min_ndim(op, "x", x, 1, "(..., D)")
+    if tuple(gain.shape) != (x.shape[-1],):
+        raise ValueError(f"{op}: gain must have shape (D,) = ({x.shape[-1]},) to match x {tuple(x.shape)}, "
+                         f"got {tuple(gain.shape)}")
+    check_same_dtype(op, ("x", "gain"), (x, gain))
+    if not eps > 0:
+        raise ValueError(f"{op}: eps must be > 0, got {eps}")
+
+
 def rmsnorm_forward(x: Any, gain: Any, eps: float = 1e-6) -> tuple[Any, dict]:
     """Divide each row of ``x`` by its root mean square and scale it by ``gain``.
 
@@ -38,16 +52,7 @@ def rmsnorm_forward(x: Any, gain: Any, eps: float = 1e-6) -> tuple[Any, dict]:
     Returns:
         ``y`` (the shape of ``x``) and the cache for ``rmsnorm_backward``.
     """
-    op = "rmsnorm_forward"
-    check_float(op, "x", x)
-    check_float(op, "gain", gain)
-    check_min_ndim(op, "x", x, 1, "(..., D)")
-    if tuple(gain.shape) != (x.shape[-1],):
-        raise ValueError(f"{op}: gain must have shape (D,) = ({x.shape[-1]},) to match x {tuple(x.shape)}, "
-                         f"got {tuple(gain.shape)}")
-    check_same_dtype(op, ("x", "gain"), (x, gain))
-    if not eps > 0:
-        raise ValueError(f"{op}: eps must be > 0, got {eps}")
+    check_rmsnorm_inputs(x, gain, eps)
     rstd = 1.0 / xp.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)   # (..., 1)
     x_hat = x * rstd                                                    # (..., D)
     y = gain * x_hat                                                    # (..., D)

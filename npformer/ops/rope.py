@@ -45,6 +45,19 @@ def rope_angles(length: int, head_dim: int, offset: int = 0, base: float = 10000
     return positions * frequencies                                                    # (T, Dh/2)
 
 
+def check_rope_inputs(x: Any, offset: int, base: float) -> None:
+    """The checks of ``rope_forward``."""
+    op = "rope_forward"
+    check_float(op, "x", x)
+    check_min_ndim(op, "x", x, 2, "(..., T, Dh)")
+    if x.shape[-1] % 2:
+        raise ValueError(f"{op}: the last axis of x (Dh) must be even, to pair its entries; got {x.shape[-1]}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"{op}: offset must be an int >= 0, got {offset!r}")
+    if not base > 1:
+        raise ValueError(f"{op}: base must be > 1, got {base!r}")
+
+
 def rope_forward(x: Any, offset: int = 0, base: float = 10000.0) -> tuple[Any, dict]:
     """Rotate each pair ``(x[2i], x[2i+1])`` of row ``t`` by ``(offset + t) * base^(-2i / Dh)``.
 
@@ -56,15 +69,7 @@ def rope_forward(x: Any, offset: int = 0, base: float = 10000.0) -> tuple[Any, d
     Returns:
         ``y`` (the shape of ``x``) and the cache for ``rope_backward``.
     """
-    op = "rope_forward"
-    check_float(op, "x", x)
-    check_min_ndim(op, "x", x, 2, "(..., T, Dh)")
-    if x.shape[-1] % 2:
-        raise ValueError(f"{op}: the last axis of x (Dh) must be even, to pair its entries; got {x.shape[-1]}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"{op}: offset must be an int >= 0, got {offset!r}")
-    if not base > 1:
-        raise ValueError(f"{op}: base must be > 1, got {base!r}")
+    check_rope_inputs(x, offset, base)
     angles = rope_angles(x.shape[-2], x.shape[-1], offset, base)
     cos, sin = xp.cos(angles).astype(x.dtype), xp.sin(angles).astype(x.dtype)    # (T, Dh/2) each
     even, odd = x[..., 0::2], x[..., 1::2]                                         # (..., T, Dh/2)

@@ -35,26 +35,26 @@ rng = np.random.default_rng(0)
 # ## RMSNorm
 #
 # Zhang and Sennrich (2019) dropped layer norm's re-centring and kept comparable quality at less cost.
-# Over the last axis, of size $D$, with $\epsilon = 10^{-6}$ (LLaMA's) inside the root, as PyTorch's
+# Over the last axis, of size $D$, with $\epsilon = 10^{-5}$ (LLaMA 2's) inside the root, as PyTorch's
 # `rms_norm` puts it:
 #
-# $$r = \frac{1}{\sqrt{\frac{1}{D}\sum_i x_i^2 + \epsilon}}, \qquad \hat x_i = x_i\, r, \qquad y_i = g_i\, \hat x_i$$
+# $$r = \frac{1}{\sqrt{\frac{1}{D}\sum_i x_i^2 + \epsilon}}, \qquad \hat x_i = x_i\, r, \qquad y_i = \gamma_i\, \hat x_i$$
 #
-# with a learned gain $g$ (shape `(D,)`) and no shift. One fewer statistic means one fewer path:
+# with a learned scale $\gamma$ (`gamma`, shape `(D,)`) and no shift. One fewer statistic means one fewer path:
 # each $x_j$ reaches the loss directly, through $\hat x_j = x_j r$, and through $r$, which every
 # $\hat x_i$ of its row uses.
 #
 # ### Step 1: the gradient of $r$
 #
 # Hold $x$ fixed and treat $r$ as the row's one extra input. What is $\partial L / \partial r$, given
-# $dy = \partial L / \partial y$ (`dout`)? Write `rmsnorm_d_rstd(x, gain, dout)`, returning one number
+# $dy = \partial L / \partial y$ (`dout`)? Write `rmsnorm_d_rstd(x, gamma, dout)`, returning one number
 # per row, shape `(..., 1)`.
 
 # %%
-def rmsnorm_d_rstd(x, gain, dout):
+def rmsnorm_d_rstd(x, gamma, dout):
     """dL/dr for r = 1/sqrt(mean(x^2) + eps): one number per row, shape (..., 1)."""
     ### BEGIN SOLUTION
-    return (dout * gain * x).sum(axis=-1, keepdims=True)
+    return (dout * gamma * x).sum(axis=-1, keepdims=True)
     ### END SOLUTION
 
 
@@ -65,22 +65,22 @@ print(check("rmsnorm_d_rstd", rmsnorm_d_rstd))
 # ### Step 2: both paths together
 #
 # Now $\partial r / \partial x_j$ (differentiate $r = (m + \epsilon)^{-1/2}$ with
-# $m = \frac{1}{D}\sum_i x_i^2$), and the direct path. Write `rmsnorm_backward(x, gain, dout)` for
-# `x` of shape `(..., D)`, returning `(dx, dgain)` with `dgain` of shape `(D,)` (every row uses the same
-# gain). You may call your step. The check grades the step again, compares with npformer and with
+# $m = \frac{1}{D}\sum_i x_i^2$), and the direct path. Write `rmsnorm_backward(x, gamma, dout)` for
+# `x` of shape `(..., D)`, returning `(dx, dgamma)` with `dgamma` of shape `(D,)` (every row uses the same
+# gamma). You may call your step. The check grades the step again, compares with npformer and with
 # finite differences (on a batch, one token, and rows of two numbers), and shows npformer's compact
 # form once yours passes.
 
 # %%
-def rmsnorm_backward(x, gain, dout):
-    """Gradients of y = gain * x / sqrt(mean(x^2) + 1e-6) with respect to x and gain."""
+def rmsnorm_backward(x, gamma, dout):
+    """Gradients of y = gamma * x / sqrt(mean(x^2) + 1e-5) with respect to x and gamma."""
     ### BEGIN SOLUTION
     d_model = x.shape[-1]
-    rstd = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6)
-    direct = dout * gain * rstd
-    through_rstd = rmsnorm_d_rstd(x, gain, dout) * (-rstd ** 3 * x / d_model)
-    dgain = (dout * x * rstd).reshape(-1, d_model).sum(axis=0)
-    return direct + through_rstd, dgain
+    rstd = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-5)
+    direct = dout * gamma * rstd
+    through_rstd = rmsnorm_d_rstd(x, gamma, dout) * (-rstd ** 3 * x / d_model)
+    dgamma = (dout * x * rstd).reshape(-1, d_model).sum(axis=0)
+    return direct + through_rstd, dgamma
     ### END SOLUTION
 
 
@@ -90,10 +90,10 @@ print(check("rmsnorm_backward", rmsnorm_backward, steps=(rmsnorm_d_rstd,)))
 # %% [markdown] tags=["instructor"]
 # ### The compact form (instructor edition)
 #
-# With $g = dy \odot \text{gain}$ and $\partial r / \partial x_j = -r^3 x_j / D$, the two paths are
+# With $g = dy \odot \gamma$ and $\partial r / \partial x_j = -r^3 x_j / D$, the two paths are
 # $g_j r$ and $-\frac{r^3 x_j}{D}\sum_i g_i x_i = -r\,\hat x_j \operatorname{mean}(g \odot \hat x)$:
 #
-# $$dx = r\,\bigl(g - \hat x \operatorname{mean}(g \odot \hat x)\bigr), \qquad d\,\text{gain} = \sum_{\text{rows}} dy \odot \hat x.$$
+# $$dx = r\,\bigl(g - \hat x \operatorname{mean}(g \odot \hat x)\bigr), \qquad d\gamma = \sum_{\text{rows}} dy \odot \hat x.$$
 #
 # It is layer norm's compact form (lesson 4) without its $-\operatorname{mean}(g)$ term: no mean is
 # subtracted, so no shift of the row is undone.
@@ -186,7 +186,8 @@ print(check("rope_backward", rope_backward))
 # y = \operatorname{silu}(a) \odot b, \quad a = x W_\text{gate},\ b = x W_\text{up}, \qquad
 # \text{out} = y\, W_\text{down}$$
 #
-# The three products are lesson 2's linear layers; what is new is $y$.
+# `ops.swiglu_forward(x, W_gate, W_up)` computes $y$ from `x (..., D)` and `W_gate`, `W_up (D, F)`; the
+# third product is an ordinary linear layer (lesson 2).
 #
 # ### Step 1: SiLU alone
 #
@@ -207,17 +208,24 @@ def silu_backward(gate, dout):
 print(check("silu_backward", silu_backward))
 
 # %% [markdown]
-# ### Step 2: the gate times the linear branch
+# ### Step 2: the gate, the linear branch and their weights
 #
-# Write `swiglu_backward(gate, up, dout)` for $y = \operatorname{silu}(\text{gate}) \odot \text{up}$,
-# returning `(d_gate, d_up)`. You may call your step.
+# Write `swiglu_backward(x, W_gate, W_up, dout)` for $y = \operatorname{silu}(x W_\text{gate}) \odot (x W_\text{up})$,
+# with `dout` of the shape of $y$, returning `(dx, dW_gate, dW_up)`. `x` may have any number of
+# leading axes (a batch of sequences, or rows); every row uses the same two matrices. You may call
+# your step.
 
 # %%
-def swiglu_backward(gate, up, dout):
-    """Gradients of y = silu(gate) * up with respect to gate and up."""
+def swiglu_backward(x, W_gate, W_up, dout):
+    """Gradients of y = silu(x @ W_gate) * (x @ W_up) with respect to x, W_gate and W_up."""
     ### BEGIN SOLUTION
-    silu = gate / (1.0 + np.exp(-gate))
-    return silu_backward(gate, dout * up), dout * silu
+    gate, up = x @ W_gate, x @ W_up
+    d_gate = silu_backward(gate, dout * up)
+    d_up = dout * gate / (1.0 + np.exp(-gate))
+    rows = x.reshape(-1, x.shape[-1])
+    dW_gate = rows.T @ d_gate.reshape(-1, gate.shape[-1])
+    dW_up = rows.T @ d_up.reshape(-1, up.shape[-1])
+    return d_gate @ W_gate.T + d_up @ W_up.T, dW_gate, dW_up
     ### END SOLUTION
 
 
@@ -407,13 +415,13 @@ assert np.allclose(cached, full, atol=1e-4)
 
 # %% tags=["instructor"]
 answer_x = rng.standard_normal((4, 6))
-answer_gain, answer_dout = 1 + 0.5 * rng.standard_normal(6), rng.standard_normal((4, 6))
-answer_dx = rmsnorm_backward(answer_x, answer_gain, answer_dout)[0]
+answer_gamma, answer_dout = 1 + 0.5 * rng.standard_normal(6), rng.standard_normal((4, 6))
+answer_dx = rmsnorm_backward(answer_x, answer_gamma, answer_dout)[0]
 answer_mean_square = (answer_x ** 2).mean(-1)
-answer_x_hat = answer_x / np.sqrt(answer_mean_square + 1e-6)[:, None]
+answer_x_hat = answer_x / np.sqrt(answer_mean_square + 1e-5)[:, None]
 along_x_hat = (answer_dx * answer_x_hat).sum(-1)
-predicted = (1e-6 / (answer_mean_square + 1e-6) / np.sqrt(answer_mean_square + 1e-6)
-             * (answer_dout * answer_gain * answer_x_hat).sum(-1))
+predicted = (1e-5 / (answer_mean_square + 1e-5) / np.sqrt(answer_mean_square + 1e-5)
+             * (answer_dout * answer_gamma * answer_x_hat).sum(-1))
 print(f"answer 1: sum_j dx_j x_hat_j per row {along_x_hat}, predicted r eps / (m + eps) sum_j g_j x_hat_j {predicted}; "
       f"sums of dx per row {np.round(answer_dx.sum(-1), 3)}")
 assert np.allclose(along_x_hat, predicted, rtol=1e-6, atol=0)

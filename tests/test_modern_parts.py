@@ -42,9 +42,9 @@ def test_rope_gradients(seed, batch, heads, length, pairs, offset):
     assert_op_gradients("rope", seed, batch=batch, heads=heads, length=length, head_dim=2 * pairs, offset=offset)
 
 
-@given(seed=seeds, batch=st.integers(1, 3), length=st.integers(1, 5), width=st.integers(1, 7))
-def test_swiglu_gradients(seed, batch, length, width):
-    assert_op_gradients("swiglu", seed, batch=batch, length=length, width=width)
+@given(seed=seeds, batch=st.integers(1, 3), length=st.integers(1, 5), d_model=st.integers(1, 5), width=st.integers(1, 6))
+def test_swiglu_gradients(seed, batch, length, d_model, width):
+    assert_op_gradients("swiglu", seed, batch=batch, length=length, d_model=d_model, width=width)
 
 
 @given(seed=seeds, batch=st.integers(1, 3), kv_heads=st.integers(1, 3), group=st.integers(1, 3),
@@ -110,8 +110,11 @@ def test_grouped_query_attention_with_every_head_its_own_is_attention_and_repeat
     (lambda: ops.rope_forward(dev(np.zeros((1, 2, 3, 4))), offset=-1), "offset must be an int >= 0"),
     (lambda: ops.grouped_query_attention_forward(dev(np.zeros((1, 4, 2, 2))), dev(np.zeros((1, 3, 2, 2))),
                                                  dev(np.zeros((1, 3, 2, 2)))), "must divide the query heads"),
-    (lambda: ops.rmsnorm_forward(dev(np.zeros((2, 4))), dev(np.ones(3))), r"gain must have shape \(D,\) = \(4,\)"),
-    (lambda: ops.swiglu_forward(dev(np.zeros((2, 4))), dev(np.zeros((2, 3)))), "up must have the shape of gate"),
+    (lambda: ops.rmsnorm_forward(dev(np.zeros((2, 4))), dev(np.ones(3))), r"gamma must have shape \(D,\) = \(4,\)"),
+    (lambda: ops.swiglu_forward(dev(np.zeros((2, 4))), dev(np.zeros((3, 5))), dev(np.zeros((4, 5)))),
+     r"W_gate and W_up must both have shape \(D, F\) with D = 4"),
+    (lambda: ops.grouped_query_attention_forward(dev(np.zeros((2, 4, 2, 2))), dev(np.zeros((1, 2, 2, 2))),
+                                                 dev(np.zeros((1, 2, 2, 2)))), r"k must have shape \(B, Hkv, Tk, Dh\) = \(2,"),
     (lambda: models.ModernLanguageModelConfig(10, n_heads=4, n_kv_heads=3), "n_kv_heads must divide n_heads"),
     (lambda: models.ModernLanguageModelConfig(10, d_model=12, n_heads=4), "must be even for rotary positions"),
 ])
@@ -138,11 +141,11 @@ def test_adamw_groups_decay_the_matrices_and_the_embedding_never_the_gains():
     model = small_modern()
     groups = {group["name"]: group for group in optim.AdamW(model, weight_decay=0.1).param_groups()}
     assert "tok_embed.W" in groups["decay"]["keys"] and "blocks.1.ffn.down.W" in groups["decay"]["keys"]
-    assert groups["no_decay"]["keys"] == ["blocks.0.norm1.gain", "blocks.0.norm2.gain", "blocks.1.norm1.gain",
-                                          "blocks.1.norm2.gain", "norm.gain"]
+    assert groups["no_decay"]["keys"] == ["blocks.0.norm1.gamma", "blocks.0.norm2.gamma", "blocks.1.norm1.gamma",
+                                          "blocks.1.norm2.gamma", "norm.gamma"]
     assert groups["no_decay"]["weight_decay"] == 0.0 and groups["decay"]["weight_decay"] == 0.1
     summary = models.summarize_modern(model, 2, 8, optim.AdamW(model))
-    assert "AdamW group no_decay weight_decay=0: 5 tensors, 40 numbers (gain)" in summary
+    assert "AdamW group no_decay weight_decay=0: 5 tensors, 40 numbers (gamma)" in summary
     assert f"total parameters: {model.num_params():,}" in summary and "(2x)" in summary
 
 
@@ -179,13 +182,13 @@ def test_each_op_equals_pytorch_in_float64(rng):
         errors += [relative_error(host(grad), tensor.grad.numpy()) for grad, tensor in zip(grads, tensors)]
         assert max(errors) < 1e-9, errors
 
-    x, gain = rng.standard_normal((3, 5, 16)), 1 + 0.3 * rng.standard_normal(16)
-    compare(ops.rmsnorm_forward, ops.rmsnorm_backward, lambda x, g: F.rms_norm(x, (16,), g, eps=1e-6), [x, gain])
+    x, gamma = rng.standard_normal((3, 5, 16)), 1 + 0.3 * rng.standard_normal(16)
+    compare(ops.rmsnorm_forward, ops.rmsnorm_backward, lambda x, g: F.rms_norm(x, (16,), g, eps=1e-5), [x, gamma])
     for offset in (0, 7):
         compare(lambda x: ops.rope_forward(x, offset=offset), ops.rope_backward,
                 lambda x: torch_rope(torch, x, offset), [rng.standard_normal((2, 3, 6, 8))])
-    compare(ops.swiglu_forward, ops.swiglu_backward, lambda a, b: F.silu(a) * b,
-            [3 * rng.standard_normal((2, 4, 9)), rng.standard_normal((2, 4, 9))])
+    compare(ops.swiglu_forward, ops.swiglu_backward, lambda x, w_gate, w_up: F.silu(x @ w_gate) * (x @ w_up),
+            [rng.standard_normal((2, 4, 6)), 1.5 * rng.standard_normal((6, 9)), rng.standard_normal((6, 9))])
     ids = np.array([[4, 5, 6, 0, 0], [4, 5, 6, 7, 8]])
     mask = host(ops.padding_mask(dev(ids)) & ops.causal_mask(5))
     q, k, v = rng.standard_normal((2, 6, 5, 4)), rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 5, 4))
@@ -204,7 +207,7 @@ def torch_modern_logits(torch, params, ids, config):
     for index in range(config.n_layers):
         p = {key.split(f"blocks.{index}.", 1)[1]: value for key, value in params.items()
              if key.startswith(f"blocks.{index}.")}
-        h = F.rms_norm(x, (config.d_model,), p["norm1.gain"], eps=config.eps)
+        h = F.rms_norm(x, (config.d_model,), p["norm1.gamma"], eps=config.eps)
         q = (h @ p["attn.q.W"]).reshape(batch, length, heads, head_dim).transpose(1, 2)
         k = (h @ p["attn.k.W"]).reshape(batch, length, kv_heads, head_dim).transpose(1, 2)
         v = (h @ p["attn.v.W"]).reshape(batch, length, kv_heads, head_dim).transpose(1, 2)
@@ -213,16 +216,16 @@ def torch_modern_logits(torch, params, ids, config):
         weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), -1).nan_to_num(0.0)
         context = (weights @ v.repeat_interleave(heads // kv_heads, 1)).transpose(1, 2).reshape(batch, length, -1)
         x = x + context @ p["attn.o.W"]
-        h = F.rms_norm(x, (config.d_model,), p["norm2.gain"], eps=config.eps)
-        x = x + (F.silu(h @ p["ffn.gate.W"]) * (h @ p["ffn.up.W"])) @ p["ffn.down.W"]
-    return F.rms_norm(x, (config.d_model,), params["norm.gain"], eps=config.eps) @ params["tok_embed.W"].T
+        h = F.rms_norm(x, (config.d_model,), p["norm2.gamma"], eps=config.eps)
+        x = x + (F.silu(h @ p["ffn.W_gate"]) * (h @ p["ffn.W_up"])) @ p["ffn.down.W"]
+    return F.rms_norm(x, (config.d_model,), params["norm.gamma"], eps=config.eps) @ params["tok_embed.W"].T
 
 
 def test_the_modern_model_and_adamw_with_its_groups_equal_pytorch_in_float64():
     torch = import_crosscheck("torch", "PyTorch is not installed (optional cross-check)")
     model = small_modern(vocab=17, d_model=16, n_heads=4, n_kv_heads=2, d_ff=24, n_layers=2, max_len=9)
     rng = np.random.default_rng(5)
-    for value in model.params().values():  # gains away from 1, so a gain's gradient is not a special case
+    for value in model.params().values():  # gains away from 1, so a gamma's gradient is not a special case
         value[...] = value + dev(0.2 * rng.standard_normal(value.shape))
     params = {key: torch.tensor(host(value), requires_grad=True) for key, value in model.params().items()}
     optimizer = optim.AdamW(model, lr=0.01, weight_decay=0.1)

@@ -57,6 +57,24 @@ def test_the_lessons_own_functions_give_every_op_the_transformer_calls_and_pass_
     assert report.passed, report.table()
 
 
+def test_the_whole_collected_set_runs_lesson_28s_decoder_with_a_padded_row(collected):
+    """Every op of the course yours at once (attention's backward included) under the modern decoder: its
+    grouped attention keeps the textbook attention's cache, which the shared-head sum must go back through."""
+    import numpy as np
+
+    from npformer import models
+
+    student = load_student_ops(str(collected))
+    assert {"rmsnorm_backward", "rope_backward", "swiglu_backward", "grouped_query_attention_backward",
+            "attention_backward"} <= set(student.yours())
+    model = models.ModernLanguageModel(models.ModernLanguageModelConfig(vocab=11, d_model=8, n_heads=4, n_kv_heads=2,
+                                                                        d_ff=6, n_layers=1, max_len=6), dtype=np.float64)
+    ids = np.array([[1, 5, 6, 7, 2, 0], [0, 0, 0, 0, 0, 0]])
+    with ops.using(student):
+        report = gradcheck.check_loss(model, {"ids": ids[:, :-1]}, ids[:, 1:], name="modern decoder")
+    assert report.passed, report.table()
+
+
 def test_active_credits_a_student_with_only_the_backward_for_the_backward_alone():
     from lesson_solutions import solution
 

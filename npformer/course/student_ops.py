@@ -181,14 +181,14 @@ def _positional(student: Callable) -> dict[str, Callable]:
 
 
 def _rmsnorm(student: Callable) -> dict[str, Callable]:
-    def rmsnorm_forward(x: Any, gain: Any, eps: float = 1e-6) -> tuple[Any, dict]:
-        out, cache = ops.rmsnorm.rmsnorm_forward(x, gain, eps)
+    def rmsnorm_forward(x: Any, gamma: Any, eps: float = 1e-5) -> tuple[Any, dict]:
+        out, cache = ops.rmsnorm.rmsnorm_forward(x, gamma, eps)
         return out, {**cache, "x": x, "eps": eps}
 
     def rmsnorm_backward(dy: Any, cache: dict) -> tuple[Any, Any]:
-        if cache["eps"] != 1e-6:  # the exercise's epsilon; another keeps the textbook backward
+        if cache["eps"] != 1e-5:  # the exercise's epsilon; another keeps the textbook backward
             return ops.rmsnorm.rmsnorm_backward(dy, cache)
-        return _cast(student(cache["x"], cache["gain"], dy), dy.dtype)
+        return _cast(student(cache["x"], cache["gamma"], dy), dy.dtype)
 
     return {"rmsnorm_forward": rmsnorm_forward, "rmsnorm_backward": rmsnorm_backward}
 
@@ -207,23 +207,24 @@ def _rope(student: Callable) -> dict[str, Callable]:
 
 
 def _swiglu(student: Callable) -> dict[str, Callable]:
-    def swiglu_forward(gate: Any, up: Any) -> tuple[Any, dict]:
-        return ops.swiglu.swiglu_forward(gate, up)[0], {"gate": gate, "up": up}
+    def swiglu_forward(x: Any, W_gate: Any, W_up: Any) -> tuple[Any, dict]:
+        return ops.swiglu.swiglu_forward(x, W_gate, W_up)[0], {"x": x, "W_gate": W_gate, "W_up": W_up}
 
-    def swiglu_backward(dy: Any, cache: dict) -> tuple[Any, Any]:
-        return _cast(student(cache["gate"], cache["up"], dy), dy.dtype)
+    def swiglu_backward(dy: Any, cache: dict) -> tuple[Any, Any, Any]:
+        return _cast(student(cache["x"], cache["W_gate"], cache["W_up"], dy), dy.dtype)
 
     return {"swiglu_forward": swiglu_forward, "swiglu_backward": swiglu_backward}
 
 
 def _grouped_query_attention(student: Callable) -> dict[str, Callable]:
-    """Attention's own backward (the active set's), then the student's sum over each shared head's group."""
+    """Attention's textbook backward (the grouped forward ran the textbook attention, whose cache it holds),
+    then the student's sum over each shared head's group."""
     def grouped_query_attention_backward(dout: Any, cache: dict) -> tuple[Any, Any, Any]:
-        dq, dk_rep, dv_rep = ops.current().attention_backward(dout, cache["attention"])
+        dq, dk_rep, dv_rep = ops.attention.attention_backward(dout, cache["attention"])  # the forward's own (textbook)
         group, kv_heads = cache["group"], dk_rep.shape[1] // cache["group"]
-        shared = backend.xp.empty((dk_rep.shape[0], kv_heads, *dk_rep.shape[2:]), dtype=dk_rep.dtype)
+        shared = backend.xp.zeros((dk_rep.shape[0], kv_heads, *dk_rep.shape[2:]), dtype=dk_rep.dtype)
         dk = _cast(student(shared, group, dk_rep), dk_rep.dtype)
-        dv = _cast(student(backend.xp.empty((dv_rep.shape[0], kv_heads, *dv_rep.shape[2:]), dtype=dv_rep.dtype),
+        dv = _cast(student(backend.xp.zeros((dv_rep.shape[0], kv_heads, *dv_rep.shape[2:]), dtype=dv_rep.dtype),
                            group, dv_rep), dv_rep.dtype)
         return dq, dk, dv
 

@@ -212,14 +212,14 @@ def patches_case(rng, batch=2, channels=1, size=4, patch=2):
 
 
 @checked_case
-def rmsnorm_case(rng, batch=2, length=3, d_model=6, eps=1e-6):
+def rmsnorm_case(rng, batch=2, length=3, d_model=6, eps=1e-5):
     op_set = ops.current()  # the active set's pair, bound now: a case checks one set
 
-    def forward(x, gain):
-        return op_set.rmsnorm_forward(x, gain, eps=eps)
+    def forward(x, gamma):
+        return op_set.rmsnorm_forward(x, gamma, eps=eps)
 
     x = 1.0 + 2.0 * rng.standard_normal((batch, length, d_model))
-    inputs = {"x": x, "gain": 1.0 + 0.5 * rng.standard_normal(d_model)}
+    inputs = {"x": x, "gamma": 1.0 + 0.5 * rng.standard_normal(d_model)}
     return forward, op_set.rmsnorm_backward, inputs
 
 
@@ -235,9 +235,10 @@ def rope_case(rng, batch=2, heads=2, length=4, head_dim=6, offset=3):
 
 
 @checked_case
-def swiglu_case(rng, batch=2, length=3, width=5):
+def swiglu_case(rng, batch=2, length=3, d_model=4, width=5):
     op_set = ops.current()  # the active set's pair, bound now: a case checks one set
-    inputs = {"gate": 2.0 * rng.standard_normal((batch, length, width)), "up": rng.standard_normal((batch, length, width))}
+    inputs = {"x": rng.standard_normal((batch, length, d_model)),
+              "W_gate": 1.5 * rng.standard_normal((d_model, width)), "W_up": rng.standard_normal((d_model, width))}
     return op_set.swiglu_forward, op_set.swiglu_backward, inputs
 
 

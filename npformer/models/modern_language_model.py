@@ -15,9 +15,9 @@ What differs from ``LanguageModel`` (lesson 18), part by part:
 * no biases anywhere and no dropout.
 
 ``generate`` samples on a KV cache of ``n_kv_heads`` heads per layer, each new position's query and
-key rotated by that position. Parameter keys: ``tok_embed.W``, ``blocks.{i}.norm1.gain``,
-``blocks.{i}.attn.{q,k,v,o}.W``, ``blocks.{i}.norm2.gain``, ``blocks.{i}.ffn.{gate,up,down}.W``,
-``norm.gain``.
+key rotated by that position. Parameter keys: ``tok_embed.W``, ``blocks.{i}.norm1.gamma``,
+``blocks.{i}.attn.{q,k,v,o}.W``, ``blocks.{i}.norm2.gamma``, ``blocks.{i}.ffn.{gate,up,down}.W``,
+``norm.gamma``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class ModernLanguageModelConfig:
     n_layers: int = 2
     max_len: int = 64
     rope_base: float = 10000.0
-    eps: float = 1e-6
+    eps: float = 1e-5
 
     def __post_init__(self) -> None:
         owner = "ModernLanguageModelConfig"

@@ -26,7 +26,7 @@ class ModernBlock(Module):
     """``(B, T, D)`` -> ``(B, T, D)``. Children: ``norm1``, ``attn``, ``norm2``, ``ffn``."""
 
     def __init__(self, d_model: int, *, n_heads: int, n_kv_heads: int, d_ff: int, rope_base: float = 10000.0,
-                 eps: float = 1e-6, rng: numpy.random.Generator, dtype: Any = None) -> None:
+                 eps: float = 1e-5, rng: numpy.random.Generator, dtype: Any = None) -> None:
         super().__init__()
         self.norm1 = RMSNorm(d_model, eps, dtype=dtype)
         self.attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads, rope_base=rope_base, rng=rng, dtype=dtype)

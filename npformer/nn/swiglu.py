@@ -2,13 +2,12 @@
 
 With ``D = d_model`` and ``F = d_ff``, for every position independently::
 
-    gate = x @ W_gate                 (B, T, F)
-    up   = x @ W_up                   (B, T, F)
-    out  = swiglu(gate, up) @ W_down  (B, T, D),   swiglu(a, b) = silu(a) * b
+    hidden = swiglu(x, W_gate, W_up) = silu(x @ W_gate) * (x @ W_up)     (B, T, F)
+    out    = hidden @ W_down                                             (B, T, D)
 
-Three ``Linear`` layers without biases, ``3 D F`` parameters (the 2017 block's two layers have
-``2 D F + F + D``): at equal parameters a SwiGLU block is ``2/3`` as wide. ``x`` feeds both the gate
-and the linear branch, so its gradient is the sum of the two paths.
+The first two products live in the op (``ops.swiglu``), the third is a ``Linear`` without bias
+(``down``): ``3 D F`` parameters, no biases (the 2017 block's two layers have ``2 D F + F + D``), so at
+equal parameters a SwiGLU block is ``2/3`` as wide.
 """
 
 from __future__ import annotations
@@ -18,23 +17,28 @@ from typing import Any
 import numpy
 
 from .. import ops
+from ..backend import get_default_dtype
+from . import init
 from .linear import Linear
 from .module import Module
 
 
 class SwiGLUFeedForward(Module):
-    """``(B, T, d_model)`` -> ``(B, T, d_model)``. Children ``gate``, ``up``, ``down``."""
+    """``(B, T, d_model)`` -> ``(B, T, d_model)``. Parameters ``W_gate``, ``W_up`` ``(D, F)``; child ``down``."""
 
     def __init__(self, d_model: int, d_ff: int, *, rng: numpy.random.Generator, dtype: Any = None) -> None:
         super().__init__()
-        self.gate = Linear(d_model, d_ff, rng=rng, dtype=dtype, bias=False)
-        self.up = Linear(d_model, d_ff, rng=rng, dtype=dtype, bias=False)
+        dtype = dtype or get_default_dtype()
+        self.add_param("W_gate", init.xavier_uniform(rng, d_model, d_ff, dtype))
+        self.add_param("W_up", init.xavier_uniform(rng, d_model, d_ff, dtype))
         self.down = Linear(d_ff, d_model, rng=rng, dtype=dtype, bias=False)
 
     def forward(self, x: Any) -> Any:
-        hidden, self._swiglu_cache = ops.current().swiglu_forward(self.gate.forward(x), self.up.forward(x))
+        hidden, self._swiglu_cache = ops.current().swiglu_forward(x, self.W_gate, self.W_up)
         return self.down.forward(hidden)
 
     def backward(self, dout: Any) -> Any:
-        d_gate, d_up = ops.current().swiglu_backward(self.down.backward(dout), self._swiglu_cache)
-        return self.gate.backward(d_gate) + self.up.backward(d_up)
+        dx, dW_gate, dW_up = ops.current().swiglu_backward(self.down.backward(dout), self._swiglu_cache)
+        self.grad["W_gate"] += dW_gate
+        self.grad["W_up"] += dW_up
+        return dx

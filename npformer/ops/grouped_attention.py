@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import xp
-from ._validate import check_float, check_ndim
+from ._validate import check_float, check_ndim, check_same_dtype
 from .attention import attention_backward, attention_forward
 
 
@@ -37,6 +37,10 @@ def check_grouped_inputs(q: Any, k: Any, v: Any) -> None:
     for name, value in (("q", q), ("k", k), ("v", v)):
         check_float(op, name, value)
         check_ndim(op, name, value, 4, "(B, H, T, Dh)" if name == "q" else "(B, Hkv, T, Dh)")
+    check_same_dtype(op, ("q", "k", "v"), (q, k, v))
+    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
+        raise ValueError(f"{op}: k must have shape (B, Hkv, Tk, Dh) = ({q.shape[0]}, Hkv, Tk, {q.shape[3]}) to match "
+                         f"q {tuple(q.shape)}, got {tuple(k.shape)}")
     heads, kv_heads = q.shape[1], k.shape[1]
     if kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"{op}: the key/value heads Hkv = {kv_heads} (k {tuple(k.shape)}) must divide "

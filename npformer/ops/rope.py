@@ -34,13 +34,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy
+
 from ..backend import xp
 from ._validate import check_float, check_min_ndim
 
 
 def rope_angles(length: int, head_dim: int, offset: int = 0, base: float = 10000.0) -> Any:
     """The ``(length, head_dim / 2)`` angles ``(offset + t) * base^(-2i / head_dim)``, in float64."""
-    positions = xp.arange(offset, offset + length, dtype=xp.float64)[:, None]        # (T, 1)
+    positions = xp.arange(int(offset), int(offset) + length, dtype=xp.float64)[:, None]        # (T, 1)
     frequencies = xp.exp(-math.log(base) * xp.arange(0, head_dim, 2, dtype=xp.float64) / head_dim)  # (Dh/2,)
     return positions * frequencies                                                    # (T, Dh/2)
 
@@ -52,7 +54,7 @@ def check_rope_inputs(x: Any, offset: int, base: float) -> None:
     check_min_ndim(op, "x", x, 2, "(..., T, Dh)")
     if x.shape[-1] % 2:
         raise ValueError(f"{op}: the last axis of x (Dh) must be even, to pair its entries; got {x.shape[-1]}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+    if isinstance(offset, bool) or not isinstance(offset, (int, numpy.integer)) or offset < 0:
         raise ValueError(f"{op}: offset must be an int >= 0, got {offset!r}")
     if not base > 1:
         raise ValueError(f"{op}: base must be > 1, got {base!r}")

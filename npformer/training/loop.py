@@ -12,6 +12,7 @@ resumption around the same ``train_step``.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable
 
@@ -28,13 +29,18 @@ def fit(model: Any, next_batch: Callable[[int], Any], steps: int, *, ignore_inde
         warmup: int | None = None) -> list[float]:
     """Train ``model`` for ``steps`` steps; returns the losses. ``ignore_index``: as in ``train_step``.
 
-    With ``minutes``, training stops when that much time is spent (``steps`` is then a ceiling), and
-    the learning rate follows the clock (``optim.BudgetSchedule``): it lands at zero when time is up,
-    so two models given the same minutes get the same schedule. ``warmup``: the warm-up steps
-    (default a tenth of ``steps``).
+    With ``minutes``, training stops when that much time is spent or ``steps`` are taken, whichever
+    comes first, and the learning rate follows the share of the budget spent (``optim.BudgetSchedule``,
+    the time's or the steps', whichever is further): it lands at zero at the end, so two models given
+    the same minutes get the same schedule. ``warmup``: the warm-up steps (default a tenth of
+    ``steps``; with ``minutes``, at most 100).
     """
+    if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float))
+                                or not math.isfinite(minutes) or minutes <= 0):
+        raise ValueError(f"fit: minutes must be a number > 0 or None, got {minutes!r}")
     optimizer = optim.AdamW(model, lr=lr, betas=betas, weight_decay=weight_decay)
-    warmup = max(steps // 10, 1) if warmup is None else warmup
+    if warmup is None:  # a tenth of the steps; under a time budget, where steps is only a ceiling, at most 100
+        warmup = max(steps // 10, 1) if minutes is None else min(max(steps // 10, 1), 100)
     if minutes is None:
         schedule = optim.WarmupCosineSchedule(lr, warmup_steps=warmup, total_steps=steps + 1)
     else:
@@ -42,8 +48,8 @@ def fit(model: Any, next_batch: Callable[[int], Any], steps: int, *, ignore_inde
     losses: list[float] = []
     with tqdm(total=steps, disable=not progress, unit="step", leave=False) as bar:
         for step in range(1, steps + 1):
-            if minutes is not None:
-                spent = (time.perf_counter() - start) / (60.0 * minutes)
+            if minutes is not None:  # the share of the budget spent: of the time or of the steps, whichever is further
+                spent = max((step - 1) / steps, (time.perf_counter() - start) / (60.0 * minutes))
                 if spent >= 1.0:
                     break
             bar.update(1)

@@ -4,8 +4,8 @@ SiLU's and SwiGLU's backward passes, and the sum that grouped-query attention's 
 need (``repeat_kv_backward``).
 
 Signatures take the forward's inputs and the upstream gradient ``dout``, as every backward exercise
-of the course: ``rmsnorm_backward(x, gain, dout)``, ``rope_backward(x, offset, dout)``,
-``swiglu_backward(gate, up, dout)``, ``repeat_kv_backward(k, n_rep, dout)``. The references are
+of the course: ``rmsnorm_backward(x, gamma, dout)``, ``rope_backward(x, offset, dout)``,
+``swiglu_backward(x, W_gate, W_up, dout)``, ``repeat_kv_backward(k, n_rep, dout)``. The references are
 npformer's ops; the finite differences of the forward check them too.
 """
 
@@ -17,30 +17,30 @@ from ... import ops
 from .. import hints
 from .base import Case, Exercise, WrongSolution, backward_cases, normal, size, with_dout
 
-EPS = 1e-6  # RMSNorm's epsilon in the lesson's signatures (LLaMA's)
+EPS = 1e-5  # RMSNorm's epsilon in the lesson's signatures (LLaMA 2's)
 
 # -- RMSNorm ------------------------------------------------------------------------------------------
 
 
-def _rmsnorm(x, gain):
-    return ops.rmsnorm_forward(x, gain, EPS)[0]
+def _rmsnorm(x, gamma):
+    return ops.rmsnorm_forward(x, gamma, EPS)[0]
 
 
-def _rmsnorm_backward(x, gain, dout):
-    return ops.rmsnorm_backward(dout, ops.rmsnorm_forward(x, gain, EPS)[1])
+def _rmsnorm_backward(x, gamma, dout):
+    return ops.rmsnorm_backward(dout, ops.rmsnorm_forward(x, gamma, EPS)[1])
 
 
 def _rstd(x):
     return 1.0 / numpy.sqrt((x * x).mean(axis=-1, keepdims=True) + EPS)
 
 
-def _rmsnorm_d_rstd(x, gain, dout):
+def _rmsnorm_d_rstd(x, gamma, dout):
     """dL/dr for r = 1/sqrt(mean(x^2) + eps), one number per row: sum_i dout_i gain_i x_i."""
-    return (dout * gain * x).sum(axis=-1, keepdims=True)
+    return (dout * gamma * x).sum(axis=-1, keepdims=True)
 
 
 def _rmsnorm_inputs(*shape, offset=0.0):
-    return lambda r: {"x": offset + 2 * normal(r, *shape), "gain": 1 + 0.5 * normal(r, shape[-1])}
+    return lambda r: {"x": offset + 2 * normal(r, *shape), "gamma": 1 + 0.5 * normal(r, shape[-1])}
 
 
 def _rmsnorm_cases(rng):
@@ -50,7 +50,7 @@ def _rmsnorm_cases(rng):
 
 
 def _unseen_rmsnorm(rng):
-    shape = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 7))  # D = 1: y = gain sign(x), dx ~ eps
+    shape = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 7))  # D = 1 would give y = gamma sign(x), dx ~ eps: no test
     inputs = _rmsnorm_inputs(*shape, offset=float(rng.uniform(-3, 3)))(rng)
     return [Case(f"B={shape[0]}, T={shape[1]}, D={shape[2]}", with_dout(rng, inputs, _rmsnorm))]
 
@@ -60,18 +60,18 @@ def _d_rstd_hint(got, expected, inputs, output):
         return "one number per row: r is shared by the whole row, so sum dout_i gain_i x_i over it (keepdims)"
     if got.shape == expected.shape and numpy.allclose(got, (inputs["dout"] * inputs["x"]).sum(-1, keepdims=True),
                                                       rtol=1e-9, atol=1e-12):
-        return "the gain is missing: y_i = gain_i x_i r, so dL/dr sums dout_i gain_i x_i"
+        return "the gamma is missing: y_i = gain_i x_i r, so dL/dr sums dout_i gain_i x_i"
     return ""
 
 
 def _rmsnorm_hint(got, expected, inputs, output):
     if output != "dx" or got.shape != expected.shape:
         return ""
-    x, gain, dout = inputs["x"], inputs["gain"], inputs["dout"]
+    x, gamma, dout = inputs["x"], inputs["gamma"], inputs["dout"]
     rstd = _rstd(x)
-    g, x_hat = dout * gain, x * rstd
+    g, x_hat = dout * gamma, x * rstd
     candidates = [
-        (rstd * g, "dx = r * dout * gain only: r depends on every x_i of the row too (the path through the root)"),
+        (rstd * g, "dx = r * dout * gamma only: r depends on every x_i of the row too (the path through the root)"),
         (rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)),
          "a - mean(g) term: that is layer norm's, from the mean it subtracts; RMSNorm subtracts none"),
         (rstd * (g - x_hat * (g * x_hat).sum(-1, keepdims=True)),
@@ -146,12 +146,25 @@ def _silu_backward(gate, dout):
     return dout * sigmoid * (1.0 + gate * (1.0 - sigmoid))
 
 
-def _swiglu(gate, up):
-    return ops.swiglu_forward(gate, up)[0]
+def _swiglu(x, W_gate, W_up):
+    return ops.swiglu_forward(x, W_gate, W_up)[0]
 
 
-def _swiglu_backward(gate, up, dout):
-    return ops.swiglu_backward(dout, ops.swiglu_forward(gate, up)[1])
+def _swiglu_backward(x, W_gate, W_up, dout):
+    return ops.swiglu_backward(dout, ops.swiglu_forward(x, W_gate, W_up)[1])
+
+
+def _swiglu_with(x, W_gate, W_up, dout, silu_slope, up_path=True):
+    """The backward pass with ``silu_slope(a)`` as SiLU's derivative, in NumPy (hints and wrong solutions)."""
+    gate, up = x @ W_gate, x @ W_up
+    d_gate, d_up = dout * up * silu_slope(gate), dout * _silu(gate)
+    rows = x.reshape(-1, x.shape[-1])
+    dx = d_gate @ W_gate.T + (d_up @ W_up.T if up_path else 0.0)
+    return dx, rows.T @ d_gate.reshape(-1, gate.shape[-1]), rows.T @ d_up.reshape(-1, up.shape[-1])
+
+
+def _sigmoid(a):
+    return 1.0 / (1.0 + numpy.exp(-a))
 
 
 def _gate_inputs(*shape):
@@ -163,11 +176,15 @@ def _silu_cases(rng):
                                        ("gate values near -30 and 30", lambda r: {"gate": numpy.array([-30.0, -2.0, 0.0, 30.0])})])
 
 
+def _swiglu_inputs(*shape, width):
+    return lambda r: {"x": normal(r, *shape), "W_gate": 1.5 * normal(r, shape[-1], width),
+                      "W_up": normal(r, shape[-1], width)}
+
+
 def _swiglu_cases(rng):
-    def make(*shape):
-        return lambda r: {"gate": 3 * normal(r, *shape), "up": normal(r, *shape)}
-    return backward_cases(rng, _swiglu, [("B=2, T=3, F=5", make(2, 3, 5)), ("B=1, T=1, F=1: one number", make(1, 1, 1)),
-                                         ("(4, 7)", make(4, 7))])
+    return backward_cases(rng, _swiglu, [("B=2, T=3, D=4 -> F=5", _swiglu_inputs(2, 3, 4, width=5)),
+                                         ("B=1, T=1, D=3 -> F=2: one token", _swiglu_inputs(1, 1, 3, width=2)),
+                                         ("(6, 4) rows, D=4 -> F=3", _swiglu_inputs(6, 4, width=3))])
 
 
 def _unseen_gate(rng):
@@ -176,22 +193,48 @@ def _unseen_gate(rng):
 
 
 def _unseen_swiglu(rng):
-    shape = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 1, 6))
-    inputs = {"gate": 3 * normal(rng, *shape), "up": normal(rng, *shape)}
-    return [Case(f"shape {shape}", with_dout(rng, inputs, _swiglu))]
+    batch, length, d_model, width = size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 5), size(rng, 2, 6)
+    inputs = _swiglu_inputs(batch, length, d_model, width=width)(rng)
+    return [Case(f"B={batch}, T={length}, D={d_model} -> F={width}", with_dout(rng, inputs, _swiglu))]
+
+
+def _sigmoid_only(a):
+    return _sigmoid(a)
+
+
+def _sigmoid_for_its_derivative(a):
+    return _sigmoid(a) + a * _sigmoid(a)
+
+
+_SILU_MISTAKES = ((_sigmoid_only, "silu'(a) = sigmoid(a) drops a term: silu(a) = a sigmoid(a) is a product, so add a sigmoid'(a)"),
+                  (_sigmoid_for_its_derivative, "sigmoid'(a) = sigmoid(a) (1 - sigmoid(a)), not sigmoid(a)"))
 
 
 def _silu_hint(got, expected, inputs, output):
-    gate, dout = inputs["gate"], inputs["dout"]
-    if output not in ("d_gate", "dx") or got.shape != expected.shape:
+    if got.shape != expected.shape:
         return ""
-    factor = dout * inputs.get("up", 1.0)
-    sigmoid = 1.0 / (1.0 + numpy.exp(-gate))
-    if numpy.allclose(got, factor * sigmoid, rtol=1e-9, atol=1e-12):
-        return "silu'(a) = sigmoid(a) drops a term: silu(a) = a sigmoid(a) is a product, so add a sigmoid'(a)"
-    if numpy.allclose(got, factor * (sigmoid + gate * sigmoid), rtol=1e-9, atol=1e-12):
-        return "sigmoid'(a) = sigmoid(a) (1 - sigmoid(a)), not sigmoid(a)"
+    for slope, hint in _SILU_MISTAKES:
+        if "x" in inputs:
+            candidate = _swiglu_with(inputs["x"], inputs["W_gate"], inputs["W_up"], inputs["dout"], slope)
+            candidate = candidate[("dx", "dW_gate", "dW_up").index(output)]
+        else:
+            candidate = inputs["dout"] * slope(inputs["gate"])
+        if numpy.allclose(got, candidate, rtol=1e-9, atol=1e-12):
+            return hint
     return ""
+
+
+def _swiglu_path_hint(got, expected, inputs, output):
+    if output != "dx" or got.shape != expected.shape:
+        return ""
+    gate_only = _swiglu_with(inputs["x"], inputs["W_gate"], inputs["W_up"], inputs["dout"], _silu_slope, up_path=False)[0]
+    if numpy.allclose(got, gate_only, rtol=1e-9, atol=1e-12):
+        return "x feeds both products, the gate and the linear branch: dx is the sum of both paths"
+    return ""
+
+
+def _silu_slope(a):
+    return _sigmoid(a) * (1.0 + a * (1.0 - _sigmoid(a)))
 
 
 # -- grouped-query attention's shared heads ---------------------------------------------------------------
@@ -244,19 +287,19 @@ def _repeat_kv_hint(got, expected, inputs, output):
 
 
 EXERCISES: list[Exercise] = [
-    Exercise("rmsnorm_d_rstd", "rmsnorm_d_rstd(x, gain, dout) -> dL/dr, one number per row (..., 1)", "28",
+    Exercise("rmsnorm_d_rstd", "rmsnorm_d_rstd(x, gamma, dout) -> dL/dr, one number per row (..., 1)", "28",
              _rmsnorm_d_rstd, _rmsnorm_cases, ("d_rstd",), hints=(_d_rstd_hint,), unseen=_unseen_rmsnorm),
-    Exercise("rmsnorm_backward", "rmsnorm_backward(x, gain, dout) -> (dx, dgain)", "28", _rmsnorm_backward,
-             _rmsnorm_cases, ("dx", "dgain"), _rmsnorm, ("x", "gain"), hints=(_rmsnorm_hint, hints.summed_over_rows_hint),
+    Exercise("rmsnorm_backward", "rmsnorm_backward(x, gamma, dout) -> (dx, dgamma)", "28", _rmsnorm_backward,
+             _rmsnorm_cases, ("dx", "dgamma"), _rmsnorm, ("x", "gamma"), hints=(_rmsnorm_hint, hints.summed_over_rows_hint),
              unseen=_unseen_rmsnorm,
              points=2),
     Exercise("rope_backward", "rope_backward(x, offset, dout) -> dx", "28", _rope_backward, _rope_cases, ("dx",),
              _rope, ("x",), hints=(_rope_hint,), unseen=_unseen_rope, points=2),
     Exercise("silu_backward", "silu_backward(gate, dout) -> d_gate", "28", _silu_backward, _silu_cases, ("d_gate",),
              _silu, ("gate",), hints=(_silu_hint,), unseen=_unseen_gate, points=2),
-    Exercise("swiglu_backward", "swiglu_backward(gate, up, dout) -> (d_gate, d_up)", "28", _swiglu_backward,
-             _swiglu_cases, ("d_gate", "d_up"), _swiglu, ("gate", "up"), hints=(_silu_hint,), unseen=_unseen_swiglu,
-             points=2),
+    Exercise("swiglu_backward", "swiglu_backward(x, W_gate, W_up, dout) -> (dx, dW_gate, dW_up)", "28",
+             _swiglu_backward, _swiglu_cases, ("dx", "dW_gate", "dW_up"), _swiglu, ("x", "W_gate", "W_up"),
+             hints=(_silu_hint, _swiglu_path_hint, hints.summed_over_rows_hint), unseen=_unseen_swiglu, points=2),
     Exercise("repeat_kv_backward", "repeat_kv_backward(k, n_rep, dout) -> dk", "28", _repeat_kv_backward,
              _repeat_kv_cases, ("dk",), _repeat_kv, ("k",), hints=(_repeat_kv_hint,), unseen=_unseen_repeat_kv,
              points=2),
@@ -265,35 +308,35 @@ EXERCISES: list[Exercise] = [
 
 # -- the mistakes students make -------------------------------------------------------------------------
 
-def _d_rstd_per_entry(x, gain, dout):
-    return dout * gain * x
+def _d_rstd_per_entry(x, gamma, dout):
+    return dout * gamma * x
 
 
-def _d_rstd_without_gain(x, gain, dout):
+def _d_rstd_without_gain(x, gamma, dout):
     return (dout * x).sum(axis=-1, keepdims=True)
 
 
-def _rmsnorm_direct_only(x, gain, dout):
+def _rmsnorm_direct_only(x, gamma, dout):
     rstd = _rstd(x)
-    return rstd * dout * gain, (dout * x * rstd).reshape(-1, x.shape[-1]).sum(0)
+    return rstd * dout * gamma, (dout * x * rstd).reshape(-1, x.shape[-1]).sum(0)
 
 
-def _rmsnorm_with_mean_term(x, gain, dout):
+def _rmsnorm_with_mean_term(x, gamma, dout):
     rstd = _rstd(x)
-    g, x_hat = dout * gain, x * rstd
+    g, x_hat = dout * gamma, x * rstd
     dx = rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True))
     return dx, (dout * x_hat).reshape(-1, x.shape[-1]).sum(0)
 
 
-def _rmsnorm_sum_for_mean(x, gain, dout):
+def _rmsnorm_sum_for_mean(x, gamma, dout):
     rstd = _rstd(x)
-    g, x_hat = dout * gain, x * rstd
+    g, x_hat = dout * gamma, x * rstd
     return rstd * (g - x_hat * (g * x_hat).sum(-1, keepdims=True)), (dout * x_hat).reshape(-1, x.shape[-1]).sum(0)
 
 
-def _rmsnorm_dgain_averaged(x, gain, dout):
+def _rmsnorm_dgain_averaged(x, gamma, dout):
     rstd = _rstd(x)
-    g, x_hat = dout * gain, x * rstd
+    g, x_hat = dout * gamma, x * rstd
     dx = rstd * (g - x_hat * (g * x_hat).mean(-1, keepdims=True))
     return dx, (dout * x_hat).reshape(-1, x.shape[-1]).mean(0)
 
@@ -307,12 +350,15 @@ def _rope_backward_from_zero(x, offset, dout):
 
 
 def _silu_backward_sigmoid_only(gate, dout):
-    return dout / (1.0 + numpy.exp(-gate))
+    return dout * _sigmoid_only(gate)
 
 
-def _swiglu_backward_sigmoid_only(gate, up, dout):
-    sigmoid = 1.0 / (1.0 + numpy.exp(-gate))
-    return dout * up * sigmoid, dout * gate * sigmoid
+def _swiglu_backward_sigmoid_only(x, W_gate, W_up, dout):
+    return _swiglu_with(x, W_gate, W_up, dout, _sigmoid_only)
+
+
+def _swiglu_backward_gate_path_only(x, W_gate, W_up, dout):
+    return _swiglu_with(x, W_gate, W_up, dout, _silu_slope, up_path=False)
 
 
 def _repeat_kv_first_only(k, n_rep, dout):
@@ -329,15 +375,16 @@ def _repeat_kv_tiled(k, n_rep, dout):
 
 WRONG_SOLUTIONS: list[WrongSolution] = [
     WrongSolution("rmsnorm_d_rstd", "not summed over the row", _d_rstd_per_entry, "one number per row"),
-    WrongSolution("rmsnorm_d_rstd", "the gain forgotten", _d_rstd_without_gain, "the gain is missing"),
+    WrongSolution("rmsnorm_d_rstd", "the gamma forgotten", _d_rstd_without_gain, "the gamma is missing"),
     WrongSolution("rmsnorm_backward", "the path through the root forgotten", _rmsnorm_direct_only, "path through the root"),
     WrongSolution("rmsnorm_backward", "layer norm's mean term", _rmsnorm_with_mean_term, "layer norm's"),
     WrongSolution("rmsnorm_backward", "a sum for the mean in d r / d x", _rmsnorm_sum_for_mean, "1/D"),
-    WrongSolution("rmsnorm_backward", "dgain averaged over the rows", _rmsnorm_dgain_averaged, "a sum over the rows"),
+    WrongSolution("rmsnorm_backward", "dgamma averaged over the rows", _rmsnorm_dgain_averaged, "a sum over the rows"),
     WrongSolution("rope_backward", "the forward rotation applied to dout", _rope_backward_forward_turn, "R^T"),
     WrongSolution("rope_backward", "the cache offset ignored", _rope_backward_from_zero, "offset + t"),
     WrongSolution("silu_backward", "silu' = sigmoid", _silu_backward_sigmoid_only, "is a product"),
     WrongSolution("swiglu_backward", "silu' = sigmoid", _swiglu_backward_sigmoid_only, "is a product"),
+    WrongSolution("swiglu_backward", "dx through the gate only", _swiglu_backward_gate_path_only, "both paths"),
     WrongSolution("repeat_kv_backward", "the first query head of each group", _repeat_kv_first_only, "sum of theirs"),
     WrongSolution("repeat_kv_backward", "the mean over the group", _repeat_kv_mean, "no 1/n_rep"),
     WrongSolution("repeat_kv_backward", "grouped as numpy.tile", _repeat_kv_tiled, "h // n_rep"),

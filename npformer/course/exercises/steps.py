@@ -179,11 +179,13 @@ TEXTBOOK: dict[str, str] = {
                            "dbeta = sum of dout, over every row"),
     "attention_backward": ("dv = P^T dout; dP = dout v^T; dS = P * (dP - rowsum(dP * P)); "
                            "dq = dS k / sqrt(d_head); dk = dS^T q / sqrt(d_head)"),
-    "rmsnorm_backward": ("dx = r * (g - x_hat * mean(g * x_hat)) with g = dout * gain, r = 1/sqrt(mean(x^2) + eps), "
-                         "x_hat = x * r; dgain = sum of dout * x_hat over every row"),
+    "rmsnorm_backward": ("dx = r * (g - x_hat * mean(g * x_hat)) with g = dout * gamma, r = 1/sqrt(mean(x^2) + eps), "
+                         "x_hat = x * r; dgamma = sum of dout * x_hat over every row"),
     "rope_backward": ("dx[2i] = dout[2i] cos + dout[2i+1] sin; dx[2i+1] = -dout[2i] sin + dout[2i+1] cos, "
                       "angle = (offset + t) * 10000^(-2i/Dh): the rotation by -angle"),
-    "swiglu_backward": ("d_gate = dout * up * s * (1 + gate * (1 - s)), s = sigmoid(gate); d_up = dout * gate * s"),
+    "swiglu_backward": ("a = x W_gate, b = x W_up, s = sigmoid(a); da = dout * b * s * (1 + a * (1 - s)), "
+                        "db = dout * a * s; dW_gate = x^T da, dW_up = x^T db (over every row); "
+                        "dx = da W_gate^T + db W_up^T"),
     "repeat_kv_backward": "dk = dout.reshape(B, Hkv, n_rep, T, Dh).sum(axis=2)",
 }
 

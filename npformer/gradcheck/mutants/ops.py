@@ -204,18 +204,18 @@ def _mean_pool_divides_by_length(original):
 
 def _rmsnorm_with_layernorm_mean_term(original):
     def backward(dy, cache):
-        _, dgain = original(dy, cache)
+        _, dgamma = original(dy, cache)
         x_hat, rstd = cache["x_hat"], cache["rstd"]
-        g = dy * cache["gain"]
+        g = dy * cache["gamma"]
         dx = rstd * (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
-        return dx, dgain  # layer norm's - mean(g) term, for a mean RMSNorm never subtracts
+        return dx, dgamma  # layer norm's - mean(g) term, for a mean RMSNorm never subtracts
     return backward
 
 
 def _rmsnorm_without_rstd_term(original):
     def backward(dy, cache):
-        _, dgain = original(dy, cache)
-        return cache["rstd"] * dy * cache["gain"], dgain  # x_hat's path through rstd forgotten
+        _, dgamma = original(dy, cache)
+        return cache["rstd"] * dy * cache["gamma"], dgamma  # x_hat's path through rstd forgotten
     return backward
 
 
@@ -236,8 +236,11 @@ def _gqa_without_group_sum(original):
 
 def _swiglu_sigmoid_as_silu_derivative(original):
     def backward(dy, cache):
-        _, d_up = original(dy, cache)
-        return dy * cache["up"] * cache["sigmoid"], d_up  # silu'(a) = sigmoid(a), the a sigmoid' term lost
+        _, _, dW_up = original(dy, cache)
+        d_gate = dy * cache["up"] * cache["sigmoid"]  # silu'(a) = sigmoid(a): the a sigmoid'(a) term lost
+        x, W_gate, W_up = cache["x"], cache["W_gate"], cache["W_up"]
+        dW_gate = x.reshape(-1, x.shape[-1]).T @ d_gate.reshape(-1, d_gate.shape[-1])
+        return d_gate @ W_gate.T + (dy * cache["silu"]) @ W_up.T, dW_gate, dW_up
     return backward
 
 

@@ -32,9 +32,8 @@ heads). The angles do not depend on the input, so RoPE has no parameters.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
-
-import numpy
 
 from ..backend import xp
 from ._validate import check_float, check_min_ndim
@@ -54,7 +53,7 @@ def check_rope_inputs(x: Any, offset: int, base: float) -> None:
     check_min_ndim(op, "x", x, 2, "(..., T, Dh)")
     if x.shape[-1] % 2:
         raise ValueError(f"{op}: the last axis of x (Dh) must be even, to pair its entries; got {x.shape[-1]}")
-    if isinstance(offset, bool) or not isinstance(offset, (int, numpy.integer)) or offset < 0:
+    if isinstance(offset, bool) or not isinstance(offset, numbers.Integral) or offset < 0:
         raise ValueError(f"{op}: offset must be an int >= 0, got {offset!r}")
     if not base > 1:
         raise ValueError(f"{op}: base must be > 1, got {base!r}")

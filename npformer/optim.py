@@ -64,6 +64,12 @@ def _split_into(items: list, count: int) -> list[list]:
     return [group for group in groups if group]
 
 
+def decays(param: Any) -> bool:
+    """Whether AdamW decays ``param``: a weight matrix or an embedding table (two or more axes), never a
+    gain or a bias (one axis)."""
+    return param.ndim >= 2
+
+
 class Optimizer:
     """Common parts: the parameters, the step counter, per-parameter state, saving."""
 
@@ -207,7 +213,7 @@ class Adam(Optimizer):
     def _gradient(self, param: Any, grad: Any) -> Any:
         """The gradient Adam's moments see: AdamW first decays a weight matrix itself; Adam adds the L2 term."""
         if self._decoupled:
-            if param.ndim >= 2:                            # AdamW: decay a weight matrix itself
+            if decays(param):                              # AdamW: decay a weight matrix itself
                 param *= 1.0 - self.lr * self.weight_decay
             return grad
         return grad + self.weight_decay * param if self.weight_decay else grad   # Adam: L2 in g
@@ -238,7 +244,7 @@ class AdamW(Adam):
         """The two groups as ``torch.optim.AdamW`` takes them: ``{"name", "keys", "weight_decay"}``
         for the decayed parameters (two or more axes) and for the rest (``weight_decay`` 0)."""
         params = self.model.params()
-        decayed = [key for key, value in params.items() if value.ndim >= 2]
+        decayed = [key for key, value in params.items() if decays(value)]
         return [{"name": "decay", "keys": decayed, "weight_decay": self.weight_decay},
                 {"name": "no_decay", "keys": [key for key in params if key not in decayed], "weight_decay": 0.0}]
 

@@ -28,8 +28,7 @@ from typing import Any
 import numpy
 
 from .. import backend, ops
-from ..backend import xp
-from ..nn import Embedding, Linear, ModernBlock, Module, ModuleList, RMSNorm
+from ..nn import Embedding, Linear, ModernBlock, Module, ModuleList, RMSNorm, check_grouped_heads, kv_buffers
 from ..tokens import PAD_ID
 from .base import start_model
 from .checks import check_config, check_token_ids
@@ -51,12 +50,7 @@ class ModernLanguageModelConfig:
     def __post_init__(self) -> None:
         owner = "ModernLanguageModelConfig"
         check_config(owner, self, ("vocab", "d_model", "n_heads", "n_kv_heads", "d_ff", "n_layers", "max_len"))
-        if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"{owner}: n_kv_heads must divide n_heads, got n_heads={self.n_heads}, "
-                             f"n_kv_heads={self.n_kv_heads}")
-        if (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"{owner}: d_model / n_heads must be even for rotary positions, "
-                             f"got {self.d_model} / {self.n_heads} = {self.d_model // self.n_heads}")
+        check_grouped_heads(owner, self.d_model, self.n_heads, self.n_kv_heads)
         if not self.rope_base > 1 or not self.eps > 0:
             raise ValueError(f"{owner}: rope_base must be > 1 and eps > 0, got {self.rope_base} and {self.eps}")
 
@@ -98,9 +92,7 @@ class ModernLanguageModel(Module):
     def kv_cache(self, length: int, batch: int = 1) -> tuple[list, list]:
         """Empty key and value buffers for ``length`` positions: per layer ``(batch, Hkv, length, Dh)``."""
         c = self.config
-        shape = (batch, c.n_kv_heads, length, c.d_model // c.n_heads)
-        return ([xp.zeros(shape, dtype=self.dtype) for _ in self.blocks],
-                [xp.zeros(shape, dtype=self.dtype) for _ in self.blocks])
+        return kv_buffers(batch, c.n_kv_heads, length, c.d_model // c.n_heads, c.n_layers, self.dtype)
 
     def step(self, token: int, position: int, keys: list, values: list) -> Any:
         """The next-token logits ``(V,)`` after ``token`` at ``position``, on the caches ``keys``/``values``."""

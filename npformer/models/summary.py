@@ -92,12 +92,18 @@ def _giga(flops: int) -> str:
     return f"{flops / 1e9:,.3f}"
 
 
+def counted_params(rows: list[SummaryRow], model: Any) -> int:
+    """The parameters the rows count, which must be the model's: every parameter in exactly one row."""
+    total_params = sum(row.params for row in rows)
+    if total_params != model.num_params():
+        raise RuntimeError(f"summary counts {total_params} parameters, the model has {model.num_params()}")
+    return total_params
+
+
 def summarize(model: Any, batch: int, src_len: int, tgt_len: int) -> str:
     """The summary table as text."""
     rows = summary_rows(model, batch, src_len, tgt_len)
-    total_params = sum(row.params for row in rows)
-    if total_params != model.num_params():  # every parameter must appear in exactly one row
-        raise RuntimeError(f"summary counts {total_params} parameters, the model has {model.num_params()}")
+    total_params = counted_params(rows, model)
     forward = sum(row.forward_flops for row in rows)
     name_width = max(len(row.name) for row in rows)
     shape_width = max(len(str(row.output_shape)) for row in rows)
@@ -149,9 +155,7 @@ def summarize_modern(model: Any, batch: int, length: int, optimizer: Any = None)
     """The table of ``modern_summary_rows`` as text, the KV cache's size against full heads, and the
     optimizer's parameter groups when ``optimizer`` has them (``optim.AdamW.describe_groups``)."""
     rows = modern_summary_rows(model, batch, length)
-    total_params = sum(row.params for row in rows)
-    if total_params != model.num_params():  # every parameter must appear in exactly one row
-        raise RuntimeError(f"summary counts {total_params} parameters, the model has {model.num_params()}")
+    total_params = counted_params(rows, model)
     forward = sum(row.forward_flops for row in rows)
     name_width = max(len(row.name) for row in rows)
     lines = [f"{'module':<{name_width}}  {'params':>10}  {'fwd GFLOP':>10}"]

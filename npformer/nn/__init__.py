@@ -9,7 +9,7 @@ from .dropout import Dropout
 from .embedding import Embedding, LearnedPositions
 from .encoder import Encoder, EncoderLayer
 from .feedforward import FeedForward
-from .grouped_attention import GroupedQueryAttention
+from .grouped_attention import GroupedQueryAttention, check_grouped_heads
 from .layernorm import LayerNorm
 from .linear import Linear
 from .modern_block import ModernBlock
@@ -21,5 +21,5 @@ __all__ = [
     "Module", "ModuleList", "BackwardBeforeForwardError", "Linear", "Embedding", "LearnedPositions", "LayerNorm", "Dropout",
     "FeedForward", "MultiHeadAttention", "SelfAttention", "check_heads",
     "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "kv_buffers",
-    "RMSNorm", "SwiGLUFeedForward", "GroupedQueryAttention", "ModernBlock",
+    "RMSNorm", "SwiGLUFeedForward", "GroupedQueryAttention", "ModernBlock", "check_grouped_heads",
 ]

@@ -52,6 +52,18 @@ def check_heads(owner: str, d_model: int, n_heads: int) -> None:
                          f"got d_model={d_model}, n_heads={n_heads}")
 
 
+def split_heads(x: Any, heads: int) -> Any:
+    """``(B, T, heads * Dh)`` -> ``(B, heads, T, Dh)``, contiguous."""
+    batch, length, width = x.shape
+    return xp.ascontiguousarray(x.reshape(batch, length, heads, width // heads).transpose(0, 2, 1, 3))
+
+
+def merge_heads(x: Any) -> Any:
+    """``(B, heads, T, Dh)`` -> ``(B, T, heads * Dh)``: the inverse of ``split_heads``."""
+    batch, heads, length, head_dim = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
+
+
 class MultiHeadAttention(Module):
     """Cross-attention: ``query (B, Tq, D)`` attends over ``memory (B, Tk, D)``.
 
@@ -73,13 +85,11 @@ class MultiHeadAttention(Module):
 
     def split_heads(self, x: Any) -> Any:
         """``(B, T, D)`` -> ``(B, H, T, Dh)``, contiguous (the attention products run faster on it)."""
-        batch, length, _ = x.shape
-        return xp.ascontiguousarray(x.reshape(batch, length, self.n_heads, self.head_dim).transpose(0, 2, 1, 3))
+        return split_heads(x, self.n_heads)
 
     def merge_heads(self, x: Any) -> Any:
         """``(B, H, T, Dh)`` -> ``(B, T, D)``: the inverse of ``split_heads``."""
-        batch, _, length, _ = x.shape
-        return x.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model)
+        return merge_heads(x)
 
     # -- attention over projected heads, then ``o``: the part both classes share ------------
 

@@ -26,22 +26,20 @@ from typing import Any
 import numpy
 
 from .. import ops
-from ..backend import xp
-from .attention import check_heads
+from .attention import check_heads, merge_heads, split_heads
 from .linear import Linear
 from .module import Module
 
 
-def split_heads(x: Any, heads: int) -> Any:
-    """``(B, T, heads * Dh)`` -> ``(B, heads, T, Dh)``, contiguous."""
-    batch, length, width = x.shape
-    return xp.ascontiguousarray(x.reshape(batch, length, heads, width // heads).transpose(0, 2, 1, 3))
-
-
-def merge_heads(x: Any) -> Any:
-    """``(B, heads, T, Dh)`` -> ``(B, T, heads * Dh)``: the inverse of ``split_heads``."""
-    batch, heads, length, head_dim = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
+def check_grouped_heads(owner: str, d_model: int, n_heads: int, n_kv_heads: int) -> None:
+    """``n_heads`` divides ``d_model`` (``check_heads``), ``n_kv_heads`` divides ``n_heads``, and each head's
+    ``d_model / n_heads`` numbers pair up for the rotation."""
+    check_heads(owner, d_model, n_heads)
+    if n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise ValueError(f"{owner}: n_kv_heads must divide n_heads, got n_heads={n_heads}, n_kv_heads={n_kv_heads}")
+    if (d_model // n_heads) % 2:
+        raise ValueError(f"{owner}: d_model / n_heads must be even for rotary positions, "
+                         f"got {d_model} / {n_heads} = {d_model // n_heads}")
 
 
 class GroupedQueryAttention(Module):
@@ -50,14 +48,8 @@ class GroupedQueryAttention(Module):
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, *, rope_base: float = 10000.0,
                  rng: numpy.random.Generator, dtype: Any = None) -> None:
         super().__init__()
-        check_heads(type(self).__name__, d_model, n_heads)
-        if n_kv_heads < 1 or n_heads % n_kv_heads:
-            raise ValueError(f"{type(self).__name__}: n_kv_heads must divide n_heads, "
-                             f"got n_heads={n_heads}, n_kv_heads={n_kv_heads}")
+        check_grouped_heads(type(self).__name__, d_model, n_heads, n_kv_heads)
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d_model // n_heads
-        if self.head_dim % 2:
-            raise ValueError(f"{type(self).__name__}: d_model / n_heads must be even for rotary positions, "
-                             f"got {d_model} / {n_heads} = {self.head_dim}")
         self.rope_base = rope_base
         kv_width = n_kv_heads * self.head_dim
         self.q = Linear(d_model, d_model, rng=rng, dtype=dtype, bias=False)

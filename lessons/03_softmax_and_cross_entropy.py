@@ -137,7 +137,7 @@ print(check("softmax_backward", softmax_backward, steps=(softmax_jacobian,)))
 
 # %%
 report = gradcheck.check_gradients(ops.softmax_forward, ops.softmax_backward,
-                                   {"z": rng.standard_normal((3, 6))}, name="softmax")
+                                   {"x": rng.standard_normal((3, 6))}, name="softmax")
 print(report)
 assert report.passed, "softmax_backward must pass the finite-difference check"
 

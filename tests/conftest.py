@@ -83,36 +83,50 @@ def _git_status():
         return None
 
 
-# Outside the repository, only pytest's own temporary folder (``--basetemp``, inside the repository's
-# ignored ``.pytest_tmp``) is written; this folder is where a lesson in quick mode would put its
-# figures when no test told it where (``npformer.viz.figures_dir``): it must not appear.
-_QUICK_FIGURES = os.path.join(__import__("tempfile").gettempdir(), "npformer-quick-figures")
+# Every temporary file of the run, the workers' and their subprocesses' (lessons, notebooks'
+# kernels, nbgrader), goes to one folder that belongs to this run: ``TMPDIR`` points there from the
+# start (the workers and every process they start inherit it), and the folder goes at the end. It
+# lies in the repository's ignored ``.pytest_run`` (not in ``.pytest_tmp``, which pytest empties when
+# it first hands out a ``tmp_path``), so the run writes nothing outside its own folders, and what
+# other processes on the machine put in the system's temporary folder cannot change its verdict.
 
 
-def _is_controller(session):
+def _is_controller(config):
     """True in the process that runs the session (not in a pytest-xdist worker)."""
-    return not hasattr(session.config, "workerinput")
+    return not hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    if _is_controller(config):
+        import tempfile
+
+        parent = os.path.join(_ROOT, ".pytest_run")
+        os.makedirs(parent, exist_ok=True)
+        config.npformer_tmp = tempfile.mkdtemp(prefix="run-tmp-", dir=parent)
+        os.environ["TMPDIR"] = tempfile.tempdir = config.npformer_tmp
 
 
 def pytest_sessionstart(session):
-    if _is_controller(session):
+    if _is_controller(session.config):
         session.config.npformer_git_status = _git_status()
-        session.config.npformer_quick_figures = os.path.exists(_QUICK_FIGURES)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Fail the run when a test left a tracked file changed or an untracked file behind, or left
-    figures in the system's temporary folder."""
-    if not _is_controller(session):
+    """Fail the run when a test left a tracked file changed or an untracked file behind."""
+    if not _is_controller(session.config):
         return
     before, after = getattr(session.config, "npformer_git_status", None), _git_status()
     if before is not None and after is not None and after != before:
         changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
         print(f"\nthe tests changed the repository (git status --porcelain): {changed}", file=sys.stderr)
         session.exitstatus = 1
-    if os.path.exists(_QUICK_FIGURES) and not getattr(session.config, "npformer_quick_figures", True):
-        print(f"\nthe tests left figures in {_QUICK_FIGURES}", file=sys.stderr)
-        session.exitstatus = 1
+
+
+def pytest_unconfigure(config):
+    if _is_controller(config) and getattr(config, "npformer_tmp", None):
+        import shutil
+
+        shutil.rmtree(config.npformer_tmp, ignore_errors=True)
 
 
 # -- the shared data folder and the optional cross-checks ----------------------------------------------

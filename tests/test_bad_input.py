@@ -12,6 +12,7 @@ import pytest
 
 from npformer import cli, models, nn, tokens
 from npformer.data import Splits, Vocab
+from npformer.tasks.checks import check_folder_can_be_created
 from npformer.tasks.translation import TrainOptions, train
 from npformer.tasks.translation import RunFolder
 from npformer.training import save_checkpoint
@@ -125,6 +126,16 @@ def test_output_paths_that_cannot_be_written_are_named_before_any_work(tmp_path,
     assert "is a folder" in _one_line_error(capsys, "attention")
     assert cli.main(["evaluate", "--run", "nowhere", "--data", str(tmp_path / "none.tsv")]) == 2
     assert "no such file" in _one_line_error(capsys, "evaluate")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="a /proc file system (Linux)")
+def test_a_runs_folder_that_the_system_refuses_is_named_in_one_line(tmp_path, capsys):
+    """Under /proc even root passes os.access, but nothing can be made there: the check tries."""
+    assert cli.main(["train", "--runs-dir", "/proc/npformer-test/runs", "--max-steps", "1"]) == 2
+    assert "cannot create the folder /proc/npformer-test/runs" in _one_line_error(capsys, "train")
+    # the check that proves a folder can be made leaves nothing behind
+    check_folder_can_be_created(str(tmp_path / "a" / "b" / "runs"))
+    assert not any(tmp_path.iterdir())
 
 
 def test_missing_parents_of_the_runs_folder_are_created(tmp_path, capsys):

@@ -57,10 +57,16 @@ def test_check_gradients_rejects_inputs_its_forward_does_not_take(inputs, words)
         gradcheck.check_gradients(ops.linear_forward, ops.linear_backward, inputs)
 
 
-def test_inputs_named_otherwise_but_in_order_are_fine():
-    """The values are passed in order: a name that is no parameter of forward is no mistake."""
-    report = gradcheck.check_gradients(ops.softmax_forward, ops.softmax_backward,
-                                       {"z": np.random.default_rng(0).standard_normal((2, 3))})
+def test_an_input_name_the_forward_does_not_take_is_named_before_any_work():
+    """A name that is no parameter of forward (a typing mistake, or inputs meant for another op)
+    is a ValueError naming it; a forward that takes ``*args`` accepts any names, in order."""
+    x = np.random.default_rng(0).standard_normal((2, 3))
+    with raises(ValueError, "check_gradients", "inputs must name the arguments of softmax_forward(x, axis=-1)",
+                "got 'z'", "does not take"):
+        gradcheck.check_gradients(ops.softmax_forward, ops.softmax_backward, {"z": x})
+    with raises(ValueError, "check_module", "inputs must name the arguments of forward(x)", "got 'q'"):
+        gradcheck.check_module(nn.Linear(3, 2, rng=np.random.default_rng(0), dtype=np.float64), {"q": x})
+    report = gradcheck.check_gradients(lambda *arrays: ops.softmax_forward(*arrays), ops.softmax_backward, {"z": x})
     assert report.passed, report
 
 

@@ -60,3 +60,31 @@ def test_attention_maps_label_the_bottom_row_and_first_column_only():
         assert rows[0] == rows[2] == ["le", "chat"] and rows[1] == rows[3] == ["", ""]
     finally:
         viz.close(figure)
+
+
+def test_a_lesson_run_by_hand_writes_its_figures_to_a_folder_of_its_own_and_says_where(tmp_path, monkeypatch):
+    """Without NPFORMER_FIGURES a lesson never touches the repository's figures/: each run gets a
+    fresh folder in the temporary folder, printed; with it, the folder asked for."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    committed = root / "figures" / "05_positional_encoding.png"
+    before = committed.stat().st_mtime_ns
+    env = {key: value for key, value in os.environ.items() if key != "NPFORMER_FIGURES"}
+    env.update(MPLBACKEND="Agg", TMPDIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "lessons/05_positional_encoding.py"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("figures of this run: ")]
+    folder = pathlib.Path(line.split(": ", 1)[1].split(" (")[0])
+    assert folder.parent == tmp_path and folder.name.startswith("npformer-figures-")
+    assert {path.name for path in folder.iterdir()} == {"05_positional_encoding.png", "05_position_similarity.png"}
+    assert committed.stat().st_mtime_ns == before
+    another = subprocess.run([sys.executable, "-c", "from npformer import viz; viz.figures_dir(); viz.figures_dir()"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert another.stdout.count("figures of this run: ") == 1 and str(folder) not in another.stdout
+    monkeypatch.setenv("NPFORMER_FIGURES", str(tmp_path / "asked"))
+    assert viz.figures_dir() == tmp_path / "asked" and (tmp_path / "asked").is_dir()

@@ -18,8 +18,8 @@ Two settings, both written in the configuration with the reason beside them:
   stopped with "Timeout waiting for execute reply"). ``TIMEOUT`` seconds covers the slowest whole
   lesson in full mode as recorded on a 2-core machine (lesson 26, 428 s) with room to spare.
 * ``NPFORMER_QUICK=1`` for the kernels nbgrader starts: the grades come only from the check cells,
-  which do not depend on how long the lessons' models train, and quick mode autogrades the 27
-  lessons in about 4 minutes instead of about 21 (the recorded lesson times). Delete the line to autograde in full mode.
+  which do not depend on how long the lessons' models train, and quick mode autogrades the 28
+  lessons in about 4 minutes instead of about 22 (the recorded lesson times). Delete the line to autograde in full mode.
 """
 
 from __future__ import annotations
@@ -44,9 +44,13 @@ c.Execute.timeout = {timeout}
 c.Execute.startup_timeout = 120
 
 # The grades come only from the check cells, which do not depend on how long the lessons train:
-# autograde with short trainings (the 27 lessons run in about 4 minutes instead of about 21).
+# autograde with short trainings (the 28 lessons run in about 4 minutes instead of about 22).
 # Delete this line to autograde in full mode.
 os.environ.setdefault("NPFORMER_QUICK", "1")
+
+# The lessons' figures, from every notebook autograded: one folder of the course (without it,
+# each kernel would make a temporary folder of its own).
+os.environ.setdefault("NPFORMER_FIGURES", os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures"))
 '''
 
 

@@ -113,11 +113,13 @@ def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: b
     Args:
         execute: run each notebook (in ``out_dir``), so that outputs and figures are inline.
         student: the student edition (solutions replaced by stubs).
-        quick: ``NPFORMER_QUICK=1`` for the kernels (short trainings, figures to a temporary folder).
+        quick: ``NPFORMER_QUICK=1`` for the kernels (short trainings).
         timeout: seconds one cell may run.
         only: lesson numbers (``["04", "13"]``) to convert; None for all.
         nbgrader: nbgrader's source of the student notebook (``edition.nbgrader_source``: each body
             between nbgrader's markers), with its cell metadata; implies ``student``.
+
+    The figures go to ``out_dir/figures`` (``$NPFORMER_FIGURES`` when set).
 
     Raises ``NotebookError`` naming the lesson and the cell when a cell raises; the
     notebook is still written, with the error in its outputs.
@@ -131,7 +133,8 @@ def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: b
     out.mkdir(parents=True, exist_ok=True)
     written = []
     # Figures inline whatever the caller's MPLBACKEND says (a kernel would otherwise honour Agg, say)
-    changes = {"MPLBACKEND": "module://matplotlib_inline.backend_inline", **({"NPFORMER_QUICK": "1"} if quick else {})}
+    changes = {"MPLBACKEND": "module://matplotlib_inline.backend_inline", **({"NPFORMER_QUICK": "1"} if quick else {}),
+               "NPFORMER_FIGURES": os.environ.get("NPFORMER_FIGURES") or str(out.resolve() / "figures")}
     with _environment(changes):
         for path in tqdm(files, desc="notebooks", unit="lesson", disable=not execute):
             text = path.read_text(encoding="utf-8")

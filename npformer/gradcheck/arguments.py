@@ -85,8 +85,10 @@ def check_fits(function: str, name: str, target: Callable, names: list[str], mat
 
     A wrong number of values, an unknown keyword or a required parameter left out is a
     ``TypeError``; with ``match_names``, so is a name that is another parameter of ``target``: the
-    values are passed in order, so ``{"W": W, "x": x}`` would give ``W`` to ``x``. A name that is
-    no parameter at all is fine (the order decides). Targets without a signature are not checked.
+    values are passed in order, so ``{"W": W, "x": x}`` would give ``W`` to ``x``. With
+    ``match_names``, a name that is no parameter of ``target`` is a ``ValueError`` naming it (a
+    typing mistake, or inputs meant for another function), unless ``target`` takes ``*args``.
+    Targets without a signature are not checked.
     """
     try:
         signature = inspect.signature(target)
@@ -103,9 +105,13 @@ def check_fits(function: str, name: str, target: Callable, names: list[str], mat
         raise TypeError(f"{function}: {name} must fit {shown}, got {len(given)} value(s) "
                         f"({', '.join(given)}): {error}") from None
     for parameter, value in bound.arguments.items():
-        if match_names and isinstance(value, str) and value != parameter and value in signature.parameters:
+        if not match_names or not isinstance(value, str) or value == parameter:
+            continue  # a str value is one of ``names``; *args binds a tuple of them, any names allowed
+        if value in signature.parameters:
             raise TypeError(f"{function}: {name} must list the arguments of {shown} in order, "
                             f"got {value!r} in the place of {parameter!r}")
+        raise ValueError(f"{function}: {name} must name the arguments of {shown}, got {value!r}, "
+                         f"which it does not take (in the place of {parameter!r})")
 
 
 def check_shape(function: str, name: str, value: Any, shape: tuple, what: str) -> None:

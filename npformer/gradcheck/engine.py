@@ -177,10 +177,11 @@ def check_gradients(
         A ``GradcheckReport`` with one row per floating input.
 
     Checked before any work: ``forward`` and ``backward`` are functions, ``forward`` takes the
-    inputs in order (their number, and no name that is another of its parameters) and
-    ``backward`` takes ``(dout, cache)``; ``inputs`` is a dict with a floating array; ``name`` a
-    str, ``seed`` an int >= 0, ``eps`` and ``tol`` numbers > 0. Then, after the first forward
-    call, that it returned ``(out, cache)`` and that ``dout`` has the shape of ``out``.
+    inputs in order (their number, and each name is the parameter in its place, unless
+    ``forward`` takes ``*args``) and ``backward`` takes ``(dout, cache)``; ``inputs`` is a dict
+    with a floating array; ``name`` a str, ``seed`` an int >= 0, ``eps`` and ``tol`` numbers > 0.
+    Then, after the first forward call, that it returned ``(out, cache)`` and that ``dout`` has
+    the shape of ``out``.
     """
     _check_gradients_arguments(forward, backward, inputs, name, seed, eps, tol)
     inputs = as_float64_inputs(inputs)

@@ -51,14 +51,26 @@ class OutputPathError(ValueError, UsageError):
 
 
 def check_folder_can_be_created(path: str) -> None:
-    """``path`` is a writable folder, or can be made one (missing parents included, as ``mkdir -p``)."""
-    existing = os.path.abspath(path)
+    """``path`` is a writable folder, or can be made one (missing parents included, as ``mkdir -p``).
+
+    Permissions do not tell the whole story (``root`` passes ``os.access`` inside ``/proc``, where
+    nothing can be made), so a missing folder is made, then removed again, as the proof."""
+    folder = existing = os.path.abspath(path)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         raise OutputPathError(f"cannot create the folder {path}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise OutputPathError(f"cannot create the folder {path}: {existing} is not writable")
+    if folder == existing:
+        return
+    try:
+        os.makedirs(folder)
+    except OSError as error:
+        raise OutputPathError(f"cannot create the folder {path}: {error.strerror or error}") from None
+    while folder != existing:  # leave the disk as it was: the work that follows makes it for real
+        os.rmdir(folder)
+        folder = os.path.dirname(folder)
 
 
 def check_file_can_be_written(path: str) -> None:

@@ -38,25 +38,27 @@ def close(figure: Any) -> None:
     pyplot().close(figure)
 
 
-def figures_dir() -> Any:
-    """Where the lessons write figures, as a ``pathlib.Path``.
+_RUN_FIGURES: list = []   # this process's figures folder, made on the first call of figures_dir
 
-    ``$NPFORMER_FIGURES`` when set; else, in quick mode (``NPFORMER_QUICK=1``, short runs whose
-    figures are not the course's), ``npformer-quick-figures`` in the system's temporary folder, so
-    that quick runs never overwrite the committed figures; else the repository's ``figures/``
-    (found from the repository root or from ``lessons/``).
+
+def figures_dir() -> Any:
+    """Where the lessons write figures, as a ``pathlib.Path``; made if missing.
+
+    ``$NPFORMER_FIGURES`` when set (``NPFORMER_FIGURES=figures python lessons/05_...py``
+    regenerates the repository's committed figures; ``npformer course notebooks OUT`` sets
+    ``OUT/figures``). Otherwise a folder of this run alone, made in the system's temporary folder
+    on the first call (``npformer-figures-`` and a random suffix), whose path is printed then: a
+    lesson run by hand never overwrites the committed figures, and two runs never share a folder.
     """
-    import os
     import tempfile
     from pathlib import Path
 
     if os.environ.get("NPFORMER_FIGURES"):
         folder = Path(os.environ["NPFORMER_FIGURES"])
-    elif os.environ.get("NPFORMER_QUICK") == "1":
-        folder = Path(tempfile.gettempdir()) / "npformer-quick-figures"
-    elif (Path.cwd().parent / "figures").is_dir() and Path.cwd().name == "lessons":
-        folder = Path.cwd().parent / "figures"
-    else:
-        folder = Path.cwd() / "figures"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    if not _RUN_FIGURES:
+        _RUN_FIGURES.append(Path(tempfile.mkdtemp(prefix="npformer-figures-")))
+        print(f"figures of this run: {_RUN_FIGURES[0]} (NPFORMER_FIGURES=folder to choose; "
+              "NPFORMER_FIGURES=figures rewrites the repository's)")
+    return _RUN_FIGURES[0]

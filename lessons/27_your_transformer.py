@@ -91,8 +91,8 @@ assert model_check.passed, "the whole model's gradients must pass through your o
 # %%
 def run(name, op_set):
     """Train, and return (training losses by step, test BLEU greedy, seconds)."""
-    options = TrainOptions(name=name, runs_dir="runs", max_steps=40 if QUICK else 900,
-                           eval_every=40 if QUICK else 300, test_sentences=100 if QUICK else 1000, log_every=5)
+    options = TrainOptions(name=name, runs_dir="runs", max_steps=20 if QUICK else 900,
+                           eval_every=20 if QUICK else 300, test_sentences=20 if QUICK else 1000, log_every=5)
     start = time.perf_counter()
     with ops.using(op_set):
         assert train(options, stream=io.StringIO()) == 0

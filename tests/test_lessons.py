@@ -163,3 +163,41 @@ def test_a_call_of_a_stub_is_allowed_only_behind_the_graders_pass():
     assert _uses_outside_check_calls(ast.parse(guarded), "f") == []
     unguarded = guarded + "z = f(3)\nw = f(4) if ready else 0\n"
     assert _uses_outside_check_calls(ast.parse(unguarded), "f") == [5, 6]
+
+
+def _names(source):
+    """(the names a piece of code binds, in any scope; the names it reads)."""
+    bound, read = set(), set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return bound, read
+
+
+def _read_from_instructor_cells(text):
+    """Names that the student's cells read but only the instructor's cells bind: the student edition
+    (and nbgrader's release), which leaves those cells out, would stop there with a NameError."""
+    from npformer.course.edition import cells, is_instructor_cell
+
+    student, instructor = [cell for cell in cells(text) if not is_instructor_cell(cell)], [
+        cell for cell in cells(text) if is_instructor_cell(cell)]
+    student_bound, student_read = _names("".join(student))
+    instructor_bound, _ = _names("".join(instructor))
+    return sorted(student_read & (instructor_bound - student_bound))
+
+
+def test_no_student_cell_reads_a_name_only_an_instructor_cell_binds():
+    """The notebook run above keeps the instructor's cells; this is what keeps it a run of the
+    student edition too (and of every week nbgrader releases, tests/test_platforms.py)."""
+    for path in LESSONS:
+        assert not _read_from_instructor_cells(path.read_text(encoding="utf-8")), path.name
+    leaky = ('# %% tags=["instructor"]\nscale = 2.0\n\n# %%\nprint(scale * 3)\n')
+    assert _read_from_instructor_cells(leaky) == ["scale"]

@@ -1,8 +1,8 @@
 """The instructor's three platforms, each with a class of three stand-in students (one who solved the
 problem set, one with a classic mistake, one who handed in the stubs): Gradescope's autograder zip run
 as Gradescope runs it, GitHub Classroom's workflow command run as the runner runs it, and nbgrader's
-own commands on the course folder; then nbgrader on every week of the syllabus, every lesson
-released and autograded."""
+own commands on the course folder; then every week of the syllabus released by nbgrader, each
+with its points and the lessons' own code."""
 
 from __future__ import annotations
 
@@ -280,20 +280,57 @@ def test_nbgrader_releases_the_def_line_and_grades_a_class_of_three(tmp_path):
     assert {grades.student: grades.total for grades in graded} == points
 
 
-@pytest.mark.parametrize("week", [week.number for week in syllabus.WEEKS], ids=lambda week: f"week{week:02d}")
-def test_nbgrader_releases_and_autogrades_every_lesson_of_the_week(week, tmp_path):
-    """Every lesson, within the course's nbgrader configuration (its timeout, quick trainings): the
-    solved submission gets every test cell's points, and each open-question cell is there to grade."""
-    _nbgrader_tools()
+def _code_cells(notebook) -> list[str]:
+    """A notebook's code, cell by cell, without nbgrader's solution markers."""
+    return [_solved_from_source(cell.source).strip() for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def test_nbgrader_releases_every_week_with_its_points_and_the_lessons_own_code(tmp_path):
+    """Every week of the syllabus through nbgrader's generate_assignment (in this process, as
+    nbgrader's own API runs it): each released test cell is worth its exercise's points, every
+    exercise of the problem set has one, and a solved release holds the lesson's code exactly as
+    the instructor's edition runs it, less the instructor's cells, so the lessons' notebook run
+    (tests/test_lessons.py, instructor cells kept away from the student's names) and week 1's class
+    of three autograded above cover what autograding every week would run (it took 8 minutes of
+    the suite's 16)."""
+    nbformat = _nbgrader_tools()
+    import jupytext
+    from nbgrader.apps import NbGraderAPI
+    from traitlets.config import Config
+
     from npformer.course import nbgrader_course
 
     course = tmp_path / "course"
-    nbgrader_course.write_course(course, [week], lessons_dir=LESSONS)
-    scores = _autograde(course, week, {"solved": _solve})["solved"]
-    expected = {name: EXERCISES[name].points for name in syllabus.problem_sets()[week]}
-    tests = _test_cells(scores)
-    assert sum(tests.values()) == sum(expected.values()), (tests, expected)
-    assert all(any(name in cell for cell in tests) for name in expected)
+    nbgrader_course.write_course(course, lessons_dir=LESSONS)
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    api = NbGraderAPI(config=config)
+    for week in syllabus.WEEKS:
+        assignment = nbgrader_course.assignment_name(week.number)
+        result = api.generate_assignment(assignment, force=True)
+        assert result["success"], (assignment, result.get("error"), result.get("log", "")[-2000:])
+        released = sorted((course / "release" / assignment).glob("*.ipynb"))
+        assert [path.name[:2] for path in released] == list(week.lessons), assignment
+        points = {}
+        for path in released:
+            notebook = nbformat.read(path, as_version=4)
+            source = nbformat.read(course / "source" / assignment / path.name, as_version=4)
+            for cell in notebook.cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if meta.get("grade") and not meta.get("solution") and "_check_" in meta.get("grade_id", ""):
+                    points[meta["grade_id"]] = meta["points"]
+            _solve(notebook, source)
+            lesson = jupytext.reads((LESSONS / f"{path.stem}.py").read_text(encoding="utf-8"), fmt="py:percent")
+            lesson.cells = [cell for cell in lesson.cells if "instructor" not in cell.metadata.get("tags", [])]
+            solved, own = _code_cells(notebook), _code_cells(lesson)
+            assert len(solved) == len(own), f"{assignment}/{path.name}: {len(solved)} code cells, not {len(own)}"
+            for released_cell, lesson_cell in zip(solved, own):  # a test cell also asserts its check's pass
+                assert released_cell == lesson_cell or released_cell.startswith(lesson_cell + "\nassert check("), (
+                    f"{assignment}/{path.name}: the solved release runs {released_cell[:300]!r}, the lesson "
+                    f"{lesson_cell[:300]!r}")
+        expected = {name: EXERCISES[name].points for name in syllabus.problem_sets()[week.number]}
+        assert sum(points.values()) == sum(expected.values()), (assignment, points, expected)
+        assert all(any(name in grade_id for grade_id in points) for name in expected), (assignment, points)
 
 
 # -- the instructor's guide -------------------------------------------------------------------------

@@ -197,8 +197,11 @@ STRICT_TESTS = [
 
 def test_op_model_decoding_and_checkpoint_tests_pass_under_the_strict_backend(tmp_path):
     """The library's own tests, run again with every array on the stand-in device (in this worker:
-    ``-n 0``; its own temporary folder, since pytest clears the one it is given)."""
+    ``-n 0``; its own temporary folder, since pytest clears the one it is given), with hypothesis's
+    profile for a GPU (12 drawn shapes an op, as benchmarks/gpu_check.sh runs them; the 100 of the
+    NumPy run took 39 of this test's 65 s) unless NPFORMER_HYPOTHESIS asks for another."""
     env = dict(os.environ, NPFORMER_BACKEND="strict")
+    env.setdefault("NPFORMER_HYPOTHESIS", "gpu")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-n", "0",
                              f"--basetemp={tmp_path / 'strict'}", *[str(ROOT / "tests" / name) for name in STRICT_TESTS]],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)

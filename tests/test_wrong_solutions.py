@@ -23,6 +23,6 @@ def test_the_grader_catches_every_wrong_solution_and_names_the_classic_ones(unse
                                      "only the diagonal of the Jacobian", "dk from dS, not dS^T (transposed)",
                                      "eps under the square root"])
 def test_the_mistakes_that_used_to_pass_or_get_a_generic_message_are_named(mistake):
-    [outcome] = [o for o in wrong_solutions.run() if o.wrong.mistake == mistake]
+    [outcome] = wrong_solutions.run(mistakes=[mistake])
     assert outcome.caught and outcome.wrong.hint and outcome.named, outcome.report
     assert "wrong at every entry" not in str(outcome.report)

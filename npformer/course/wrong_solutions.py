@@ -219,11 +219,14 @@ class Outcome:
         return not self.wrong.hint or self.wrong.hint in str(self.report)
 
 
-def run(unseen_seed: int = 0) -> list[Outcome]:
-    """Grade every wrong solution (the unseen cases drawn with ``unseen_seed``)."""
+def run(unseen_seed: int = 0, mistakes: list[str] | None = None) -> list[Outcome]:
+    """Grade every wrong solution, or those whose ``mistake`` is in ``mistakes`` (the unseen cases
+    drawn with ``unseen_seed``)."""
     outcomes = []
     with np.errstate(all="ignore"):
         for wrong in catalogue():
+            if mistakes is not None and wrong.mistake not in mistakes:
+                continue
             outcomes.append(Outcome(wrong, check(wrong.exercise, wrong.function, strict=False, unseen_seed=unseen_seed)))
     return outcomes
 

@@ -211,6 +211,6 @@ class BPEVocab(Vocab):
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as file:
-            json.dump({"tokens": self.tokens, "merges": [list(pair) for pair in self.merges]}, file,
-                      ensure_ascii=False)
+            file.write(json.dumps({"tokens": self.tokens, "merges": [list(pair) for pair in self.merges]},
+                                  ensure_ascii=False))  # dumps: C's encoder
 

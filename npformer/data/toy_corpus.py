@@ -28,6 +28,7 @@ what it learned separately.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy
@@ -349,7 +350,18 @@ def toy_corpus(n_train: int = 12000, n_valid: int = 500, n_test: int = 1000, see
     A sentence containing a held-out (noun, adjective) pair can only go to test;
     every other sentence goes to train or validation. Each English sentence
     appears once in the whole corpus, so no source is in two splits.
+
+    The pairs are drawn once per process and set of arguments (about 3 s for the default
+    sizes); each call returns new lists, which the caller may change.
     """
+    buckets = _toy_rows(n_train, n_valid, n_test, seed)
+    return Splits(**{name: [(source, target) for source, target, _ in rows] for name, rows in buckets.items()},
+                  alignments={name: [alignment for _, _, alignment in rows] for name, rows in buckets.items()})
+
+
+@functools.lru_cache(maxsize=4)
+def _toy_rows(n_train: int, n_valid: int, n_test: int, seed: int) -> dict[str, tuple]:
+    """``toy_corpus``'s draw: split name -> (english, french, alignment) rows (immutable, so shared)."""
     from .tokenizer import detokenize
 
     rng = numpy.random.default_rng(seed)
@@ -371,6 +383,4 @@ def toy_corpus(n_train: int = 12000, n_valid: int = 500, n_test: int = 1000, see
         if len(target) < limit:
             seen.add(source)
             target.append((source, detokenize(french, "fr"), alignment))
-    buckets = {"train": familiar[:n_train], "valid": familiar[n_train:], "test": novel}
-    return Splits(**{name: [(source, target) for source, target, _ in rows] for name, rows in buckets.items()},
-                  alignments={name: [alignment for _, _, alignment in rows] for name, rows in buckets.items()})
+    return {"train": tuple(familiar[:n_train]), "valid": tuple(familiar[n_train:]), "test": tuple(novel)}

@@ -112,8 +112,8 @@ class Truecaser:
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as file:
-            json.dump({"kind": "truecaser", "names": self.names, "forms": self.forms}, file, ensure_ascii=False,
-                      separators=(",", ":"))
+            file.write(json.dumps({"kind": "truecaser", "names": self.names, "forms": self.forms},
+                                  ensure_ascii=False, separators=(",", ":")))  # dumps: C's encoder
 
     @classmethod
     def from_dict(cls, document: dict) -> "Truecaser":

@@ -87,7 +87,7 @@ class Vocab:
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as file:
-            json.dump({"tokens": self.tokens}, file, ensure_ascii=False)
+            file.write(json.dumps({"tokens": self.tokens}, ensure_ascii=False))  # dumps: C's encoder
 
     @classmethod
     def load(cls, path: str) -> "Vocab":

@@ -80,9 +80,9 @@ class RunFolder:
         if splits.long:  # --long-words: the longer pairs held out of training
             write_tsv(self.path("long.tsv"), splits.long)
         if splits.alignments:  # the embedded corpus: its gold alignments, kept with the pairs they belong to
-            with open(self.path(ALIGNMENTS), "w", encoding="utf-8") as file:
-                json.dump({name: [alignment.to_json() for alignment in alignments]
-                           for name, alignments in splits.alignments.items()}, file, separators=(",", ":"))
+            with open(self.path(ALIGNMENTS), "w", encoding="utf-8") as file:  # dumps: C's encoder, 30x dump's
+                file.write(json.dumps({name: [alignment.to_json() for alignment in alignments]
+                                       for name, alignments in splits.alignments.items()}, separators=(",", ":")))
         src_vocab.save(self.path("src_vocab.json"))
         tgt_vocab.save(self.path("tgt_vocab.json"))
         with open(self.path("config.json"), "w", encoding="utf-8") as file:

@@ -183,6 +183,7 @@ class Trainer:
         self.stream = stream or sys.stderr
         self.run_folder = RunFolder(os.path.join(options.runs_dir, options.run_name()))
         self.folder = self.run_folder.folder
+        self._records_plotted: int | None = None  # metrics.jsonl's lines when curves.png was last drawn
 
     def log(self, text: str) -> None:
         self.stream.write(text + "\n")
@@ -265,6 +266,9 @@ class Trainer:
         if os.path.exists(path):  # a run shorter than log_every steps has logged nothing yet
             with open(path, encoding="utf-8") as file:
                 records = [json.loads(line) for line in file if line.strip()]
+        if records and len(records) == self._records_plotted:
+            return  # nothing logged since the last figure (a run that ends on an evaluation step)
+        self._records_plotted = len(records)
         close(training_curves(records, self.run_folder.path("curves.png"), title=os.path.basename(self.folder)))
 
     # -- the loop -----------------------------------------------------------------------------

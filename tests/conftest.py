@@ -129,6 +129,13 @@ def pytest_unconfigure(config):
         shutil.rmtree(config.npformer_tmp, ignore_errors=True)
 
 
+def pytest_collection_modifyitems(items):
+    """The tests marked ``slow`` first (in their order), then the rest: pytest-xdist hands out the
+    first quarter of the tests in turn, so the long ones spread over the workers at the start
+    instead of one of them ending the run alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 # -- the shared data folder and the optional cross-checks ----------------------------------------------
 
 

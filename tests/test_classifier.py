@@ -37,6 +37,7 @@ def test_language_id_learns_on_the_embedded_corpus():
         "English", "French"]
 
 
+@pytest.mark.slow
 def test_language_id_on_real_tatoeba_sentences(shared_fra_eng):
     # The file is sorted by length: its first pairs are one-word sentences ("Go.", "Tom!"), many
     # of them ambiguous between the two languages.

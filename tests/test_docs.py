@@ -145,6 +145,7 @@ def test_the_stand_in_of_a_sketch_keeps_its_runnable_commands():
     assert stand_in(tatoeba).strip() == ""
 
 
+@pytest.mark.slow
 def test_readme_then_translation_run_in_order(tmp_path):
     """Every python and bash block of README.md, then of docs/translation.md, in the order written,
     in one fresh folder (sketches by their ``stand_in``): what a new user meets running them in turn."""

@@ -38,6 +38,7 @@ def test_the_default_run_is_a_number_of_steps_not_of_minutes():
     assert TrainOptions(minutes=1.5).budget() == (None, 1.5)
 
 
+@pytest.mark.slow
 def test_the_same_command_gives_the_same_model_on_a_busy_machine(tmp_path):
     """Two runs at once, each slowing the other, give the losses of a run alone, bit for bit."""
     arguments = ["--runs-dir", str(tmp_path), "--max-steps", "12", "--d-model", "16", "--d-ff", "32",

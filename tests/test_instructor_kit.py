@@ -91,6 +91,7 @@ def _replace_stub(path, function, body):
     path.write_text(text[:stub] + body + text[stub + len("raise NotImplementedError"):], encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_class_of_three_is_graded_in_one_command(tmp_path, capsys):
     from npformer.cli import main
 

@@ -133,6 +133,7 @@ def notebook_dir(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS, ids=[path.stem for path in LESSONS])
 def test_lesson_runs_as_a_notebook_with_its_figures_inline(lesson, notebook_dir, monkeypatch):
     import nbformat

@@ -42,6 +42,7 @@ def test_whole_masked_model_gradients():
     assert report.passed, report
 
 
+@pytest.mark.slow
 def test_masked_lm_learns_on_the_embedded_corpus():
     result = train_french_mlm(None, steps=250, max_pairs=4000)
     assert result["valid_masked_accuracy"] > 0.25  # chance is under 1% over ~120 words

@@ -49,6 +49,7 @@ def test_the_catalogue_has_at_least_30_mutants_over_every_kind_of_check():
     assert len(checked_ops) >= 10, checked_ops
 
 
+@pytest.mark.slow
 def test_every_check_passes_on_the_correct_library():
     for check in sorted({m.check for m in mutants.MUTANTS}):
         report = mutants.run_check(check)
@@ -57,6 +58,7 @@ def test_every_check_passes_on_the_correct_library():
             assert mutants.run_check(check, directions=2).passed, check
 
 
+@pytest.mark.slow
 def test_every_mutant_is_caught_by_its_check_and_by_the_fast_check(results):
     escaped = [r.mutant.name for r in results if not r.caught]
     escaped_fast = [r.mutant.name for r in results if r.caught_fast is False]

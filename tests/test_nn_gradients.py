@@ -87,6 +87,7 @@ def test_encoder_layer(seed, batch, length, n_heads, pre_norm, fully_padded_row)
     assert_passes(report)
 
 
+@pytest.mark.slow
 @given(seed=seeds, batch=st.integers(1, 3), tgt_len=st.integers(1, 4), src_len=st.integers(1, 4),
        pre_norm=st.booleans())
 @settings(max_examples=15)
@@ -104,6 +105,7 @@ def test_decoder_layer_input_and_memory_gradients(seed, batch, tgt_len, src_len,
 
 # --- the whole Transformer -----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_whole_transformer_every_entry_of_every_parameter():
     """The default tiny model (post-norm, ReLU, untied, dropout 0.1 replayed, label smoothing)."""
     report = gradcheck.check_model(seed=0)
@@ -111,6 +113,7 @@ def test_whole_transformer_every_entry_of_every_parameter():
     assert len(report.results) == len(gradcheck.model_case()[0].params())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", [
     dict(norm="pre", tie_embeddings=False, activation="relu", dropout=0.1),
     dict(norm="post", tie_embeddings=True, activation="gelu", dropout=0.0),

@@ -248,6 +248,7 @@ def _test_cells(points: dict[str, float]) -> dict[str, float]:
     return {name: score for name, score in points.items() if "_check_" in name}
 
 
+@pytest.mark.slow
 def test_nbgrader_releases_the_def_line_and_grades_a_class_of_three(tmp_path):
     """Week 1 through nbgrader itself: the released cell keeps the function's signature and docstring
     (nbgrader replaces only the body), and the three students get their points."""
@@ -285,6 +286,7 @@ def _code_cells(notebook) -> list[str]:
     return [_solved_from_source(cell.source).strip() for cell in notebook.cells if cell.cell_type == "code"]
 
 
+@pytest.mark.slow
 def test_nbgrader_releases_every_week_with_its_points_and_the_lessons_own_code(tmp_path):
     """Every week of the syllabus through nbgrader's generate_assignment (in this process, as
     nbgrader's own API runs it): each released test cell is worth its exercise's points, every

@@ -195,6 +195,7 @@ STRICT_TESTS = [
 ]
 
 
+@pytest.mark.slow
 def test_op_model_decoding_and_checkpoint_tests_pass_under_the_strict_backend(tmp_path):
     """The library's own tests, run again with every array on the stand-in device (in this worker:
     ``-n 0``; its own temporary folder, since pytest clears the one it is given), with hypothesis's

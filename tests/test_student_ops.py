@@ -238,6 +238,7 @@ def test_collect_reports_what_it_cannot_collect_and_changes_nothing(tmp_path):
     assert main(["course", "collect", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x.py")]) == 2
 
 
+@pytest.mark.slow
 def test_the_capstone_in_an_untouched_student_edition_trains_on_npformers_ops(tmp_path):
     """Lesson 27 run where a student who solved nothing would run it: in the student edition's
     folder. It collects the stubs, says that none of the ops is the student's, and runs to the end."""

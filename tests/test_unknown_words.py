@@ -172,6 +172,7 @@ def test_a_resumed_toy_run_finds_the_same_gold_links_as_a_new_one(tmp_path):
     assert without != fresh  # the fallback is not the gold alignment: the test above can fail
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rate, least, most", [(0.0, 0, 0), (0.1, 20, 30)])
 def test_the_words_model_learns_to_write_unk_where_a_new_word_belongs(tmp_path, rate, least, most):
     """The point of it all. Trained on the embedded corpus with some aligned pairs hidden, a tiny

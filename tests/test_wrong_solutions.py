@@ -11,6 +11,7 @@ def test_every_exercise_has_wrong_solutions_in_the_catalogue():
     assert covered == set(EXERCISES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unseen_seed", [0, 1, 2])
 def test_the_grader_catches_every_wrong_solution_and_names_the_classic_ones(unseen_seed):
     outcomes = wrong_solutions.run(unseen_seed)

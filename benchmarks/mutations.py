@@ -274,12 +274,134 @@ MUTANTS = [
         "if True:",
         ("tests/test_typed_input.py",),
     ),
+    # Issue 49: the seven bugs that a fresh mutation round found uncaught (each now has a test), then
+    # realistic bugs in the newer code the issue lists (the budget schedule, checkpoint averaging, Adam
+    # in chunks, the threads' blocks, the grade sheet, the pretrained loader, the attention record).
+    Mutant(
+        "splits-in-file-order", "npformer/data/tatoeba.py",
+        "Tatoeba's splits drawn in the file's (length) order: the test split is the shortest sentences",
+        "    order = numpy.random.default_rng(seed).permutation(len(sources))\n",
+        "    order = numpy.arange(len(sources))\n",
+        ("tests/test_data.py",),
+    ),
+    Mutant(
+        "rollout-layers-reversed", "npformer/tasks/translation/alignment.py",
+        "attention rollout composes the encoder layers last to first",
+        "        encoder_rollout = half_residual(weights) @ encoder_rollout\n",
+        "        encoder_rollout = encoder_rollout @ half_residual(weights)\n",
+        ("tests/test_alignment.py",),
+    ),
+    Mutant(
+        "head-average-from-one-head", "npformer/tasks/translation/alignment.py",
+        "attention --score's head-average row scores head 0 alone",
+        "average_links[layer].append(argmax_links(weights[b].mean(axis=0), n_src, n_tgt))",
+        "average_links[layer].append(argmax_links(weights[b, 0], n_src, n_tgt))",
+        ("tests/test_alignment.py",),
+    ),
+    Mutant(
+        "strict-lets-1d-host-arrays-in", "npformer/strict_backend.py",
+        "the strict stand-in lets a 1-D host array into device math (a real GPU refuses it)",
+        "    if isinstance(value, numpy.ndarray) and value.ndim > 0:\n",
+        "    if isinstance(value, numpy.ndarray) and value.ndim > 1:\n",
+        ("tests/test_strict_backend.py::test_host_arrays_are_refused_in_device_math_as_cupy_refuses_them",),
+    ),
+    Mutant(
+        "timed-run-resumes-a-spent-budget", "npformer/tasks/translation/trainer.py",
+        "a --minutes run resumed after its time is spent trains a second budget, its schedule started over",
+        '(minutes is not None and max_steps is None and position["elapsed_seconds"] >= 60 * minutes)',
+        "False",
+        ("tests/test_typed_input.py",),
+    ),
+    Mutant(
+        "float16-checkpoint-not-widened", "npformer/training/checkpoint.py",
+        "a checkpoint stored in float16 (as the shipped models are) is not cast back: it no longer loads",
+        '    if "params_stored_as" in meta:',
+        "    if False:",
+        ("tests/test_decode_checkpoint.py", "tests/test_pretrained.py"),
+    ),
+    Mutant(
+        "collect-takes-the-stub-script", "npformer/course/collect.py",
+        "course collect takes a lesson's stub script over the student's solved notebook of it",
+        'for path in sorted(folder.glob("[0-9][0-9]_*.py")) + sorted(folder.glob("[0-9][0-9]_*.ipynb")):',
+        'for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")) + sorted(folder.glob("[0-9][0-9]_*.py")):',
+        ("tests/test_course.py",),
+    ),
+    Mutant(
+        "adam-chunks-skip-the-last", "npformer/ops/fast/adam.py",
+        "the fast Adam step updates whole chunks only: a tensor's last partial chunk never moves",
+        "for start in range(0, flat[0].shape[0], CHUNK)]",
+        "for start in range(0, flat[0].shape[0] - CHUNK + 1, CHUNK)]",
+        ("tests/test_optim.py", "tests/test_fast_ops.py"),
+    ),
+    Mutant(
+        "adam-row-blocks-skip-the-last", "npformer/ops/fast/adam.py",
+        "the fast Adam step on a fused weight's column block skips its last block of rows",
+        "for start in range(0, param.shape[0], rows)]",
+        "for start in range(0, param.shape[0] - rows + 1, rows)]",
+        ("tests/test_optim.py", "tests/test_fast_ops.py"),
+    ),
+    Mutant(
+        "budget-schedule-ends-at-half", "npformer/optim.py",
+        "the budget schedule's cosine covers a quarter turn: the rate ends at half its peak, not zero",
+        "        return self.peak_lr * warmup * 0.5 * (1.0 + math.cos(math.pi * spent))\n",
+        "        return self.peak_lr * warmup * 0.5 * (1.0 + math.cos(0.5 * math.pi * spent))\n",
+        ("tests/test_optim.py", "tests/test_train.py::test_the_learning_rate_at_the_last_step_of_a_budget"),
+    ),
+    Mutant(
+        "averaging-keeps-the-last-only", "npformer/training/averaging.py",
+        "--average-last: the final model is the last snapshot, not the mean of the kept ones",
+        "numpy.mean([params[key] for params in self.params], axis=0, dtype=numpy.float64)",
+        "numpy.mean([self.params[-1][key]], axis=0, dtype=numpy.float64)",
+        ("tests/test_train.py::test_average_last_makes_the_final_model_the_mean_of_the_last_snapshots",),
+    ),
+    Mutant(
+        "snapshots-keep-the-first", "npformer/training/averaging.py",
+        "--average-last keeps the first snapshots of the run instead of the last",
+        "        del self.steps[:-self.keep], self.params[:-self.keep]\n",
+        "        del self.steps[self.keep:], self.params[self.keep:]\n",
+        ("tests/test_train.py::test_average_last_makes_the_final_model_the_mean_of_the_last_snapshots",),
+    ),
+    Mutant(
+        "threads-drop-the-last-block", "npformer/threads.py",
+        "split over threads, the last block of rows is never computed",
+        "    return [slice(start, stop) for start, stop in zip(edges[:-1], edges[1:])]\n",
+        "    return [slice(start, stop) for start, stop in zip(edges[:-2], edges[1:-1])] or [slice(0, n_rows)]\n",
+        ("tests/test_threads.py", "tests/test_fast_ops.py"),
+    ),
+    Mutant(
+        "grade-error-field-dropped", "npformer/course/grading.py",
+        "the grade sheet says \"failed\" where the student's function raised or timed out",
+        "            status = report.error or report.status.lower()\n",
+        "            status = report.status.lower()\n",
+        ("tests/test_grading_trust.py", "tests/test_instructor_kit.py"),
+    ),
+    Mutant(
+        "grade-full-points-unless-failed", "npformer/course/grading.py",
+        "a stub or a crash gets the exercise's points (only \"failed\" gets 0)",
+        "            points = exercise.points if status == PASSED else 0\n",
+        "            points = exercise.points if status != \"failed\" else 0\n",
+        ("tests/test_grading_trust.py", "tests/test_instructor_kit.py"),
+    ),
+    Mutant(
+        "pretrained-always-toy", "npformer/tasks/translation/pretrained.py",
+        "pretrained(name) loads the toy translator whatever name it is given",
+        "    return load_run(pretrained_folder(name))\n",
+        "    return load_run(pretrained_folder(\"toy\"))\n",
+        ("tests/test_pretrained.py",),
+    ),
+    Mutant(
+        "beam-record-not-reordered", "npformer/tasks/translation/decoding.py",
+        "beam search's attention record keeps each row's history when the beams are reordered",
+        "                record.reorder(rows)\n",
+        "                pass\n",
+        ("tests/test_translation_result.py", "tests/test_decoding_truth.py"),
+    ),
 ]
 
 
 def _ignore(folder: str, names: list[str]) -> set[str]:
-    skipped = {".git", "runs", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache",
-               "build", "dist", ".venv", "venv"}
+    skipped = {".git", "runs", "__pycache__", ".pytest_cache", ".pytest_tmp", ".pytest_run", ".hypothesis",
+               ".mypy_cache", ".ruff_cache", "build", "dist", ".venv", "venv"}
     return {n for n in names if n in skipped or n.endswith(".egg-info")}
 
 

@@ -168,6 +168,45 @@ def test_rollout_keeps_what_is_left_for_the_target_and_a_hand_worked_layer():
     numpy.testing.assert_allclose(one, expected)
 
 
+def test_rollout_composes_the_layers_from_the_first_to_the_last():
+    """Two layers each, written out: R_enc = E2 E1 (layer 1's mixing applied first, each E = A/2 + I/2);
+    F1 = C1 R_enc / 2 and F2 = (D2/2 + I/2) F1 / 2 + C2 R_enc / 2. Composed in the other order, the
+    encoder's product is E1 E2, which these random maps tell apart."""
+    rng = numpy.random.default_rng(5)
+    encoder, decoder, cross = _random_maps(rng)
+    half = lambda maps: maps.mean(1) / 2 + numpy.eye(maps.shape[-1]) / 2  # noqa: E731
+    encoder_rollout = half(encoder[1]) @ half(encoder[0])
+    first = cross[0].mean(1) @ encoder_rollout / 2
+    expected = half(decoder[1]) @ first / 2 + cross[1].mean(1) @ encoder_rollout / 2
+    numpy.testing.assert_allclose(rollout(encoder, decoder, cross), expected)
+    wrong_order = half(encoder[0]) @ half(encoder[1])
+    assert not numpy.allclose(wrong_order, encoder_rollout)
+
+
+def test_the_head_average_row_scores_the_mean_of_the_heads(monkeypatch):
+    """``attention --score``'s "layer l, head average" row: the argmax of the heads' mean. Here head 0
+    points each French word at the wrong source word, head 1 at the right one, more sharply, so the
+    mean is right (AER 0) and head 0 alone wrong (AER 1)."""
+    from npformer.tasks.translation import alignment
+
+    corpus = toy_corpus(n_train=20, n_valid=0, n_test=4)
+    pairs, golds = corpus.test, corpus.alignments["test"]
+
+    def explain(model, src_vocab, tgt_vocab, sources, targets):  # one batch: the four pairs, in order
+        cross = numpy.zeros((len(sources), 2, max(map(len, targets)) + 1, max(map(len, sources))))
+        for b, (gold, source, target) in enumerate(zip(golds, sources, targets)):
+            for f in range(len(target)):
+                right = gold.sources_of(f)[0]
+                cross[b, 0, f, (right + 1) % len(source)] = 0.6
+                cross[b, 1, f, right] = 1.0
+        return {"cross": [cross], "rollout": cross[:, 1], "saliency": cross[:, 1]}
+
+    monkeypatch.setattr(alignment, "explain", explain)
+    model = Transformer(TransformerConfig(8, 8, d_model=8, n_heads=2, d_ff=8, n_layers=1, max_len=32), seed=0)
+    scores = score_alignments(model, None, None, pairs, golds, batch_size=len(pairs))
+    assert scores.heads == [[1.0, 0.0]] and scores.layer_average == [0.0], (scores.heads, scores.layer_average)
+
+
 # -- saliency ----------------------------------------------------------------------------------------
 
 def _float64_model(src_vocab=11, tgt_vocab=13):

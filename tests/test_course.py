@@ -259,6 +259,22 @@ def test_collect_counts_the_functions_written_and_the_stubs(tmp_path):
     assert done.stubs == [] and f"{len(EXERCISES)} written, 0 still a stub" in done.summary()
 
 
+def test_collect_takes_a_solved_notebook_over_the_stub_script_of_the_same_lesson(tmp_path):
+    """A student who works in Jupyter keeps the handed-out ``04_layer_normalization.py`` (stubs) beside
+    the ``.ipynb`` they solved: collecting must take the notebook, whichever name sorts first."""
+    pytest.importorskip("jupytext", reason="notebooks need the course extra")
+    from npformer.course import collect, instructor_edition, lesson_notebooks, student_edition
+
+    student_edition(LESSONS, tmp_path / "mine", only=["04"])
+    instructor_edition(LESSONS, tmp_path / "solved", only=["04"])
+    lesson_notebooks(tmp_path / "solved", tmp_path / "mine", execute=False, only=["04"])
+    assert sorted(path.name for path in (tmp_path / "mine").glob("04_*")) == [
+        "04_layer_normalization.ipynb", "04_layer_normalization.py"]
+    result = collect(tmp_path / "mine", None)
+    assert result.functions and result.stubs == [], result.summary()
+    assert {lesson for lesson, _ in result.functions} == {"04_layer_normalization.ipynb"}
+
+
 def test_the_difficulty_table_in_the_course_page_is_current():
     from npformer.course.difficulty import answer_lines, difficulty_table
 

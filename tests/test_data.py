@@ -152,6 +152,18 @@ def test_split_by_source_keeps_every_translation_of_a_sentence_together():
     assert len(splits.train) + len(splits.valid) + len(splits.test) == 600
 
 
+def test_splits_of_a_file_sorted_by_length_are_fair_samples_of_it():
+    """fra.txt is sorted by length. Drawn in the file's order, the test split would be its shortest
+    sentences (and BLEU inflated); each split, and the first pairs of each (a validation sample),
+    must have the file's mean length, within sampling error."""
+    pairs = [(" ".join(["word"] * (1 + i // 40)) + f" {i}.", f"mot {i}.") for i in range(400)]  # 2 to 11 words
+    splits = split_by_source(pairs, valid_fraction=0.1, test_fraction=0.1, seed=0)
+    words = lambda part: np.mean([len(english.split()) for english, _ in part])  # noqa: E731
+    overall = words(pairs)
+    for part in (splits.train, splits.valid, splits.test, splits.train[:40]):
+        assert abs(words(part) - overall) < 0.2 * overall, (words(part), overall)
+
+
 def test_loader_on_the_real_fra_eng_file(shared_fra_eng):
     pairs, report = load_pairs(str(shared_fra_eng), max_words=8)
     assert report.lines == 167_130

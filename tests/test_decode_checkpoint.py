@@ -111,6 +111,22 @@ def test_checkpoint_round_trip_restores_parameters_optimizer_and_meta(tmp_path):
     assert restored.random() == rng.random()
 
 
+def test_a_float16_checkpoint_as_the_shipped_models_are_written_loads_back_in_float32(tmp_path):
+    """``build_pretrained.py`` stores the shipped models' parameters as float16 (``params_as``): they
+    load into a float32 model as the float16 values widened."""
+    model, _ = trained_pair(tmp_path)
+    path = str(tmp_path / "half.npz")
+    checkpoint.save_checkpoint(path, model, meta={"step": 2}, params_as=np.float16)
+    with np.load(path) as stored:
+        assert {stored[name].dtype for name in stored.files if name.startswith("param/")} == {np.dtype(np.float16)}
+    fresh = models.Transformer(models.TransformerConfig(**CONFIG), seed=9)
+    meta = checkpoint.load_checkpoint(path, fresh)
+    assert meta["step"] == 2 and meta["params_stored_as"] == "float16"
+    for key, value in model.params().items():
+        assert fresh.params()[key].dtype == np.float32
+        np.testing.assert_array_equal(host(fresh.params()[key]), host(value).astype(np.float16).astype(np.float32))
+
+
 def test_a_crash_during_a_save_leaves_the_previous_checkpoint_intact(tmp_path, monkeypatch):
     model, optimizer = trained_pair(tmp_path)
     path = str(tmp_path / "ckpt.npz")

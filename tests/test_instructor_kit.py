@@ -199,7 +199,8 @@ def test_the_student_notebooks_carry_nbgrader_metadata_that_nbgrader_accepts(tmp
 def test_a_wheel_installed_without_the_repository_writes_the_student_edition_and_translates(tmp_path):
     source = tmp_path / "source"  # a copy: building in the repository would leave build/ behind
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", ".pytest_tmp",
-                                                                 "runs", "__pycache__", ".hypothesis", "figures"))
+                                                                 ".pytest_run", "runs", "__pycache__", ".hypothesis",
+                                                                 "figures"))
     wheels = tmp_path / "wheels"
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(wheels)],
                            capture_output=True, text=True, timeout=600)

@@ -8,11 +8,15 @@ import pytest
 from npformer import ops
 from npformer.gradcheck import mutants
 
+# Every test here on one worker (pytest-xdist's --dist loadgroup): the catalogue's run below, 40 s,
+# is then made once per run, not once per worker.
+pytestmark = pytest.mark.xdist_group("mutant-catalogue")
+
 # The mutants whose relative error is small: a checker with its tolerance raised to 1e-2 lets them through.
 SUBTLE = {"layer norm: eps forgotten in backward"}
 
 
-@pytest.fixture(scope="session")  # once per worker that needs it, even with other tests in between
+@pytest.fixture(scope="session")  # once: every test of this file runs on the same worker
 def command():
     """``npformer gradcheck --mutants``, run once: its exit status, its output, and the results its
     ``run_mutants`` call returned (recorded on the way), which the tests below read."""

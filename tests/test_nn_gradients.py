@@ -121,8 +121,10 @@ def test_whole_transformer_every_entry_of_every_parameter():
     dict(norm="post", tie_embeddings=False, activation="gelu", dropout=0.1, label_smoothing=0.0),
 ], ids=["pre-untied-relu", "post-tied-gelu", "pre-tied-gelu", "post-untied-gelu-nosmooth"])
 def test_whole_transformer_variants(config):
-    """Every parameter tensor of each variant, 12 random entries per tensor."""
-    report = gradcheck.check_model(seed=1, max_entries=12, **config)
+    """Every parameter tensor of each variant, along two random directions each (the fast check,
+    which caught every block and model mutant of ``npformer gradcheck --mutants``): 1.7 s a variant
+    against 9 s for 12 random entries a tensor; every entry is checked once, above."""
+    report = gradcheck.check_model(seed=1, directions=2, **config)
     assert_passes(report, str(config))
     keys = {r.tensor for r in report.results}
     assert ("out_proj.W" in keys) != config["tie_embeddings"]

@@ -63,6 +63,10 @@ def test_host_arrays_are_refused_in_device_math_as_cupy_refuses_them(strict):
         strict.concatenate([x, numpy.ones((1, 3))])
     with pytest.raises(HostArrayError):
         x @ numpy.ones((3, 2), dtype=numpy.float32)
+    with pytest.raises(HostArrayError, match=r"shape \(3,\)"):  # a bias, a 1-D host array: CuPy refuses it too
+        x + numpy.ones(3, dtype=numpy.float32)
+    with pytest.raises(HostArrayError):
+        strict.maximum(x, numpy.zeros(3, dtype=numpy.float32))
     # What CuPy allows: Python and NumPy scalars, host data through asarray, a host array assigned
     # into a slice, explicit scalars.
     y = (x * 2.0 + numpy.float32(1.0)) / 3

@@ -178,6 +178,19 @@ def test_resuming_a_run_that_has_trained_its_budget_says_so_and_exits_2(tmp_path
     assert "has already trained 3 steps, its whole budget (--max-steps 3)" in capsys.readouterr().err
 
 
+def test_resuming_a_timed_run_that_has_spent_its_minutes_says_so_and_exits_2(tmp_path, capsys):
+    """``--minutes`` without ``--max-steps``: a resume after the time is spent would train a second
+    budget from a schedule started over; it is refused in one line, and the run is left as it was."""
+    assert train(data_options(tmp_path, max_steps=None, minutes=0.002), stream=io.StringIO()) == 0
+    checkpoint = tmp_path / "runs" / "mine" / "checkpoint.npz"
+    before = checkpoint.stat().st_mtime_ns
+    arguments = ["train", "--data", str(tmp_path / "pairs.txt"), "--runs-dir", str(tmp_path / "runs"), "--name", "mine",
+                 "--resume", "--minutes", "0.002"]
+    assert cli.main(arguments) == 2
+    assert "its whole budget (--minutes 0.002)" in capsys.readouterr().err
+    assert checkpoint.stat().st_mtime_ns == before
+
+
 @pytest.mark.parametrize("warmup, said", [(300, True), (2, False)])
 def test_a_run_that_ends_inside_its_warmup_says_so(tmp_path, warmup, said):
     stream = io.StringIO()

@@ -103,6 +103,7 @@ def pytest_configure(config):
         parent = os.path.join(_ROOT, ".pytest_run")
         os.makedirs(parent, exist_ok=True)
         config.npformer_tmp = tempfile.mkdtemp(prefix="run-tmp-", dir=parent)
+        config.npformer_tmp_before = os.environ.get("TMPDIR"), tempfile.tempdir
         os.environ["TMPDIR"] = tempfile.tempdir = config.npformer_tmp
 
 
@@ -123,16 +124,25 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_unconfigure(config):
+    """The run's temporary folder goes, and TMPDIR is put back (pytest may run inside a process
+    that goes on: an IDE, a notebook)."""
     if _is_controller(config) and getattr(config, "npformer_tmp", None):
         import shutil
+        import tempfile
 
         shutil.rmtree(config.npformer_tmp, ignore_errors=True)
+        environment, tempfile.tempdir = config.npformer_tmp_before
+        if environment is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = environment
 
 
 def pytest_collection_modifyitems(items):
-    """The tests marked ``slow`` first (in their order), then the rest: pytest-xdist hands out the
-    first quarter of the tests in turn, so the long ones spread over the workers at the start
-    instead of one of them ending the run alone."""
+    """The tests marked ``slow`` first (in their order), then the rest: pytest-xdist's loadgroup
+    scheduling hands out the groups first (the mutant catalogue's), then the tests one at a time
+    in this order, so the long ones spread over the workers at the start instead of one of them
+    ending the run alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

@@ -70,6 +70,19 @@ def test_an_input_name_the_forward_does_not_take_is_named_before_any_work():
     assert report.passed, report
 
 
+def test_an_op_set_of_ones_own_may_name_its_arguments_otherwise():
+    """The op set asks for the ops' signatures, not their parameter names: check_op passes the case's
+    values in order, whatever the set's forward calls them."""
+    def my_linear_forward(inputs, weight, bias):
+        return ops.linear_forward(inputs, weight, bias)
+
+    def my_relu_forward(values):
+        return ops.relu_forward(values)
+
+    with ops.using({"linear_forward": my_linear_forward, "relu_forward": my_relu_forward}):
+        assert gradcheck.check_op("linear").passed and gradcheck.check_op("relu").passed
+
+
 @pytest.mark.parametrize("forward, backward, name", [
     (3, ops.linear_backward, "forward"),
     (ops.linear_forward, "linear_backward", "backward"),

@@ -120,11 +120,12 @@ def _check_paths(args: argparse.Namespace) -> None:
         check_folder_can_be_created(args.out)
 
 
-def _without_rfc3987_syntax() -> None:
-    """Keep ``rfc3987_syntax`` out of this command's process. nbformat (under jupytext and nbclient)
-    imports jsonschema, which imports that package when it is installed, and it builds a Lark grammar
-    at import: 1.4 of the 1.6 s that ``import nbformat`` took on a 2-core Xeon. It only checks the
-    "iri" formats of JSON schemas, which no notebook uses; the command's process is npformer's."""
+def without_rfc3987_syntax() -> None:
+    """Keep ``rfc3987_syntax`` out of this process: ``cli.main`` calls it for ``npformer course`` run
+    as a command (a process of its own, never when called from Python). nbformat (under jupytext and
+    nbclient) imports jsonschema, which imports that package when it is installed, and it builds a
+    Lark grammar at import: 1.4 of the 1.6 s that ``import nbformat`` took on a 2-core Xeon. It only
+    checks the "iri" formats of JSON schemas, which no notebook uses."""
     import sys
 
     if "rfc3987_syntax" not in sys.modules and "jsonschema" not in sys.modules:
@@ -135,7 +136,6 @@ def run(args: argparse.Namespace) -> int:
     from .. import course
     from ..course import syllabus
 
-    _without_rfc3987_syntax()
     _check_paths(args)
     try:
         exercises = syllabus.problem_set(args.problem_set) if args.problem_set is not None else None

@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    if argv is None and args.command == "course":  # a command's own process (not a call from Python)
+        from .course import without_rfc3987_syntax
+
+        without_rfc3987_syntax()
     try:
         if args.backend:
             backend.set_backend(args.backend)

@@ -50,7 +50,8 @@ os.environ.setdefault("NPFORMER_QUICK", "1")
 
 # The lessons' figures, from every notebook autograded: one folder of the course (without it,
 # each kernel would make a temporary folder of its own).
-os.environ.setdefault("NPFORMER_FIGURES", os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures"))
+os.environ["NPFORMER_FIGURES"] = os.path.abspath(os.environ.get("NPFORMER_FIGURES")
+                                                 or os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures"))
 '''
 
 

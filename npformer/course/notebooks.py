@@ -132,9 +132,11 @@ def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: b
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    # Figures inline whatever the caller's MPLBACKEND says (a kernel would otherwise honour Agg, say)
+    # Figures inline whatever the caller's MPLBACKEND says (a kernel would otherwise honour Agg, say),
+    # and to files in one folder, absolute since the kernels run in out
+    figures = os.path.abspath(os.environ.get("NPFORMER_FIGURES") or out / "figures")
     changes = {"MPLBACKEND": "module://matplotlib_inline.backend_inline", **({"NPFORMER_QUICK": "1"} if quick else {}),
-               "NPFORMER_FIGURES": os.environ.get("NPFORMER_FIGURES") or str(out.resolve() / "figures")}
+               "NPFORMER_FIGURES": figures}
     with _environment(changes):
         for path in tqdm(files, desc="notebooks", unit="lesson", disable=not execute):
             text = path.read_text(encoding="utf-8")

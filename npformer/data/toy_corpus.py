@@ -29,6 +29,8 @@ what it learned separately.
 from __future__ import annotations
 
 import functools
+import types
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy
@@ -360,8 +362,9 @@ def toy_corpus(n_train: int = 12000, n_valid: int = 500, n_test: int = 1000, see
 
 
 @functools.lru_cache(maxsize=4)
-def _toy_rows(n_train: int, n_valid: int, n_test: int, seed: int) -> dict[str, tuple]:
-    """``toy_corpus``'s draw: split name -> (english, french, alignment) rows (immutable, so shared)."""
+def _toy_rows(n_train: int, n_valid: int, n_test: int, seed: int) -> Mapping[str, tuple]:
+    """``toy_corpus``'s draw: split name -> (english, french, alignment) rows, all immutable (a
+    read-only mapping of tuples of strings and frozen alignments), so the cache can share them."""
     from .tokenizer import detokenize
 
     rng = numpy.random.default_rng(seed)
@@ -383,4 +386,5 @@ def _toy_rows(n_train: int, n_valid: int, n_test: int, seed: int) -> dict[str, t
         if len(target) < limit:
             seen.add(source)
             target.append((source, detokenize(french, "fr"), alignment))
-    return {"train": tuple(familiar[:n_train]), "valid": tuple(familiar[n_train:]), "test": tuple(novel)}
+    return types.MappingProxyType({"train": tuple(familiar[:n_train]), "valid": tuple(familiar[n_train:]),
+                                   "test": tuple(novel)})

@@ -87,8 +87,8 @@ def check_fits(function: str, name: str, target: Callable, names: list[str], mat
     ``TypeError``; with ``match_names``, so is a name that is another parameter of ``target``: the
     values are passed in order, so ``{"W": W, "x": x}`` would give ``W`` to ``x``. With
     ``match_names``, a name that is no parameter of ``target`` is a ``ValueError`` naming it (a
-    typing mistake, or inputs meant for another function), unless ``target`` takes ``*args``.
-    Targets without a signature are not checked.
+    typing mistake, or inputs meant for another function), unless its value lands in ``target``'s
+    ``*args``. Targets without a signature are not checked.
     """
     try:
         signature = inspect.signature(target)

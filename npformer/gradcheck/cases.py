@@ -75,14 +75,15 @@ def linear_case(rng, batch=2, length=3, d_in=4, d_out=5):
         "W": rng.standard_normal((d_in, d_out)),
         "b": rng.standard_normal(d_out),
     }
-    return op_set.linear_forward, op_set.linear_backward, inputs
+    # in a closure: a set's own forward may name its arguments otherwise (the values go in order)
+    return (lambda x, W, b: op_set.linear_forward(x, W, b)), op_set.linear_backward, inputs
 
 
 @checked_case
 def relu_case(rng, batch=2, length=3, width=5):
     op_set = ops.current()  # the active set's pair, bound now: a case checks one set
     inputs = {"x": _away_from_zero(rng.standard_normal((batch, length, width)))}
-    return op_set.relu_forward, op_set.relu_backward, inputs
+    return (lambda x: op_set.relu_forward(x)), op_set.relu_backward, inputs  # the names, as linear_case
 
 
 @checked_case
@@ -131,7 +132,7 @@ def embedding_case(rng, batch=2, length=4, vocab=7, d_model=5):
         "ids": rng.integers(0, vocab, size=(batch, length)),
         "W": rng.standard_normal((vocab, d_model)),
     }
-    return op_set.embedding_forward, op_set.embedding_backward, inputs
+    return (lambda ids, W: op_set.embedding_forward(ids, W)), op_set.embedding_backward, inputs  # as linear_case
 
 
 @checked_case
@@ -239,7 +240,8 @@ def swiglu_case(rng, batch=2, length=3, d_model=4, width=5):
     op_set = ops.current()  # the active set's pair, bound now: a case checks one set
     inputs = {"x": rng.standard_normal((batch, length, d_model)),
               "W_gate": 1.5 * rng.standard_normal((d_model, width)), "W_up": rng.standard_normal((d_model, width))}
-    return op_set.swiglu_forward, op_set.swiglu_backward, inputs
+    return ((lambda x, W_gate, W_up: op_set.swiglu_forward(x, W_gate, W_up)), op_set.swiglu_backward,
+            inputs)  # the names, as linear_case
 
 
 @checked_case

@@ -96,7 +96,8 @@ def check_module(
     forward call, so every call drops the same units.
 
     Checked before any work: ``module`` is an ``nn.Module`` with float64 parameters; ``inputs``
-    a dict that ``forward`` takes in order; ``forward`` and ``backward`` functions (``backward``
+    a dict that ``forward`` takes in order, each name the parameter in its place; ``forward`` and
+    ``backward`` functions (``backward``
     taking ``dout``); ``name`` a str or None; ``seed`` an int >= 0; ``eps`` and ``tol`` numbers
     > 0; ``max_entries`` and ``directions`` ints >= 1 or None.
     """

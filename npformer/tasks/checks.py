@@ -16,6 +16,7 @@ creates anything.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from typing import Any
@@ -62,15 +63,23 @@ def check_folder_can_be_created(path: str) -> None:
         raise OutputPathError(f"cannot create the folder {path}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise OutputPathError(f"cannot create the folder {path}: {existing} is not writable")
-    if folder == existing:
-        return
+    missing = []  # the folders to make, outermost first
+    while folder != existing:
+        missing.insert(0, folder)
+        folder = os.path.dirname(folder)
+    made = []
     try:
-        os.makedirs(folder)
+        for folder in missing:
+            os.mkdir(folder)
+            made.append(folder)
+    except FileExistsError:  # another process made it meanwhile: it can be made
+        pass
     except OSError as error:
         raise OutputPathError(f"cannot create the folder {path}: {error.strerror or error}") from None
-    while folder != existing:  # leave the disk as it was: the work that follows makes it for real
-        os.rmdir(folder)
-        folder = os.path.dirname(folder)
+    finally:  # leave the disk as it was (the work that follows makes them for real), innermost first
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):  # another process may have put something in it
+                os.rmdir(folder)
 
 
 def check_file_can_be_written(path: str) -> None:

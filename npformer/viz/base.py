@@ -61,4 +61,5 @@ def figures_dir() -> Any:
         _RUN_FIGURES.append(Path(tempfile.mkdtemp(prefix="npformer-figures-")))
         print(f"figures of this run: {_RUN_FIGURES[0]} (NPFORMER_FIGURES=folder to choose; "
               "NPFORMER_FIGURES=figures rewrites the repository's)")
+    _RUN_FIGURES[0].mkdir(parents=True, exist_ok=True)  # again, should a cleaner have removed it
     return _RUN_FIGURES[0]

@@ -188,10 +188,9 @@ def _read_from_instructor_cells(text):
     (and nbgrader's release), which leaves those cells out, would stop there with a NameError."""
     from npformer.course.edition import cells, is_instructor_cell
 
-    student, instructor = [cell for cell in cells(text) if not is_instructor_cell(cell)], [
-        cell for cell in cells(text) if is_instructor_cell(cell)]
-    student_bound, student_read = _names("".join(student))
-    instructor_bound, _ = _names("".join(instructor))
+    pieces = cells(text)
+    student_bound, student_read = _names("".join(cell for cell in pieces if not is_instructor_cell(cell)))
+    instructor_bound, _ = _names("".join(cell for cell in pieces if is_instructor_cell(cell)))
     return sorted(student_read & (instructor_bound - student_bound))
 
 

@@ -97,9 +97,8 @@ def check_module(
 
     Checked before any work: ``module`` is an ``nn.Module`` with float64 parameters; ``inputs``
     a dict that ``forward`` takes in order, each name the parameter in its place; ``forward`` and
-    ``backward`` functions (``backward``
-    taking ``dout``); ``name`` a str or None; ``seed`` an int >= 0; ``eps`` and ``tol`` numbers
-    > 0; ``max_entries`` and ``directions`` ints >= 1 or None.
+    ``backward`` functions (``backward`` taking ``dout``); ``name`` a str or None; ``seed`` an int
+    >= 0; ``eps`` and ``tol`` numbers > 0; ``max_entries`` and ``directions`` ints >= 1 or None.
     """
     _check_module_arguments(module, inputs, forward, backward, name, seed, eps, tol, max_entries, directions)
     name = name or type(module).__name__

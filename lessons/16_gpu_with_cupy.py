@@ -14,6 +14,7 @@
 # the active module, and `backend.to_numpy(a)` brings anything back.
 
 # %%
+import os
 import time
 
 import numpy as np
@@ -94,10 +95,13 @@ def synchronize():
         xp.cuda.Stream.null.synchronize()
 
 
+RUNS = 1 if os.environ.get("NPFORMER_QUICK") == "1" else 3  # the quick run (the tests) times once
+
+
 def milliseconds(work):
-    """The best of three runs of ``work()``, in milliseconds."""
+    """The best of ``RUNS`` runs of ``work()``, in milliseconds."""
     times = []
-    for _ in range(3):
+    for _ in range(RUNS):
         synchronize()
         start = time.perf_counter()
         work()
@@ -130,7 +134,7 @@ print(f"backward / forward: {ratio:.1f}")
 figure, axis = plt.subplots(figsize=(7, 2.8), constrained_layout=True)
 axis.barh(list(parts), list(parts.values()), color="tab:green" if backend.is_cupy() else "tab:blue")
 axis.invert_yaxis()
-axis.set(xlabel="milliseconds (best of 3; d_model 256, 2 + 2 layers, 64 x (24 + 24) tokens)",
+axis.set(xlabel=f"milliseconds (best of {RUNS}; d_model 256, 2 + 2 layers, 64 x (24 + 24) tokens)",
          title="Where one training step's time goes\n"
                + ("CuPy, on the GPU" if backend.is_cupy() else "NumPy, on the CPU (no GPU on this machine)"))
 figure.savefig(viz.figures_dir() / "16_training_step.png", dpi=110)

@@ -96,8 +96,9 @@ assert abs(shares["random word"] - 0.1) < 0.02 and abs(shares["unchanged"] - 0.1
 
 # %%
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
-STEPS, PAIRS = (300, 4000) if QUICK else (2000, 12000)
-result = train_french_mlm(None, steps=STEPS, max_pairs=PAIRS)
+STEPS, PAIRS = (250, 4000) if QUICK else (2000, 12000)
+SIZE = {"d_ff": 128} if QUICK else {}  # the quick run's feed-forward layers are half as wide
+result = train_french_mlm(None, steps=STEPS, max_pairs=PAIRS, **SIZE)
 model, vocab = result["model"], result["vocab"]
 print(f"masked-token accuracy {result['valid_masked_accuracy']:.1%} on held-out sentences "
       f"({result['parameters']:,} parameters, {result['seconds']:.0f} s); "
@@ -224,9 +225,9 @@ assert len(probe) > 300 and np.all(np.isfinite(shifts))
 assert summary["article"][2] > 0.95 and summary["article"][1] > 0.5, "the noun decides the article in nearly every sentence"
 assert summary["singular adjective"][2] > 0.9 and summary["singular adjective"][1] > 0.1, \
     "the noun moves the singular adjective the right way in nearly every sentence"
-if QUICK:  # 300 steps: the plural adjectives have not learned it yet
+if QUICK:  # 250 steps: the plural adjectives have not learned it yet
     assert abs(summary["plural adjective"][1]) < 0.1 and summary["plural adjective"][2] < 0.8, \
-        "after 300 steps the plural adjectives barely move"
+        "after 250 steps the plural adjectives barely move"
 else:  # 2,000 steps: every kind, in nearly every sentence
     assert all(summary[kind][2] > 0.95 and summary[kind][1] > 0.5 for kind in KINDS), \
         "after 2,000 steps the noun on the right moves every kind of word the right way"
@@ -235,17 +236,18 @@ else:  # 2,000 steps: every kind, in nearly every sentence
 # How to read it: each dot is one masked word in one held-out sentence, placed at its shift; a dot
 # right of the dashed line means that the noun after the mask moved the prediction towards the form
 # that agrees with it. The printed table gives, for each kind of word, the mean shift and how often
-# it is positive. The quick run (`NPFORMER_QUICK=1`, 300 steps) and the full run (2,000 steps) do
-# not show the same thing, and each prints its own numbers:
+# it is positive. The quick run (`NPFORMER_QUICK=1`, 250 steps of a model with feed-forward layers
+# half as wide) and the full run (2,000 steps) do not show the same thing, and each prints its own
+# numbers:
 #
 # * **Articles** learn it first. In both runs the noun moves every article the right way: by about
-#   0.8 nats on average in the quick run, about 9 nats in the full run.
+#   1 nat on average in the quick run, about 9 nats in the full run.
 # * **Singular adjectives** (`petit`/`petite`, ...) come next: the right way in nearly every
-#   sentence in both runs, by a tenth or two of a nat in the quick run, by several nats in the full run.
+#   sentence in both runs, by about a fifth of a nat in the quick run, by several nats in the full run.
 # * **Plural adjectives** (`petits`/`petites`, ... after `les`, which is the same for both genders,
 #   so that the noun is the only word around them that tells) come last. In the quick run they do
-#   not show the effect yet: a mean shift of a few hundredths of a nat, positive in only about three
-#   sentences out of five. In the full run they move the right way in every sentence, by about one
+#   not show the effect yet: a mean shift of a few hundredths of a nat, positive in only about seven
+#   sentences out of ten. In the full run they move the right way in every sentence, by about one
 #   nat: the effect is there, but still much smaller than for the other words.
 #
 # So the bidirectional model does use the word after the mask, and a left-to-right model could not:
@@ -280,19 +282,19 @@ else:  # 2,000 steps: every kind, in nearly every sentence
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
 #
-# 1. (The causal model's part is run below, at 100 steps.) With 3,000 steps the masked-token accuracy
-#    rises (about 54%) and every shift grows: articles by about 10 nats, and the plural adjectives,
-#    which hardly moved after 300 steps and moved by about one nat after 2,000, now move by several
-#    nats (about 7.6 on average), the right way in every sentence, as do all the other words: the
-#    model has learned that a prenominal word agrees with the noun on its right. A left-to-right
-#    model cannot do this: at the mask it sees only the words before it, and the probe changes a
-#    word after it, so every shift is exactly zero (checked below), and it can only guess a masked
-#    word from the words before it. Its masked-token accuracy is therefore lower than that of the
-#    bidirectional model trained the same way on the same sentences, and the gap is wider after
-#    longer training, once the bidirectional model has learned to use the right-hand side. Full
-#    marks: the longer training's probe (mean shifts and shares by kind of word), the zero shifts of
-#    the causal model, and both accuracies measured on the same held-out sentences with the same
-#    masking.
+# 1. (The causal model's part is run below, at 100 steps, 60 in the quick run.) With 3,000 steps
+#    the masked-token accuracy rises (about 54%) and every shift grows: articles by about 10 nats,
+#    and the plural adjectives, which hardly moved in the quick run and moved by about one nat after
+#    2,000, now move by several nats (about 7.6 on average), the right way in every sentence, as do
+#    all the other words: the model has learned that a prenominal word agrees with the noun on its
+#    right. A left-to-right model cannot do this: at the mask it sees only the words before it, and
+#    the probe changes a word after it, so every shift is exactly zero (checked below), and it can
+#    only guess a masked word from the words before it. Its masked-token accuracy is therefore lower
+#    than that of the bidirectional model trained the same way on the same sentences, and the gap is
+#    wider after longer training, once the bidirectional model has learned to use the right-hand
+#    side. Full marks: the longer training's probe (mean shifts and shares by kind of word), the zero
+#    shifts of the causal model, and both accuracies measured on the same held-out sentences with
+#    the same masking.
 # 2. A fine-tuned model, or any model used on real text, never sees `[MASK]` in its input. Always using
 #    `[MASK]` would create a mismatch between pre-training and use, and would let the model learn that
 #    only `[MASK]` positions need predicting, so its representation of a visible word would not need
@@ -316,13 +318,13 @@ from npformer.tasks.masked_lm import masked_accuracy  # noqa: E402
 from npformer.tokens import PAD_ID  # noqa: E402
 from npformer.training import fit  # noqa: E402
 
-compare_steps, mlm_pairs = 100, PAIRS  # the lesson's model has more steps: train a short one
-short_mlm = train_french_mlm(None, steps=compare_steps, max_pairs=mlm_pairs)
+compare_steps, mlm_pairs = (60 if QUICK else 100), PAIRS  # the lesson's model has more steps: train a short one
+short_mlm = train_french_mlm(None, steps=compare_steps, max_pairs=mlm_pairs, **SIZE)
 bidirectional, mlm_vocab = short_mlm["model"], short_mlm["vocab"]
 train_sentences, held_out, _ = french_sentences(None, mlm_pairs, 0, None)
 train_ids = encode_sentences(train_sentences, mlm_vocab, 32)
 valid_ids = encode_sentences(held_out, mlm_vocab, 32)
-causal = models.LanguageModel(models.LanguageModelConfig(vocab=len(mlm_vocab), max_len=32), seed=0)
+causal = models.LanguageModel(models.LanguageModelConfig(vocab=len(mlm_vocab), max_len=32, **SIZE), seed=0)
 assert causal.config.causal
 masking_rng = np.random.default_rng(0)
 

@@ -89,10 +89,16 @@ assert model_check.passed, "the whole model's gradients must pass through your o
 # once on npformer's, from the same seed.
 
 # %%
+FULL_RUN = {"max_steps": 900, "eval_every": 300, "test_sentences": 1000}
+# the quick run (NPFORMER_QUICK=1): 20 steps of smaller batches, on fewer pairs and fewer sentences
+QUICK_RUN = {"max_steps": 20, "eval_every": 20, "test_sentences": 20, "eval_sentences": 20,
+             "max_pairs": 2000, "token_budget": 512}
+
+
 def run(name, op_set):
     """Train, and return (training losses by step, test BLEU greedy, seconds)."""
-    options = TrainOptions(name=name, runs_dir="runs", max_steps=20 if QUICK else 900,
-                           eval_every=20 if QUICK else 300, test_sentences=20 if QUICK else 1000, log_every=5)
+    length = QUICK_RUN if QUICK else FULL_RUN
+    options = TrainOptions(name=name, runs_dir="runs", log_every=5, **length)
     start = time.perf_counter()
     with ops.using(op_set):
         assert train(options, stream=io.StringIO()) == 0

@@ -138,12 +138,35 @@ def pytest_unconfigure(config):
             os.environ["TMPDIR"] = environment
 
 
-def pytest_collection_modifyitems(items):
-    """The tests marked ``slow`` first (in their order), then the rest: pytest-xdist's loadgroup
-    scheduling hands out the groups first (the mutant catalogue's), then the tests one at a time
-    in this order, so the long ones spread over the workers at the start instead of one of them
-    ending the run alone."""
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook, which names the groups
+def pytest_collection_modifyitems(config, items):
+    """The tests marked ``slow`` first (in their order), then the rest: pytest-xdist hands the tests
+    out in this order, so the long ones spread over the workers at the start instead of one of them
+    ending the run alone. Then each ``xdist_group``'s tests are kept on one worker."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    if getattr(config.option, "loadgroup", False):  # set on a worker under --dist loadgroup
+        for item in items:
+            _keep_with_its_group(item)
+
+
+def _keep_with_its_group(item):
+    """``--dist loadgroup`` sends the tests of one ``xdist_group`` (a module whose fixture trains a
+    model or grades a class) to one worker: on the worker, pytest-xdist appends ``@group`` to each
+    one's node id, and the controller hands out the ids of a group together. Under pytest 9.2 the
+    appended name is lost (node ids became structured; pytest-dev/pytest-xdist#1386), so every
+    worker would build the group's fixture. Where that happened, the name is appended here, in the
+    structured id."""
+    groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                     for mark in item.iter_markers("xdist_group")})
+    grouped = f"{item.nodeid.split('@')[0]}@{'_'.join(groups)}"
+    if not groups or item.nodeid == grouped:
+        return
+    if hasattr(item, "_id"):  # pytest 9.2
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(grouped)
+    else:
+        item._nodeid = grouped
 
 
 # -- the shared data folder and the optional cross-checks ----------------------------------------------

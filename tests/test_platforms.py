@@ -1,7 +1,7 @@
-"""The instructor's three platforms, each with a class of three stand-in students (one who solved the
+"""The instructor's three platforms, each with a class of stand-in students (one who solved the
 problem set, one with a classic mistake, one who handed in the stubs): Gradescope's autograder zip run
 as Gradescope runs it, GitHub Classroom's workflow command run as the runner runs it, and nbgrader's
-own commands on the course folder; then every week of the syllabus released by nbgrader, each
+own commands on the course folder (there, the mistake and a stub in one student's notebooks); then every week of the syllabus released by nbgrader, each
 with its points and the lessons' own code."""
 
 from __future__ import annotations
@@ -240,18 +240,16 @@ def _solve(notebook, source) -> None:
             cell.source = _solved_from_source(by_id[meta["grade_id"]].source)
 
 
-def _untouched(notebook, source) -> None:
-    pass
-
-
 def _test_cells(points: dict[str, float]) -> dict[str, float]:
     return {name: score for name, score in points.items() if "_check_" in name}
 
 
 @pytest.mark.slow
-def test_nbgrader_releases_the_def_line_and_grades_a_class_of_three(tmp_path):
+def test_nbgrader_releases_the_def_line_and_grades_a_class(tmp_path):
     """Week 1 through nbgrader itself: the released cell keeps the function's signature and docstring
-    (nbgrader replaces only the body), and the three students get their points."""
+    (nbgrader replaces only the body), and the students get their points: one solved everything; the
+    other got ReLU's backward wrong and left GELU's stub untouched (a class of two stands for three:
+    each notebook a student hands in is one more kernel run, 5 s)."""
     nbformat = _nbgrader_tools()
     from npformer.course import nbgrader_course
 
@@ -259,13 +257,16 @@ def test_nbgrader_releases_the_def_line_and_grades_a_class_of_three(tmp_path):
     nbgrader_course.write_course(course, [1], lessons_dir=LESSONS)
     assert "c.Execute.timeout = " in (course / "nbgrader_config.py").read_text()
 
-    def mistake(notebook, source):
+    def mistake_and_stub(notebook, source):
+        stub = {cell.source for cell in notebook.cells if cell.source.startswith("def gelu_backward(")}
         _solve(notebook, source)
         for cell in notebook.cells:
             if cell.source.startswith("def relu_backward("):
                 cell.source = cell.source.replace("return dout * (x > 0)", "return (x > 0) * 1.0")  # dout left out
+            if cell.source.startswith("def gelu_backward("):
+                [cell.source] = stub  # as released: raise NotImplementedError
 
-    scores = _autograde(course, 1, {"solved": _solve, "mistake": mistake, "stubs": _untouched})
+    scores = _autograde(course, 1, {"solved": _solve, "mistake": mistake_and_stub})
     released = nbformat.read(course / "release" / "week01" / "02_linear_and_relu.ipynb", as_version=4)
     stubs = [cell.source for cell in released.cells if cell.metadata.get("nbgrader", {}).get("solution")
              and cell.cell_type == "code"]
@@ -273,7 +274,8 @@ def test_nbgrader_releases_the_def_line_and_grades_a_class_of_three(tmp_path):
                          for stub in stubs), stubs
     points = {student: sum(_test_cells(cells).values()) for student, cells in scores.items()}
     full = syllabus.points(syllabus.problem_set(1))
-    assert points == {"solved": full, "mistake": full - EXERCISES["relu_backward"].points, "stubs": 0}
+    wrong_or_missing = EXERCISES["relu_backward"].points + EXERCISES["gelu_backward"].points
+    assert points == {"solved": full, "mistake": full - wrong_or_missing}, points
     # for the record: the same notebooks graded by course grade, which finds them in nbgrader's subfolders
     from npformer.course import grade_class
 
@@ -293,7 +295,7 @@ def test_nbgrader_releases_every_week_with_its_points_and_the_lessons_own_code(t
     exercise of the problem set has one, and a solved release holds the lesson's code exactly as
     the instructor's edition runs it, less the instructor's cells, so the lessons' notebook run
     (tests/test_lessons.py, instructor cells kept away from the student's names) and week 1's class
-    of three autograded above cover what autograding every week would run (it took 8 minutes of
+    autograded above cover what autograding every week would run (it took 8 minutes of
     the suite's 16)."""
     nbformat = _nbgrader_tools()
     import jupytext

@@ -17,8 +17,10 @@ def host(array):
 
 
 @pytest.mark.parametrize("tie", [False, True], ids=["shared", "shared-and-tied"])
-def test_every_entry_of_a_shared_model_passes_the_finite_difference_check(tie):
-    report = gradcheck.check_model(seed=2, max_entries=20, share_embeddings=True, tie_embeddings=tie,
+def test_every_tensor_of_a_shared_model_passes_the_finite_difference_check(tie):
+    """Every tensor along two random directions (the fast check, 2 s against 11 s for 20 entries a
+    tensor); the shared table's gradient is compared entry by entry in the test below."""
+    report = gradcheck.check_model(seed=2, directions=2, share_embeddings=True, tie_embeddings=tie,
                                    dropout=0.0, **JOINT)
     assert report.passed, str(report)
     tensors = {result.tensor for result in report.results}

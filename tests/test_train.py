@@ -16,6 +16,10 @@ from npformer.training import checkpoint
 from npformer.tasks.translation import TrainOptions, Trainer, train
 from npformer.tasks.translation import RunError, load_run
 
+# One worker runs this module (--dist loadgroup): the module's trained run (``tiny_run``, 150 steps)
+# is made once per run, not once per worker.
+pytestmark = pytest.mark.xdist_group("train")
+
 TINY = dict(d_model=16, d_ff=32, n_layers=1, n_heads=2)
 
 

@@ -44,7 +44,8 @@ def test_whole_masked_model_gradients():
 
 @pytest.mark.slow
 def test_masked_lm_learns_on_the_embedded_corpus():
-    result = train_french_mlm(None, steps=250, max_pairs=4000)
+    # 150 steps with feed-forward layers half as wide: 37% measured (lesson 19's quick run trains 250)
+    result = train_french_mlm(None, steps=150, max_pairs=4000, d_ff=128)
     assert result["valid_masked_accuracy"] > 0.25  # chance is under 1% over ~120 words
     answers = fill_mask(result["model"], result["vocab"], "le chat [MASK] mange la pomme.")
     assert len(answers) == 1 and len(answers[0]) == 3

@@ -240,11 +240,11 @@ print(f"worst head (layer {worst[0]}, head {worst[1]}), {total} rows: "
 
 # %% [markdown]
 # Read the numbers above, not the heatmaps, to decide which heads align: the table ranks every
-# head on a thousand sentences. A head with a high AER is not broken; it reads the source for
-# another purpose (the count above says where it looks), and later layers and the feed-forward
-# blocks decide what to do with it. `benchmarks/RESULTS.md` has the same table for the default run
-# of `npformer train` (900 steps), and `npformer attention --score` prints it for any run on the
-# embedded corpus.
+# head on a thousand sentences (a hundred in quick mode). A head with a high AER is not broken; it
+# reads the source for another purpose (the count above says where it looks), and later layers and
+# the feed-forward blocks decide what to do with it. `benchmarks/RESULTS.md` has the same table for
+# the default run of `npformer train` (900 steps), and `npformer attention --score` prints it for
+# any run on the embedded corpus.
 #
 # Attention weights still show where information was read, not why the output is what it is:
 # even the best head is a hint. Saliency asks the model the causal question (how much would
@@ -292,7 +292,8 @@ print(f"worst head (layer {worst[0]}, head {worst[1]}), {total} rows: "
 #    its head average and the rollout come close to the gold alignment and beat the diagonal by far;
 #    saliency improves too but stays behind them. A full answer gives the 40-step table next to the
 #    trained run's (or a baseline) and concludes that an explanation is only as good as the model.
-# 4. (Printed below: this run's entropies, and a 40-step run's beside them.) At 40
+# 4. (Printed below: this run's entropies, and a 40-step run's beside them; the quick run,
+#    `NPFORMER_QUICK=1`, trains its 40 steps on smaller batches from fewer pairs.) At 40
 #    steps every head's mean row entropy is close to its largest value $\log T_k$ and every AER is
 #    poor: entropy tells the heads apart no better than AER does. In a trained run the entropies fall
 #    well below $\log T_k$, differ from head to head, and the sharper heads align better (a strong
@@ -355,10 +356,12 @@ diagonal = [{(min(len(tokenize(e, "en")) - 1, round(i * len(tokenize(e, "en")) /
 diagonal_aer = alignment_error_rate(diagonal, golds)
 steps = run.config["train"]["max_steps"]
 runs_to_compare = [(f"this run ({steps} steps)", run, scores)]
+# the quick run (NPFORMER_QUICK=1) trains its 40 steps on batches of 512 tokens from 2,000 pairs
+short_run = {"token_budget": 512, "max_pairs": 2000} if os.environ.get("NPFORMER_QUICK") == "1" else {}
 with tempfile.TemporaryDirectory() as scratch:
     if steps != 40:  # a trained run: train the 40-step run of the question beside it (a few seconds)
         assert train(TrainOptions(name="short", runs_dir=scratch, max_steps=40, eval_every=10_000,
-                                  test_sentences=20), stream=io.StringIO()) == 0
+                                  test_sentences=20, **short_run), stream=io.StringIO()) == 0
         short = load_run(os.path.join(scratch, "short"))
         runs_to_compare.append(("a run of 40 steps", short,
                                 score_alignments(short.model, short.src_vocab, short.tgt_vocab, pairs, golds)))

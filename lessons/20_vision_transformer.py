@@ -124,7 +124,7 @@ def patch_ops(forward, backward):
 your_patches = patch_ops(patches_forward, patches_backward) if forward_passed and backward_passed else {}
 with ops.using(your_patches, name="yours"):
     print("the patch op:", "yours" if ops.active()["patches_forward"] == "yours" else "npformer's")
-    result = train_vit(steps=120 if QUICK else 400)
+    result = train_vit(steps=80 if QUICK else 400)  # the quick run (NPFORMER_QUICK=1) trains 80 steps
 print(f"test accuracy {result['test_accuracy']:.1%} on 1,000 images "
       f"({result['parameters']:,} parameters, {result['seconds']:.0f} s)")
 assert len(result["test_labels"]) == 1000
@@ -188,7 +188,8 @@ assert np.all(attention >= 0) and np.all(attention.sum((1, 2)) <= 1 + 1e-6), \
 #    through the encoder, `ops.masked_mean_pool_forward(hidden, mask)` with an all-True mask averages
 #    the $N$ outputs, and the head reads the average; `backward` runs the pooling's backward and
 #    sends the gradient to every patch (and to `pos` from row 1 on; `cls_token` is no longer used). A
-#    finite-difference check of the new model passes (asserted). On these shapes both summaries work
+#    finite-difference check of the new model passes (asserted; entry by entry, or along two random
+#    directions a tensor in the quick run, `NPFORMER_QUICK=1`). On these shapes both summaries work
 #    (accuracies printed below, same data, same steps, same initial weights); a full answer compares
 #    them at equal steps and notes that mean pooling gives every patch the same weight, while the
 #    class token can learn where to look.
@@ -207,7 +208,7 @@ from npformer import backend, models  # noqa: E402
 from npformer.tasks.images import make_shapes  # noqa: E402
 from npformer.training import fit  # noqa: E402
 
-steps = 120 if QUICK else 400
+steps = 80 if QUICK else 400  # as the lesson's model: 80 steps in the quick run
 large_patches = train_vit(steps=steps, patch=4)
 n_tokens = large_patches["model"].config.n_patches + 1
 assert n_tokens == 5 and model.config.n_patches + 1 == 17
@@ -241,7 +242,8 @@ class MeanPooledViT(models.VisionTransformer):
 small_config = models.ViTConfig(image_size=4, patch=2, d_model=8, n_heads=2, d_ff=8, n_layers=1)
 pooled_check = gradcheck.check_loss(MeanPooledViT(small_config, seed=1, dtype=np.float64),
                                     {"images": np.random.default_rng(1).normal(size=(3, 1, 4, 4))},
-                                    np.array([0, 3, 1]), ignore_index=None, name="mean-pooled ViT")
+                                    np.array([0, 3, 1]), ignore_index=None, name="mean-pooled ViT",
+                                    directions=2 if QUICK else None)  # the quick run: two random directions a tensor
 assert pooled_check.passed
 
 # train_vit's lines, with the new model: the same images, batches and initial weights
@@ -268,6 +270,7 @@ assert pooled_accuracy > 0.5, "mean pooling must also classify the shapes far be
 # %% tags=["instructor"]
 from npformer.tasks.images import make_shapes  # noqa: E402,F811
 
+noise_steps = 60 if QUICK else steps  # the quick run: 60 steps for each noise
 noise_accuracy = {}
 for noise in (0.15, 0.5, 1.0):
     noisy_model = models.VisionTransformer(models.ViTConfig(), seed=0)
@@ -277,7 +280,7 @@ for noise in (0.15, 0.5, 1.0):
         images, labels = make_shapes(64, noisy_rng, noise=noise)
         return backend.asarray(images), backend.asarray(labels)
 
-    fit(noisy_model, next_noisy, steps, ignore_index=None, betas=(0.9, 0.999))
+    fit(noisy_model, next_noisy, noise_steps, ignore_index=None, betas=(0.9, 0.999))
     held_images, held_labels = make_shapes(1000, np.random.default_rng(2), noise=noise)
     with noisy_model.evaluating():
         guesses = backend.to_numpy(noisy_model.forward(backend.asarray(held_images)).argmax(-1))

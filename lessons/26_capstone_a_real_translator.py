@@ -71,8 +71,9 @@ else:
 # trains for 700 steps on the first 60,000 distinct pairs of the file, its shortest sentences. Words
 # seen once in training become `<unk>` (`min_freq=2`), which keeps the vocabularies, and so the
 # output layer, small. In quick mode (`NPFORMER_QUICK=1`) it takes a slice of 3,000 pairs and 8
-# steps: the code runs, the model learns nothing worth measuring, and nothing is asserted about
-# quality. (On the embedded corpus, the fallback, it takes that corpus's 12,000 training pairs.)
+# steps, warms up over 3 of them, evaluates once and tests on 10 sentences: the code runs, the
+# model learns nothing worth measuring, and nothing is asserted about quality. (On the embedded
+# corpus, the fallback, the full run takes that corpus's 12,000 training pairs.)
 
 # %%
 folder = os.path.join("runs", "lesson-26")
@@ -80,9 +81,9 @@ shutil.rmtree(folder, ignore_errors=True)  # the lesson starts from scratch each
 options = TrainOptions(
     name="lesson-26", runs_dir="runs", data=data, preset="small",
     max_pairs=3000 if QUICK else 60000 if data else 12000, min_freq=2, token_budget=1024 if QUICK else 4096,
-    lr=2e-3, warmup=300, max_steps=8 if QUICK else 700,
-    eval_every=4 if QUICK else 175, eval_sentences=20 if QUICK else 200, log_every=2 if QUICK else 10,
-    test_sentences=30 if QUICK else 1000, beam_size=4, seed=0,
+    lr=2e-3, warmup=3 if QUICK else 300, max_steps=8 if QUICK else 700,
+    eval_every=8 if QUICK else 175, eval_sentences=10 if QUICK else 200, log_every=2 if QUICK else 10,
+    test_sentences=10 if QUICK else 1000, beam_size=4, seed=0,
 )
 log = io.StringIO()
 started = time.perf_counter()

@@ -61,7 +61,7 @@ def _key_padding(rng, batch, length, fully_padded_row):
 
 @given(seed=seeds, batch=st.integers(1, 3), n_heads=st.integers(1, 4), head_dim=st.integers(1, 3),
        q_len=st.integers(1, 6), k_len=st.integers(1, 6), fully_padded_row=st.booleans())
-@settings(max_examples=40)
+@settings(max_examples=20)
 def test_multi_head_cross_attention(seed, batch, n_heads, head_dim, q_len, k_len, fully_padded_row):
     rng = np.random.default_rng(seed)
     d_model = n_heads * head_dim
@@ -75,7 +75,7 @@ def test_multi_head_cross_attention(seed, batch, n_heads, head_dim, q_len, k_len
 
 @given(seed=seeds, batch=st.integers(1, 3), length=st.integers(1, 5), n_heads=st.integers(1, 2),
        pre_norm=st.booleans(), fully_padded_row=st.booleans())
-@settings(max_examples=15)
+@settings(max_examples=10)
 def test_encoder_layer(seed, batch, length, n_heads, pre_norm, fully_padded_row):
     rng = np.random.default_rng(seed)
     d_model = 3 * n_heads  # layer norm over 2 features is degenerate (see test_gradients)
@@ -90,7 +90,7 @@ def test_encoder_layer(seed, batch, length, n_heads, pre_norm, fully_padded_row)
 @pytest.mark.slow
 @given(seed=seeds, batch=st.integers(1, 3), tgt_len=st.integers(1, 4), src_len=st.integers(1, 4),
        pre_norm=st.booleans())
-@settings(max_examples=15)
+@settings(max_examples=10)
 def test_decoder_layer_input_and_memory_gradients(seed, batch, tgt_len, src_len, pre_norm):
     rng = np.random.default_rng(seed)
     layer = nn.DecoderLayer(4, n_heads=2, d_ff=6, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,

@@ -54,7 +54,7 @@ log = io.StringIO()
 status = train(TrainOptions(name="lesson-13", runs_dir="runs", max_steps=40 if QUICK else 600,
                             eval_every=20 if QUICK else 50, eval_sentences=20 if QUICK else 50,
                             test_sentences=20 if QUICK else 1000, log_every=5,
-                            token_budget=512 if QUICK else 2048), stream=log)  # quick: batches of 512 tokens
+                            token_budget=512 if QUICK else 2048), stream=log)
 for line in log.getvalue().splitlines():  # each evaluation and its three sample translations
     evaluation = re.search(r"step \d+: valid loss.*", line)
     if evaluation or "(reference:" in line or line.startswith("test BLEU"):

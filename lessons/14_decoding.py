@@ -95,7 +95,7 @@ timings = {}
 for name, decode in (("without cache", decode_without_cache), ("with KV cache", decode_with_cache)):
     decode(model, src, 4)  # warm up
     runs = []
-    for _ in range(1 if QUICK else 3):  # the best of three (one in the quick run): the least disturbed by other work
+    for _ in range(1 if QUICK else 3):  # the best of three runs, the least disturbed (one run in the quick run)
         start = time.perf_counter()
         result = decode(model, src, LENGTH)
         runs.append(time.perf_counter() - start)
@@ -331,7 +331,7 @@ print(f"every translation of 12 tokens over the pretrained translator's {len(run
 tiny = models.Transformer(models.TransformerConfig(50, 6, d_model=16, n_heads=2, d_ff=32, n_layers=1, dropout=0.0),
                           seed=2, dtype=np.float64).eval()
 tiny.out_proj.b[PAD_ID] = -1e4
-tiny_sources = np.random.default_rng(1).integers(4, 50, size=(10 if QUICK else 20, 6))  # 10: the quick run's
+tiny_sources = np.random.default_rng(1).integers(4, 50, size=(10 if QUICK else 20, 6))
 TINY_LEN, ALPHA = 4, 0.6
 
 
@@ -696,7 +696,7 @@ for i, greedy_tokens, beam_tokens in zip(shown, greedy_decode(toy64, shown_src, 
 
 # %%
 translator = Translator.from_run(run)
-compared = test_pairs[:250] if QUICK else test_pairs  # the quick run compares the first 250
+compared = test_pairs[:250] if QUICK else test_pairs
 test_english = [english for english, _ in compared]
 by_greedy = translator.translate(test_english, beam_size=1)
 by_beam = translator.translate(test_english, beam_size=4, length_penalty=0.6)

@@ -292,8 +292,8 @@ print(f"worst head (layer {worst[0]}, head {worst[1]}), {total} rows: "
 #    its head average and the rollout come close to the gold alignment and beat the diagonal by far;
 #    saliency improves too but stays behind them. A full answer gives the 40-step table next to the
 #    trained run's (or a baseline) and concludes that an explanation is only as good as the model.
-# 4. (Printed below: this run's entropies, and a 40-step run's beside them; the quick run,
-#    `NPFORMER_QUICK=1`, trains its 40 steps on smaller batches from fewer pairs.) At 40
+# 4. (Printed below: this run's entropies, and a 40-step run's beside them; in quick mode the
+#    40-step run of answers 3 and 4 trains on smaller batches from fewer pairs.) At 40
 #    steps every head's mean row entropy is close to its largest value $\log T_k$ and every AER is
 #    poor: entropy tells the heads apart no better than AER does. In a trained run the entropies fall
 #    well below $\log T_k$, differ from head to head, and the sharper heads align better (a strong
@@ -356,7 +356,7 @@ diagonal = [{(min(len(tokenize(e, "en")) - 1, round(i * len(tokenize(e, "en")) /
 diagonal_aer = alignment_error_rate(diagonal, golds)
 steps = run.config["train"]["max_steps"]
 runs_to_compare = [(f"this run ({steps} steps)", run, scores)]
-# the quick run (NPFORMER_QUICK=1) trains its 40 steps on batches of 512 tokens from 2,000 pairs
+# in quick mode (NPFORMER_QUICK=1) the 40 steps take batches of 512 tokens from 2,000 pairs
 short_run = {"token_budget": 512, "max_pairs": 2000} if os.environ.get("NPFORMER_QUICK") == "1" else {}
 with tempfile.TemporaryDirectory() as scratch:
     if steps != 40:  # a trained run: train the 40-step run of the question beside it (a few seconds)

@@ -27,8 +27,8 @@ QUICK = os.environ.get("NPFORMER_QUICK") == "1"
 model = models.LanguageModel(models.LanguageModelConfig(13, d_model=6, n_heads=2, d_ff=8, n_layers=2, max_len=8),
                              dtype=np.float64)
 ids = np.array([[1, 5, 6, 7, 2, 0], [1, 8, 9, 4, 5, 2]])
-# every gradient entry against finite differences; the quick run (NPFORMER_QUICK=1), each parameter
-# tensor along two random directions
+# every gradient entry against finite differences (in quick mode, NPFORMER_QUICK=1, each parameter
+# tensor along two random directions)
 report = gradcheck.check_loss(model, {"ids": ids[:, :-1]}, ids[:, 1:], name="lm",  # <pad> targets ignored
                               directions=2 if QUICK else None)
 print(report.table().splitlines()[-1])

@@ -284,8 +284,8 @@ else:  # 2,000 steps: every kind, in nearly every sentence
 #
 # 1. (The causal model's part is run below, at 100 steps, 60 in the quick run.) With 3,000 steps
 #    the masked-token accuracy rises (about 54%) and every shift grows: articles by about 10 nats,
-#    and the plural adjectives, which hardly moved in the quick run and moved by about one nat after
-#    2,000, now move by several nats (about 7.6 on average), the right way in every sentence, as do
+#    and the plural adjectives, which hardly moved in the quick run (250 steps) and moved by about one
+#    nat after 2,000 steps, now move by several nats (about 7.6 on average), the right way in every sentence, as do
 #    all the other words: the model has learned that a prenominal word agrees with the noun on its
 #    right. A left-to-right model cannot do this: at the mask it sees only the words before it, and
 #    the probe changes a word after it, so every shift is exactly zero (checked below), and it can

@@ -110,6 +110,7 @@ print(check("patches_backward", patches_backward))
 
 # %%
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
+STEPS = 80 if QUICK else 400
 forward_passed = check("patches_forward", patches_forward, strict=False).passed
 backward_passed = check("patches_backward", patches_backward, strict=False).passed
 
@@ -124,7 +125,7 @@ def patch_ops(forward, backward):
 your_patches = patch_ops(patches_forward, patches_backward) if forward_passed and backward_passed else {}
 with ops.using(your_patches, name="yours"):
     print("the patch op:", "yours" if ops.active()["patches_forward"] == "yours" else "npformer's")
-    result = train_vit(steps=80 if QUICK else 400)  # the quick run (NPFORMER_QUICK=1) trains 80 steps
+    result = train_vit(steps=STEPS)
 print(f"test accuracy {result['test_accuracy']:.1%} on 1,000 images "
       f"({result['parameters']:,} parameters, {result['seconds']:.0f} s)")
 assert len(result["test_labels"]) == 1000
@@ -208,8 +209,7 @@ from npformer import backend, models  # noqa: E402
 from npformer.tasks.images import make_shapes  # noqa: E402
 from npformer.training import fit  # noqa: E402
 
-steps = 80 if QUICK else 400  # as the lesson's model: 80 steps in the quick run
-large_patches = train_vit(steps=steps, patch=4)
+large_patches = train_vit(steps=STEPS, patch=4)
 n_tokens = large_patches["model"].config.n_patches + 1
 assert n_tokens == 5 and model.config.n_patches + 1 == 17
 print(f"answer 1: 4 x 4 patches: {n_tokens} tokens, test accuracy {large_patches['test_accuracy']:.1%}; "
@@ -243,7 +243,7 @@ small_config = models.ViTConfig(image_size=4, patch=2, d_model=8, n_heads=2, d_f
 pooled_check = gradcheck.check_loss(MeanPooledViT(small_config, seed=1, dtype=np.float64),
                                     {"images": np.random.default_rng(1).normal(size=(3, 1, 4, 4))},
                                     np.array([0, 3, 1]), ignore_index=None, name="mean-pooled ViT",
-                                    directions=2 if QUICK else None)  # the quick run: two random directions a tensor
+                                    directions=2 if QUICK else None)
 assert pooled_check.passed
 
 # train_vit's lines, with the new model: the same images, batches and initial weights
@@ -258,19 +258,19 @@ def next_shapes(step):
     return backend.asarray(train_images[rows]), backend.asarray(train_labels[rows])
 
 
-fit(pooled_model, next_shapes, steps, ignore_index=None, betas=(0.9, 0.999))
+fit(pooled_model, next_shapes, STEPS, ignore_index=None, betas=(0.9, 0.999))
 assert np.array_equal(test_labels, result["test_labels"]), "the same test images as the lesson's model"
 with pooled_model.evaluating():
     pooled_accuracy = float((backend.to_numpy(pooled_model.forward(backend.asarray(test_images)).argmax(-1))
                              == test_labels).mean())
 print(f"answer 2: mean pooling {pooled_accuracy:.1%}, class token {result['test_accuracy']:.1%} "
-      f"({steps} steps each)")
+      f"({STEPS} steps each)")
 assert pooled_accuracy > 0.5, "mean pooling must also classify the shapes far better than chance"
 
 # %% tags=["instructor"]
 from npformer.tasks.images import make_shapes  # noqa: E402,F811
 
-noise_steps = 60 if QUICK else steps  # the quick run: 60 steps for each noise
+noise_steps = 60 if QUICK else STEPS
 noise_accuracy = {}
 for noise in (0.15, 0.5, 1.0):
     noisy_model = models.VisionTransformer(models.ViTConfig(), seed=0)

@@ -481,7 +481,7 @@ assert abs(double_softmax - math.log(V)) < min(0.1, abs(right - math.log(V)))
 # gradient is broken. The tiny Transformer ($d = 16$, one layer) on one batch of 16 reversals:
 
 # %%
-steps = 100 if QUICK else 300  # the quick run (NPFORMER_QUICK=1): 100 steps
+steps = 100 if QUICK else 300
 overfit = {fn: zoo.overfit_one_batch(fn, steps) for fn in (zoo.loss_fixed, zoo.loss_buggy)}
 floor = math.log(math.e + V - 1) - 1
 print(f"after {steps} steps: right loss {overfit[zoo.loss_fixed][-1]:.4f}; double softmax "

@@ -97,8 +97,8 @@ QUICK_RUN = {"max_steps": 20, "eval_every": 20, "test_sentences": 20, "eval_sent
 
 def run(name, op_set):
     """Train, and return (training losses by step, test BLEU greedy, seconds)."""
-    length = QUICK_RUN if QUICK else FULL_RUN
-    options = TrainOptions(name=name, runs_dir="runs", log_every=5, **length)
+    settings = QUICK_RUN if QUICK else FULL_RUN
+    options = TrainOptions(name=name, runs_dir="runs", log_every=5, **settings)
     start = time.perf_counter()
     with ops.using(op_set):
         assert train(options, stream=io.StringIO()) == 0

@@ -338,7 +338,7 @@ print(models.summarize_modern(small, batch=2, length=5, optimizer=optim.AdamW(sm
 # depend on distance, not on position.
 
 # %%
-minutes = 0.03 if QUICK else 0.25  # the quick run (the tests): 1.8 seconds each
+minutes = 0.05 if QUICK else 0.25
 common = dict(max_pairs=3000 if QUICK else 12000, steps=10**6, minutes=minutes, warmup=20, seed=0)
 old = train_french_lm(None, architecture="2017", dropout=0.0, **common)
 with ops.using(yours):

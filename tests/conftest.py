@@ -138,35 +138,40 @@ def pytest_unconfigure(config):
             os.environ["TMPDIR"] = environment
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook, which names the groups
-def pytest_collection_modifyitems(config, items):
+def pytest_collection_modifyitems(items):
     """The tests marked ``slow`` first (in their order), then the rest: pytest-xdist hands the tests
     out in this order, so the long ones spread over the workers at the start instead of one of them
-    ending the run alone. Then each ``xdist_group``'s tests are kept on one worker."""
+    ending the run alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-    if getattr(config.option, "loadgroup", False):  # set on a worker under --dist loadgroup
-        for item in items:
-            _keep_with_its_group(item)
 
 
-def _keep_with_its_group(item):
-    """``--dist loadgroup`` sends the tests of one ``xdist_group`` (a module whose fixture trains a
-    model or grades a class) to one worker: on the worker, pytest-xdist appends ``@group`` to each
-    one's node id, and the controller hands out the ids of a group together. Under pytest 9.2 the
-    appended name is lost (node ids became structured; pytest-dev/pytest-xdist#1386), so every
-    worker would build the group's fixture. Where that happened, the name is appended here, in the
-    structured id."""
-    groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
-                     for mark in item.iter_markers("xdist_group")})
-    grouped = f"{item.nodeid.split('@')[0]}@{'_'.join(groups)}"
-    if not groups or item.nodeid == grouped:
-        return
-    if hasattr(item, "_id"):  # pytest 9.2
-        from _pytest.nodeid import NodeId
+# The modules whose tests share an expensive module fixture: a trained run (test_train.py's
+# ``tiny_run``, test_first_hour.py's ``runs``), a graded class (test_grading_trust.py) or a built wheel
+# (test_editions.py). Each runs whole on one worker, so that its fixture is made once per run.
+ONE_WORKER_MODULES = ("tests/test_train.py", "tests/test_first_hour.py", "tests/test_grading_trust.py",
+                      "tests/test_editions.py")
 
-        item._id = NodeId.parse(grouped)
-    else:
-        item._nodeid = grouped
+
+def work_unit(nodeid):
+    """What pytest-xdist hands to a worker at once: a whole module of ``ONE_WORKER_MODULES``, any
+    other test alone."""
+    module = nodeid.split("::", 1)[0]
+    return module if module in ONE_WORKER_MODULES else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: without it (-p no:xdist), never called
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduler, with ``work_unit`` as its unit. (Its own ``--dist loadgroup`` keeps
+    an ``xdist_group`` together by appending the group's name to each node id on the worker; under
+    pytest 9.2 the name of a parametrised test reaches the controller after its closing bracket, so
+    such tests were spread over the workers: pytest-dev/pytest-xdist#1386.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return work_unit(nodeid)
+
+    return ModulesOnOneWorker(config, log)
 
 
 # -- the shared data folder and the optional cross-checks ----------------------------------------------

@@ -15,9 +15,6 @@ from npformer.course.edition import (INSTRUCTOR, instructor_edition, is_student_
 
 from lesson_solutions import LESSONS
 
-# One worker runs this module (--dist loadgroup): the module's wheel (``wheel_lessons``)
-# is made once per run, not once per worker.
-pytestmark = pytest.mark.xdist_group("editions")
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,6 @@ from npformer.tasks.translation import TrainOptions, Translator, train
 from npformer.tasks.translation.options import DEFAULT_STEPS
 from npformer.tasks.translation import load_run
 
-# One worker runs this module (--dist loadgroup): the module's trained run (``runs``)
-# is made once per run, not once per worker.
-pytestmark = pytest.mark.xdist_group("first-hour")
 
 SMALL = dict(d_model=16, d_ff=32, n_layers=1, n_heads=2, eval_every=1000, test_sentences=10, log_every=1)
 

@@ -16,9 +16,6 @@ from npformer.course.cases import HIDDEN_CASES, hidden_cases, separable
 
 from lesson_solutions import LESSONS
 
-# One worker runs this module (--dist loadgroup): the module's graded class (``graded_class``)
-# is made once per run, not once per worker.
-pytestmark = pytest.mark.xdist_group("grading-trust")
 
 OPS_SOURCE = LESSONS.parent / "npformer" / "ops"
 

@@ -16,9 +16,6 @@ from npformer.training import checkpoint
 from npformer.tasks.translation import TrainOptions, Trainer, train
 from npformer.tasks.translation import RunError, load_run
 
-# One worker runs this module (--dist loadgroup): the module's trained run (``tiny_run``, 150 steps)
-# is made once per run, not once per worker.
-pytestmark = pytest.mark.xdist_group("train")
 
 TINY = dict(d_model=16, d_ff=32, n_layers=1, n_heads=2)
 
@@ -35,13 +32,15 @@ def train_losses(folder):
         return {r["step"]: r["loss"] for r in map(json.loads, file) if r["kind"] == "train"}
 
 
-def test_this_module_runs_on_one_worker(request):
-    """Its tests share ``tiny_run``: under ``--dist loadgroup`` their node ids carry the group's name,
-    which is how pytest-xdist keeps them on one worker (tests/conftest.py mends it under pytest 9.2,
-    where xdist's own renaming is lost)."""
-    if not getattr(request.config.option, "loadgroup", False):
-        pytest.skip("not run by a pytest-xdist worker under --dist loadgroup")
-    assert request.node.nodeid.endswith("@train"), request.node.nodeid
+def test_this_module_is_one_work_unit_of_the_scheduler():
+    """Its tests share ``tiny_run``: pytest-xdist hands the whole module to one worker (the scheduler
+    of tests/conftest.py), parametrised tests included; other modules' tests go one by one."""
+    from conftest import work_unit
+
+    assert work_unit("tests/test_train.py::test_translate_rejects_empty_input[arguments0-None-x]") == \
+        work_unit("tests/test_train.py::test_a_run_folder_holds_config_vocabularies_checkpoint_metrics_and_curves") == \
+        "tests/test_train.py"
+    assert work_unit("tests/test_cli.py::test_python_dash_m_and_help") == "tests/test_cli.py::test_python_dash_m_and_help"
 
 
 @pytest.fixture(scope="module")

@@ -134,7 +134,8 @@ print(f"backward / forward: {ratio:.1f}")
 figure, axis = plt.subplots(figsize=(7, 2.8), constrained_layout=True)
 axis.barh(list(parts), list(parts.values()), color="tab:green" if backend.is_cupy() else "tab:blue")
 axis.invert_yaxis()
-axis.set(xlabel=f"milliseconds ({'one run' if RUNS == 1 else f'best of {RUNS}'}; d_model 256, 2 + 2 layers, 64 x (24 + 24) tokens)",
+timed = "one run" if RUNS == 1 else f"best of {RUNS}"
+axis.set(xlabel=f"milliseconds ({timed}; d_model 256, 2 + 2 layers, 64 x (24 + 24) tokens)",
          title="Where one training step's time goes\n"
                + ("CuPy, on the GPU" if backend.is_cupy() else "NumPy, on the CPU (no GPU on this machine)"))
 figure.savefig(viz.figures_dir() / "16_training_step.png", dpi=110)

@@ -32,9 +32,8 @@ def test_every_check_passes_on_the_correct_library():
 
 @pytest.mark.slow
 def test_npformer_gradcheck_mutants_catches_and_names_every_mutant():
-    """``npformer gradcheck --mutants``, run once (30 s; one test, not a fixture shared by several:
-    pytest-xdist 3.8's --dist loadgroup no longer keeps a group on one worker under pytest 9.2,
-    pytest-dev/pytest-xdist#1386, so a shared fixture ran once per worker). Its exit status and table,
+    """``npformer gradcheck --mutants``, run once (20 s; one test, not a fixture shared by several
+    tests, which each worker running one of them would build again). Its exit status and table,
     and the results its ``run_mutants`` call returned (recorded on the way): every mutant caught by
     its check and by the fast check, each one's pattern named, and exactly the subtle ones let
     through by a checker weakened to a tolerance of 1e-2."""

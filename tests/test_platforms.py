@@ -1,8 +1,8 @@
 """The instructor's three platforms, each with a class of stand-in students (one who solved the
 problem set, one with a classic mistake, one who handed in the stubs): Gradescope's autograder zip run
 as Gradescope runs it, GitHub Classroom's workflow command run as the runner runs it, and nbgrader's
-own commands on the course folder (there, the mistake and a stub in one student's notebooks); then every week of the syllabus released by nbgrader, each
-with its points and the lessons' own code."""
+own commands on the course folder (there, the mistake and a stub in one student's notebooks); then
+every week of the syllabus released by nbgrader, each with its points and the lessons' own code."""
 
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ from npformer.training import checkpoint
 from npformer.tasks.translation import TrainOptions, Trainer, train
 from npformer.tasks.translation import RunError, load_run
 
-
 TINY = dict(d_model=16, d_ff=32, n_layers=1, n_heads=2)
 
 
@@ -37,9 +36,9 @@ def test_this_module_is_one_work_unit_of_the_scheduler():
     of tests/conftest.py), parametrised tests included; other modules' tests go one by one."""
     from conftest import work_unit
 
-    assert work_unit("tests/test_train.py::test_translate_rejects_empty_input[arguments0-None-x]") == \
-        work_unit("tests/test_train.py::test_a_run_folder_holds_config_vocabularies_checkpoint_metrics_and_curves") == \
-        "tests/test_train.py"
+    parametrised = "tests/test_train.py::test_translate_rejects_empty_input[arguments0-None-x]"
+    plain = "tests/test_train.py::test_a_run_folder_holds_config_vocabularies_checkpoint_metrics_and_curves"
+    assert work_unit(parametrised) == work_unit(plain) == "tests/test_train.py"
     assert work_unit("tests/test_cli.py::test_python_dash_m_and_help") == "tests/test_cli.py::test_python_dash_m_and_help"
 
 
@@ -193,7 +192,7 @@ def test_a_second_ctrl_c_stops_at_once_and_keeps_the_last_checkpoint(tmp_path, m
 
     monkeypatch.setattr(trainer_module, "train_step", step_with_two_presses)
     capsys.readouterr()
-    handler = signal.getsignal(signal.SIGINT)  # Python's, or SIG_IGN where the suite was started in the background
+    handler = signal.getsignal(signal.SIGINT)  # Python's, or SIG_IGN where the suite runs in the background
     assert cli.main([*arguments, "--max-steps", "100", "--resume"]) == 130
     error = capsys.readouterr().err
     assert len(presses) == 1  # the second press raised inside the first step

@@ -300,7 +300,8 @@ def sentence_pair(kind: str, subject: str | NounPhrase, verb: str | None = None,
 # The kinds' probabilities as the cumulative sums ``rng.choice(KINDS, p=...)`` would search: drawing
 # one uniform number and searching these gives the same kind from the same generator, 20x faster.
 _KIND_CUMULATIVE = (lambda sums: (sums / sums[-1]).tolist())(numpy.cumsum([0.3, 0.2, 0.15, 0.15, 0.1, 0.1]))
-_ADJECTIVES_OR_NONE = [None] + list(ADJECTIVES_AFTER) + list(ADJECTIVES_BEFORE)
+_ADJECTIVES = list(ADJECTIVES_AFTER) + list(ADJECTIVES_BEFORE)
+_ADJECTIVES_OR_NONE = [None] + _ADJECTIVES
 
 # One draw of the grammar: (kind, subject, verb, object, adjective); a noun phrase is drawn as the
 # arguments of ``noun_phrase`` (noun, adjective, determiner, plural), a pronoun as its English word.
@@ -324,10 +325,7 @@ def _draw(rng: numpy.random.Generator) -> _Draw:
         verb = VERBS[rng.integers(len(VERBS))][0]
         return kind, subject, verb, _draw_noun_phrase(rng, "the" if rng.random() < 0.6 else "a"), None
     subject = _draw_noun_phrase(rng, "the")
-    adjective = None
-    if kind != "where":
-        adjectives = list(ADJECTIVES_AFTER) + list(ADJECTIVES_BEFORE)
-        adjective = adjectives[rng.integers(len(adjectives))]
+    adjective = None if kind == "where" else _ADJECTIVES[rng.integers(len(_ADJECTIVES))]
     return kind, subject, None, None, adjective
 
 

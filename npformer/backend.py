@@ -48,17 +48,29 @@ class BackendUnavailableError(RuntimeError):
 
 
 class _ActiveArrayModule:
-    """Forwards attribute access to the active array module (numpy or cupy)."""
+    """Forwards attribute access to the active array module (numpy or cupy).
+
+    A name is looked up on the module once and then kept on the stand-in, so that the next
+    ``xp.<name>`` is a plain attribute read (the ops read ``xp`` millions of times in a gradient
+    check); ``_use`` forgets every kept name when the backend changes.
+    """
 
     def __init__(self) -> None:
-        self._module: Any = numpy
-        self._name = "numpy"
+        self._use(numpy, "numpy")
+
+    def _use(self, module: Any, name: str) -> None:
+        """Forward to ``module`` (called ``name``) from now on."""
+        self.__dict__.clear()
+        self._module: Any = module
+        self._name = name
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):  # introspection (hasattr, copy, inspect) never loads a backend
             raise AttributeError(name)
         _apply_environment()
-        return getattr(self._module, name)
+        value = getattr(self._module, name)
+        self.__dict__[name] = value
+        return value
 
     def __repr__(self) -> str:
         pending = f" (NPFORMER_BACKEND={_from_environment!r} at first use)" if _from_environment else ""
@@ -106,14 +118,14 @@ def set_backend(name: str) -> None:
     global _from_environment
     name = name.lower()
     if name == "cupy":
-        xp._module = _load_cupy()
+        module = _load_cupy()
     elif name == "strict":
         from . import strict_backend
 
-        xp._module = strict_backend.module
+        module = strict_backend.module
     else:
-        xp._module = numpy
-    xp._name = name
+        module = numpy
+    xp._use(module, name)
     _from_environment = None
 
 

@@ -168,6 +168,8 @@ def holding_blas(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
+        if not _needs_hold():  # one thread, or CuPy: nothing to hold, and no context manager to enter
+            return function(*args, **kwargs)
         with blas_on_one_thread():
             return function(*args, **kwargs)
 

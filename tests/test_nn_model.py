@@ -196,6 +196,22 @@ def test_params_and_grads_share_keys_and_zero_grad_clears(rng):
     assert all(np.all(g == 0) for g in model.grads().values())
 
 
+def test_the_module_tree_follows_sub_modules_added_replaced_or_removed_after_a_walk():
+    """``named_modules`` keeps the tree it walked; any change below the model is seen at the next call."""
+    from npformer import nn
+
+    model = build()
+    count = len(model.params())
+    extra = nn.Linear(3, 4, rng=backend.default_rng(0))
+    model.encoder.extra = extra
+    assert model.params()["encoder.extra.W"] is extra.W and len(model.params()) == count + 2
+    model.encoder.extra = nn.Linear(3, 5, rng=backend.default_rng(1))
+    assert model.params()["encoder.extra.W"].shape == (3, 5)
+    del model.encoder.extra
+    assert len(model.params()) == count and "encoder.extra.W" not in model.params()
+    assert [name for name, _ in model.named_modules("top")][:2] == ["top", "top.src_embed"]
+
+
 def test_dropout_is_active_in_train_mode_only(rng):
     model = build(dropout=0.5)
     src, tgt = random_ids(rng, 2, 4, 17), random_ids(rng, 2, 3, 19, bos=True)

@@ -8,6 +8,8 @@ over the wrong axis cannot pass by having the right shape.
 
 ``prepare`` computes, in the grader's process, each case's reference outputs and (for a gradient)
 its finite differences: ``Prepared``. Only a case's inputs ever reach the grading worker.
+``prepared_public`` keeps the public cases' ``Prepared`` for the rest of the process: a check run
+again (or the next student of a class) reuses them.
 """
 
 from __future__ import annotations
@@ -118,15 +120,28 @@ def new_seed() -> int:
     return int(numpy.random.SeedSequence().entropy % 1_000_000)
 
 
-def public_cases(exercise: Exercise, seed: int, unseen_seed: int | None) -> tuple[list[Case], int | None]:
-    """The public cases, then an unseen one (labelled "unseen: ..."), and the seed it was drawn with."""
-    cases = list(exercise.cases(numpy.random.default_rng(seed)))
+def unseen_case(exercise: Exercise, unseen_seed: int | None) -> tuple[list[Case], int | None]:
+    """The unseen case (labelled "unseen: ..."; none for an exercise without a drawer) and its seed
+    (None: a new one)."""
     if exercise.unseen is None:
-        return cases, None
+        return [], None
     if unseen_seed is None:
         unseen_seed = new_seed()
     unseen = _drawn(exercise, numpy.random.default_rng(unseen_seed), 1)
-    return cases + [Case(f"unseen: {case.label}", case.inputs) for case in unseen], unseen_seed
+    return [Case(f"unseen: {case.label}", case.inputs) for case in unseen], unseen_seed
+
+
+_PREPARED_PUBLIC: dict[tuple[str, int], tuple[Exercise, list[Prepared]]] = {}
+
+
+def prepared_public(exercise: Exercise, seed: int) -> list[Prepared]:
+    """``prepare`` of the public cases drawn with ``seed``, computed once per process: they are the
+    same every time, so checking a function again waits only for the unseen case's references."""
+    kept = _PREPARED_PUBLIC.get((exercise.name, seed))
+    if kept is None or kept[0] is not exercise:
+        kept = (exercise, prepare(exercise, list(exercise.cases(numpy.random.default_rng(seed)))))
+        _PREPARED_PUBLIC[exercise.name, seed] = kept
+    return list(kept[1])
 
 
 HIDDEN_CASES = 3

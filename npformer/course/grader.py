@@ -44,7 +44,7 @@ from ..gradcheck.arguments import check_callable, check_int, check_known, check_
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
 from . import sandbox
-from .cases import HIDDEN_LABEL, Prepared, new_seed, outputs, prepare, public_cases
+from .cases import HIDDEN_LABEL, Prepared, new_seed, outputs, prepare, prepared_public, unseen_case
 from .exercises import DERIVATIONS, EXERCISES, TEXTBOOK, Case, Exercise
 from .worker import Reply, Worker, shared
 
@@ -292,8 +292,9 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
 def _grade_public(exercise: Exercise, function: Callable, seed: int, unseen_seed: int, time_limit: float
                   ) -> ExerciseReport:
     """``function`` graded on the exercise's public cases and its unseen one."""
-    cases, unseen_seed = public_cases(exercise, seed, unseen_seed)
-    report = grade(exercise, prepare(exercise, cases), function=function, time_limit=time_limit)
+    unseen, unseen_seed = unseen_case(exercise, unseen_seed)
+    report = grade(exercise, prepared_public(exercise, seed) + prepare(exercise, unseen), function=function,
+                   time_limit=time_limit)
     report.unseen_seed = unseen_seed
     return report
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .collect import collect
 from .exercises import EXERCISES
-from .cases import Prepared, hidden_cases, new_seed, prepare, public_cases
+from .cases import Prepared, hidden_cases, new_seed, prepare, prepared_public, unseen_case
 from .grader import PASSED, ExerciseReport, grade
 from .worker import Worker
 
@@ -95,10 +95,10 @@ def prepared_cases(seed: int, secret: str | None, exercises: list[str] | None = 
     prepared = {}
     for name in _chosen(exercises):
         exercise = EXERCISES[name]
-        cases, _ = public_cases(exercise, 0, seed)
+        cases, _ = unseen_case(exercise, seed)
         if secret is not None:
             cases += hidden_cases(exercise, secret)
-        prepared[name] = prepare(exercise, cases)
+        prepared[name] = prepared_public(exercise, 0) + prepare(exercise, cases)
     return prepared
 
 

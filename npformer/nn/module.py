@@ -41,6 +41,20 @@ class BackwardBeforeForwardError(AttributeError):
 class Module:
     """Base class of every layer and model."""
 
+    # Bumped whenever any module gains, replaces or loses a sub-module: the tree that
+    # ``named_modules`` walked is then walked again (a training step asks for it four times).
+    _tree_version = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_") and (isinstance(value, Module) or isinstance(self.__dict__.get(name), Module)):
+            Module._tree_version += 1
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if isinstance(self.__dict__.get(name), Module):
+            Module._tree_version += 1
+        object.__delattr__(self, name)
+
     def __getattr__(self, name: str) -> Any:
         # Only called when normal lookup fails: a missing cache means no forward pass has run.
         if name.startswith("_") and name.endswith("cache"):
@@ -70,10 +84,24 @@ class Module:
                 yield name, value
 
     def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
-        """This module and every descendant, with dotted names ("" for this one)."""
-        yield prefix, self
-        for name, child in self.children():
-            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+        """This module and every descendant, with dotted names ("" for this one), parents first."""
+        walked = self.__dict__.get("_walked_tree")
+        if walked is None or walked[0] != Module._tree_version:
+            walked = (Module._tree_version, self._walk())
+            object.__setattr__(self, "_walked_tree", walked)
+        for path, module in walked[1]:
+            yield (f"{prefix}.{path}" if path else prefix) if prefix else path, module
+
+    def _walk(self) -> list[tuple[str, Module]]:
+        """The tree below this module, in the order of ``named_modules``."""
+        found = []
+        pending = [("", self)]
+        while pending:
+            path, module = pending.pop()
+            found.append((path, module))
+            pending.extend(reversed([(f"{path}.{name}" if path else name, child)
+                                     for name, child in module.children()]))
+        return found
 
     # -- parameters and gradients -------------------------------------------------------
 

@@ -51,6 +51,7 @@ import types
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from ..backend import is_cupy
 from . import (adam, attention, cross_entropy, dropout, embedding, gelu, grouped_attention, layernorm, linear,
                masks, patches, pooling, positional, relu, residual, rmsnorm, rope, softmax, swiglu)
 
@@ -130,8 +131,6 @@ def _fast_on_gpu() -> OpSet:
 def _fast() -> OpSet:
     """The fast set of the active backend: ``ops/fast/`` (CPU threads) on NumPy, ``ops/gpu/`` (fused
     kernels) on CuPy."""
-    from ..backend import is_cupy
-
     return _fast_on_gpu() if is_cupy() else _fast_on_cpu()
 
 

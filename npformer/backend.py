@@ -59,17 +59,21 @@ class _ActiveArrayModule:
         self._use(numpy, "numpy")
 
     def _use(self, module: Any, name: str) -> None:
-        """Forward to ``module`` (called ``name``) from now on."""
-        self.__dict__.clear()
+        """Forward to ``module`` (called ``name``) from now on: the module first, then the names
+        kept from the previous one forgotten."""
         self._module: Any = module
         self._name = name
+        for kept in [key for key in self.__dict__ if key not in ("_module", "_name")]:
+            self.__dict__.pop(kept, None)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):  # introspection (hasattr, copy, inspect) never loads a backend
             raise AttributeError(name)
         _apply_environment()
-        value = getattr(self._module, name)
-        self.__dict__[name] = value
+        module = self._module
+        value = getattr(module, name)
+        if self._module is module:  # not kept if the backend changed meanwhile (another thread)
+            self.__dict__[name] = value
         return value
 
     def __repr__(self) -> str:

@@ -212,6 +212,28 @@ def test_the_module_tree_follows_sub_modules_added_replaced_or_removed_after_a_w
     assert [name for name, _ in model.named_modules("top")][:2] == ["top", "top.src_embed"]
 
 
+def test_a_copied_or_unpickled_model_walks_its_own_tree_and_del_frees_a_walked_model():
+    import copy
+    import pickle
+    import weakref
+
+    from npformer import nn
+
+    model = build()
+    count = len(model.params())
+    shallow = copy.copy(model)
+    shallow.eval()
+    assert model.training and not shallow.training, "eval() of a copy reached the original"
+    restored = pickle.loads(pickle.dumps(model))
+    restored.encoder.extra = nn.Linear(3, 4, rng=backend.default_rng(0))
+    assert restored.params()["encoder.extra.W"] is restored.encoder.extra.W
+    assert len(model.params()) == count and all(a is not b for a, b in zip(restored.params().values(),
+                                                                          model.params().values()))
+    walked = weakref.ref(model)
+    del model, shallow
+    assert walked() is None, "a model that walked its tree must be freed by del, without a garbage collection"
+
+
 def test_dropout_is_active_in_train_mode_only(rng):
     model = build(dropout=0.5)
     src, tgt = random_ids(rng, 2, 4, 17), random_ids(rng, 2, 3, 19, bos=True)

@@ -78,14 +78,16 @@ def prepare(exercise: Exercise, cases: list[Case]) -> list[Prepared]:
     """The references of ``cases``, computed with npformer's textbook ops on NumPy (whatever set and
     backend are active), once: a class's grading reuses them for every student."""
     active = backend.get_backend()
-    backend.set_backend("numpy")
+    if active != "numpy":
+        backend.set_backend("numpy")
     try:
         with ops.using("textbook"):
             return [Prepared(case, _call_here(exercise, exercise.reference, case.inputs),
                              _finite_differences(exercise, case) if exercise.forward is not None else {})
                     for case in cases]
     finally:
-        backend.set_backend(active)
+        if active != "numpy":
+            backend.set_backend(active)
 
 
 # -- the cases: public, unseen, and the instructor's hidden ones -------------------------------------
@@ -135,8 +137,9 @@ _PREPARED_PUBLIC: dict[tuple[str, int], tuple[Exercise, list[Prepared]]] = {}
 
 
 def prepared_public(exercise: Exercise, seed: int) -> list[Prepared]:
-    """``prepare`` of the public cases drawn with ``seed``, computed once per process: they are the
-    same every time, so checking a function again waits only for the unseen case's references."""
+    """``prepare`` of the public cases drawn with ``seed``, computed once per exercise and seed in a
+    process: they are the same every time, so checking a function again waits only for the unseen
+    case's references."""
     kept = _PREPARED_PUBLIC.get((exercise.name, seed))
     if kept is None or kept[0] is not exercise:
         kept = (exercise, prepare(exercise, list(exercise.cases(numpy.random.default_rng(seed)))))

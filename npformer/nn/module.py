@@ -41,19 +41,24 @@ class BackwardBeforeForwardError(AttributeError):
 class Module:
     """Base class of every layer and model."""
 
-    # Bumped whenever any module gains, replaces or loses a sub-module: the tree that
-    # ``named_modules`` walked is then walked again (a training step asks for it four times).
-    _tree_version = 0
+    # Replaced whenever any module gains, replaces or loses a sub-module: ``named_modules`` keeps
+    # the tree it walked with the token it saw, and walks again when the token has changed (a
+    # training step asks for the tree four times). A token, not a count: a copied or unpickled
+    # model's token is a new object, so its kept tree is never taken for current.
+    _tree_token = object()
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if not name.startswith("_") and (isinstance(value, Module) or isinstance(self.__dict__.get(name), Module)):
-            Module._tree_version += 1
+        changes_tree = not name.startswith("_") and (isinstance(value, Module)
+                                                      or isinstance(self.__dict__.get(name), Module))
         object.__setattr__(self, name, value)
+        if changes_tree:  # after the change: a walk in between is kept under the old token
+            Module._tree_token = object()
 
     def __delattr__(self, name: str) -> None:
-        if isinstance(self.__dict__.get(name), Module):
-            Module._tree_version += 1
+        changes_tree = isinstance(self.__dict__.get(name), Module)
         object.__delattr__(self, name)
+        if changes_tree:
+            Module._tree_token = object()
 
     def __getattr__(self, name: str) -> Any:
         # Only called when normal lookup fails: a missing cache means no forward pass has run.
@@ -85,22 +90,24 @@ class Module:
 
     def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
         """This module and every descendant, with dotted names ("" for this one), parents first."""
-        walked = self.__dict__.get("_walked_tree")
-        if walked is None or walked[0] != Module._tree_version:
-            walked = (Module._tree_version, self._walk())
-            object.__setattr__(self, "_walked_tree", walked)
-        for path, module in walked[1]:
-            yield (f"{prefix}.{path}" if path else prefix) if prefix else path, module
+        token = Module._tree_token
+        kept = self.__dict__.get("_descendants")
+        if kept is None or kept[0] is not token:
+            kept = (token, self._walk_descendants())
+            object.__setattr__(self, "_descendants", kept)
+        yield prefix, self
+        for path, module in kept[1]:
+            yield f"{prefix}.{path}" if prefix else path, module
 
-    def _walk(self) -> list[tuple[str, Module]]:
-        """The tree below this module, in the order of ``named_modules``."""
+    def _walk_descendants(self) -> list[tuple[str, Module]]:
+        """Every module below this one (not itself: a module that kept itself would never be freed
+        by ``del``), in the order of ``named_modules``."""
         found = []
-        pending = [("", self)]
+        pending = [(name, child) for name, child in reversed(list(self.children()))]
         while pending:
             path, module = pending.pop()
             found.append((path, module))
-            pending.extend(reversed([(f"{path}.{name}" if path else name, child)
-                                     for name, child in module.children()]))
+            pending.extend(reversed([(f"{path}.{name}", child) for name, child in module.children()]))
         return found
 
     # -- parameters and gradients -------------------------------------------------------

@@ -16,7 +16,6 @@ from npformer.course.edition import (INSTRUCTOR, instructor_edition, is_student_
 from lesson_solutions import LESSONS
 
 
-
 @pytest.fixture(scope="module")
 def wheel_lessons(tmp_path_factory):
     """The lessons inside a wheel built from this checkout: name -> text."""

@@ -9,7 +9,7 @@ over the wrong axis cannot pass by having the right shape.
 ``prepare`` computes, in the grader's process, each case's reference outputs and (for a gradient)
 its finite differences: ``Prepared``. Only a case's inputs ever reach the grading worker.
 ``prepared_public`` keeps the public cases' ``Prepared`` for the rest of the process: a check run
-again (or the next student of a class) reuses them.
+again, or another class graded by the same process, reuses them.
 """
 
 from __future__ import annotations

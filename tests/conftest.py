@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-from npformer import backend
+from npformer import backend, threads
 
 settings.register_profile(
     "ci",
@@ -57,14 +57,18 @@ def rng():
 
 
 @pytest.fixture(autouse=True)
-def numpy_backend_and_float32():
-    """Every test starts on the backend chosen by NPFORMER_BACKEND (NumPy by default), float32."""
+def numpy_backend_float32_and_default_threads():
+    """Every test starts on the backend chosen by NPFORMER_BACKEND (NumPy by default), float32, and
+    npformer's default thread count (one in a pytest-xdist worker, above), whatever the test before it
+    in the same worker set: which tests share a worker, and in what order, changes from run to run."""
     name = os.environ.get("NPFORMER_BACKEND", "numpy") or "numpy"
     backend.set_backend(name)
     backend.set_default_dtype(np.float32)
+    threads.set_threads()
     yield
     backend.set_backend(name)
     backend.set_default_dtype(np.float32)
+    threads.set_threads()
 
 
 # -- the suite never changes the repository ----------------------------------------------------------

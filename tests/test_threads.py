@@ -16,21 +16,15 @@ from npformer.models import Transformer, TransformerConfig
 
 @pytest.fixture
 def split_everything(monkeypatch):
-    """Two threads, and blocks of any size: even a 1-row array is split where it can be."""
-    before = threads.get_threads()
-    threads.set_threads(2)  # a test worker starts on one (tests/conftest.py)
+    """Two threads, and blocks of any size: even a 1-row array is split where it can be. (A test
+    worker starts on one thread, and tests/conftest.py gives every test the default count back.)"""
+    threads.set_threads(2)
     monkeypatch.setattr(threads, "MIN_BLOCK_SIZE", 1)
-    yield
-    threads.set_threads(before)
 
 
 def _with_threads(count, function):
-    before = threads.get_threads()
     threads.set_threads(count)
-    try:
-        return function()
-    finally:
-        threads.set_threads(before)
+    return function()
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 5])
@@ -54,8 +48,8 @@ def test_blocks_cover_every_row_once_in_order(split_everything, count, n_rows):
     assert all(a.stop == b.start for a, b in zip(blocks, blocks[1:]))
 
 
-def test_small_arrays_run_as_one_call(monkeypatch):
-    monkeypatch.setattr(threads, "_threads", 2)
+def test_small_arrays_run_as_one_call():
+    threads.set_threads(2)
     assert threads._blocks(10, 100) == [slice(0, 10)]  # 1,000 elements: not worth a thread
     assert len(threads._blocks(1000, threads.MIN_BLOCK_SIZE)) == 2
 

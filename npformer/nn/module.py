@@ -101,14 +101,10 @@ class Module:
 
     def _walk_descendants(self) -> list[tuple[str, Module]]:
         """Every module below this one (not itself: a module that kept itself would never be freed
-        by ``del``), in the order of ``named_modules``."""
-        found = []
-        pending = [(name, child) for name, child in reversed(list(self.children()))]
-        while pending:
-            path, module = pending.pop()
-            found.append((path, module))
-            pending.extend(reversed([(f"{path}.{name}", child) for name, child in module.children()]))
-        return found
+        by ``del``), in the order of ``named_modules``: each child, then the child's own tree."""
+        return [(f"{name}.{path}" if path else name, module)
+                for name, child in self.children()
+                for path, module in child.named_modules()]
 
     # -- parameters and gradients -------------------------------------------------------
 

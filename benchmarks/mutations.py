@@ -322,8 +322,8 @@ MUTANTS = [
     Mutant(
         "collect-takes-the-stub-script", "npformer/course/collect.py",
         "course collect takes a lesson's stub script over the student's solved notebook of it",
-        'for path in sorted(folder.glob("[0-9][0-9]_*.py")) + sorted(folder.glob("[0-9][0-9]_*.ipynb")):',
-        'for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")) + sorted(folder.glob("[0-9][0-9]_*.py")):',
+        'for path in sorted(paths, key=lambda path: (path.suffix == ".ipynb", path.name)):',
+        'for path in sorted(paths, key=lambda path: (path.suffix == ".py", path.name)):',
         ("tests/test_course.py",),
     ),
     Mutant(
@@ -371,15 +371,29 @@ MUTANTS = [
     Mutant(
         "grade-error-field-dropped", "npformer/course/grading.py",
         "the grade sheet says \"failed\" where the student's function raised or timed out",
-        "            status = report.error or report.status.lower()\n",
-        "            status = report.status.lower()\n",
+        "    status = report.error or report.status.lower()\n",
+        "    status = report.status.lower()\n",
         ("tests/test_grading_trust.py", "tests/test_instructor_kit.py"),
+    ),
+    Mutant(
+        "bubblewrap-binds-the-whole-machine", "npformer/course/isolation.py",
+        "the grading worker's sandbox sees every file of the machine: the secret, the submissions, npformer",
+        "    trees = [Path(\"/usr\")]\n",
+        "    trees = [Path(\"/\")]\n",
+        ("tests/test_attacks.py",),
+    ),
+    Mutant(
+        "job-filter-lets-processes-start", "npformer/course/isolation.py",
+        "a student's function may fork, spawn and run programs in the grading worker",
+        '    "clone", "clone3", "fork", "vfork", "execve", "execveat", "kill", "tkill", "tgkill",\n',
+        '    "kill", "tkill", "tgkill",\n',
+        ("tests/test_attacks.py",),
     ),
     Mutant(
         "grade-full-points-unless-failed", "npformer/course/grading.py",
         "a stub or a crash gets the exercise's points (only \"failed\" gets 0)",
-        "            points = exercise.points if status == PASSED else 0\n",
-        "            points = exercise.points if status != \"failed\" else 0\n",
+        "exercise.points if status == PASSED else 0",
+        "exercise.points if status != \"failed\" else 0",
         ("tests/test_grading_trust.py", "tests/test_instructor_kit.py"),
     ),
     Mutant(

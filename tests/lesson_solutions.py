@@ -6,6 +6,7 @@ own references cannot be graded: the worker refuses npformer)."""
 
 import functools
 import pathlib
+import textwrap
 
 from npformer.course import collect
 
@@ -24,3 +25,14 @@ def solution(name: str):
     namespace = {"__name__": f"solution_{name}"}
     exec(compile(sources()[name], f"<solution {name}>", "exec"), namespace)
     return namespace[name]
+
+
+def replace_solution(path, function: str, body: str) -> None:
+    """Write ``body`` (a function body) in place of the solution of ``function`` in the lesson file
+    ``path`` (an instructor edition's): a student's own answer, right, wrong or hostile."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(f"def {function}(")
+    begin = text.index("### BEGIN SOLUTION\n", start) + len("### BEGIN SOLUTION\n")
+    end = text.index("    ### END SOLUTION", begin)
+    path.write_text(text[:begin] + textwrap.indent(textwrap.dedent(body).strip() + "\n", "    ") + text[end:],
+                    encoding="utf-8")

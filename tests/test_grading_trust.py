@@ -14,20 +14,10 @@ import pytest
 from npformer.course import EXERCISES, check, grade_class, instructor_edition, student_edition
 from npformer.course.cases import HIDDEN_CASES, hidden_cases, separable
 
-from lesson_solutions import LESSONS
+from lesson_solutions import LESSONS, replace_solution
 
 
 OPS_SOURCE = LESSONS.parent / "npformer" / "ops"
-
-
-def _replace_solution(path, function, body):
-    """Write ``body`` (a function body) in place of the solution of ``function`` (instructor edition)."""
-    text = path.read_text(encoding="utf-8")
-    start = text.index(f"def {function}(")
-    begin = text.index("### BEGIN SOLUTION\n", start) + len("### BEGIN SOLUTION\n")
-    end = text.index("    ### END SOLUTION", begin)
-    path.write_text(text[:begin] + textwrap.indent(textwrap.dedent(body).strip() + "\n", "    ") + text[end:],
-                    encoding="utf-8")
 
 
 # Each cheat is a whole function body, written as a student who wants the points would write it.
@@ -114,7 +104,7 @@ def graded_class(tmp_path_factory):
     for student, bodies in (("mistakes", MISTAKES), ("cheater", CHEATS)):
         instructor_edition(LESSONS, submissions / student)
         for (lesson, name), body in bodies.items():
-            _replace_solution(submissions / student / lesson, name, body)
+            replace_solution(submissions / student / lesson, name, body)
     secret = "a secret the students never see"
     out = root / "grades.csv"
     graded = grade_class(submissions, out, seed=5, secret=secret, timeout=20, reasons=True)
@@ -226,16 +216,10 @@ def test_a_forged_reply_fails_the_exercise_and_the_next_one_is_graded():
 
 
 def _seccomp_available() -> bool:
-    """Whether this machine's kernel takes the worker's seccomp filter (tried in a throwaway process)."""
-    import subprocess
-    import sys
+    """Whether libseccomp builds the job's filter here (the light worker of ``check`` loads it then)."""
+    from npformer.course import isolation
 
-    sandbox_file = OPS_SOURCE.parent / "course" / "sandbox.py"
-    code = ("import importlib.util; spec = importlib.util.spec_from_file_location('s', %r); "
-            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
-            "print(m.forbid_system_calls())" % str(sandbox_file))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    return done.stdout.strip() == "True"
+    return isolation.filters_unavailable() is None
 
 
 def test_past_the_audit_hook_the_kernel_still_refuses(tmp_path):

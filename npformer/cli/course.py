@@ -83,6 +83,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         choices=("hidden", "after_due_date", "after_published", "visible"),
                         help="gradescope, autograde --format gradescope: when students see which hidden "
                              "cases failed (default: %(default)s)")
+    parser.add_argument("--no-isolation", action="store_true",
+                        help="grade, autograde, project-check: run students' code without the kernel's isolation "
+                             "(bubblewrap or an unprivileged user; docs/instructor.md): only for work you trust, "
+                             "or where the student owns the machine anyway (GitHub Classroom)")
     parser.add_argument("--data", default=None, metavar="FILE",
                         help="project-check: your held-out pairs of the student's language pair (default: the "
                              "run's own test split)")
@@ -97,6 +101,12 @@ def _check_paths(args: argparse.Namespace) -> None:
     if args.action in ("gradescope", "classroom", "autograde"):
         require(args.problem_set is not None, f"needs the problem set: npformer course {args.action} ... --set N "
                                               "(the week of the syllabus, 1 to 13)")
+    if args.action in ("grade", "autograde", "project-check") and not args.no_isolation:
+        from ..course import isolation
+        try:
+            isolation.require()
+        except isolation.IsolationUnavailable as error:
+            raise UsageError(str(error)) from None
     if args.action == "secret":
         require(bool(args.out), "needs the file to write: npformer course secret FILE")
         check_folder_can_be_created(str(Path(args.out).parent))   # a folder of its own, made if need be
@@ -147,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
             secret = course.grading.read_secret(args.secret, args.out) if args.secret else None
             graded = course.grade_class(args.out, _written_file(args), timeout=args.timeout, seed=args.seed,
                                         secret=secret, exercises=exercises, reasons=args.reasons,
-                                        progress=lambda name: print(f"grading {name} ...", flush=True))
+                                        progress=lambda name: print(f"grading {name} ...", flush=True),
+                                        isolated=not args.no_isolation)
             print(course.grading.summary(graded))
             print(f"wrote {_written_file(args)} (numbers only) and the feedback beside it")
         elif args.action == "autograde":
@@ -179,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         elif args.action == "project-check":
             from ..course import project
             threshold = args.threshold if args.threshold is not None else project.BLEU_THRESHOLD
-            print(project.check_project(args.out, data=args.data, threshold=threshold,
+            print(project.check_project(args.out, data=args.data, threshold=threshold, isolated=not args.no_isolation,
                                         seed=args.seed if args.seed is not None else 0))
         elif args.action == "nbgrader":
             from ..course import nbgrader_course
@@ -212,18 +223,22 @@ def run(args: argparse.Namespace) -> int:
 
 def _autograde(args: argparse.Namespace, exercises: list[str]) -> None:
     """One submission, graded as Gradescope's and Classroom's autograders run it; a submission with
-    no lesson still gets its results (0 points and why), so that the platform shows the reason."""
+    no lesson still gets its results (0 points and why), so that the platform shows the reason.
+    The results are written once the grading is done: whole (``inert.write_atomically``), except
+    Classroom's line, appended to ``$GITHUB_OUTPUT``, which holds the other steps' lines too."""
     import json
     import time
 
     from ..course import classroom, gradescope, grading
     from ..course.cases import new_seed
+    from ..course.inert import printable, write_atomically
 
     secret = grading.read_secret(args.secret, args.out) if args.secret else None
     seed = args.seed if args.seed is not None else new_seed()
     start = time.perf_counter()
-    grades = grading.autograde(args.out, exercises, seed=seed, secret=secret, timeout=args.timeout)
-    text = grading.feedback_text(grades, seed)
+    grades = grading.autograde(args.out, exercises, seed=seed, secret=secret, timeout=args.timeout,
+                               isolated=not args.no_isolation)
+    text = grading.feedback_text(grades, seed)   # printable: nothing of a student's moves the terminal
     if args.format == "gradescope":
         written = json.dumps(gradescope.results(grades, hidden_visibility=args.hidden_visibility,
                                                 execution_time=time.perf_counter() - start), indent=1) + "\n"
@@ -233,9 +248,11 @@ def _autograde(args: argparse.Namespace, exercises: list[str]) -> None:
     else:
         written = text
     if args.results:
-        mode = "a" if args.format == "classroom" else "w"   # $GITHUB_OUTPUT collects every step's lines
-        with open(args.results, mode, encoding="utf-8") as file:
-            file.write(written)
-        print(f"{grades.student}: {grades.total} of {grades.max_points} points; wrote {args.results}")
+        if args.format == "classroom":   # $GITHUB_OUTPUT collects every step's lines: one append
+            with open(args.results, "a", encoding="utf-8") as file:
+                file.write(written)
+        else:
+            write_atomically(args.results, written)
+        print(f"{printable(grades.student)}: {grades.total} of {grades.max_points} points; wrote {args.results}")
     else:
         print(written)

@@ -26,13 +26,18 @@ reported as a failure with its message and line. ``check`` never raises for the 
 mistakes, so a lesson runs to the end whatever the student wrote, unless ``NPFORMER_GRADER=strict``
 asks it to raise on a failure (the tests run the published lessons that way). Grading runs on
 NumPy, whatever the active backend.
+
+Nothing the worker sends back is trusted: a reply whose fields are not of their kind fails the
+exercise with a reason. Every text from the student's side (an exception's type and message, what
+the function printed, a line of its source) is made printable (``inert.printable``) before it
+reaches a report; a line is shown only from the student's own submitted text (``course grade``) or
+from the checked function's own file (``check``), never from another path the student's code named.
+Of an instructor's hidden case a report shows only whether it passed and, when it raised, the type
+of a built-in exception: never its inputs, shapes, values, hints, message or printing.
 """
 
 from __future__ import annotations
 
-import atexit
-import inspect
-import linecache
 import os
 import sys
 from dataclasses import dataclass, field
@@ -43,13 +48,18 @@ import numpy
 from ..gradcheck.arguments import check_callable, check_int, check_known, check_number, check_type
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
-from . import sandbox
-from .cases import HIDDEN_LABEL, Prepared, new_seed, outputs, prepare, prepared_public, unseen_case
+from .cases import Prepared, new_seed, outputs, prepare, prepared_public, unseen_case
+from .inert import printable
 from .exercises import DERIVATIONS, EXERCISES, TEXTBOOK, Case, Exercise
-from .worker import Reply, Worker, shared
+from .isolation import IsolationUnavailable
+from .lesson_script import remember
+from .replies import (FAILED, NOT_IMPLEMENTED, PASSED, SHOWN_CHARACTERS, OwnLines, case_words, fail, is_hidden,
+                      malformed, stop)
+from .worker import Reply, Worker, WorkerUnavailable, shared
 
-PASSED, FAILED, NOT_IMPLEMENTED = "passed", "FAILED", "not implemented yet"
-
+# What stops a whole grading, never one exercise: the machine cannot run the worker, or cannot
+# isolate it. Everything else that goes wrong while a student's function is graded is that exercise's.
+MACHINE_ERRORS = (WorkerUnavailable, IsolationUnavailable)
 
 class ExerciseFailed(AssertionError):
     """Raised by ``check`` under ``NPFORMER_GRADER=strict`` when an exercise fails."""
@@ -90,8 +100,10 @@ class ExerciseReport:
     message: str = ""
     unseen_seed: int | None = None
     hidden: int = 0   # the instructor's hidden cases among the rows (``course grade --secret``)
-    printed: str = ""  # the first case's printing, to be shown
+    printed: str = ""  # the first public case's printing, to be shown
     printed_total: int = 0
+    printed_hidden: int = 0  # of printed_total, what the hidden cases printed (never shown)
+    stopped_at: str = ""     # the label of the case whose reply ended the grading, if one did
     steps: list = field(default_factory=list)  # the derivation's steps' reports (``check(..., steps=...)``)
     reason: str = ""  # the verdict's short form of ``message``
     error: str = ""   # a failure that is an error, not a wrong answer: the class's grade sheet shows it
@@ -109,21 +121,35 @@ class ExerciseReport:
         cases = len({row.case for row in self.rows})
         if self.status == PASSED:
             return f"exercise {name}: {PASSED} ({len(self.rows)} tensors in {cases} cases)"
-        wrong = sorted({row.tensor for row in self.rows if not row.passed})
-        detail = f"{', '.join(wrong)} wrong" if wrong else (self.reason or self.message)
+        wrong = sorted({row.tensor for row in self.rows if not row.passed and not is_hidden(row.case)})
+        failed_hidden = not all(self.hidden_verdicts().values())
+        detail = (f"{', '.join(wrong)} wrong" if wrong else self.reason or self.message
+                  or ("wrong on a hidden case" if failed_hidden else ""))
         step = self.first_wrong_step()
         if step is not None:
             detail += f"; first wrong step: {step.exercise.name}"
         return f"exercise {name}: {FAILED} ({detail})"
+
+    def hidden_verdicts(self) -> dict[str, bool]:
+        """Each hidden case graded, by label (``hidden 2``): whether it passed. All a report ever
+        says of one."""
+        verdicts: dict[str, bool] = {}
+        for row in self.rows:
+            if is_hidden(row.case):
+                verdicts[row.case] = verdicts.get(row.case, True) and row.passed
+        if is_hidden(self.stopped_at):
+            verdicts[self.stopped_at] = False
+        return verdicts
 
     def first_wrong_step(self) -> ExerciseReport | None:
         """The first of the derivation's steps that fails (None: none given, or all pass)."""
         return next((step for step in self.steps if step.status != PASSED), None)
 
     def table(self, hidden_rows: bool = True) -> str:
-        """The report: the signature, the notes, one row per tensor and case, the hints, the verdict.
-        ``hidden_rows=False`` leaves out the rows of the instructor's hidden cases (Gradescope shows
-        them in a test of their own, after the due date)."""
+        """The report: the signature, the notes, one row per tensor and public case, the hints, each
+        hidden case's pass or FAIL, the verdict. A hidden case never shows its shapes, errors or
+        hints. ``hidden_rows=False`` leaves out the hidden cases' verdicts too (Gradescope shows them
+        in a test of their own, after the due date)."""
         lines = [self.exercise.signature]
         if self.status == NOT_IMPLEMENTED:
             lines.append("  not implemented yet: write the function body, then run this cell again")
@@ -137,7 +163,7 @@ class ExerciseReport:
             lines.append(f"  {self.hidden} hidden cases of your instructor's (their inputs are not shown)")
         if self.printed:
             lines.append(f"  your function printed: {self.printed}")
-        rows = [row for row in self.rows if hidden_rows or not row.case.startswith(HIDDEN_LABEL)]
+        rows = [row for row in self.rows if not is_hidden(row.case)]
         if rows:
             header = ("case", "tensor", "shape", "against the reference", "against finite differences")
             cells = [header] + [(row.case, row.tensor, str(row.shape), _cell(row.reference),
@@ -146,9 +172,11 @@ class ExerciseReport:
             for cell in cells:
                 lines.append("  " + "  ".join(text.ljust(width) for text, width in zip(cell, widths)).rstrip())
             for row in self.hints():
-                if not hidden_rows and row.case.startswith(HIDDEN_LABEL):
-                    continue
                 lines.append(f"  hint for {row.tensor} ({row.case}): {row.hint}")
+        verdicts = self.hidden_verdicts()
+        if hidden_rows and verdicts:
+            lines.append("  hidden cases: " + ", ".join(f"{case} {'passed' if passed else 'FAIL'}"
+                                                        for case, passed in verdicts.items()))
         lines += self._derivation_lines()
         return "\n".join(lines + [self.verdict])
 
@@ -174,11 +202,13 @@ class ExerciseReport:
         return lines
 
     def hints(self) -> list[Row]:
-        """One row per wrong tensor, for its hint: the first case whose hint names a mistake of this
-        exercise, else the first case with a generic hint."""
+        """One row per wrong tensor, for its hint: the first public case whose hint names a mistake
+        of this exercise, else the first public case with a generic hint (a hidden case gives none)."""
         chosen: dict[str, Row] = {}
         for row in self.rows:
-            if row.hint and (row.tensor not in chosen or (row.named and not chosen[row.tensor].named)):
+            if not row.hint or is_hidden(row.case):
+                continue
+            if row.tensor not in chosen or (row.named and not chosen[row.tensor].named):
                 chosen[row.tensor] = row
         return list(chosen.values())
 
@@ -281,7 +311,7 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     report = _grade_public(EXERCISES[name], student_fn, seed, unseen_seed, time_limit)
     report.steps = [_grade_public(EXERCISES[step_name], step_fn, seed, unseen_seed, time_limit)
                     for step_name, step_fn in zip(DERIVATIONS.get(name, ()), steps or ())]
-    _remember(report, strict, sys._getframe(1).f_globals.get("__name__") == "__main__")
+    remember(report, strict, sys._getframe(1).f_globals.get("__name__") == "__main__")
     if strict is None:
         strict = os.environ.get("NPFORMER_GRADER") == "strict"
     if report.status == FAILED and strict:
@@ -329,104 +359,61 @@ def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | 
           source: str | None = None, filename: str = "<submission>", time_limit: float = 60.0,
           worker: Worker | None = None) -> ExerciseReport:
     """Run the student's ``function`` (or the function ``exercise.name`` defined by ``source``) in
-    the worker on the prepared cases' inputs, and compare what comes back with the references."""
+    the worker on the prepared cases' inputs, and compare what comes back with the references.
+    Whatever comes back, it is this exercise's verdict: only ``MACHINE_ERRORS`` are raised."""
     worker = worker or shared()
-    if source is not None:  # its lines, for the report of an error (this process never runs it)
-        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
-    job = worker.run([item.case.inputs for item in prepared], function=function, source=source,
-                     name=exercise.name, filename=filename, pointwise=exercise.pointwise, time_limit=time_limit)
-    report = ExerciseReport(exercise, PASSED, hidden=sum(item.case.label.startswith("hidden ") for item in prepared))
-    for item, reply in zip(prepared, job.replies):
-        if reply.printed and not report.printed:
-            report.printed = f"case {item.case.label} printed {reply.printed} characters: {reply.shown[:300]!r}"
+    own_lines = OwnLines(source, filename, function)
+    report = ExerciseReport(exercise, PASSED, hidden=sum(is_hidden(item.case.label) for item in prepared))
+    try:
+        job = worker.run([item.case.inputs for item in prepared], function=function, source=source,
+                         name=exercise.name, filename=filename, pointwise=exercise.pointwise, time_limit=time_limit)
+    except MACHINE_ERRORS:
+        raise
+    except Exception as error:  # noqa: BLE001 - a reply the worker could not read: its state is unknown
+        worker.close()          # the next job starts a fresh worker
+        fail(report, "", "the grading process sent an unreadable reply",
+             f"the grading process sent an unreadable reply ({printable(type(error).__name__)[:80]})")
+        return report
+    replies = job.replies if isinstance(job.replies, list) else []
+    for item, reply in zip(prepared, replies):
+        label, hidden = item.case.label, is_hidden(item.case.label)
+        wrong_field = malformed(reply)
+        if wrong_field:
+            fail(report, label, "the grading process sent a malformed reply",
+                 f"{case_words(label)}: the grading process sent a malformed reply ({wrong_field})")
+            break
         report.printed_total += reply.printed
+        if hidden:
+            report.printed_hidden += reply.printed
+        elif reply.printed and not report.printed:
+            shown = printable(repr(reply.shown[:SHOWN_CHARACTERS]))
+            report.printed = f"case {label} printed {reply.printed} characters: {shown}"
         if reply.status != "returned":
-            if code is not None and not linecache.getline(reply.file, reply.line):
-                reply.file = code.co_filename  # cloudpickle rebuilds the code under another file name
-            _stop(report, item.case, reply)
+            stop(report, item.case, reply, own_lines)
             break
         try:
             got = outputs(exercise, reply.output, item.case.inputs)
-        except Exception as error:  # the student's result is not of the kind asked for
-            _stop(report, item.case, Reply("raised", error_type=type(error).__name__, message=str(error)))
+        except Exception as error:  # noqa: BLE001 - the student's result is not of the kind asked for
+            stop(report, item.case, Reply("raised", error_type=type(error).__name__, message=str(error)), own_lines)
             break
         if len(got) != len(exercise.outputs):
-            report.status = FAILED
-            report.message = (f"case {item.case.label}: returned {len(got)} value(s), expected "
-                              f"{len(exercise.outputs)}: {', '.join(exercise.outputs)}")
+            count = "the wrong number of values" if hidden else f"{len(got)} value(s)"
+            fail(report, label, "", f"{case_words(label)}: returned {count}, expected {len(exercise.outputs)}: "
+                                     f"{', '.join(exercise.outputs)}")
             break
-        for output, got_tensor, expected_tensor, wrt in zip(
-                exercise.outputs, got, item.expected, exercise.wrt or (None,) * len(exercise.outputs)):
-            report.rows.append(_compare(exercise, item.case, output, got_tensor, expected_tensor,
-                                        item.numeric.get(wrt)))
+        try:
+            report.rows += [_compare(exercise, item.case, output, got_tensor, expected_tensor, item.numeric.get(wrt))
+                            for output, got_tensor, expected_tensor, wrt in zip(
+                                exercise.outputs, got, item.expected, exercise.wrt or (None,) * len(exercise.outputs))]
+        except Exception as error:  # noqa: BLE001 - whatever the result holds, it is this exercise's failure
+            fail(report, label, "its result could not be compared",
+                  f"{case_words(label)}: its result could not be compared ({printable(type(error).__name__)[:80]})")
+            break
     else:
-        if len(job.replies) < len(prepared):  # no reply for a case: the job was stopped
-            why = f"timed out after {time_limit:g} s" if job.end == "timed out" else f"the grading process {job.end}"
-            report.status, report.error = FAILED, why
-            report.reason = report.message = why
+        if len(replies) < len(prepared):  # no reply for a case: the job was stopped
+            end = printable(job.end)[:100] if isinstance(job.end, str) else "ended"
+            why = f"timed out after {time_limit:g} s" if end == "timed out" else f"the grading process {end}"
+            fail(report, "", why, why)
     if report.status == PASSED and not all(row.passed for row in report.rows):
         report.status = FAILED
     return report
-
-
-def _stop(report: ExerciseReport, case: Case, reply: Reply) -> None:
-    """A case whose reply is not a result: the exercise's verdict from it."""
-    if reply.status == "not_implemented":
-        report.status = NOT_IMPLEMENTED
-        return
-    report.status = FAILED
-    if reply.status == "npformer":
-        report.reason = f"uses npformer ({reply.module})"
-        report.error = "uses npformer"
-        report.message = (f"uses {reply.module}: npformer's own code (which holds the answers) cannot be imported "
-                          "while your function is graded; write the computation yourself, with NumPy")
-    elif reply.status == "too_big":
-        report.error = report.reason = "returned too much"
-        report.message = f"case {case.label}: returned more than {sandbox.MAX_REPLY // 2**20} MB"
-    else:
-        where = ""
-        if reply.line:
-            text = linecache.getline(reply.file, reply.line).strip()
-            where = f" (line {reply.line}: {text})" if text else f" (line {reply.line})"
-        loading = "loading your function" if reply.status == "load_failed" else f"case {case.label}"
-        report.error = f"raised {reply.error_type}"
-        report.reason = f"{reply.error_type}: {reply.message}"[:200]
-        report.message = f"{loading}: raised {reply.error_type}: {reply.message}{where}"
-
-
-# -- a lesson run as a script: a table at the end, and its exit status -------------------------------
-
-_SCRIPT_REPORTS: list[tuple[ExerciseReport, bool]] = []
-
-
-def _remember(report: ExerciseReport, strict: bool | None, from_script: bool) -> None:
-    """Keep the checks of a lesson run as a script (not a notebook, not a test) for its last table."""
-    if not from_script or "ipykernel" in sys.modules or sys.flags.interactive:
-        return
-    if not _SCRIPT_REPORTS:
-        atexit.register(_finish_script)
-    _SCRIPT_REPORTS.append((report, strict is False))
-
-
-def script_table(reports: list[tuple[ExerciseReport, bool]]) -> str:
-    """The exercises a script checked: one verdict each (a mistake shown on purpose says so)."""
-    lines = ["", "exercises checked in this run:"]
-    for report, on_purpose in reports:
-        shown = on_purpose and report.status == FAILED
-        lines.append(f"  {report.verdict}{'  (a mistake shown on purpose: not counted)' if shown else ''}")
-    failed = sum(report.status == FAILED and not on_purpose for report, on_purpose in reports)
-    todo = sum(report.status == NOT_IMPLEMENTED for report, _ in reports)
-    lines.append(f"{failed} failed, {todo} not implemented yet, "
-                 f"{sum(report.passed for report, _ in reports)} passed")
-    return "\n".join(lines)
-
-
-def _finish_script() -> None:
-    print(script_table(_SCRIPT_REPORTS))
-    failed = any(report.status == FAILED and not on_purpose for report, on_purpose in _SCRIPT_REPORTS)
-    if failed and os.environ.get("NPFORMER_GRADER") != "keep-going":
-        print("exit status 1: an exercise failed (NPFORMER_GRADER=keep-going keeps status 0)")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)

@@ -18,6 +18,8 @@ sheet's feedback holds: never the hidden cases' inputs). With hidden cases, the 
 cases are left out of each exercise's output and shown instead in one more test, "hidden cases",
 worth nothing on its own, with the visibility ``hidden_visibility`` (default ``after_due_date``):
 a student sees their points at once, and which of the instructor's cases failed after the due date.
+A hidden case shows only its pass or FAIL there (``ExerciseReport.hidden_verdicts``), and every text
+of ``results.json`` is printable (``inert.printable``: no terminal escape from a student's files).
 """
 
 from __future__ import annotations
@@ -28,20 +30,19 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from .cases import HIDDEN_LABEL
 from . import vendoring
+from .inert import printable
 from .grading import StudentGrades
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")  # Gradescope's four
 
 SETUP = """#!/usr/bin/env bash
 # Gradescope runs this once, when it builds the autograder's image: npformer's run-time
-# dependencies and cloudpickle (the grading worker loads it), nothing else.
+# dependencies, cloudpickle (the grading worker loads it), pyseccomp with libseccomp and bubblewrap
+# (they isolate the students' code: docs/instructor.md), nothing else.
 set -euo pipefail
-if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-pip >/dev/null
-fi
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-pip bubblewrap libseccomp2 >/dev/null
 python3 -m pip install --quiet {requirements} || \\
     python3 -m pip install --quiet --break-system-packages {requirements}
 """
@@ -52,6 +53,9 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 set -uo pipefail
 root="${{AUTOGRADER_ROOT:-/autograder}}"
 python="${{PYTHON:-python3}}"
+# npformer's copy and the secret: readable by root only, so that the students' code, run as an
+# unprivileged user where bubblewrap cannot make namespaces, cannot read them either.
+chmod -R go-rwx "$root/source"
 mkdir -p "$root/results"
 PYTHONPATH="$root/source/python" "$python" -m npformer course autograde "$root/submission" \\
     --set {week} --seed {seed} --timeout {timeout:g} --format gradescope \\
@@ -71,16 +75,16 @@ def results(grades: StudentGrades, *, hidden_visibility: str = "after_due_date",
         output = report.table(hidden_rows=False) if has_hidden else result.report
         if has_hidden:
             hidden_lines.append(_hidden_summary(result.exercise, report))
-        tests.append({"name": result.title,
+        tests.append({"name": printable(result.title),
                       "number": str(number), "score": result.points, "max_score": result.max_points,
-                      "status": "passed" if result.passed else "failed", "output": output,
+                      "status": "passed" if result.passed else "failed", "output": printable(output, lines=True),
                       "visibility": "visible"})
     if hidden_lines:
         tests.append({"name": "hidden cases (your instructor's; their inputs are never shown)",
                       "number": str(len(tests) + 1), "score": 0, "max_score": 0,
                       "output": "\n".join(hidden_lines), "visibility": hidden_visibility})
     head = f"{grades.total} of {grades.max_points} points"
-    notes = [f"note: {problem}" for problem in grades.problems] + ([note] if note else [])
+    notes = [f"note: {printable(problem)}" for problem in grades.problems] + ([printable(note)] if note else [])
     summary = {"score": grades.total, "output": "\n".join([head, *notes]), "visibility": "visible",
                "stdout_visibility": "hidden", "tests": tests}
     if execution_time is not None:
@@ -89,10 +93,8 @@ def results(grades: StudentGrades, *, hidden_visibility: str = "after_due_date",
 
 
 def _hidden_summary(exercise: str, report) -> str:
-    verdicts = {}
-    for row in report.rows:
-        if row.case.startswith(HIDDEN_LABEL):
-            verdicts[row.case] = verdicts.get(row.case, True) and row.passed
+    """One line: each hidden case of ``exercise`` graded, pass or FAIL (nothing else of it)."""
+    verdicts = report.hidden_verdicts()
     shown = ", ".join(f"{case} {'pass' if passed else 'FAIL'}" for case, passed in verdicts.items())
     return f"{exercise}: {shown or 'not graded (the public cases did not pass)'}"
 

@@ -22,23 +22,37 @@ answer, a stub, or an error), then the total and the most a student can get. Why
 each student's full reports to hand back, and, with ``reasons=True``, to ``<out>_reasons.csv``, the
 same grid with the status in each cell. One student's error is one exercise's 0, never the end of
 the run. ``exercises`` grades a problem set (``syllabus.problem_set``) instead of the whole course.
+
+Nothing a submission holds is trusted. A student folder that is a symbolic link is not followed
+(every exercise "missing", and why), nor is a linked subfolder; each lesson file is read by
+``collect.read_lesson`` (no link, pipe, device or file over ``collect.MAX_LESSON_BYTES``), and a
+file that is not read, not a notebook or too deeply nested is that lesson's exercises' 0 with a
+one-line reason ("file not read", "syntax error"). The outputs are inert: every text from a student
+(a folder's name, an exception, what a function printed) is made printable
+(``collect.printable``: no terminal escape reaches the screen or a file), and a CSV cell that a
+spreadsheet would read as a formula (``=2+5``, ``@SUM(...)``) starts with a quote. Each file is
+written whole (a temporary file beside it, then renamed) once the grading is done, and a feedback
+file is named after its student in a safe form, inside the feedback folder whatever the name.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .collect import collect
+from .collect import LESSON_NAME, UnreadableLesson, collect, read_lesson
 from .exercises import EXERCISES
 from .cases import Prepared, hidden_cases, new_seed, prepare, prepared_public, unseen_case
-from .grader import PASSED, ExerciseReport, grade
+from .grader import MACHINE_ERRORS, PASSED, ExerciseReport, grade
+from . import isolation
+from .inert import csv_text, feedback_file_name, printable, write_atomically
 from .worker import Worker
 
 PRINT_LIMIT = 1_000_000  # bytes a student's function may print while one exercise is graded
+MAX_FOLDER_DEPTH = 16    # how deep in a submission's subfolders its lessons are looked for
 
 
 @dataclass
@@ -102,49 +116,80 @@ def prepared_cases(seed: int, secret: str | None, exercises: list[str] | None = 
     return prepared
 
 
-def _grade_student(student: Path, prepared: dict[str, list[Prepared]], timeout: float, worker: Worker,
-                   seed: int) -> StudentGrades:
-    """One student: their functions collected (parsed, never run here), each graded in the worker."""
-    grades = StudentGrades(student.name)
+def _grade_student(folder: Path, prepared: dict[str, list[Prepared]], timeout: float, worker: Worker,
+                   seed: int, name: str) -> StudentGrades:
+    """One student: their functions collected (parsed, never run here), each graded in the worker.
+    Whatever their files hold, the result is their grades: only the machine's errors are raised."""
+    grades = StudentGrades(printable(name))
     try:
-        with lessons_folder_of(student) as lessons:
-            collected = collect(lessons, None)
+        files, notes = _submission_lessons(folder)
+        collected = collect(folder, None, files={path.name: path for path in files})
         # a problem set grades some lessons: the others' absence is no problem of this grading
-        grades.problems = [problem for problem in collected.problems
-                           if "is missing: " not in problem
-                           or set(problem.split("is missing: ", 1)[1].split(", ")) & set(prepared)]
-    except (FileNotFoundError, SyntaxError, ValueError, UnicodeDecodeError) as error:
-        grades.problems = [str(error)]
+        grades.problems = notes + [problem for problem in collected.problems
+                                   if "is missing: " not in problem
+                                   or set(problem.split("is missing: ", 1)[1].split(", ")) & set(prepared)]
+    except (FileNotFoundError, ValueError) as error:  # not a folder, no lesson, a lesson twice
+        grades.problems = [printable(error)]
         collected = None
-    lessons = dict((name, lesson) for lesson, name in collected.functions) if collected else {}
+    except Exception as error:  # noqa: BLE001 - anything else in this student's files is theirs alone
+        grades.problems = [f"the submission could not be read ({printable(type(error).__name__)})"]
+        collected = None
+    lessons = dict((exercise, lesson) for lesson, exercise in collected.functions) if collected else {}
     for name in prepared:
         exercise = EXERCISES[name]
-        unparsed = [problem for problem in grades.problems
-                    if problem.split(": ", 1)[-1].startswith(f"{name} does not parse")]
-        if unparsed:
-            grades.results[name] = Result(name, exercise.points, 0, "syntax error", unparsed[0])
-        elif collected is None or name not in collected.sources:
-            why = grades.problems[0] if collected is None else f"no function {name} in the submission"
-            grades.results[name] = Result(name, exercise.points, 0, "missing", f"exercise {name}: missing ({why})")
-        else:
+        if collected is None or name not in collected.sources:
+            kind, why = (collected.left_out.get(name, ("missing", f"no function {name} in the submission"))
+                         if collected is not None else ("missing", grades.problems[0]))
+            report = why if kind == "syntax error" else f"exercise {name}: {kind} ({why})"
+            grades.results[name] = Result(name, exercise.points, 0, kind, printable(report))
+            continue
+        try:
             report = grade(exercise, prepared[name], source=collected.sources[name],
-                           filename=f"{student.name}/{lessons[name]}:{name}", time_limit=timeout, worker=worker)
-            report.unseen_seed = seed
-            status = report.error or report.status.lower()
-            if report.printed_total > PRINT_LIMIT:
-                status = f"printed {report.printed_total / 1e6:.1f} MB"
-            points = exercise.points if status == PASSED else 0
-            grades.results[name] = Result(name, exercise.points, points, status, str(report), report)
+                           filename=f"{grades.student}/{printable(lessons[name])}:{name}", time_limit=timeout,
+                           worker=worker)
+        except MACHINE_ERRORS:
+            raise  # the machine cannot grade anyone: not this student's 0
+        except Exception as error:  # noqa: BLE001 - a failure of the grader on this student's work
+            why = f"grading error ({printable(type(error).__name__)[:80]})"
+            grades.results[name] = Result(name, exercise.points, 0, why, f"exercise {name}: not graded: {why}")
+            continue
+        report.unseen_seed = seed
+        status = _status(report)
+        grades.results[name] = Result(name, exercise.points, exercise.points if status == PASSED else 0, status,
+                                      printable(report, lines=True), report)
     return grades
 
 
+def _status(report: ExerciseReport) -> str:
+    """An exercise's status on the grade sheet: "passed", "failed", or its error. What a hidden case
+    printed is counted, but only what the public cases printed is measured in it."""
+    status = report.error or report.status.lower()
+    shown = report.printed_total - report.printed_hidden
+    if shown > PRINT_LIMIT:
+        status = f"printed {shown / 1e6:.1f} MB"
+    elif report.printed_total > PRINT_LIMIT:
+        status = f"printed more than {PRINT_LIMIT / 1e6:g} MB"
+    return printable(status)
+
+
 def _students(submissions: Path) -> list[Path]:
+    """The student folders of ``submissions``, by name (hidden ones left out). A symbolic link to a
+    folder is listed too, to be refused when graded, so that it shows in the grade sheet."""
     if not submissions.is_dir():
         raise FileNotFoundError(f"course grade: {submissions} is not a folder of submissions")
     students = sorted(path for path in submissions.iterdir() if path.is_dir() and not path.name.startswith("."))
     if not students:
         raise FileNotFoundError(f"course grade: {submissions} holds no student folder (one folder per student)")
     return students
+
+
+def _refused(name: str, why: str, prepared: dict[str, list[Prepared]]) -> StudentGrades:
+    """A student whose folder is not read: every exercise "missing", and why."""
+    grades = StudentGrades(printable(name), problems=[printable(why)])
+    for exercise in prepared:
+        grades.results[exercise] = Result(exercise, EXERCISES[exercise].points, 0, "missing",
+                                          f"exercise {exercise}: missing ({grades.problems[0]})")
+    return grades
 
 
 def read_secret(path: str | Path, submissions: str | Path | None = None) -> str:
@@ -178,71 +223,103 @@ def write_secret(path: str | Path) -> str:
 
 
 def grade_submission(folder: str | Path, prepared: dict[str, list[Prepared]], *, seed: int,
-                     timeout: float = 30.0, worker: Worker | None = None, name: str | None = None) -> StudentGrades:
+                     timeout: float = 30.0, worker: Worker | None = None, name: str | None = None,
+                     isolated: bool = True) -> StudentGrades:
     """One student's folder graded on ``prepared`` (``prepared_cases``): what Gradescope's and
     GitHub Classroom's autograders run for each submission. A ``worker`` is started (and closed)
-    when none is given."""
+    when none is given, isolated by the kernel unless ``isolated=False`` (``worker.Worker``)."""
     folder = Path(folder)   # not a folder, or no lesson in it: every exercise "missing", and why
     own = worker is None
-    worker = Worker() if own else worker
+    worker = Worker(isolated=isolated) if own else worker
     try:
-        grades = _grade_student(folder, prepared, timeout, worker, seed)
+        return _grade_student(folder, prepared, timeout, worker, seed, folder.name if name is None else name)
     finally:
         if own:
             worker.close()
-    if name is not None:
-        grades.student = name
-    return grades
+
+
+def _submission_lessons(folder: str | Path) -> tuple[list[Path], list[str]]:
+    """``lesson_files_in``, with the notes on what was not looked into: a subfolder that is a
+    symbolic link (not followed), one too deep, one that could not be listed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{printable(folder)} is not a folder (a student's submission)")
+    found, notes, pending = [], [], [(folder, 0)]
+    while pending:  # no recursion: a submission's folders may nest as deep as its author likes
+        current, depth = pending.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            notes.append(f"{printable(current.relative_to(folder))} could not be listed ({error.strerror})")
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            if entry.name.startswith("."):  # hidden: .git, .ipynb_checkpoints
+                continue
+            if entry.is_symlink():
+                if LESSON_NAME.fullmatch(entry.name):
+                    found.append(path)  # refused when read, with its reason
+                elif entry.is_dir():
+                    notes.append(f"{printable(path.relative_to(folder))} is a symbolic link to a folder: "
+                                 "not followed")
+            elif entry.is_dir(follow_symlinks=False):
+                if depth < MAX_FOLDER_DEPTH:
+                    pending.append((path, depth + 1))
+                else:
+                    notes.append(f"{printable(path.relative_to(folder))}: folders deeper than {MAX_FOLDER_DEPTH} "
+                                 "levels are not looked into")
+            elif LESSON_NAME.fullmatch(entry.name) and "checkpoint" not in entry.name:
+                found.append(path)  # a pipe or a device with a lesson's name is refused when read
+    if not found:
+        raise FileNotFoundError(f"{printable(folder)} holds no lesson (NN_topic.py or NN_topic.ipynb), at its top "
+                                "or in its subfolders")
+    by_name: dict[str, Path] = {}
+    for path in sorted(found):
+        if path.name in by_name:
+            raise ValueError(f"{printable(folder)} holds {printable(path.name)} twice "
+                             f"({printable(by_name[path.name].relative_to(folder))} and "
+                             f"{printable(path.relative_to(folder))}): keep one")
+        by_name[path.name] = path
+    return list(by_name.values()), notes
 
 
 def lesson_files_in(folder: str | Path) -> list[Path]:
     """A submission's lessons (``NN_topic.py`` or ``.ipynb``), at its top or in its subfolders (an
     unpacked zip, nbgrader's ``submitted/<student>/<assignment>/``), hidden folders and
-    checkpoints left out; a FileNotFoundError when there is none, a ValueError when one lesson
-    is there twice."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder} is not a folder (a student's submission)")
-    found = [path for pattern in ("[0-9][0-9]_*.py", "[0-9][0-9]_*.ipynb") for path in folder.rglob(pattern)
-             if not any(part.startswith(".") for part in path.relative_to(folder).parts)
-             and "checkpoint" not in path.name]
-    if not found:
-        raise FileNotFoundError(f"{folder} holds no lesson (NN_topic.py or NN_topic.ipynb), at its top or in "
-                                "its subfolders")
-    by_name: dict[str, Path] = {}
-    for path in sorted(found):
-        if path.name in by_name:
-            raise ValueError(f"{folder} holds {path.name} twice ({by_name[path.name].relative_to(folder)} and "
-                             f"{path.relative_to(folder)}): keep one")
-        by_name[path.name] = path
-    return list(by_name.values())
+    checkpoints left out, symbolic links to folders not followed; a FileNotFoundError when there is
+    none, a ValueError when one lesson is there twice. Only names are looked at: each file is read,
+    or refused, by ``collect.read_lesson``."""
+    return _submission_lessons(folder)[0]
 
 
 @contextlib.contextmanager
 def lessons_folder_of(folder: str | Path):
-    """A folder holding a submission's lessons side by side, as ``collect`` reads them: the folder
-    itself when they are at its top, else a temporary folder of links to them."""
+    """A temporary folder holding a submission's lessons side by side, as ``collect`` reads them:
+    copies of the bytes that ``collect.read_lesson`` reads (a file it refuses is left out, and
+    ``collect`` reports its lesson missing). ``course grade`` itself passes the files to
+    ``collect(..., files=...)``."""
     files = lesson_files_in(folder)
-    if all(path.parent == Path(folder) for path in files):
-        yield Path(folder)
-        return
     with tempfile.TemporaryDirectory(prefix="npformer-submission-") as gathered:
         for path in files:
-            (Path(gathered) / path.name).symlink_to(path.resolve())
+            try:
+                (Path(gathered) / path.name).write_bytes(read_lesson(path))
+            except UnreadableLesson:
+                pass
         yield Path(gathered)
 
 
 def autograde(submission: str | Path, exercises: list[str], *, seed: int, secret: str | None = None,
-              timeout: float = 30.0) -> StudentGrades:
+              timeout: float = 30.0, isolated: bool = True) -> StudentGrades:
     """One submission graded on ``exercises`` (a problem set), as an autograder of a platform runs it:
     the cases prepared here, the student's functions run in a worker of their own."""
     return grade_submission(submission, prepared_cases(seed, secret, exercises), seed=seed, timeout=timeout,
-                            name=Path(submission).resolve().name)
+                            name=Path(submission).resolve().name, isolated=isolated)
 
 
 def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30.0, seed: int | None = None,
                 secret: str | None = None, exercises: list[str] | None = None, reasons: bool = False,
-                progress=None) -> list[StudentGrades]:
+                progress=None, isolated: bool = True) -> list[StudentGrades]:
     """Grade every student folder of ``submissions``; write ``out`` (CSV, numbers only) and the
     feedback files.
 
@@ -251,7 +328,10 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
     (``read_secret``): it adds ``cases.HIDDEN_CASES`` hidden cases to each exercise, never shown
     in feedback. ``exercises``: the ones to grade (a problem set; default all). ``reasons``: also
     write ``<out>_reasons.csv``, each exercise's status. ``progress``: called with each student's
-    name before they are graded.
+    name (printable) before they are graded. ``isolated``: run the students' code isolated by the
+    kernel (``worker.Worker``; the default, and what a class needs); False only for work you trust.
+    A student folder that is a symbolic link is not followed: every exercise "missing", and why.
+    The files are written once every student is graded and the worker is closed.
     """
     submissions, out = Path(submissions), Path(out)
     students = _students(submissions)
@@ -261,14 +341,19 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
         raise ValueError(f"course grade: --out {out} is inside the submissions, which are never written to")
     if seed is None:
         seed = new_seed()
+    if isolated:
+        isolation.require()  # before any work: one line on what is missing
     prepared = prepared_cases(seed, secret, exercises)
-    worker = Worker()
+    worker = Worker(isolated=isolated, hidden=(submissions, out.parent))  # masked wherever the sandbox sees them
     graded = []
     try:
         for student in students:
             if progress is not None:
-                progress(student.name)
-            graded.append(grade_submission(student, prepared, seed=seed, timeout=timeout, worker=worker))
+                progress(printable(student.name))
+            if student.is_symlink():
+                graded.append(_refused(student.name, f"{student.name} is a symbolic link: not followed", prepared))
+            else:
+                graded.append(grade_submission(student, prepared, seed=seed, timeout=timeout, worker=worker))
     finally:
         worker.close()
     _write(graded, list(prepared), out, seed, reasons)
@@ -281,24 +366,28 @@ def _write(graded: list[StudentGrades], names: list[str], out: Path, seed: int, 
     if reasons:
         grids.append((out.with_name(out.stem + "_reasons.csv"), lambda result: result.status))
     for path, cell in grids:
-        with path.open("w", newline="", encoding="utf-8") as file:
-            writer = csv.writer(file)
-            writer.writerow(["student", *names, "total", "max"])
-            for grades in graded:
-                writer.writerow([grades.student, *(cell(grades.results[name]) for name in names), grades.total,
-                                 grades.max_points])
+        rows = [["student", *names, "total", "max"]]
+        rows += [[grades.student, *(cell(grades.results[name]) for name in names), grades.total, grades.max_points]
+                 for grades in graded]
+        write_atomically(path, csv_text(rows))
     feedback = out.with_name(out.stem + "_feedback")
     feedback.mkdir(exist_ok=True)
+    taken: set[str] = set()
     for grades in graded:
-        (feedback / f"{grades.student}.txt").write_text(feedback_text(grades, seed), encoding="utf-8")
+        target = feedback / feedback_file_name(grades.student, taken)
+        if target.parent != feedback:  # cannot happen with the name above; never write elsewhere
+            raise ValueError(f"a feedback file outside {feedback}: {printable(target)}")
+        write_atomically(target, feedback_text(grades, seed))
 
 
 def feedback_text(grades: StudentGrades, seed: int) -> str:
-    """What a student gets back: the total, any note on their files, then each exercise's report."""
-    lines = [f"{grades.student}: {grades.total} of {grades.max_points} points (unseen cases drawn with seed {seed})", ""]
-    lines += [f"note: {problem}" for problem in grades.problems]
+    """What a student gets back: the total, any note on their files, then each exercise's report
+    (printable: no control character but newlines and tabs)."""
+    lines = [f"{printable(grades.student)}: {grades.total} of {grades.max_points} points (unseen cases drawn "
+             f"with seed {seed})", ""]
+    lines += [f"note: {printable(problem)}" for problem in grades.problems]
     for result in grades.results.values():
-        lines += ["", result.report]
+        lines += ["", printable(result.report, lines=True)]
     return "\n".join(lines) + "\n"
 
 
@@ -307,16 +396,17 @@ def summary(graded: list[StudentGrades]) -> str:
     if not graded:
         return "no student graded"
     names = list(graded[0].results)
-    width = max(len("student"), *(len(grades.student) for grades in graded))
+    width = max(len("student"), *(len(printable(grades.student)) for grades in graded))
     lines = [f"{'student'.ljust(width)}  total  passed  not passed"]
     for grades in graded:
         passed = sum(result.passed for result in grades.results.values())
-        errors = sorted({f"{r.exercise}: {r.status}" for r in grades.results.values()
+        errors = sorted({f"{r.exercise}: {printable(r.status)}" for r in grades.results.values()
                          if not r.passed and r.status not in ("failed", "not implemented yet")})
         others = sum(not r.passed for r in grades.results.values()) - len(errors)
         shown = "; ".join(errors[:3]) + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
         why = ", ".join(part for part in (f"{others} failed or not written" if others else "", shown) if part)
-        lines.append(f"{grades.student.ljust(width)}  {grades.total:>3}/{grades.max_points:<3} {passed:>4}/{len(names):<3} "
+        lines.append(f"{printable(grades.student).ljust(width)}  {grades.total:>3}/{grades.max_points:<3} "
+                     f"{passed:>4}/{len(names):<3} "
                      f"{why or '-'}")
     counts = {name: sum(g.results[name].passed for g in graded) for name in names}
     lines.append("passed by: " + ", ".join(f"{name} {count}/{len(graded)}" for name, count in counts.items()))

@@ -176,7 +176,8 @@ def _outputs(worker: Worker, source: str, name: str, cases: list[dict], timeout:
     return [reply.output for reply in result.replies]
 
 
-def check_component(folder: str | Path, *, seed: int = 0, timeout: float = 120.0) -> tuple[bool, list[str]]:
+def check_component(folder: str | Path, *, seed: int = 0, timeout: float = 120.0,
+                    isolated: bool = True) -> tuple[bool, list[str]]:
     """The component's backward pass against central differences of its forward pass; (passed, lines)."""
     path = Path(folder) / COMPONENT_FILE
     if not path.is_file():
@@ -188,7 +189,7 @@ def check_component(folder: str | Path, *, seed: int = 0, timeout: float = 120.0
         return False, [f"component: {error}"]
     rng = numpy.random.default_rng(seed)
     inputs = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
-    worker = Worker()
+    worker = Worker(isolated=isolated)  # the student's code, isolated by the kernel (course.isolation)
     try:
         [output] = _outputs(worker, source, "forward", [inputs], timeout)
         dout = rng.standard_normal(numpy.shape(output))
@@ -255,10 +256,11 @@ def check_translator(folder: str | Path, *, data: str | None = None, threshold: 
 
 
 def check_project(folder: str | Path, *, data: str | None = None, threshold: float = BLEU_THRESHOLD,
-                  seed: int = 0) -> ProjectCheck:
-    """Both automatic checks of one submission."""
+                  seed: int = 0, isolated: bool = True) -> ProjectCheck:
+    """Both automatic checks of one submission; ``isolated=False`` runs the component's code
+    without the kernel's isolation (``course.isolation``)."""
     check = ProjectCheck()
-    passed, lines = check_component(folder, seed=seed)
+    passed, lines = check_component(folder, seed=seed, isolated=isolated)
     check.points["backward"] = AUTOMATIC_POINTS["backward"] if passed else 0
     check.lines += lines
     passed, lines = check_translator(folder, data=data, threshold=threshold)

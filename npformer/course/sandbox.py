@@ -7,14 +7,15 @@ script (``python -I sandbox.py``), so that npformer's answers are not even loade
 
 One long-lived process serves many jobs (a job: one student's function for one exercise, on all
 its cases). It loads the modules a graded function may use (``PRELOADED``), then forks a child for
-each job, and only the child touches the student's code. Before the student's code is loaded, the
-child
+each job, and only the child touches the student's code. When a class is graded, the whole process
+is isolated by the kernel (``course.isolation``): that is the boundary. Before the student's code is
+loaded, the child, in a process group of its own (killed whole at the job's deadline),
 
-* limits its own memory (``RLIMIT_AS``) and CPU time; the server kills it at the job's deadline;
+* limits its own memory (``RLIMIT_AS``), CPU time and file size;
 * locks its file descriptors (``lock_file_descriptors``: no file can be opened, in the kernel);
-* installs a seccomp filter (``forbid_system_calls``: no process, signal or file-system change);
-* installs ``guard``, an audit hook (PEP 578; once installed, Python code cannot remove it) that
-  refuses the same and more with a clear message.
+* loads the job's seccomp filter (``install_filter``, built by libseccomp in the grader);
+* installs ``guard``, an audit hook (PEP 578) that refuses the same and more with a clear message
+  (no boundary: code that writes memory through NumPy disarms it).
 
 The child writes to a pipe of its own, which the server relays after checking each reply.
 Replies are length-prefixed JSON messages, arrays travelling as ``.npy`` bytes read back without
@@ -25,6 +26,7 @@ is shared with the grader, which imports this module for it.
 from __future__ import annotations
 
 import base64
+import ctypes  # loaded before a child locks its files (install_filter uses it)
 import io
 import json
 import os
@@ -33,7 +35,10 @@ import struct
 import sys
 import time
 
-import numpy
+if __name__ == "__main__" and len(sys.argv) > 1:  # in bubblewrap: where NumPy and cloudpickle are (-S: no site)
+    sys.path.insert(0, sys.argv[1])
+
+import numpy  # noqa: E402 - after the path above
 
 MAX_REPLY = 64 * 2**20  # bytes one case's reply may take
 MAX_MESSAGE = MAX_REPLY + 2**20  # a reply and its envelope: a longer message is refused unread
@@ -74,23 +79,36 @@ class Unsent:
         return f"<{self.type_name}>"
 
 
-def decode(value):
-    """The inverse of ``encode``; arrays are read with ``allow_pickle=False``."""
+def decode(value, _depth: int = 0):
+    """The inverse of ``encode``; arrays are read with ``allow_pickle=False`` and must hold numbers,
+    booleans or text. What ``encode`` cannot have written (deeper than it nests, another dtype, a
+    field of the wrong type) raises ValueError."""
+    if _depth > 21:
+        raise ValueError("an output nested deeper than encode writes")
     if not isinstance(value, dict):
+        if isinstance(value, list):  # JSON lists only appear inside the markers below
+            raise ValueError("a bare list in an output")
         return value
     if "__array__" in value:
-        return numpy.load(io.BytesIO(base64.b64decode(value["__array__"])), allow_pickle=False)
-    if "__list__" in value:
-        return [decode(item) for item in value["__list__"]]
-    if "__tuple__" in value:
-        return tuple(decode(item) for item in value["__tuple__"])
+        array = numpy.load(io.BytesIO(base64.b64decode(value["__array__"], validate=True)), allow_pickle=False)
+        if not isinstance(array, numpy.ndarray) or array.dtype.kind not in "biufcUS":
+            raise ValueError("an output array that is not numbers, booleans or text")
+        return array
+    if "__list__" in value or "__tuple__" in value:
+        items = value.get("__list__", value.get("__tuple__"))
+        if not isinstance(items, list):
+            raise ValueError("a list marker without a list")
+        decoded = [decode(item, _depth + 1) for item in items]
+        return decoded if "__list__" in value else tuple(decoded)
     if "__dict__" in value:
         decoded = {}
-        for key, item in value["__dict__"]:
-            key = decode(key)
-            decoded[tuple(key) if isinstance(key, list) else key] = decode(item)
+        for pair in value["__dict__"]:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise ValueError("a dict marker without pairs")
+            key = decode(pair[0], _depth + 1)
+            decoded[tuple(key) if isinstance(key, list) else key] = decode(pair[1], _depth + 1)
         return decoded
-    return Unsent(str(value.get("__object__", "object")))
+    return Unsent(str(value.get("__object__", "object"))[:200])
 
 
 def write_message(fd: int, payload: bytes) -> None:
@@ -100,9 +118,14 @@ def write_message(fd: int, payload: bytes) -> None:
         data = data[os.write(fd, data):]
 
 
-def read_exactly(fd: int, count: int) -> bytes:
+def read_exactly(fd: int, count: int, deadline: float | None = None) -> bytes:
+    """``count`` bytes from ``fd``; with a ``deadline`` (``time.monotonic()``), a TimeoutError when
+    they have not all come by then: a writer that sends half a message and sleeps blocks no one."""
+    import select
     chunks, left = [], count
     while left:
+        if deadline is not None and not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            raise TimeoutError("no complete message before the deadline")
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
             raise EOFError("the other side closed the pipe")
@@ -111,12 +134,40 @@ def read_exactly(fd: int, count: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_message(fd: int, limit: int | None = None) -> bytes:
+def read_message(fd: int, limit: int | None = None, deadline: float | None = None) -> bytes:
     """One length-prefixed message; a length over ``limit`` is refused before anything is read."""
-    (length,) = struct.unpack("<Q", read_exactly(fd, 8))
+    (length,) = struct.unpack("<Q", read_exactly(fd, 8, deadline))
     if limit is not None and length > limit:
         raise ValueError(f"a reply of {length} bytes, over the limit of {limit}")
-    return read_exactly(fd, length)
+    return read_exactly(fd, length, deadline)
+
+
+# What a reply of a case may hold, field by field: anything else, or a field of another type, makes
+# the reply malformed (``check_reply``), and the job ends there.
+STATUSES = ("returned", "raised", "not_implemented", "npformer", "load_failed", "too_big", "grader_error")
+REPLY_FIELDS = {"case": int, "status": str, "output": object, "type": str, "message": str, "file": str,
+                "line": int, "module": str, "printed": int, "shown": str, "bytes": int}
+
+
+def check_reply(entry, expected_case: int) -> str | None:
+    """Why ``entry`` (a decoded JSON reply) is not a well-formed reply for case ``expected_case``, or None."""
+    if not isinstance(entry, dict):
+        return "a reply that is not an object"
+    for key, value in entry.items():
+        kind = REPLY_FIELDS.get(key)
+        if kind is None:
+            return "a reply with an unknown field"
+        if kind is int and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**53):
+            return f"a reply whose {key} is not a count"
+        if kind is str and (not isinstance(value, str) or len(value) > 100_000):
+            return f"a reply whose {key} is not a short text"
+    if entry.get("case") != expected_case:
+        return "a reply out of order"
+    if entry.get("status") not in STATUSES:
+        return "a reply of an unknown status"
+    if entry["status"] == "returned" and "output" not in entry:
+        return "a returned reply without its output"
+    return None
 
 
 # -- the guard ------------------------------------------------------------------------------------
@@ -232,8 +283,12 @@ def run_job(job: dict, reply_fd: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     cpu = int(job["time_limit"]) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    size = int(job.get("file_size_mb", 16)) * 2**20
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     lock_file_descriptors()
-    forbid_system_calls()
+    if job.get("seccomp") and not install_filter(job["seccomp"]) and job.get("isolated"):
+        _reply(reply_fd, {"case": 0, "status": "grader_error", "message": "the seccomp filter was refused"})
+        return
     sys.stdout = sys.stderr = printed
     sys.addaudithook(guard)
 
@@ -271,33 +326,35 @@ def run_job(job: dict, reply_fd: int) -> None:
 # -- the server -----------------------------------------------------------------------------------
 
 def _relay(job_read: int, reply_fd: int, pid: int, cases: int, deadline: float) -> dict:
-    """Pass the child's replies on, each checked (JSON, the next case in order, within the size
-    limit), until it closes its pipe or the deadline; then reap it. Returns the ``end`` message.
-    The child writes only to its own pipe, so it cannot forge a reply for another job."""
-    import select
+    """Pass the child's replies on, each checked (``check_reply``: well-formed JSON, the next case
+    in order, within the size limit), until it closes its pipe or the deadline, which bounds every
+    read (half a message and a sleep is a timeout); then kill its process group and reap it.
+    Returns the ``end`` message. The child writes only to its own pipe, so it cannot forge a reply
+    for another job."""
     import signal
     expected, end = 0, None
     while end is None:
-        ready, _, _ = select.select([job_read], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            end = {"end": "timed out"}
-            break
         try:
-            payload = read_message(job_read, limit=MAX_MESSAGE)
+            payload = read_message(job_read, limit=MAX_MESSAGE, deadline=deadline)
             entry = json.loads(payload)
-            bad = (not isinstance(entry, dict) or "end" in entry or entry.get("case") != expected
-                   or expected >= cases)
+            bad = "more replies than cases" if expected >= cases else check_reply(entry, expected)
         except EOFError:
             break  # the child has finished (or died): its exit status says which
-        except (ValueError, OSError):
-            bad = True
+        except TimeoutError:
+            end = {"end": "timed out"}
+            break
+        except (ValueError, OSError, RecursionError, MemoryError):
+            bad = "an unreadable reply"
         if bad:
-            end = {"end": "died", "code": "a reply out of order or unreadable"}
+            end = {"end": "died", "code": bad}
             break
         write_message(reply_fd, payload)
         expected += 1
-    if end is not None:
-        os.kill(pid, signal.SIGKILL)
+    for kill in (os.killpg, os.kill):  # its group (it made one), then itself if that failed
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
     status = os.waitpid(pid, 0)[1]
     os.close(job_read)
     if end is None:
@@ -320,6 +377,9 @@ def serve(request_fd: int, reply_fd: int) -> None:
         if pid == 0:  # the child
             code = 0
             try:
+                os.setpgid(0, 0)  # a group of its own, killed whole when the job ends
+                if sys.platform.startswith("linux"):  # PR_SET_PDEATHSIG: killed if the worker dies first
+                    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
                 os.close(request_fd)
                 os.close(reply_fd)  # the worker's own pipe: the child never holds it
                 os.close(job_read)
@@ -335,55 +395,24 @@ def serve(request_fd: int, reply_fd: int) -> None:
         write_message(reply_fd, json.dumps(end).encode("utf-8"))
 
 
-# Linux x86-64 system calls a child may not make: new processes and threads, exec, signals to
-# others, reading or writing another process, changing the file system (by path: opening is
-# already impossible), the limits, or the machine (what root could otherwise do).
-_FORBIDDEN_CALLS = {"clone": 56, "fork": 57, "vfork": 58, "execve": 59, "kill": 62, "rename": 82, "mkdir": 83,
-                    "rmdir": 84, "link": 86, "unlink": 87, "symlink": 88, "chmod": 90, "ptrace": 101,
-                    "setrlimit": 160, "tkill": 200, "tgkill": 234, "mkdirat": 258, "unlinkat": 263,
-                    "renameat": 264, "linkat": 265, "symlinkat": 266, "fchmodat": 268, "utimensat": 280,
-                    "prlimit64": 302, "process_vm_readv": 310, "process_vm_writev": 311, "renameat2": 316,
-                    "execveat": 322, "pidfd_send_signal": 424, "pidfd_open": 434, "clone3": 435,
-                    "truncate": 76, "chown": 92, "fchown": 93, "lchown": 94, "utime": 132, "mknod": 133,
-                    "chroot": 161, "mount": 165, "umount2": 166, "reboot": 169, "init_module": 175,
-                    "delete_module": 176, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
-                    "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "utimes": 235,
-                    "kexec_load": 246, "mknodat": 259, "fchownat": 260, "futimesat": 261,
-                    "name_to_handle_at": 303, "open_by_handle_at": 304, "finit_module": 313, "bpf": 321}
-
-
-def forbid_system_calls() -> bool:
-    """A seccomp filter (Linux, x86-64) that makes the calls of ``_FORBIDDEN_CALLS`` fail with
-    EPERM, enforced by the kernel: code that gets past the audit hook still cannot start a process,
-    signal one, or touch the file system. Returns whether it was installed (elsewhere the other
-    layers stand alone)."""
+def install_filter(program: bytes) -> bool:
+    """Load a seccomp program (``isolation.job_filter``: built by libseccomp in the grader, which
+    this process cannot import) into this process, for good: ``PR_SET_NO_NEW_PRIVS``, then
+    ``PR_SET_SECCOMP`` with the program's instructions (8 bytes each). Returns whether the kernel
+    took it (Linux only)."""
     import ctypes
-    import platform
-    if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"):
+    if not sys.platform.startswith("linux") or not program or len(program) % 8:
         return False
+    instructions = ctypes.create_string_buffer(program, len(program))
 
-    class Instruction(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+    class Program(ctypes.Structure):  # struct sock_fprog
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
-
-    load, jump_equal, jump_at_least, ret = 0x20, 0x15, 0x35, 0x06
-    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    calls = sorted(_FORBIDDEN_CALLS.values())
-    count = len(calls)
-    # 0: the architecture; another one is let through (its numbers differ). 3: the call's number;
-    # x32 numbers (>= 0x40000000) and each forbidden call jump to the last instruction, which refuses.
-    code = [(load, 0, 0, 4), (jump_equal, 1, 0, 0xC000003E), (ret, 0, 0, allow), (load, 0, 0, 0),
-            (jump_at_least, count + 1, 0, 0x40000000)]
-    code += [(jump_equal, count - index, 0, number) for index, number in enumerate(calls)]
-    code += [(ret, 0, 0, allow), (ret, 0, 0, refuse)]
-    instructions = (Instruction * len(code))(*[Instruction(*row) for row in code])
-    program = Program(len(code), instructions)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         return False
-    return libc.prctl(22, 2, ctypes.byref(program), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    fprog = Program(len(program) // 8, ctypes.addressof(instructions))
+    return libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
 def lock_file_descriptors() -> None:

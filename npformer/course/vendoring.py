@@ -29,10 +29,11 @@ def copy_package(target: str | Path) -> Path:
 
 
 def requirements() -> list[str]:
-    """npformer's run-time dependencies (from its installed metadata) and cloudpickle."""
+    """npformer's run-time dependencies (from its installed metadata), cloudpickle (the grading
+    worker loads it) and pyseccomp (the grader builds the worker's seccomp filters with it)."""
     try:
         requires = importlib.metadata.requires("npformer") or []
     except importlib.metadata.PackageNotFoundError:
         requires = []
     needed = [item.split(";")[0].strip() for item in requires if "extra ==" not in item]
-    return (needed or ["numpy", "matplotlib", "tqdm", "threadpoolctl"]) + ["cloudpickle"]
+    return (needed or ["numpy", "matplotlib", "tqdm", "threadpoolctl"]) + ["cloudpickle", "pyseccomp"]

@@ -16,17 +16,19 @@ import functools
 import json
 import os
 import pickle
-import select
+import shutil
+import signal
 import site
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import sandbox
+from . import isolation, sandbox
 
 MEMORY_MB = 2048  # the address space a job may use (NumPy and OpenBLAS take about 400 MB of it)
 
@@ -95,52 +97,105 @@ def _library_roots() -> list[str]:
 
 
 class Worker:
-    """The worker process and the lock that gives it one job at a time."""
+    """The worker process and the lock that gives it one job at a time.
 
-    def __init__(self) -> None:
+    ``isolated=True`` (what ``course grade`` and the platforms' autograders use) runs it isolated by
+    the kernel (``isolation.mode()``: bubblewrap, else an unprivileged user), and refuses to start
+    where neither can be made (``IsolationUnavailable``, one line). ``isolated=False`` is the light
+    worker of a student's own ``check``: a separate process with the descriptor lock, the audit
+    hook and, where libseccomp is installed, the job's filter; it can only fool the student who
+    runs it. ``hidden``: the instructor's paths (submissions, secret, outputs), masked inside the
+    sandbox wherever a tree it sees holds them."""
+
+    def __init__(self, isolated: bool = True, hidden: tuple = ()) -> None:
+        self.isolated = isolated
+        self.hidden = [Path(path) for path in hidden]
+        self.mode = None   # "bubblewrap", "user", or None (the light worker)
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        self._job_filter: bytes | None = None
+        self._script_copy: tempfile.TemporaryDirectory | None = None
 
     def _start(self) -> subprocess.Popen:
         if self._process is not None and self._process.poll() is None:
             return self._process
-        environment = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
-        environment.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg")
+        if self.isolated:
+            self.mode = isolation.require()
+        if self._job_filter is None and isolation.filters_unavailable() is None:
+            self._job_filter = isolation.job_filter()
         try:
-            self._process = subprocess.Popen([sys.executable, "-I", sandbox.__file__], stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                             cwd=os.path.abspath(os.sep), env=environment,  # it opens no file
-                                             start_new_session=True)  # a child's signal reaches no grader
+            self._process = self._spawn()
         except OSError as error:
             raise WorkerUnavailable(f"the grading worker did not start: {error}") from error
         return self._process
 
-    def close(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.stdin.close()
+    def _spawn(self) -> subprocess.Popen:
+        """The worker process: in bubblewrap, as an unprivileged user, or (the light worker) plain."""
+        options = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       cwd=os.path.abspath(os.sep), env=isolation.environment(),
+                       start_new_session=True)  # a group of its own: killed whole, and no signal reaches the grader
+        if self.mode == "bubblewrap":
+            read_end, write_end = os.pipe()  # the filter's program, read by bubblewrap once
+            os.write(write_end, isolation.worker_filter())
+            os.close(write_end)
             try:
-                self._process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-        self._process = None
+                command = isolation.bubblewrap_command(isolation.interpreter(), sandbox.__file__, self.hidden, read_end)
+                return subprocess.Popen(command, pass_fds=(read_end,), **options)
+            finally:
+                os.close(read_end)
+        script = sandbox.__file__
+        if self.mode == "user":  # a copy that uid 65534 can read, outside npformer's folder
+            self._script_copy = tempfile.TemporaryDirectory(prefix="npformer-worker-")
+            os.chmod(self._script_copy.name, 0o755)
+            script = shutil.copy(sandbox.__file__, os.path.join(self._script_copy.name, "sandbox.py"))
+            os.chmod(script, 0o644)
+            options["preexec_fn"] = isolation.drop_to_sandbox_user
+        return subprocess.Popen([sys.executable, "-I", script], **options)
+
+    def close(self) -> None:
+        """Stop the worker and everything it started: asked to end (its input closed), then its
+        process group killed while it is still unreaped (bubblewrap's PID namespace, and with it
+        every process inside, goes with bubblewrap: ``--die-with-parent``)."""
+        process, self._process = self._process, None
+        if process is not None:
+            if process.poll() is None:
+                try:
+                    process.stdin.close()
+                    process.wait(timeout=5)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except OSError:
+                    process.kill()
+            process.wait()
+            for stream in (process.stdin, process.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self._script_copy is not None:
+            self._script_copy.cleanup()
+            self._script_copy = None
 
     def run(self, cases: list[dict], *, function: Callable | None = None, source: str | None = None,
             name: str = "", filename: str = "<submission>", pointwise: str | None = None,
             time_limit: float = 60.0, memory_mb: int = MEMORY_MB) -> JobResult:
         """Run one job: ``function`` (an object) or ``source`` (text defining ``name``) on ``cases``."""
-        job = {"cases": [_pickled(inputs) for inputs in cases], "name": name, "filename": filename,
-               "source": source, "pointwise": pointwise, "time_limit": time_limit, "memory_mb": memory_mb,
-               "function": None}
         result = JobResult()
-        if function is not None:
-            try:
-                job["function"] = _pickled(function)
-            except Exception as error:  # noqa: BLE001 - what cannot be pickled is reported, not raised
-                result.replies.append(Reply("load_failed", error_type=type(error).__name__,
-                                            message=f"could not be sent to the grading process: {error}"))
-                return result
         with self._lock:
             process = self._start()
+            job = {"cases": [_pickled(inputs) for inputs in cases], "name": name, "filename": filename,
+                   "source": source, "pointwise": pointwise, "time_limit": time_limit, "memory_mb": memory_mb,
+                   "function": None, "seccomp": self._job_filter, "isolated": self.mode is not None}
+            if function is not None:
+                try:
+                    job["function"] = _pickled(function)
+                except Exception as error:  # noqa: BLE001 - what cannot be pickled is reported, not raised
+                    result.replies.append(Reply("load_failed", error_type=type(error).__name__,
+                                                message=f"could not be sent to the grading process: {error}"))
+                    return result
             try:
                 sandbox.write_message(process.stdin.fileno(), pickle.dumps(job))
             except OSError as error:
@@ -154,38 +209,46 @@ class Worker:
                     result.end = "died (no reply)"
                     return result
                 if "end" in entry:
-                    end, code = entry["end"], entry.get("code")
+                    end, code = entry.get("end"), entry.get("code")
                     ended = end == "timed out" or (end == "exited" and code == 0)
-                    result.end = end if ended else f"died ({code})"
+                    result.end = str(end) if ended else f"died ({str(code)[:80]})"
                     return result
-                result.replies.append(_reply(entry))
+                reply = _reply(entry, len(result.replies))
+                if reply is None:  # the worker checks each reply; this is a second look, never trusted
+                    result.end = "died (a malformed reply)"
+                    self.close()
+                    return result
+                result.replies.append(reply)
 
     def _read(self, process: subprocess.Popen, deadline: float) -> dict | None:
-        fd = process.stdout.fileno()
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            return None
         try:
-            return json.loads(sandbox.read_message(fd, limit=sandbox.MAX_MESSAGE))
-        except (EOFError, OSError, ValueError):
+            return json.loads(sandbox.read_message(process.stdout.fileno(), limit=sandbox.MAX_MESSAGE,
+                                                   deadline=deadline))
+        except (EOFError, OSError, ValueError, RecursionError, MemoryError):  # TimeoutError is an OSError
             return None
 
 
-def _reply(entry: dict) -> Reply:
-    status = entry.get("status", "")
-    output = sandbox.decode(entry["output"]) if status == "returned" else None
+def _reply(entry: dict, case: int) -> Reply | None:
+    """A case's reply as a ``Reply``, or None when it is malformed (a field missing or of another
+    type, an output that ``encode`` could not have written)."""
+    if sandbox.check_reply(entry, case) is not None:
+        return None
+    status = entry["status"]
+    try:
+        output = sandbox.decode(entry["output"]) if status == "returned" else None
+    except Exception:  # noqa: BLE001 - whatever the bytes are, they are not an output
+        return None
     return Reply(status, output, entry.get("type", ""), entry.get("message", ""), entry.get("file", ""),
-                 int(entry.get("line", 0) or 0), entry.get("module", ""), int(entry.get("printed", 0)),
-                 entry.get("shown", ""))
+                 entry.get("line", 0), entry.get("module", ""), entry.get("printed", 0), entry.get("shown", ""))
 
 
 _SHARED: Worker | None = None
 
 
 def shared() -> Worker:
-    """The process's worker (``check`` uses it; ``course grade`` starts its own)."""
+    """The process's light worker (``check`` uses it; ``course grade`` starts an isolated one)."""
     global _SHARED
     if _SHARED is None:
-        _SHARED = Worker()
+        _SHARED = Worker(isolated=False)
         atexit.register(_SHARED.close)
     return _SHARED

@@ -1,0 +1,50 @@
+"""A lesson run as a script (``python 04_layer_normalization.py``): a table of its checks at the
+end, and its exit status.
+
+``check`` hands each report to ``remember``; when the script ends, ``script_table`` lists one verdict
+per check (a mistake shown on purpose, ``strict=False``, says so and is not counted) and the script
+exits with status 1 if one failed (``NPFORMER_GRADER=keep-going`` keeps status 0). Notebooks, tests
+and interactive sessions are left alone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+from .replies import FAILED, NOT_IMPLEMENTED
+
+_SCRIPT_REPORTS: list[tuple] = []
+
+
+def remember(report, strict: bool | None, from_script: bool) -> None:
+    """Keep the checks of a lesson run as a script (not a notebook, not a test) for its last table."""
+    if not from_script or "ipykernel" in sys.modules or sys.flags.interactive:
+        return
+    if not _SCRIPT_REPORTS:
+        atexit.register(_finish_script)
+    _SCRIPT_REPORTS.append((report, strict is False))
+
+
+def script_table(reports: list[tuple]) -> str:
+    """The exercises a script checked: one verdict each (a mistake shown on purpose says so)."""
+    lines = ["", "exercises checked in this run:"]
+    for report, on_purpose in reports:
+        shown = on_purpose and report.status == FAILED
+        lines.append(f"  {report.verdict}{'  (a mistake shown on purpose: not counted)' if shown else ''}")
+    failed = sum(report.status == FAILED and not on_purpose for report, on_purpose in reports)
+    todo = sum(report.status == NOT_IMPLEMENTED for report, _ in reports)
+    lines.append(f"{failed} failed, {todo} not implemented yet, "
+                 f"{sum(report.passed for report, _ in reports)} passed")
+    return "\n".join(lines)
+
+
+def _finish_script() -> None:
+    print(script_table(_SCRIPT_REPORTS))
+    failed = any(report.status == FAILED and not on_purpose for report, on_purpose in _SCRIPT_REPORTS)
+    if failed and os.environ.get("NPFORMER_GRADER") != "keep-going":
+        print("exit status 1: an exercise failed (NPFORMER_GRADER=keep-going keeps status 0)")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)

@@ -11,11 +11,12 @@ import json
 import os
 import re
 
+import numpy as np
 import pytest
 
 from npformer.course import grade_class, grading, instructor_edition
 from npformer.course import gradescope
-from npformer.course.cases import HIDDEN_CASES, prepared_public
+from npformer.course.cases import HIDDEN_CASES, hidden_cases, prepared_public
 from npformer.course.exercises import EXERCISES
 from npformer.course.grader import FAILED, grade
 from npformer.course.worker import JobResult, Reply
@@ -27,7 +28,6 @@ LESSON = "02_linear_and_relu.py"
 NOTEBOOK = "02_linear_and_relu.ipynb"
 SECRET = "the instructor's secret, never shown"
 SECRET_LINE = "a line of the grader's secret file, never shown"
-SEEN = len(prepared_public(EXERCISES["relu_backward"], 0)) + 1   # public and unseen cases, before the hidden
 
 
 def _with_body(folder, function, body):
@@ -54,20 +54,25 @@ NOT_READ = {  # student -> why their lesson is not read
     **{student: f"{NOTEBOOK} {why}: not read" for student, (_, why) in NOT_NOTEBOOKS.items()},
 }
 
-HIDDEN_BODIES = {  # what the public and unseen cases pass, and what each hidden case is asked to reveal
+def _hidden_firsts(name):
+    """The first entry of ``x`` in each of the instructor's hidden cases of ``name``, in order (the
+    test knows the secret; a shape could also be a public case's)."""
+    return [float(case.inputs["x"].ravel()[0]) for case in hidden_cases(EXERCISES[name], SECRET)]
+
+
+RELU_HIDDEN, LINEAR_HIDDEN = _hidden_firsts("relu_backward"), _hidden_firsts("linear_backward")
+HIDDEN_BODIES = {  # right on the public and unseen cases; each hidden case asked to reveal its inputs
     "relu_backward": f"""
-        relu_backward.calls = getattr(relu_backward, "calls", 0) + 1
-        if relu_backward.calls > {SEEN}:
+        if float(x.ravel()[0]) in {RELU_HIDDEN!r}:
             print("PRINTED", x.shape, x.ravel()[:2])
             raise type(f"Shape{{x.shape}}", (Exception,), {{}})(f"LEAK {{x.shape}} {{x.ravel()[:2]}}")
         return dout * (x > 0)
     """,
     "linear_backward": f"""
-        linear_backward.calls = getattr(linear_backward, "calls", 0) + 1
-        if linear_backward.calls == {SEEN} + 1:
+        if float(x.ravel()[0]) == {LINEAR_HIDDEN[0]!r}:
             print("PRINTED", x.shape)
             return np.zeros((7, 11, 13)), np.zeros((17, 19)), np.zeros(23)
-        if linear_backward.calls > {SEEN} + 1:
+        if float(x.ravel()[0]) in {LINEAR_HIDDEN[1:]!r}:
             raise ValueError(f"LEAK {{x.shape}} {{W.ravel()[:2]}}")
         rows = x.reshape(-1, x.shape[-1]), dout.reshape(-1, dout.shape[-1])
         return dout @ W.T, rows[0].T @ rows[1], rows[1].sum(axis=0)
@@ -285,3 +290,49 @@ def test_collect_reads_no_link_and_no_oversized_code_but_writes_the_rest(tmp_pat
     (mine / LESSON).write_text("x = 1\n" * 200_000)
     result = collect(mine, None)
     assert f"{LESSON} holds 1.1 MB of code, over the limit of 1 MB: not read" in result.problems
+
+
+def test_a_reply_cannot_promise_more_than_it_holds():
+    """An array header may claim any shape: a zero-width dtype or more elements than the reply has
+    bytes is refused before anything is built (it hung the whole class's grading: a red-team find),
+    and a reply of ``{},{},...`` is refused before it is parsed (it took 29 times its size in memory)."""
+    import base64
+    import io
+
+    from npformer.course import wire
+
+    def array_reply(descr, shape):
+        header = repr({"descr": descr, "fortran_order": False, "shape": shape}).encode()
+        header += b" " * (118 - len(header)) + b"\n"
+        return {"__array__": base64.b64encode(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header).decode()}
+
+    for descr, shape in (("|S0", (10**15,)), ("<f8", (10**9,)), ("|b1", (2**40,))):
+        with pytest.raises(ValueError):
+            wire.decode(array_reply(descr, shape))
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(6.0).reshape(2, 3))
+    assert wire.decode({"__array__": base64.b64encode(buffer.getvalue()).decode()}).shape == (2, 3)
+    bomb = ("[" + ",".join(["{}"] * (wire.MAX_NODES + 1)) + "]").encode()
+    with pytest.raises(ValueError, match="too large to parse"):
+        wire.parse_reply(bomb)
+    assert wire.parse_reply(b'{"case": 0, "status": "returned", "output": [1, 2]}')["case"] == 0
+
+
+def test_a_public_case_cannot_reach_the_hidden_cases_inputs(tmp_path):
+    """The hidden cases run in a child of their own, after the public ones: a public case that walks
+    up its frames for the job's cases finds none of the hidden ones (a red-team find: they were one
+    job, and the error message carried their inputs into the feedback)."""
+    submissions = tmp_path / "submissions"
+    instructor_edition(LESSONS, submissions / "walker", only=["02"])
+    replace_solution(submissions / "walker" / LESSON, "relu_backward", """
+        import sys
+        frame, found = sys._getframe(), []
+        while frame is not None:
+            found += [case["x"].ravel()[0] for case in frame.f_locals.get("cases", []) if isinstance(case, dict)]
+            frame = frame.f_back
+        raise ValueError("FOUND " + " ".join(repr(float(value)) for value in found))
+    """)
+    graded = grade_class(submissions, tmp_path / "grades.csv", seed=3, secret=SECRET, exercises=["relu_backward"])
+    report = graded[0].results["relu_backward"].report
+    assert "FOUND " in report, report            # the walk ran, on a public case
+    assert not any(repr(value) in report for value in RELU_HIDDEN), report

@@ -96,3 +96,28 @@ def test_course_grade_refuses_without_isolation_in_one_line_and_grades_with_the_
                             env=environment)
     assert graded.returncode == 0, graded.stdout[-2000:] + graded.stderr[-2000:]
     assert (tmp_path / "grades.csv").read_text().startswith("student,")
+
+
+def test_as_an_unprivileged_user_grading_refuses_what_others_could_read(tmp_path, monkeypatch):
+    """Without namespaces, uid 65534 reads what every user may: the grader refuses to start while
+    npformer's folder or the submissions are open to others (found by a red-team pass)."""
+    monkeypatch.setattr(isolation, "unavailable", lambda: None)
+    monkeypatch.setattr(isolation, "mode", lambda: "user")
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    monkeypatch.setattr(isolation, "_open_to_others", lambda path: path != closed)   # npformer's folder: open
+    with pytest.raises(isolation.IsolationUnavailable, match="could read .*npformer.*chmod -R go-rwx"):
+        isolation.require((closed,))
+    monkeypatch.setattr(isolation, "_open_to_others", lambda path: False)
+    assert isolation.require((closed,)) == "user"
+
+
+def test_open_to_others_reads_the_permission_bits(tmp_path):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(folder, 0o755)
+    assert isolation._open_to_others(folder) == all(
+        os.stat(parent).st_mode & 0o001 for parent in folder.resolve().parents)
+    os.chmod(folder, 0o700)
+    assert not isolation._open_to_others(folder)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -360,28 +361,48 @@ def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | 
           worker: Worker | None = None) -> ExerciseReport:
     """Run the student's ``function`` (or the function ``exercise.name`` defined by ``source``) in
     the worker on the prepared cases' inputs, and compare what comes back with the references.
-    Whatever comes back, it is this exercise's verdict: only ``MACHINE_ERRORS`` are raised."""
+    The instructor's hidden cases run in a job of their own, once the others have all replied with
+    a result: no process that can put text in the feedback (a message, a printing) ever holds their
+    inputs. Whatever comes back, it is this exercise's verdict: only ``MACHINE_ERRORS`` are raised."""
     worker = worker or shared()
     own_lines = OwnLines(source, filename, function)
     report = ExerciseReport(exercise, PASSED, hidden=sum(is_hidden(item.case.label) for item in prepared))
+    deadline = time.monotonic() + time_limit   # ``time_limit`` covers both jobs
+    for items in ([item for item in prepared if not is_hidden(item.case.label)],
+                  [item for item in prepared if is_hidden(item.case.label)]):
+        seconds = max(1.0, deadline - time.monotonic())
+        if items and not _graded(report, items, worker, own_lines, time_limit, function=function, source=source,
+                                 name=exercise.name, filename=filename, pointwise=exercise.pointwise,
+                                 time_limit=seconds):
+            break
+    if report.status == PASSED and not all(row.passed for row in report.rows):
+        report.status = FAILED
+    return report
+
+
+def _graded(report: ExerciseReport, items: list[Prepared], worker: Worker, own_lines: OwnLines, whole_limit: float,
+            **job) -> bool:
+    """One job of ``grade``: the student's function on ``items``, each reply compared or turned into
+    the verdict, in ``report`` (``whole_limit``: the exercise's time limit, as a timeout names it).
+    Returns whether every case replied with a result."""
+    exercise = report.exercise
     try:
-        job = worker.run([item.case.inputs for item in prepared], function=function, source=source,
-                         name=exercise.name, filename=filename, pointwise=exercise.pointwise, time_limit=time_limit)
+        result = worker.run([item.case.inputs for item in items], **job)
     except MACHINE_ERRORS:
         raise
     except Exception as error:  # noqa: BLE001 - a reply the worker could not read: its state is unknown
         worker.close()          # the next job starts a fresh worker
         fail(report, "", "the grading process sent an unreadable reply",
              f"the grading process sent an unreadable reply ({printable(type(error).__name__)[:80]})")
-        return report
-    replies = job.replies if isinstance(job.replies, list) else []
-    for item, reply in zip(prepared, replies):
+        return False
+    replies = result.replies if isinstance(result.replies, list) else []
+    for item, reply in zip(items, replies):
         label, hidden = item.case.label, is_hidden(item.case.label)
         wrong_field = malformed(reply)
         if wrong_field:
             fail(report, label, "the grading process sent a malformed reply",
                  f"{case_words(label)}: the grading process sent a malformed reply ({wrong_field})")
-            break
+            return False
         report.printed_total += reply.printed
         if hidden:
             report.printed_hidden += reply.printed
@@ -390,30 +411,28 @@ def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | 
             report.printed = f"case {label} printed {reply.printed} characters: {shown}"
         if reply.status != "returned":
             stop(report, item.case, reply, own_lines)
-            break
+            return False
         try:
             got = outputs(exercise, reply.output, item.case.inputs)
         except Exception as error:  # noqa: BLE001 - the student's result is not of the kind asked for
             stop(report, item.case, Reply("raised", error_type=type(error).__name__, message=str(error)), own_lines)
-            break
+            return False
         if len(got) != len(exercise.outputs):
             count = "the wrong number of values" if hidden else f"{len(got)} value(s)"
             fail(report, label, "", f"{case_words(label)}: returned {count}, expected {len(exercise.outputs)}: "
-                                     f"{', '.join(exercise.outputs)}")
-            break
+                                    f"{', '.join(exercise.outputs)}")
+            return False
         try:
             report.rows += [_compare(exercise, item.case, output, got_tensor, expected_tensor, item.numeric.get(wrt))
                             for output, got_tensor, expected_tensor, wrt in zip(
                                 exercise.outputs, got, item.expected, exercise.wrt or (None,) * len(exercise.outputs))]
         except Exception as error:  # noqa: BLE001 - whatever the result holds, it is this exercise's failure
             fail(report, label, "its result could not be compared",
-                  f"{case_words(label)}: its result could not be compared ({printable(type(error).__name__)[:80]})")
-            break
-    else:
-        if len(replies) < len(prepared):  # no reply for a case: the job was stopped
-            end = printable(job.end)[:100] if isinstance(job.end, str) else "ended"
-            why = f"timed out after {time_limit:g} s" if end == "timed out" else f"the grading process {end}"
-            fail(report, "", why, why)
-    if report.status == PASSED and not all(row.passed for row in report.rows):
-        report.status = FAILED
-    return report
+                 f"{case_words(label)}: its result could not be compared ({printable(type(error).__name__)[:80]})")
+            return False
+    if len(replies) < len(items):  # no reply for a case: the job was stopped
+        end = printable(result.end)[:100] if isinstance(result.end, str) else "ended"
+        why = f"timed out after {whole_limit:g} s" if end == "timed out" else f"the grading process {end}"
+        fail(report, "", why, why)
+        return False
+    return True

@@ -341,10 +341,11 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
         raise ValueError(f"course grade: --out {out} is inside the submissions, which are never written to")
     if seed is None:
         seed = new_seed()
+    hidden = (submissions, out.parent)  # masked wherever the sandbox sees them
     if isolated:
-        isolation.require()  # before any work: one line on what is missing
+        isolation.require(hidden)  # before any work: one line on what is missing
     prepared = prepared_cases(seed, secret, exercises)
-    worker = Worker(isolated=isolated, hidden=(submissions, out.parent))  # masked wherever the sandbox sees them
+    worker = Worker(isolated=isolated, hidden=hidden)
     graded = []
     try:
         for student in students:

@@ -180,7 +180,8 @@ def bubblewrap_command(python: str, script: str, hidden: list[Path], seccomp_fd:
     if libraries.is_dir():
         command += ["--ro-bind", str(libraries), f"{SITE}/numpy.libs"]
     command += ["--ro-bind", str(_module_folder("cloudpickle")), f"{SITE}/cloudpickle",
-                "--ro-bind", script, SCRIPT, "--remount-ro", "/", "--seccomp", str(seccomp_fd),
+                "--ro-bind", script, SCRIPT, "--ro-bind", str(Path(script).with_name("wire.py")), "/sandbox/wire.py",
+                "--remount-ro", "/", "--seccomp", str(seccomp_fd),
                 "--", python, "-I", "-S", SCRIPT, SITE]
     return command
 
@@ -258,13 +259,34 @@ def unavailable() -> str | None:
     return f"{_bubblewrap_works()}; without it, {as_user}"
 
 
-def require() -> str:
-    """The mode this machine gives, or ``IsolationUnavailable`` saying in one line why there is none."""
+def require(hidden: tuple = ()) -> str:
+    """The mode this machine gives, or ``IsolationUnavailable`` saying in one line why there is none.
+    As an unprivileged user (no namespaces to hide anything), npformer's folder and ``hidden`` (the
+    submissions, the outputs) must be closed to other users, or the students' code could read them."""
     why = unavailable()
+    if why is None and mode() == "user":
+        package = Path(__file__).resolve().parents[1]
+        exposed = [path for path in (package, *hidden) if _open_to_others(Path(path))]
+        if exposed:
+            why = (f"as uid {SANDBOX_UID}, with no namespace to hide it, the students' code could read {exposed[0]}; "
+                   "make it readable by its owner only (chmod -R go-rwx), or use bubblewrap")
     if why is not None:
         raise IsolationUnavailable(f"students' code cannot be isolated here: {why} (docs/instructor.md; "
                                    "--no-isolation grades without it, for work you trust)")
     return mode()
+
+
+def _open_to_others(path: Path) -> bool:
+    """Whether a user other than its owner (and not in its group) can reach ``path``: every folder
+    above it searchable by others, and it readable or searchable by them."""
+    import stat
+
+    path = path.resolve()
+    if not path.exists():
+        return False
+    if any(not folder.stat().st_mode & stat.S_IXOTH for folder in path.parents):
+        return False
+    return bool(path.stat().st_mode & (stat.S_IROTH | stat.S_IXOTH))
 
 
 def drop_to_sandbox_user() -> None:

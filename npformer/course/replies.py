@@ -15,14 +15,14 @@ import inspect
 import linecache
 from typing import Callable
 
-from . import sandbox
+from . import wire
 from .cases import HIDDEN_LABEL
 from .exercises import Case
 from .inert import printable
 from .worker import Reply
 
 PASSED, FAILED, NOT_IMPLEMENTED = "passed", "FAILED", "not implemented yet"
-REPLY_STATUSES = sandbox.STATUSES  # what a case's reply may say (the worker checks it first: sandbox.check_reply)
+REPLY_STATUSES = wire.STATUSES  # what a case's reply may say (the worker checks it first: wire.check_reply)
 SHOWN_MESSAGE = 500      # characters of an exception's message in a report (as many as the worker sends)
 SHOWN_CHARACTERS = 300   # of a line of source or of a printing
 
@@ -124,7 +124,7 @@ def stop(report, case: Case, reply: Reply, own_lines: OwnLines) -> None:
                           "while your function is graded; write the computation yourself, with NumPy")
     elif reply.status == "too_big":
         report.error = report.reason = "returned too much"
-        report.message = f"{case_words(case.label)}: returned more than {sandbox.MAX_REPLY // 2**20} MB"
+        report.message = f"{case_words(case.label)}: returned more than {wire.MAX_REPLY // 2**20} MB"
     elif reply.status == "grader_error":
         report.error = report.reason = "the grading process failed"
         report.message = f"{case_words(case.label)}: the grading process failed"

@@ -19,155 +19,29 @@ loaded, the child, in a process group of its own (killed whole at the job's dead
 
 The child writes to a pipe of its own, which the server relays after checking each reply.
 Replies are length-prefixed JSON messages, arrays travelling as ``.npy`` bytes read back without
-pickle, so nothing a student's function returns can run code in the grader. The wire format (``encode``/``decode``)
-is shared with the grader, which imports this module for it.
+pickle, so nothing a student's function returns can run code in the grader (``wire.py``, shared
+with the grader).
 """
 
 from __future__ import annotations
 
-import base64
 import ctypes  # loaded before a child locks its files (install_filter uses it)
 import io
 import json
 import os
 import pickle
-import struct
 import sys
 import time
 
-if __name__ == "__main__" and len(sys.argv) > 1:  # in bubblewrap: where NumPy and cloudpickle are (-S: no site)
-    sys.path.insert(0, sys.argv[1])
+if __name__ == "__main__":  # run as a script: the wire is the file beside it (in bubblewrap, NumPy and
+    sys.path[:0] = sys.argv[1:2]  # cloudpickle are in the folder given first: -S, no site-packages)
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+    from wire import MAX_REPLY, MAX_MESSAGE, check_reply, encode, parse_reply, read_buffer, read_message, write_message
+else:
+    from .wire import MAX_REPLY, MAX_MESSAGE, check_reply, encode, parse_reply, read_buffer, read_message, write_message
 
-import numpy  # noqa: E402 - after the path above
-
-MAX_REPLY = 64 * 2**20  # bytes one case's reply may take
-MAX_MESSAGE = MAX_REPLY + 2**20  # a reply and its envelope: a longer message is refused unread
+SERVER_MEMORY = 4 * 2**30  # the worker's own address space; each job's child has its own, lower limit
 SHOWN_PRINT = 2000      # characters of a function's printing sent back to be shown
-
-
-# -- the wire format ------------------------------------------------------------------------------
-
-def encode(value, _depth: int = 0):
-    """``value`` as JSON-ready data: numbers, strings, lists, tuples, dicts and numeric arrays
-    (as ``.npy`` bytes); anything else as the name of its type."""
-    if _depth > 20:
-        return {"__object__": "a structure nested more than 20 deep"}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, numpy.generic):
-        value = numpy.asarray(value)
-    if isinstance(value, numpy.ndarray):
-        if value.dtype.kind not in "biufcUS":
-            return {"__object__": f"an array of dtype {value.dtype}"}
-        buffer = io.BytesIO()
-        numpy.save(buffer, numpy.ascontiguousarray(value), allow_pickle=False)
-        return {"__array__": base64.b64encode(buffer.getvalue()).decode("ascii")}
-    if isinstance(value, (list, tuple)):
-        return {"__list__" if isinstance(value, list) else "__tuple__": [encode(item, _depth + 1) for item in value]}
-    if isinstance(value, dict):
-        return {"__dict__": [[encode(key, _depth + 1), encode(item, _depth + 1)] for key, item in value.items()]}
-    return {"__object__": type(value).__name__}
-
-
-class Unsent:
-    """What the student's function returned that is not data (a generator, a module...): its type's name."""
-
-    def __init__(self, type_name: str) -> None:
-        self.type_name = type_name
-
-    def __repr__(self) -> str:
-        return f"<{self.type_name}>"
-
-
-def decode(value, _depth: int = 0):
-    """The inverse of ``encode``; arrays are read with ``allow_pickle=False`` and must hold numbers,
-    booleans or text. What ``encode`` cannot have written (deeper than it nests, another dtype, a
-    field of the wrong type) raises ValueError."""
-    if _depth > 21:
-        raise ValueError("an output nested deeper than encode writes")
-    if not isinstance(value, dict):
-        if isinstance(value, list):  # JSON lists only appear inside the markers below
-            raise ValueError("a bare list in an output")
-        return value
-    if "__array__" in value:
-        array = numpy.load(io.BytesIO(base64.b64decode(value["__array__"], validate=True)), allow_pickle=False)
-        if not isinstance(array, numpy.ndarray) or array.dtype.kind not in "biufcUS":
-            raise ValueError("an output array that is not numbers, booleans or text")
-        return array
-    if "__list__" in value or "__tuple__" in value:
-        items = value.get("__list__", value.get("__tuple__"))
-        if not isinstance(items, list):
-            raise ValueError("a list marker without a list")
-        decoded = [decode(item, _depth + 1) for item in items]
-        return decoded if "__list__" in value else tuple(decoded)
-    if "__dict__" in value:
-        decoded = {}
-        for pair in value["__dict__"]:
-            if not isinstance(pair, list) or len(pair) != 2:
-                raise ValueError("a dict marker without pairs")
-            key = decode(pair[0], _depth + 1)
-            decoded[tuple(key) if isinstance(key, list) else key] = decode(pair[1], _depth + 1)
-        return decoded
-    return Unsent(str(value.get("__object__", "object"))[:200])
-
-
-def write_message(fd: int, payload: bytes) -> None:
-    """One length-prefixed message on a file descriptor."""
-    data = struct.pack("<Q", len(payload)) + payload
-    while data:
-        data = data[os.write(fd, data):]
-
-
-def read_exactly(fd: int, count: int, deadline: float | None = None) -> bytes:
-    """``count`` bytes from ``fd``; with a ``deadline`` (``time.monotonic()``), a TimeoutError when
-    they have not all come by then: a writer that sends half a message and sleeps blocks no one."""
-    import select
-    chunks, left = [], count
-    while left:
-        if deadline is not None and not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            raise TimeoutError("no complete message before the deadline")
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            raise EOFError("the other side closed the pipe")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def read_message(fd: int, limit: int | None = None, deadline: float | None = None) -> bytes:
-    """One length-prefixed message; a length over ``limit`` is refused before anything is read."""
-    (length,) = struct.unpack("<Q", read_exactly(fd, 8, deadline))
-    if limit is not None and length > limit:
-        raise ValueError(f"a reply of {length} bytes, over the limit of {limit}")
-    return read_exactly(fd, length, deadline)
-
-
-# What a reply of a case may hold, field by field: anything else, or a field of another type, makes
-# the reply malformed (``check_reply``), and the job ends there.
-STATUSES = ("returned", "raised", "not_implemented", "npformer", "load_failed", "too_big", "grader_error")
-REPLY_FIELDS = {"case": int, "status": str, "output": object, "type": str, "message": str, "file": str,
-                "line": int, "module": str, "printed": int, "shown": str, "bytes": int}
-
-
-def check_reply(entry, expected_case: int) -> str | None:
-    """Why ``entry`` (a decoded JSON reply) is not a well-formed reply for case ``expected_case``, or None."""
-    if not isinstance(entry, dict):
-        return "a reply that is not an object"
-    for key, value in entry.items():
-        kind = REPLY_FIELDS.get(key)
-        if kind is None:
-            return "a reply with an unknown field"
-        if kind is int and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**53):
-            return f"a reply whose {key} is not a count"
-        if kind is str and (not isinstance(value, str) or len(value) > 100_000):
-            return f"a reply whose {key} is not a short text"
-    if entry.get("case") != expected_case:
-        return "a reply out of order"
-    if entry.get("status") not in STATUSES:
-        return "a reply of an unknown status"
-    if entry["status"] == "returned" and "output" not in entry:
-        return "a returned reply without its output"
-    return None
 
 
 # -- the guard ------------------------------------------------------------------------------------
@@ -336,7 +210,7 @@ def _relay(job_read: int, reply_fd: int, pid: int, cases: int, deadline: float) 
     while end is None:
         try:
             payload = read_message(job_read, limit=MAX_MESSAGE, deadline=deadline)
-            entry = json.loads(payload)
+            entry = parse_reply(payload)
             bad = "more replies than cases" if expected >= cases else check_reply(entry, expected)
         except EOFError:
             break  # the child has finished (or died): its exit status says which
@@ -364,12 +238,17 @@ def _relay(job_read: int, reply_fd: int, pid: int, cases: int, deadline: float) 
 
 
 def serve(request_fd: int, reply_fd: int) -> None:
-    """Read jobs (pickled by the grader, which is trusted) and run each in a forked child that
-    writes to a pipe of its own; relay its replies, then one ``{"end": ...}`` message: "exited"
-    with its status, "timed out", or "died"."""
+    """Read jobs and run each in a forked child that writes to a pipe of its own; relay its replies,
+    then one ``{"end": ...}`` message: "exited" with its status, "timed out", or "died".
+
+    A job comes as two messages from the grader (trusted): a JSON header (how many cases, the time
+    limit) and the pickled job, which only the child unpickles. This process keeps the job's bytes in
+    one buffer and zeroes it once the job is over, so that a later child, forked from it, finds no
+    trace of an earlier job (another student's function, an instructor's hidden inputs) in its memory."""
     while True:
         try:
-            job = pickle.loads(read_message(request_fd))
+            header = json.loads(read_message(request_fd))
+            body = read_buffer(request_fd)
         except EOFError:
             return
         job_read, job_write = os.pipe()
@@ -386,12 +265,13 @@ def serve(request_fd: int, reply_fd: int) -> None:
                 quiet = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(quiet, 1)
                 os.dup2(quiet, 2)
-                run_job(job, job_write)
+                run_job(pickle.loads(body), job_write)
             except BaseException:  # noqa: BLE001 - the child always ends here, never in the loop
                 code = 70
             os._exit(code)
         os.close(job_write)
-        end = _relay(job_read, reply_fd, pid, len(job["cases"]), time.monotonic() + float(job["time_limit"]))
+        end = _relay(job_read, reply_fd, pid, int(header["cases"]), time.monotonic() + float(header["time_limit"]))
+        body[:] = bytes(len(body))
         write_message(reply_fd, json.dumps(end).encode("utf-8"))
 
 
@@ -435,6 +315,10 @@ def lock_file_descriptors() -> None:
 
 if __name__ == "__main__":
     import importlib
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (SERVER_MEMORY, SERVER_MEMORY))
+    if sys.platform.startswith("linux"):  # PR_SET_DUMPABLE 0: a child cannot read this process's memory or descriptors
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
     for module in PRELOADED:  # a child cannot open files: what it may import is loaded now
         try:
             importlib.import_module(module)

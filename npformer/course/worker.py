@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import isolation, sandbox
+from . import isolation, sandbox, wire
 
 MEMORY_MB = 2048  # the address space a job may use (NumPy and OpenBLAS take about 400 MB of it)
 
@@ -120,7 +120,7 @@ class Worker:
         if self._process is not None and self._process.poll() is None:
             return self._process
         if self.isolated:
-            self.mode = isolation.require()
+            self.mode = isolation.require(tuple(self.hidden))
         if self._job_filter is None and isolation.filters_unavailable() is None:
             self._job_filter = isolation.job_filter()
         try:
@@ -147,8 +147,9 @@ class Worker:
         if self.mode == "user":  # a copy that uid 65534 can read, outside npformer's folder
             self._script_copy = tempfile.TemporaryDirectory(prefix="npformer-worker-")
             os.chmod(self._script_copy.name, 0o755)
-            script = shutil.copy(sandbox.__file__, os.path.join(self._script_copy.name, "sandbox.py"))
-            os.chmod(script, 0o644)
+            for source in (sandbox.__file__, wire.__file__):
+                os.chmod(shutil.copy(source, self._script_copy.name), 0o644)
+            script = os.path.join(self._script_copy.name, "sandbox.py")
             options["preexec_fn"] = isolation.drop_to_sandbox_user
         return subprocess.Popen([sys.executable, "-I", script], **options)
 
@@ -197,7 +198,9 @@ class Worker:
                                                 message=f"could not be sent to the grading process: {error}"))
                     return result
             try:
-                sandbox.write_message(process.stdin.fileno(), pickle.dumps(job))
+                header = {"cases": len(cases), "time_limit": time_limit}  # what the worker reads; the job, its child
+                wire.write_message(process.stdin.fileno(), json.dumps(header).encode("utf-8"))
+                wire.write_message(process.stdin.fileno(), pickle.dumps(job))
             except OSError as error:
                 self.close()
                 raise WorkerUnavailable(f"the grading worker stopped: {error}") from error
@@ -222,7 +225,7 @@ class Worker:
 
     def _read(self, process: subprocess.Popen, deadline: float) -> dict | None:
         try:
-            return json.loads(sandbox.read_message(process.stdout.fileno(), limit=sandbox.MAX_MESSAGE,
+            return wire.parse_reply(wire.read_message(process.stdout.fileno(), limit=wire.MAX_MESSAGE,
                                                    deadline=deadline))
         except (EOFError, OSError, ValueError, RecursionError, MemoryError):  # TimeoutError is an OSError
             return None
@@ -231,11 +234,11 @@ class Worker:
 def _reply(entry: dict, case: int) -> Reply | None:
     """A case's reply as a ``Reply``, or None when it is malformed (a field missing or of another
     type, an output that ``encode`` could not have written)."""
-    if sandbox.check_reply(entry, case) is not None:
+    if wire.check_reply(entry, case) is not None:
         return None
     status = entry["status"]
     try:
-        output = sandbox.decode(entry["output"]) if status == "returned" else None
+        output = wire.decode(entry["output"]) if status == "returned" else None
     except Exception:  # noqa: BLE001 - whatever the bytes are, they are not an output
         return None
     return Reply(status, output, entry.get("type", ""), entry.get("message", ""), entry.get("file", ""),

@@ -17,9 +17,10 @@ with established tools, and the hook is kept only for its clear messages:
   its number.
 * **an unprivileged user**, where bubblewrap cannot make namespaces (a Docker container such as
   Gradescope's, which refuses ``unshare``) and the grader is root: the worker runs as uid 65534
-  under the same filters. It then reads what every user may read, but neither the secret nor
-  npformer's copy (``run_autograder`` makes ``/autograder/source`` readable by root only), opens
-  no socket (the filter) and writes nowhere root did not open to everyone.
+  under the same filters. It then reads what every user may read, so grading refuses to start
+  while npformer's folder, the submissions or the outputs are open to others (``require``;
+  ``run_autograder`` closes ``/autograder/source``); it opens no socket and writes no file (the
+  filters).
 
 ``mode()`` says which holds here; ``unavailable()`` why none does. ``course grade`` refuses to
 grade without one unless told ``--no-isolation`` (``grade_class(..., isolated=False)``).

@@ -283,7 +283,9 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     """Grade ``student_fn`` for the exercise ``name`` (see ``exercises.EXERCISES``).
 
     The function runs in the grading worker (``course.worker``), a separate process where npformer
-    cannot be imported; this process draws the cases, computes the references and compares.
+    cannot be imported; this process draws the cases, computes the references and compares. It is
+    the light worker, not isolated by the kernel: it runs on the student's own machine, where all a
+    function could fool is the student (``course grade`` isolates it: ``course.isolation``).
     Returns an ``ExerciseReport``: print it for the table, one row per returned tensor per case,
     and its verdict line; ``report.passed`` is True when every tensor of every case agrees.
     ``seed`` draws the public cases; ``unseen_seed`` the unseen one (None: a new seed, printed in

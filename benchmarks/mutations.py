@@ -376,10 +376,10 @@ MUTANTS = [
         ("tests/test_grading_trust.py", "tests/test_instructor_kit.py"),
     ),
     Mutant(
-        "bubblewrap-binds-the-whole-machine", "npformer/course/isolation.py",
-        "the grading worker's sandbox sees every file of the machine: the secret, the submissions, npformer",
-        "    trees = [Path(\"/usr\")]\n",
-        "    trees = [Path(\"/\")]\n",
+        "worker-inherits-the-graders-environment", "npformer/course/isolation.py",
+        "the grading worker sees the instructor's environment (tokens, paths) instead of an allow-list",
+        '    return {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",',
+        '    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",',
         ("tests/test_attacks.py",),
     ),
     Mutant(

@@ -14,8 +14,8 @@ is opened without following a symbolic link and read only when it is a regular f
 ``MAX_LESSON_BYTES`` (``read_lesson``); a notebook must have the shape Jupyter saves; a lesson's
 code is parsed only up to ``MAX_CODE_CHARS``, and a function nested too deeply for Python to parse
 or compile is reported like a syntax error. Each of these is a one-line problem naming the file,
-never an exception, and the other lessons are collected as usual. ``printable`` makes a student's
-text (a file name, an error, what a function printed) safe to show on a terminal or in a file.
+never an exception, and the other lessons are collected as usual. Every name and error from a
+student's file is made printable (``inert.printable``) before it is reported.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from .. import tokens
 from .exercises import EXERCISES
 from .inert import printable
 
-__all__ = ["collect", "CollectResult", "lesson_source", "read_lesson", "UnreadableLesson", "printable",
-           "MAX_LESSON_BYTES", "MAX_CODE_CHARS"]
+__all__ = ["collect", "CollectResult", "lesson_source", "read_lesson", "UnreadableLesson", "MAX_LESSON_BYTES",
+           "MAX_CODE_CHARS"]
 
 MAX_LESSON_BYTES = 16 * 2**20  # a lesson file that is read: a notebook with its figures takes a few MB
 MAX_CODE_CHARS = 2**20         # the Python code of one lesson (a notebook's code cells joined); the longest has 50 kB
@@ -44,8 +44,6 @@ _CELL = re.compile(r"^# %%.*$", re.MULTILINE)
 _DEF = re.compile(r"^def\s+(\w+)\s*\(", re.MULTILINE)
 _TOO_DEEP = (RecursionError, MemoryError)  # what CPython's parser and compiler raise for code nested too deeply
 
-
-# -- a student's text, made safe to show ----------------------------------------------------------
 
 # -- reading a lesson file, trusting nothing in it ------------------------------------------------
 
@@ -89,20 +87,15 @@ def read_lesson(path: str | Path) -> bytes:
         if opened.st_size > MAX_LESSON_BYTES:
             raise UnreadableLesson(f"{shown} is {opened.st_size / 2**20:.0f} MB, over the limit of "
                                    f"{MAX_LESSON_BYTES // 2**20} MB: not read")
-        chunks, left = [], MAX_LESSON_BYTES + 1
-        while left > 0:
-            chunk = os.read(descriptor, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        with os.fdopen(descriptor, "rb", closefd=False) as file:
+            data = file.read(MAX_LESSON_BYTES + 1)
     except OSError as error:
         raise UnreadableLesson(f"{shown} could not be read ({error.strerror}): not read") from None
     finally:
         os.close(descriptor)
-    if left <= 0:  # it grew while it was read
+    if len(data) > MAX_LESSON_BYTES:  # it grew while it was read
         raise UnreadableLesson(f"{shown} is over the limit of {MAX_LESSON_BYTES // 2**20} MB: not read")
-    return b"".join(chunks)
+    return data
 
 
 def _notebook_code(shown: str, text: str) -> str:

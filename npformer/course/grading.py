@@ -29,7 +29,7 @@ Nothing a submission holds is trusted. A student folder that is a symbolic link 
 file that is not read, not a notebook or too deeply nested is that lesson's exercises' 0 with a
 one-line reason ("file not read", "syntax error"). The outputs are inert: every text from a student
 (a folder's name, an exception, what a function printed) is made printable
-(``collect.printable``: no terminal escape reaches the screen or a file), and a CSV cell that a
+(``inert.printable``: no terminal escape reaches the screen or a file), and a CSV cell that a
 spreadsheet would read as a formula (``=2+5``, ``@SUM(...)``) starts with a quote. Each file is
 written whole (a temporary file beside it, then renamed) once the grading is done, and a feedback
 file is named after its student in a safe form, inside the feedback folder whatever the name.

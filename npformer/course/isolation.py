@@ -116,8 +116,9 @@ def job_filter() -> bytes:
     return _program(JOB_REFUSED, read_only=True)
 
 
+@functools.cache
 def filters_unavailable() -> str | None:
-    """Why libseccomp's filters cannot be built here, or None."""
+    """Why libseccomp's filters cannot be built here, or None (asked once: the answer is the machine's)."""
     if not sys.platform.startswith("linux"):
         return f"kernel isolation needs Linux (this is {sys.platform})"
     try:
@@ -139,16 +140,30 @@ def _masked_paths(extra: list[Path]) -> list[Path]:
     return sorted({Path(path).resolve() for path in paths if path and Path(path).exists()})
 
 
-def _bound_trees() -> list[Path]:
-    """The trees bound read-only: the system's programs and libraries, and the interpreter's home."""
-    trees = [Path("/usr")]
-    for top in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
-        if Path(top).exists() and not Path(top).is_symlink():
-            trees.append(Path(top))
+_SYSTEM_TOPS = ("/lib", "/lib64", "/lib32", "/bin", "/sbin")  # a folder of its own, or (merged /usr) a link
+
+
+def _system_binds() -> list[str]:
+    """``bwrap`` arguments that show the system's programs and libraries, read-only, as they are here:
+    ``/usr``, and each of ``_SYSTEM_TOPS`` bound, or made the same link into ``/usr``."""
+    arguments = ["--ro-bind", "/usr", "/usr"]
+    for top in _SYSTEM_TOPS:
+        if Path(top).is_symlink():
+            arguments += ["--symlink", os.readlink(top), top]
+        elif Path(top).exists():
+            arguments += ["--ro-bind", top, top]
+    return arguments
+
+
+def _system_trees() -> list[Path]:
+    """The folders that ``_system_binds`` binds."""
+    return [Path("/usr"), *(Path(top) for top in _SYSTEM_TOPS if Path(top).exists() and not Path(top).is_symlink())]
+
+
+def _interpreter_home() -> list[Path]:
+    """The interpreter's home, when the system's trees do not already hold it (pyenv, a build in /opt)."""
     home = Path(sys.base_prefix).resolve()
-    if not any(home.is_relative_to(tree) for tree in trees):
-        trees.append(home)
-    return trees
+    return [] if any(home.is_relative_to(tree) for tree in _system_trees()) else [home]
 
 
 def _module_folder(name: str) -> Path:
@@ -164,14 +179,12 @@ def bubblewrap_command(python: str, script: str, hidden: list[Path], seccomp_fd:
                "--clearenv", "--chdir", "/"]
     for name, value in environment().items():
         command += ["--setenv", name, value]
-    trees = _bound_trees()
-    for tree in trees:
-        command += ["--ro-bind", str(tree), str(tree)]
-    for top in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
-        if Path(top).is_symlink():  # a merged /usr: /lib -> usr/lib
-            command += ["--symlink", os.readlink(top), top]
+    command += _system_binds()
+    for home in _interpreter_home():
+        command += ["--ro-bind", str(home), str(home)]
     command += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc", "/proc", "--dev", "/dev",
                 "--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp"]
+    trees = _system_trees() + _interpreter_home()
     for path in _masked_paths(hidden):
         if any(path.is_relative_to(tree) for tree in trees):
             command += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
@@ -203,10 +216,7 @@ def _bubblewrap_works() -> str | None:
     """Why bubblewrap cannot run here (a trial run of ``true`` in the same namespaces), or None."""
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed (Debian and Ubuntu: apt-get install bubblewrap)"
-    trial = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-             *(arg for top in ("/lib", "/lib64", "/bin") if Path(top).exists()
-               for arg in (["--symlink", os.readlink(top), top] if Path(top).is_symlink()
-                           else ["--ro-bind", top, top])),
+    trial = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", *_system_binds(),
              "--proc", "/proc", "--dev", "/dev", "--", "/bin/true" if Path("/bin/true").exists() else "true"]
     try:
         done = subprocess.run(trial, capture_output=True, text=True, timeout=30)
@@ -229,22 +239,8 @@ def mode() -> str | None:
         raise IsolationUnavailable(f"NPFORMER_ISOLATION={wanted!r}: use one of {', '.join(MODES)}, or unset it")
     if wanted != "user" and _bubblewrap_works() is None:
         return "bubblewrap"
-    if os.geteuid() == 0 and _unreachable_by_others(sys.executable) is None:
+    if os.geteuid() == 0 and _open_to_others(sys.executable):
         return "user"
-    return None
-
-
-def _unreachable_by_others(program: str) -> str | None:
-    """Why uid 65534 could not run ``program`` (a folder on its path, or on the path of the file
-    its links lead to, closed to other users), or None."""
-    import stat
-
-    for path in (Path(os.path.abspath(program)), Path(os.path.realpath(program))):
-        for folder in path.parents:
-            if not folder.stat().st_mode & stat.S_IXOTH:
-                return f"{folder} is closed to other users, so uid {SANDBOX_UID} cannot run {program}"
-    if not Path(program).stat().st_mode & stat.S_IROTH:
-        return f"{program} cannot be read by other users"
     return None
 
 
@@ -254,7 +250,9 @@ def unavailable() -> str | None:
     if why is not None or mode() is not None:
         return why
     as_user = ("only a grader running as root can run students' code as an unprivileged user"
-               if os.geteuid() != 0 else _unreachable_by_others(sys.executable))
+               if os.geteuid() != 0 else
+               f"{_closed_folder(sys.executable) or sys.executable} is closed to other users, so uid {SANDBOX_UID} "
+               f"cannot run {sys.executable}")
     if os.environ.get("NPFORMER_ISOLATION") == "user":
         return f"NPFORMER_ISOLATION=user, but {as_user}"
     return f"{_bubblewrap_works()}; without it, {as_user}"
@@ -277,17 +275,26 @@ def require(hidden: tuple = ()) -> str:
     return mode()
 
 
-def _open_to_others(path: Path) -> bool:
-    """Whether a user other than its owner (and not in its group) can reach ``path``: every folder
-    above it searchable by others, and it readable or searchable by them."""
+def _closed_folder(path: str | Path) -> Path | None:
+    """The first folder above ``path``, or above the file its links lead to, that other users cannot
+    search (so they cannot reach ``path``), or None."""
     import stat
 
-    path = path.resolve()
-    if not path.exists():
-        return False
-    if any(not folder.stat().st_mode & stat.S_IXOTH for folder in path.parents):
-        return False
-    return bool(path.stat().st_mode & (stat.S_IROTH | stat.S_IXOTH))
+    for candidate in (Path(os.path.abspath(path)), Path(path).resolve()):
+        for folder in candidate.parents:
+            if not folder.stat().st_mode & stat.S_IXOTH:
+                return folder
+    return None
+
+
+def _open_to_others(path: str | Path) -> bool:
+    """Whether a user other than its owner (and not in its group) can reach ``path``: no folder above
+    it closed to them (``_closed_folder``), and it readable or searchable by them."""
+    import stat
+
+    path = Path(path)
+    return (path.exists() and _closed_folder(path) is None
+            and bool(path.resolve().stat().st_mode & (stat.S_IROTH | stat.S_IXOTH)))
 
 
 def drop_to_sandbox_user() -> None:

@@ -42,6 +42,7 @@ else:
 
 SERVER_MEMORY = 4 * 2**30  # the worker's own address space; each job's child has its own, lower limit
 SHOWN_PRINT = 2000      # characters of a function's printing sent back to be shown
+FILE_SIZE = 16 * 2**20  # the largest file a job's child may write (RLIMIT_FSIZE; its filter opens none to write)
 
 
 # -- the guard ------------------------------------------------------------------------------------
@@ -157,8 +158,7 @@ def run_job(job: dict, reply_fd: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     cpu = int(job["time_limit"]) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    size = int(job.get("file_size_mb", 16)) * 2**20
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE, FILE_SIZE))
     lock_file_descriptors()
     if job.get("seccomp") and not install_filter(job["seccomp"]) and job.get("isolated"):
         _reply(reply_fd, {"case": 0, "status": "grader_error", "message": "the seccomp filter was refused"})
@@ -280,7 +280,6 @@ def install_filter(program: bytes) -> bool:
     this process cannot import) into this process, for good: ``PR_SET_NO_NEW_PRIVS``, then
     ``PR_SET_SECCOMP`` with the program's instructions (8 bytes each). Returns whether the kernel
     took it (Linux only)."""
-    import ctypes
     if not sys.platform.startswith("linux") or not program or len(program) % 8:
         return False
     instructions = ctypes.create_string_buffer(program, len(program))

@@ -113,7 +113,6 @@ class Worker:
         self.mode = None   # "bubblewrap", "user", or None (the light worker)
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()
-        self._job_filter: bytes | None = None
         self._script_copy: tempfile.TemporaryDirectory | None = None
 
     def _start(self) -> subprocess.Popen:
@@ -121,8 +120,6 @@ class Worker:
             return self._process
         if self.isolated:
             self.mode = isolation.require(tuple(self.hidden))
-        if self._job_filter is None and isolation.filters_unavailable() is None:
-            self._job_filter = isolation.job_filter()
         try:
             self._process = self._spawn()
         except OSError as error:
@@ -189,7 +186,8 @@ class Worker:
             process = self._start()
             job = {"cases": [_pickled(inputs) for inputs in cases], "name": name, "filename": filename,
                    "source": source, "pointwise": pointwise, "time_limit": time_limit, "memory_mb": memory_mb,
-                   "function": None, "seccomp": self._job_filter, "isolated": self.mode is not None}
+                   "function": None, "isolated": self.mode is not None,
+                   "seccomp": isolation.job_filter() if isolation.filters_unavailable() is None else None}
             if function is not None:
                 try:
                     job["function"] = _pickled(function)

@@ -153,7 +153,8 @@ def pytest_collection_modifyitems(items):
 # ``tiny_run``, test_first_hour.py's ``runs``), a graded class (test_grading_trust.py) or a built wheel
 # (test_editions.py). Each runs whole on one worker, so that its fixture is made once per run.
 ONE_WORKER_MODULES = ("tests/test_train.py", "tests/test_first_hour.py", "tests/test_grading_trust.py",
-                      "tests/test_editions.py", "tests/test_attacks.py", "tests/test_grading_inputs.py")
+                      "tests/test_editions.py", "tests/test_attacks.py", "tests/test_grading_inputs.py",
+                      "tests/test_variant_class.py")
 
 
 def work_unit(nodeid):

@@ -11,8 +11,8 @@ from ..tasks.checks import check_folder_can_be_created
 from .arguments import number, require
 from .inputs import writable_files
 
-ACTIONS = ("student", "instructor", "notebooks", "exercises", "collect", "grade", "secret", "nbgrader", "gradescope",
-           "classroom", "autograde", "project", "project-check")
+ACTIONS = ("student", "instructor", "notebooks", "exercises", "collect", "grade", "secret", "variants", "nbgrader",
+           "gradescope", "classroom", "autograde", "project", "project-check")
 WRITES = {"collect": "my_npformer.py", "grade": "grades.csv"}  # what --out names by default
 FORMATS = ("text", "gradescope", "classroom")  # what autograde writes to --results
 
@@ -87,6 +87,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="grade, autograde, project-check: run students' code without the kernel's isolation "
                              "(bubblewrap or an unprivileged user; docs/instructor.md): only for work you trust, "
                              "or where the student owns the machine anyway (GitHub Classroom)")
+    parser.add_argument("--roster", default=None, metavar="FILE",
+                        help="grade, autograde, gradescope, variants: the class's roster (a CSV: student,submission), "
+                             "from which each student's own variants are drawn with --secret")
+    parser.add_argument("--variants", choices=("student", "class", "off"), default=None,
+                        help="grade, autograde, gradescope: student (each student's own, the default with "
+                             "--roster), class (one per class), off (the lessons' forms, the default without a "
+                             "roster)")
+    parser.add_argument("--metadata", default=None, metavar="FILE",
+                        help="autograde: Gradescope's submission_metadata.json, whose submitters the roster names")
     parser.add_argument("--data", default=None, metavar="FILE",
                         help="project-check: your held-out pairs of the student's language pair (default: the "
                              "run's own test split)")
@@ -107,6 +116,17 @@ def _check_paths(args: argparse.Namespace) -> None:
             isolation.require()
         except isolation.IsolationUnavailable as error:
             raise UsageError(str(error)) from None
+    if args.action == "variants":
+        require(bool(args.out) and args.roster and args.secret, "needs a folder to write, the roster and the secret: "
+                "npformer course variants OUT --roster FILE --secret FILE")
+        check_folder_can_be_created(args.out)
+    if args.roster is not None:
+        require(Path(args.roster).is_file(), f"--roster {args.roster}: no such file (a CSV: student,submission)")
+    if _variant_mode(args) == "student":
+        require(args.roster is not None, "--variants student needs the roster: --roster FILE (student,submission)")
+    if _variant_mode(args) != "off":
+        require(args.secret is not None, f"--variants {_variant_mode(args)} needs the secret the variants are drawn "
+                                         "from: --secret FILE")
     if args.action == "secret":
         require(bool(args.out), "needs the file to write: npformer course secret FILE")
         check_folder_can_be_created(str(Path(args.out).parent))   # a folder of its own, made if need be
@@ -128,6 +148,22 @@ def _check_paths(args: argparse.Namespace) -> None:
     elif args.action != "exercises":
         require(bool(args.out), f"needs an output folder: npformer course {args.action} OUT")
         check_folder_can_be_created(args.out)
+
+
+def _variant_mode(args: argparse.Namespace) -> str:
+    """How the variants are drawn: ``--variants``, else per student with a roster, else none."""
+    if args.action not in ("grade", "autograde", "gradescope"):
+        return "off"
+    return args.variants or ("student" if args.roster else "off")
+
+
+def _variants(args: argparse.Namespace, secret: str | None):
+    """The ``roster.Variants`` of this grading (None: the lessons' forms)."""
+    from ..course.roster import Variants, read_roster
+    mode = _variant_mode(args)
+    if mode == "off":
+        return None
+    return Variants(mode, secret, read_roster(args.roster) if mode == "student" else None)
 
 
 def without_rfc3987_syntax() -> None:
@@ -153,21 +189,21 @@ def run(args: argparse.Namespace) -> int:
             print(course.collect(args.out, _written_file(args)).summary())
         elif args.action == "secret":
             print(course.grading.write_secret(args.out))
+        elif args.action == "variants":
+            from ..course import variant_file
+            files = variant_file.write_variants(args.out, args.roster, course.grading.read_secret(args.secret))
+            print(f"wrote the variants of {len(files)} students to {args.out}: give each student their folder's "
+                  f"{variant_file.FILE_NAME} (beside their lessons)")
         elif args.action == "grade":
-            secret = course.grading.read_secret(args.secret, args.out) if args.secret else None
-            graded = course.grade_class(args.out, _written_file(args), timeout=args.timeout, seed=args.seed,
-                                        secret=secret, exercises=exercises, reasons=args.reasons,
-                                        progress=lambda name: print(f"grading {name} ...", flush=True),
-                                        isolated=not args.no_isolation)
-            print(course.grading.summary(graded))
-            print(f"wrote {_written_file(args)} (numbers only) and the feedback beside it")
+            _grade(args, exercises)
         elif args.action == "autograde":
             _autograde(args, exercises)
         elif args.action == "gradescope":
             from ..course import gradescope
             secret = course.grading.read_secret(args.secret) if args.secret else None
             seed = args.seed if args.seed is not None else course.cases.new_seed()
-            path = gradescope.build_zip(args.out, args.problem_set, seed=seed, timeout=args.timeout, secret=secret)
+            path = gradescope.build_zip(args.out, args.problem_set, seed=seed, timeout=args.timeout, secret=secret,
+                                        roster=args.roster, variants=_variant_mode(args))
             print(f"wrote {path}: the Gradescope autograder of problem set {args.problem_set} "
                   f"({len(exercises)} exercises, {syllabus.points(exercises)} points, unseen seed {seed}"
                   f"{', hidden cases' if secret else ''}); upload it on the assignment's Configure Autograder page")
@@ -221,6 +257,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _grade(args: argparse.Namespace, exercises: list[str] | None) -> None:
+    """A folder of submissions graded: the CSV, the feedback, and a line per student."""
+    from .. import course
+
+    secret = course.grading.read_secret(args.secret, args.out) if args.secret else None
+    variants = _variants(args, secret)
+    if variants is not None:
+        practice = course.grading.practice_under_variants(exercises)
+        print(f"graded with variants ({variants.mode}): {len(practice)} exercises without variants are "
+              f"practice and left out ({', '.join(practice)})")
+    graded = course.grade_class(args.out, _written_file(args), timeout=args.timeout, seed=args.seed,
+                                secret=secret, exercises=exercises, reasons=args.reasons,
+                                progress=lambda name: print(f"grading {name} ...", flush=True),
+                                isolated=not args.no_isolation, variants=variants)
+    print(course.grading.summary(graded))
+    print(f"wrote {_written_file(args)} (numbers only) and the feedback beside it")
+
+
 def _autograde(args: argparse.Namespace, exercises: list[str]) -> None:
     """One submission, graded as Gradescope's and Classroom's autograders run it; a submission with
     no lesson still gets its results (0 points and why), so that the platform shows the reason.
@@ -236,8 +290,10 @@ def _autograde(args: argparse.Namespace, exercises: list[str]) -> None:
     secret = grading.read_secret(args.secret, args.out) if args.secret else None
     seed = args.seed if args.seed is not None else new_seed()
     start = time.perf_counter()
+    names = gradescope.submitters(args.metadata) if args.metadata else None
     grades = grading.autograde(args.out, exercises, seed=seed, secret=secret, timeout=args.timeout,
-                               isolated=not args.no_isolation)
+                               isolated=not args.no_isolation, variants=_variants(args, secret),
+                               name=",".join(names) if names else None)
     text = grading.feedback_text(grades, seed)   # printable: nothing of a student's moves the terminal
     if args.format == "gradescope":
         written = json.dumps(gradescope.results(grades, hidden_visibility=args.hidden_visibility,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -23,8 +24,9 @@ import numpy
 
 from .. import backend, ops
 from . import sandbox
-from ..gradcheck.engine import numerical_gradient
 from .exercises import Case, Exercise
+from .variants import TEXTBOOK_FORM, posed, timed
+from .variants.base import input_gradients
 
 
 def _as_outputs(values: Any, count: int) -> tuple:
@@ -55,13 +57,11 @@ def _call_here(exercise: Exercise, function: Callable, inputs: dict) -> tuple:
 
 
 def _finite_differences(exercise: Exercise, case: Case) -> dict[str, numpy.ndarray]:
-    """The gradient of ``sum(forward(inputs) * dout)`` for each ``wrt`` input."""
-    forward_inputs = {key: value for key, value in case.inputs.items() if key not in ("dout", "dloss")}
-    dout = case.inputs.get("dout", case.inputs.get("dloss"))
-    arrays = {key: numpy.array(value, dtype=numpy.float64) if key in exercise.wrt else value
-              for key, value in forward_inputs.items()}
-    return {key: numerical_gradient(lambda: numpy.asarray(exercise.forward(*arrays.values())), arrays[key],
-                                    numpy.asarray(dout)) for key in exercise.wrt}
+    """The gradient of ``sum(forward(inputs) * dout)`` for each ``wrt`` input (of a timed case, only
+    at some entries: ``timed.sampled_entries``)."""
+    entries = timed.sampled_entries(case.inputs, exercise.wrt) if timed.is_timed(case.label) else None
+    answers = input_gradients(exercise.forward, case.inputs, exercise.wrt, entries)
+    return dict(zip(exercise.wrt, answers))
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class Prepared:
     case: Case
     expected: tuple
     numeric: dict
+    forward_seconds: float | None = None  # a timed case's: how long its forward pass takes here
 
 
 def prepare(exercise: Exercise, cases: list[Case]) -> list[Prepared]:
@@ -83,11 +84,18 @@ def prepare(exercise: Exercise, cases: list[Case]) -> list[Prepared]:
     try:
         with ops.using("textbook"):
             return [Prepared(case, _call_here(exercise, exercise.reference, case.inputs),
-                             _finite_differences(exercise, case) if exercise.forward is not None else {})
+                             _finite_differences(exercise, case) if exercise.forward is not None else {},
+                             _forward_seconds(exercise, case))
                     for case in cases]
     finally:
         if active != "numpy":
             backend.set_backend(active)
+
+
+def _forward_seconds(exercise: Exercise, case: Case) -> float | None:
+    """How long the exercise's forward pass takes on a timed case, here (None for another case)."""
+    forward = exercise.timed_forward or exercise.forward
+    return timed.forward_seconds(forward, case.inputs) if timed.is_timed(case.label) and forward else None
 
 
 # -- the cases: public, unseen, and the instructor's hidden ones -------------------------------------
@@ -123,27 +131,28 @@ def new_seed() -> int:
 
 
 def unseen_case(exercise: Exercise, unseen_seed: int | None) -> tuple[list[Case], int | None]:
-    """The unseen case (labelled "unseen: ..."; none for an exercise without a drawer) and its seed
-    (None: a new one)."""
+    """The unseen case (labelled "unseen: ..."; none for an exercise without a drawer), then the timed
+    case of a backward pass that has one (``variants.timed``), and their seed (None: a new one)."""
     if exercise.unseen is None:
         return [], None
     if unseen_seed is None:
         unseen_seed = new_seed()
     unseen = _drawn(exercise, numpy.random.default_rng(unseen_seed), 1)
-    return [Case(f"unseen: {case.label}", case.inputs) for case in unseen], unseen_seed
+    drawn = [Case(f"unseen: {case.label}", case.inputs) for case in unseen]
+    return drawn + timed.timed_case(exercise, unseen_seed), unseen_seed
 
 
-_PREPARED_PUBLIC: dict[tuple[str, int], tuple[Exercise, list[Prepared]]] = {}
+_PREPARED_PUBLIC: dict[tuple[str, str, int], tuple[Exercise, list[Prepared]]] = {}
 
 
 def prepared_public(exercise: Exercise, seed: int) -> list[Prepared]:
     """``prepare`` of the public cases drawn with ``seed``, computed once per exercise and seed in a
     process: they are the same every time, so checking a function again waits only for the unseen
     case's references."""
-    kept = _PREPARED_PUBLIC.get((exercise.name, seed))
+    kept = _PREPARED_PUBLIC.get((exercise.name, exercise.variant, seed))
     if kept is None or kept[0] is not exercise:
         kept = (exercise, prepare(exercise, list(exercise.cases(numpy.random.default_rng(seed)))))
-        _PREPARED_PUBLIC[exercise.name, seed] = kept
+        _PREPARED_PUBLIC[exercise.name, exercise.variant, seed] = kept
     return list(kept[1])
 
 
@@ -160,3 +169,33 @@ def hidden_cases(exercise: Exercise, secret: str, count: int = HIDDEN_CASES) -> 
     digest = hashlib.sha256(f"{secret}\0{exercise.name}".encode("utf-8")).digest()
     drawn = _drawn(exercise, numpy.random.default_rng(int.from_bytes(digest[:16], "little")), count)
     return [Case(f"{HIDDEN_LABEL} {index}", case.inputs) for index, case in enumerate(drawn, 1)]
+
+
+class ClassCases(Mapping):
+    """Each exercise's prepared cases for a whole class (``grading.prepared_cases``): ``cases[name]``
+    the lesson's form's, ``cases.of(name, variant)`` a variant's (``course.variants``), prepared when
+    first asked for and kept, so each variant's references are computed once for the class."""
+
+    def __init__(self, names: list[str], seed: int, secret: str | None):
+        self.names, self.seed, self.secret = list(names), seed, secret
+        self._kept: dict[tuple[str, str], list[Prepared]] = {}
+
+    def of(self, name: str, variant: str = TEXTBOOK_FORM) -> list[Prepared]:
+        if (name, variant) not in self._kept:
+            exercise = posed(name, variant)
+            cases, _ = unseen_case(exercise, self.seed)
+            if self.secret is not None:
+                cases += hidden_cases(exercise, self.secret)
+            self._kept[name, variant] = prepared_public(exercise, 0) + prepare(exercise, cases)
+        return self._kept[name, variant]
+
+    def __getitem__(self, name: str) -> list[Prepared]:
+        if name not in self.names:
+            raise KeyError(name)
+        return self.of(name)
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)

@@ -41,21 +41,19 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy
-
 from ..gradcheck.arguments import check_callable, check_int, check_known, check_number, check_type
-from ..gradcheck.hints import diagnose
-from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
 from .cases import Prepared, new_seed, outputs, prepare, prepared_public, unseen_case
 from .inert import printable
-from .exercises import DERIVATIONS, EXERCISES, TEXTBOOK, Case, Exercise
+from .exercises import DERIVATIONS, EXERCISES, Exercise
 from .isolation import IsolationUnavailable
 from .lesson_script import remember
+from .variant_file import my_variant
+from .variants import FAMILY_OF, TEXTBOOK_FORM, posed, timed
 from .replies import (FAILED, NOT_IMPLEMENTED, PASSED, SHOWN_CHARACTERS, OwnLines, case_words, fail, is_hidden,
                       malformed, stop)
+from .exercise_report import ExerciseReport, compare
 from .worker import Reply, Worker, WorkerUnavailable, shared
 
 # What stops a whole grading, never one exercise: the machine cannot run the worker, or cannot
@@ -74,212 +72,9 @@ class UnknownExercise(KeyError, ValueError):
         return str(self.args[0])  # one line, not KeyError's quoted repr
 
 
-@dataclass
-class Row:
-    """One returned tensor of one case: against the reference and (gradients) finite differences."""
-
-    case: str
-    tensor: str
-    shape: tuple
-    reference: TensorCheck
-    finite_differences: TensorCheck | None = None
-    hint: str = ""
-    named: bool = False  # the hint names a mistake of this exercise (not a generic pattern)
-
-    @property
-    def passed(self) -> bool:
-        return self.reference.passed and (self.finite_differences is None or self.finite_differences.passed)
-
-
-@dataclass(repr=False)
-class ExerciseReport:
-    """The outcome of one exercise: ``status`` is "passed", "FAILED" or "not implemented yet"."""
-
-    exercise: Exercise
-    status: str
-    rows: list[Row] = field(default_factory=list)
-    message: str = ""
-    unseen_seed: int | None = None
-    hidden: int = 0   # the instructor's hidden cases among the rows (``course grade --secret``)
-    printed: str = ""  # the first public case's printing, to be shown
-    printed_total: int = 0
-    printed_hidden: int = 0  # of printed_total, what the hidden cases printed (never shown)
-    stopped_at: str = ""     # the label of the case whose reply ended the grading, if one did
-    steps: list = field(default_factory=list)  # the derivation's steps' reports (``check(..., steps=...)``)
-    reason: str = ""  # the verdict's short form of ``message``
-    error: str = ""   # a failure that is an error, not a wrong answer: the class's grade sheet shows it
-
-    @property
-    def passed(self) -> bool:
-        return self.status == PASSED
-
-    @property
-    def verdict(self) -> str:
-        """One line: ``exercise layernorm_backward: passed (9 tensors in 3 cases)``."""
-        name = self.exercise.name
-        if self.status == NOT_IMPLEMENTED:
-            return f"exercise {name}: {NOT_IMPLEMENTED}"
-        cases = len({row.case for row in self.rows})
-        if self.status == PASSED:
-            return f"exercise {name}: {PASSED} ({len(self.rows)} tensors in {cases} cases)"
-        wrong = sorted({row.tensor for row in self.rows if not row.passed and not is_hidden(row.case)})
-        failed_hidden = not all(self.hidden_verdicts().values())
-        detail = (f"{', '.join(wrong)} wrong" if wrong else self.reason or self.message
-                  or ("wrong on a hidden case" if failed_hidden else ""))
-        step = self.first_wrong_step()
-        if step is not None:
-            detail += f"; first wrong step: {step.exercise.name}"
-        return f"exercise {name}: {FAILED} ({detail})"
-
-    def hidden_verdicts(self) -> dict[str, bool]:
-        """Each hidden case graded, by label (``hidden 2``): whether it passed. All a report ever
-        says of one."""
-        verdicts: dict[str, bool] = {}
-        for row in self.rows:
-            if is_hidden(row.case):
-                verdicts[row.case] = verdicts.get(row.case, True) and row.passed
-        if is_hidden(self.stopped_at):
-            verdicts[self.stopped_at] = False
-        return verdicts
-
-    def first_wrong_step(self) -> ExerciseReport | None:
-        """The first of the derivation's steps that fails (None: none given, or all pass)."""
-        return next((step for step in self.steps if step.status != PASSED), None)
-
-    def table(self, hidden_rows: bool = True) -> str:
-        """The report: the signature, the notes, one row per tensor and public case, the hints, each
-        hidden case's pass or FAIL, the verdict. A hidden case never shows its shapes, errors or
-        hints. ``hidden_rows=False`` leaves out the hidden cases' verdicts too (Gradescope shows them
-        in a test of their own, after the due date)."""
-        lines = [self.exercise.signature]
-        if self.status == NOT_IMPLEMENTED:
-            lines.append("  not implemented yet: write the function body, then run this cell again")
-            return "\n".join(lines + [self.verdict])
-        if self.message:
-            lines.append(f"  {self.message}")
-        if self.unseen_seed is not None:
-            lines.append(f"  unseen cases drawn with seed {self.unseen_seed} "
-                         f"(check(..., unseen_seed={self.unseen_seed}) draws them again)")
-        if self.hidden:
-            lines.append(f"  {self.hidden} hidden cases of your instructor's (their inputs are not shown)")
-        if self.printed:
-            lines.append(f"  your function printed: {self.printed}")
-        rows = [row for row in self.rows if not is_hidden(row.case)]
-        if rows:
-            header = ("case", "tensor", "shape", "against the reference", "against finite differences")
-            cells = [header] + [(row.case, row.tensor, str(row.shape), _cell(row.reference),
-                                 _cell(row.finite_differences)) for row in rows]
-            widths = [max(len(cell[i]) for cell in cells) for i in range(len(header))]
-            for cell in cells:
-                lines.append("  " + "  ".join(text.ljust(width) for text, width in zip(cell, widths)).rstrip())
-            for row in self.hints():
-                lines.append(f"  hint for {row.tensor} ({row.case}): {row.hint}")
-        verdicts = self.hidden_verdicts()
-        if hidden_rows and verdicts:
-            lines.append("  hidden cases: " + ", ".join(f"{case} {'passed' if passed else 'FAIL'}"
-                                                        for case, passed in verdicts.items()))
-        lines += self._derivation_lines()
-        return "\n".join(lines + [self.verdict])
-
-    def _derivation_lines(self) -> list[str]:
-        """The steps of a derivation: each one's verdict, the first wrong one's hints; once the exercise
-        passes, npformer's textbook form of it."""
-        name, lines = self.exercise.name, []
-        if self.steps:
-            lines.append("  the derivation's steps:")
-            lines += [f"    {index}. {step.verdict}" for index, step in enumerate(self.steps, 1)]
-            step = self.first_wrong_step()
-            if step is not None:
-                lines.append(f"  first wrong step: {step.exercise.name} ({step.exercise.signature})")
-                lines += [f"    hint for {row.tensor} ({row.case}): {row.hint}" for row in step.hints()]
-                if step.message:
-                    lines.append(f"    {step.message}")
-        elif self.status == FAILED and name in DERIVATIONS:
-            names = ", ".join(DERIVATIONS[name])
-            lines.append(f"  derive it in steps ({names}): check(\"{name}\", {name}, steps=({names})) "
-                         "names the first wrong one")
-        if self.status == PASSED and name in TEXTBOOK and self.first_wrong_step() is None:
-            lines.append(f"  npformer's form, now that yours passes: {TEXTBOOK[name]}")
-        return lines
-
-    def hints(self) -> list[Row]:
-        """One row per wrong tensor, for its hint: the first public case whose hint names a mistake
-        of this exercise, else the first public case with a generic hint (a hidden case gives none)."""
-        chosen: dict[str, Row] = {}
-        for row in self.rows:
-            if not row.hint or is_hidden(row.case):
-                continue
-            if row.tensor not in chosen or (row.named and not chosen[row.tensor].named):
-                chosen[row.tensor] = row
-        return list(chosen.values())
-
-    def __str__(self) -> str:
-        return self.table()
-
-    __repr__ = __str__  # a notebook cell ending in check(...) shows the table
-
-
-def _cell(check: TensorCheck | None) -> str:
-    if check is None:
-        return "-"
-    if not numpy.isfinite(check.max_rel_error):
-        return f"FAIL ({check.note})" if check.note else "FAIL"
-    where = f" at {check.worst_index}" if not check.passed and check.worst_index else ""
-    return f"{'pass' if check.passed else 'FAIL'} {check.max_rel_error:.1e}{where}"
-
-
-def _compare(exercise: Exercise, case: Case, name: str, got: Any, expected: Any,
-             numeric: numpy.ndarray | None) -> Row:
-    expected = numpy.asarray(expected)
-    shape = tuple(expected.shape)
-    try:
-        got = numpy.asarray(got, dtype=bool if exercise.exact and expected.dtype == bool else numpy.float64)
-    except (TypeError, ValueError):
-        failed = TensorCheck.failed("", name, shape, f"not an array of numbers: {type(got).__name__}")
-        return Row(case.label, name, shape, failed)
-    if got.shape != shape:
-        row = Row(case.label, name, shape, TensorCheck.failed("", name, shape, f"shape {got.shape}"))
-    elif exercise.exact:
-        equal = got == expected
-        worst = None if equal.all() else tuple(int(i) for i in numpy.argwhere(~equal)[0])
-        row = Row(case.label, name, shape, TensorCheck("", name, shape, 0.0 if worst is None else 1.0,
-                                                       worst is None, worst))
-    else:
-        row = Row(case.label, name, shape, _judge("", [(name, shape, got, expected, "")], DEFAULT_TOL).results[0])
-        if numeric is not None:
-            row.finite_differences = _judge("", [(name, shape, got, numeric, "")], DEFAULT_TOL).results[0]
-    if not row.passed:
-        hints = [_try_hint(hint, got, expected, case.inputs, name) for hint in exercise.hints]
-        generic = (_mask_hint(got, expected) if got.dtype == bool and expected.dtype == bool
-                   else diagnose(got, numpy.asarray(expected, dtype=numpy.float64)))
-        row.hint = next((text for text in hints if text), "") or generic
-        row.named = any(hints)
-    return row
-
-
-def _try_hint(hint: Callable, got: numpy.ndarray, expected: numpy.ndarray, inputs: dict, name: str) -> str:
-    """An exercise's hint, or "" when its wrong formula does not even apply to these shapes."""
-    try:
-        with numpy.errstate(all="ignore"):
-            return hint(got, expected, inputs, name)
-    except (ValueError, IndexError, TypeError, ZeroDivisionError):
-        return ""
-
-
-def _mask_hint(got: numpy.ndarray, expected: numpy.ndarray) -> str:
-    """What a wrong boolean mask allows or forbids (True = may attend)."""
-    if got.shape != expected.shape:
-        return f"shape {got.shape} instead of {expected.shape}: a mask must broadcast against (B, H, Tq, Tk)"
-    allows, forbids = int((got & ~expected).sum()), int((~got & expected).sum())
-    if allows and not forbids:
-        return f"True at {allows} entries that must be False: lets a query see padding or the future"
-    if forbids and not allows:
-        return f"False at {forbids} entries that must be True: hides keys a query may see"
-    return f"{allows} entries True that must be False and {forbids} False that must be True"
-
-
 def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = None,
-          unseen_seed: int | None = None, time_limit: float = 60.0, steps: tuple | None = None) -> ExerciseReport:
+          unseen_seed: int | None = None, time_limit: float = 60.0, steps: tuple | None = None,
+          variant: str | None = None) -> ExerciseReport:
     """Grade ``student_fn`` for the exercise ``name`` (see ``exercises.EXERCISES``).
 
     The function runs in the grading worker (``course.worker``), a separate process where npformer
@@ -295,7 +90,9 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     derived in steps (``exercises.DERIVATIONS``: ``softmax_backward``, ``layernorm_backward``,
     ``attention_backward``), the student's step functions in order; each is graded on its own and
     the report names the first wrong one. Once the exercise passes, the report shows npformer's
-    textbook form of it.
+    textbook form of it. ``variant``: the form of the exercise to grade against (``course.variants``);
+    None (the default) takes the student's from their variants file (``variant_file``: the one their
+    instructor gave them, beside the lessons), else the lesson's own form ("textbook").
 
     Called from a lesson run as a script (``python 04_layer_normalization.py``), the checks are
     remembered, and when the script ends a table of them is printed; the script then exits with
@@ -309,10 +106,11 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     """
     _check_arguments(name, student_fn, seed, strict, unseen_seed, time_limit)
     _check_steps(name, steps)
+    variant = _checked_variant(name, variant)
     if unseen_seed is None:
         unseen_seed = new_seed()  # the exercise and its steps draw their unseen cases alike
-    report = _grade_public(EXERCISES[name], student_fn, seed, unseen_seed, time_limit)
-    report.steps = [_grade_public(EXERCISES[step_name], step_fn, seed, unseen_seed, time_limit)
+    report = _grade_public(posed(name, variant), student_fn, seed, unseen_seed, time_limit)
+    report.steps = [_grade_public(posed(step_name, variant), step_fn, seed, unseen_seed, time_limit)
                     for step_name, step_fn in zip(DERIVATIONS.get(name, ()), steps or ())]
     remember(report, strict, sys._getframe(1).f_globals.get("__name__") == "__main__")
     if strict is None:
@@ -341,6 +139,20 @@ def _check_arguments(name: Any, student_fn: Any, seed: Any, strict: Any, unseen_
     if strict is not None:
         check_type("check", "strict", strict, bool, "a bool or None")
     check_number("check", "time_limit", time_limit)
+
+
+def _checked_variant(name: str, variant: Any) -> str:
+    """The variant to grade ``name`` against: ``variant`` checked, or the student's file's."""
+    if variant is None:
+        return my_variant(name)
+    check_type("check", "variant", variant, str, "a variant's name or None")
+    family = FAMILY_OF.get(name)
+    if variant == TEXTBOOK_FORM:
+        return variant
+    if family is None:
+        raise ValueError(f"check: {name} has no variants; drop variant=")
+    family.variant(variant)  # a ValueError naming the family's variants
+    return variant
 
 
 def _check_steps(name: str, steps: Any) -> None:
@@ -424,8 +236,12 @@ def _graded(report: ExerciseReport, items: list[Prepared], worker: Worker, own_l
             fail(report, label, "", f"{case_words(label)}: returned {count}, expected {len(exercise.outputs)}: "
                                     f"{', '.join(exercise.outputs)}")
             return False
+        slow = timed.too_slow(reply.microseconds / 1e6, item.forward_seconds) if item.forward_seconds else ""
+        if slow:
+            fail(report, label, "slower than a derived backward pass", f"{case_words(label)}: {slow}")
+            return False
         try:
-            report.rows += [_compare(exercise, item.case, output, got_tensor, expected_tensor, item.numeric.get(wrt))
+            report.rows += [compare(exercise, item.case, output, got_tensor, expected_tensor, item.numeric.get(wrt))
                             for output, got_tensor, expected_tensor, wrt in zip(
                                 exercise.outputs, got, item.expected, exercise.wrt or (None,) * len(exercise.outputs))]
         except Exception as error:  # noqa: BLE001 - whatever the result holds, it is this exercise's failure

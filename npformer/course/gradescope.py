@@ -59,7 +59,7 @@ chmod -R go-rwx "$root/source"
 mkdir -p "$root/results"
 PYTHONPATH="$root/source/python" "$python" -m npformer course autograde "$root/submission" \\
     --set {week} --seed {seed} --timeout {timeout:g} --format gradescope \\
-    --results "$root/results/results.json" {secret}
+    --results "$root/results/results.json" {secret} {variants}
 """
 
 
@@ -99,8 +99,24 @@ def _hidden_summary(exercise: str, report) -> str:
     return f"{exercise}: {shown or 'not graded (the public cases did not pass)'}"
 
 
-def build_zip(out: str | Path, week: int, *, seed: int, timeout: float = 30.0, secret: str | None = None) -> Path:
-    """Write the autograder zip of problem set ``week`` to ``out``; returns its path."""
+def submitters(metadata: str | Path) -> list[str]:
+    """The names of a submission's submitters in Gradescope's ``submission_metadata.json``: each user's
+    id and e-mail, for the roster (a ValueError when the file is not Gradescope's)."""
+    try:
+        users = json.loads(Path(metadata).read_text(encoding="utf-8"))["users"]
+        names = [str(user[key]) for user in users for key in ("id", "email") if user.get(key) not in (None, "")]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{metadata} is not Gradescope's submission metadata ({type(error).__name__})") from None
+    if not names:
+        raise ValueError(f"{metadata} names no submitter")
+    return names
+
+
+def build_zip(out: str | Path, week: int, *, seed: int, timeout: float = 30.0, secret: str | None = None,
+              roster: str | Path | None = None, variants: str = "off") -> Path:
+    """Write the autograder zip of problem set ``week`` to ``out``; returns its path. ``variants``
+    "student" (with ``roster``, copied into the zip as ``roster.csv``) or "class": each submission is
+    graded against its submitters' variants (``submitters``), drawn from ``secret``."""
     from . import syllabus
 
     exercises = syllabus.problem_set(week)
@@ -113,12 +129,18 @@ def build_zip(out: str | Path, week: int, *, seed: int, timeout: float = 30.0, s
         quoted = " ".join(f"'{item}'" for item in vendoring.requirements())
         (root / "setup.sh").write_text(SETUP.format(requirements=quoted), encoding="utf-8")
         secret_argument = "--secret \"$root/source/secret.txt\"" if secret is not None else ""
+        variants_argument = "" if variants == "off" else (
+            f"--variants {variants} --metadata \"$root/submission_metadata.json\""
+            + (" --roster \"$root/source/roster.csv\"" if variants == "student" else ""))
+        if variants == "student":
+            (root / "roster.csv").write_bytes(Path(roster).read_bytes())
         (root / "run_autograder").write_text(RUN_AUTOGRADER.format(week=week, seed=seed, timeout=timeout,
-                                                                   secret=secret_argument), encoding="utf-8")
+                                                                   secret=secret_argument, variants=variants_argument),
+                                             encoding="utf-8")
         if secret is not None:
             (root / "secret.txt").write_text(secret + "\n", encoding="utf-8")
         config = {"problem_set": week, "exercises": exercises, "points": syllabus.points(exercises), "seed": seed,
-                  "timeout_s": timeout, "hidden_cases": secret is not None}
+                  "timeout_s": timeout, "hidden_cases": secret is not None, "variants": variants}
         (root / "config.json").write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
         out.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -45,10 +45,12 @@ from pathlib import Path
 
 from .collect import LESSON_NAME, UnreadableLesson, collect, read_lesson
 from .exercises import EXERCISES
-from .cases import Prepared, hidden_cases, new_seed, prepare, prepared_public, unseen_case
+from .cases import ClassCases, new_seed
 from .grader import MACHINE_ERRORS, PASSED, ExerciseReport, grade
 from . import isolation
 from .inert import csv_text, feedback_file_name, printable, write_atomically
+from .roster import NotOnRoster, Variants
+from .variants import FAMILY_OF, TEXTBOOK_FORM, graded_with_variants, posed
 from .worker import Worker
 
 PRINT_LIMIT = 1_000_000  # bytes a student's function may print while one exercise is graded
@@ -74,8 +76,9 @@ class Result:
 
     @property
     def title(self) -> str:
-        """How a platform names this exercise's test: ``lesson 04: layernorm_backward``."""
-        return f"lesson {EXERCISES[self.exercise].lesson}: {self.exercise}"
+        """How a platform names this exercise's test: ``lesson 04: layernorm_backward`` (and its variant's name)."""
+        variant = self.graded.exercise.variant if self.graded is not None else ""
+        return f"lesson {EXERCISES[self.exercise].lesson}: {self.exercise}" + (f" ({variant})" if variant else "")
 
 
 @dataclass
@@ -83,6 +86,7 @@ class StudentGrades:
     student: str
     results: dict[str, Result] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    variants: dict[str, str] = field(default_factory=dict)  # family -> the variant graded (none: the lesson's)
 
     @property
     def total(self) -> int:
@@ -103,24 +107,36 @@ def _chosen(exercises: list[str] | None) -> list[str]:
     return [name for name in EXERCISES if name in exercises]
 
 
-def prepared_cases(seed: int, secret: str | None, exercises: list[str] | None = None) -> dict[str, list[Prepared]]:
+def prepared_cases(seed: int, secret: str | None, exercises: list[str] | None = None,
+                   variants: Variants | None = None) -> ClassCases:
     """Each exercise's cases (default: every exercise) for the whole class, with their references:
-    the public ones, the unseen one (``seed``), and, with an instructor's ``secret``, the hidden ones."""
-    prepared = {}
-    for name in _chosen(exercises):
-        exercise = EXERCISES[name]
-        cases, _ = unseen_case(exercise, seed)
-        if secret is not None:
-            cases += hidden_cases(exercise, secret)
-        prepared[name] = prepared_public(exercise, 0) + prepare(exercise, cases)
-    return prepared
+    the public ones, the unseen and timed ones (``seed``), and, with an instructor's ``secret``, the
+    hidden ones; per variant, when first needed. Graded with ``variants`` (not "off"), only the
+    exercises that have variants are graded (``variants.graded_with_variants``): the others are practice."""
+    names = _chosen(exercises)
+    if variants is not None and variants.mode != "off":
+        names = [name for name in names if graded_with_variants(name)]
+    return ClassCases(names, seed, secret)
 
 
-def _grade_student(folder: Path, prepared: dict[str, list[Prepared]], timeout: float, worker: Worker,
-                   seed: int, name: str) -> StudentGrades:
-    """One student: their functions collected (parsed, never run here), each graded in the worker.
-    Whatever their files hold, the result is their grades: only the machine's errors are raised."""
-    grades = StudentGrades(printable(name))
+def practice_under_variants(exercises: list[str] | None = None) -> list[str]:
+    """The exercises (default: all) that a class graded with variants leaves out: no variant changes
+    their answer, so copying one would earn its points."""
+    return [name for name in _chosen(exercises) if not graded_with_variants(name)]
+
+
+def _grade_student(folder: Path, prepared: ClassCases, timeout: float, worker: Worker,
+                   seed: int, name: str, variants: Variants | None = None) -> StudentGrades:
+    """One student: their functions collected (parsed, never run here), each graded in the worker
+    against their variants (none: the lesson's forms). Whatever their files hold, the result is their
+    grades: only the machine's errors are raised."""
+    assigned: dict[str, str] = {}
+    if variants is not None and variants.mode != "off":
+        try:
+            _, assigned = variants.of(name)
+        except NotOnRoster as error:
+            return _refused(name, str(error), prepared, status="not on the roster")
+    grades = StudentGrades(printable(name), variants=assigned)
     try:
         files, notes = _submission_lessons(folder)
         collected = collect(folder, None, files={path.name: path for path in files})
@@ -136,7 +152,8 @@ def _grade_student(folder: Path, prepared: dict[str, list[Prepared]], timeout: f
         collected = None
     lessons = dict((exercise, lesson) for lesson, exercise in collected.functions) if collected else {}
     for name in prepared:
-        exercise = EXERCISES[name]
+        variant = assigned.get(FAMILY_OF[name].name, TEXTBOOK_FORM) if name in FAMILY_OF else TEXTBOOK_FORM
+        exercise = posed(name, variant)
         if collected is None or name not in collected.sources:
             kind, why = (collected.left_out.get(name, ("missing", f"no function {name} in the submission"))
                          if collected is not None else ("missing", grades.problems[0]))
@@ -144,7 +161,7 @@ def _grade_student(folder: Path, prepared: dict[str, list[Prepared]], timeout: f
             grades.results[name] = Result(name, exercise.points, 0, kind, printable(report))
             continue
         try:
-            report = grade(exercise, prepared[name], source=collected.sources[name],
+            report = grade(exercise, prepared.of(name, variant), source=collected.sources[name],
                            filename=f"{grades.student}/{printable(lessons[name])}:{name}", time_limit=timeout,
                            worker=worker)
         except MACHINE_ERRORS:
@@ -183,12 +200,13 @@ def _students(submissions: Path) -> list[Path]:
     return students
 
 
-def _refused(name: str, why: str, prepared: dict[str, list[Prepared]]) -> StudentGrades:
-    """A student whose folder is not read: every exercise "missing", and why."""
+def _refused(name: str, why: str, prepared: ClassCases, status: str = "missing") -> StudentGrades:
+    """A student whose folder is not read (or, with variants, not on the roster): every exercise 0
+    with ``status``, and why."""
     grades = StudentGrades(printable(name), problems=[printable(why)])
     for exercise in prepared:
-        grades.results[exercise] = Result(exercise, EXERCISES[exercise].points, 0, "missing",
-                                          f"exercise {exercise}: missing ({grades.problems[0]})")
+        grades.results[exercise] = Result(exercise, EXERCISES[exercise].points, 0, status,
+                                          f"exercise {exercise}: {status} ({grades.problems[0]})")
     return grades
 
 
@@ -222,17 +240,20 @@ def write_secret(path: str | Path) -> str:
             f"grading of the term (npformer course grade SUBMISSIONS --secret {path})")
 
 
-def grade_submission(folder: str | Path, prepared: dict[str, list[Prepared]], *, seed: int,
+def grade_submission(folder: str | Path, prepared: ClassCases, *, seed: int,
                      timeout: float = 30.0, worker: Worker | None = None, name: str | None = None,
-                     isolated: bool = True) -> StudentGrades:
+                     isolated: bool = True, variants: Variants | None = None) -> StudentGrades:
     """One student's folder graded on ``prepared`` (``prepared_cases``): what Gradescope's and
     GitHub Classroom's autograders run for each submission. A ``worker`` is started (and closed)
-    when none is given, isolated by the kernel unless ``isolated=False`` (``worker.Worker``)."""
+    when none is given, isolated by the kernel unless ``isolated=False`` (``worker.Worker``).
+    ``variants``: graded against the variants of the roster's student for ``name`` (the folder's
+    name by default; a group's names joined by commas)."""
     folder = Path(folder)   # not a folder, or no lesson in it: every exercise "missing", and why
     own = worker is None
     worker = Worker(isolated=isolated) if own else worker
     try:
-        return _grade_student(folder, prepared, timeout, worker, seed, folder.name if name is None else name)
+        return _grade_student(folder, prepared, timeout, worker, seed, folder.name if name is None else name,
+                              variants)
     finally:
         if own:
             worker.close()
@@ -310,16 +331,19 @@ def lessons_folder_of(folder: str | Path):
 
 
 def autograde(submission: str | Path, exercises: list[str], *, seed: int, secret: str | None = None,
-              timeout: float = 30.0, isolated: bool = True) -> StudentGrades:
+              timeout: float = 30.0, isolated: bool = True, variants: Variants | None = None,
+              name: str | None = None) -> StudentGrades:
     """One submission graded on ``exercises`` (a problem set), as an autograder of a platform runs it:
-    the cases prepared here, the student's functions run in a worker of their own."""
-    return grade_submission(submission, prepared_cases(seed, secret, exercises), seed=seed, timeout=timeout,
-                            name=Path(submission).resolve().name, isolated=isolated)
+    the cases prepared here, the student's functions run in a worker of their own. ``name``: the
+    submitter's name for the roster (default: the folder's)."""
+    return grade_submission(submission, prepared_cases(seed, secret, exercises, variants), seed=seed,
+                            timeout=timeout, name=name or Path(submission).resolve().name, isolated=isolated,
+                            variants=variants)
 
 
 def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30.0, seed: int | None = None,
                 secret: str | None = None, exercises: list[str] | None = None, reasons: bool = False,
-                progress=None, isolated: bool = True) -> list[StudentGrades]:
+                progress=None, isolated: bool = True, variants: Variants | None = None) -> list[StudentGrades]:
     """Grade every student folder of ``submissions``; write ``out`` (CSV, numbers only) and the
     feedback files.
 
@@ -330,6 +354,8 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
     write ``<out>_reasons.csv``, each exercise's status. ``progress``: called with each student's
     name (printable) before they are graded. ``isolated``: run the students' code isolated by the
     kernel (``worker.Worker``; the default, and what a class needs); False only for work you trust.
+    ``variants``: each student graded against their own variants (``roster.Variants``); the exercises
+    without variants are then practice and left out, and ``<out>_variants.csv`` names each student's.
     A student folder that is a symbolic link is not followed: every exercise "missing", and why.
     The files are written once every student is graded and the worker is closed.
     """
@@ -344,7 +370,7 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
     hidden = (submissions, out.parent)  # masked wherever the sandbox sees them
     if isolated:
         isolation.require(hidden)  # before any work: one line on what is missing
-    prepared = prepared_cases(seed, secret, exercises)
+    prepared = prepared_cases(seed, secret, exercises, variants)
     worker = Worker(isolated=isolated, hidden=hidden)
     graded = []
     try:
@@ -354,7 +380,8 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
             if student.is_symlink():
                 graded.append(_refused(student.name, f"{student.name} is a symbolic link: not followed", prepared))
             else:
-                graded.append(grade_submission(student, prepared, seed=seed, timeout=timeout, worker=worker))
+                graded.append(grade_submission(student, prepared, seed=seed, timeout=timeout, worker=worker,
+                                               variants=variants))
     finally:
         worker.close()
     _write(graded, list(prepared), out, seed, reasons)
@@ -371,6 +398,11 @@ def _write(graded: list[StudentGrades], names: list[str], out: Path, seed: int, 
         rows += [[grades.student, *(cell(grades.results[name]) for name in names), grades.total, grades.max_points]
                  for grades in graded]
         write_atomically(path, csv_text(rows))
+    if any(grades.variants for grades in graded):
+        families = sorted({family for grades in graded for family in grades.variants})
+        rows = [["student", *families]] + [[grades.student, *(grades.variants.get(family, "") for family in families)]
+                                           for grades in graded]
+        write_atomically(out.with_name(out.stem + "_variants.csv"), csv_text(rows))
     feedback = out.with_name(out.stem + "_feedback")
     feedback.mkdir(exist_ok=True)
     taken: set[str] = set()
@@ -387,6 +419,8 @@ def feedback_text(grades: StudentGrades, seed: int) -> str:
     lines = [f"{printable(grades.student)}: {grades.total} of {grades.max_points} points (unseen cases drawn "
              f"with seed {seed})", ""]
     lines += [f"note: {printable(problem)}" for problem in grades.problems]
+    if grades.variants:
+        lines.append("your variants: " + ", ".join(f"{family} '{variant}'" for family, variant in grades.variants.items()))
     for result in grades.results.values():
         lines += ["", printable(result.report, lines=True)]
     return "\n".join(lines) + "\n"

@@ -76,7 +76,7 @@ def malformed(reply: object) -> str:
     for name in ("error_type", "message", "file", "module", "shown"):
         if not isinstance(getattr(reply, name), str):
             return f"{name} is not text"
-    for name in ("line", "printed"):
+    for name in ("line", "printed", "microseconds"):
         value = getattr(reply, name)
         if type(value) is not int or value < 0:
             return f"{name} is not a count"

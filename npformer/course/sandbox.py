@@ -184,8 +184,10 @@ def run_job(job: dict, reply_fd: int) -> None:
         return
     for index, inputs in enumerate(cases):
         try:
+            started = time.perf_counter()
             output = call(function, inputs, job.get("pointwise"))
-            entry = {"status": "returned", "output": encode(output)}
+            microseconds = int((time.perf_counter() - started) * 1e6)
+            entry = {"status": "returned", "output": encode(output), "microseconds": microseconds}
         except NotImplementedError:
             entry = {"status": "not_implemented"}
         except BaseException as error:  # noqa: BLE001 - the student's bug, reported

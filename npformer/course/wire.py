@@ -154,7 +154,8 @@ def read_message(fd: int, limit: int | None = None, deadline: float | None = Non
 # the reply malformed (``check_reply``), and the job ends there.
 STATUSES = ("returned", "raised", "not_implemented", "npformer", "load_failed", "too_big", "grader_error")
 REPLY_FIELDS = {"case": int, "status": str, "output": object, "type": str, "message": str, "file": str,
-                "line": int, "module": str, "printed": int, "shown": str, "bytes": int}
+                "line": int, "module": str, "printed": int, "shown": str, "bytes": int,
+                "microseconds": int}
 
 
 def parse_reply(payload: bytes):

@@ -52,6 +52,7 @@ class Reply:
     module: str = ""
     printed: int = 0
     shown: str = ""
+    microseconds: int = 0  # how long the function took on this case, measured in the worker
 
 
 @dataclass
@@ -240,7 +241,8 @@ def _reply(entry: dict, case: int) -> Reply | None:
     except Exception:  # noqa: BLE001 - whatever the bytes are, they are not an output
         return None
     return Reply(status, output, entry.get("type", ""), entry.get("message", ""), entry.get("file", ""),
-                 entry.get("line", 0), entry.get("module", ""), entry.get("printed", 0), entry.get("shown", ""))
+                 entry.get("line", 0), entry.get("module", ""), entry.get("printed", 0), entry.get("shown", ""),
+                 entry.get("microseconds", 0))
 
 
 _SHARED: Worker | None = None

@@ -42,7 +42,10 @@ class Exercise:
     ``unseen`` draws the cases a student never sees (other shapes and values, from a
     generator seeded per check; the instructor's hidden cases come from it too; ``one_token`` names
     the inputs whose axis of length 1 is so by definition, a single new token). ``points``:
-    what the exercise is worth in a class's grades (a backward pass 2, the rest 1).
+    what the exercise is worth in a class's grades (a backward pass 2, the rest 1). ``variant``: the
+    name of the variant this exercise poses (``course.variants``; "" for the lesson's own form), whose
+    reference is the finite differences of ``timed_forward``, the forward a backward pass's time is
+    compared with (the textbook's is ``forward``).
     """
 
     name: str
@@ -60,6 +63,8 @@ class Exercise:
     convert: Callable | None = None
     unseen: Callable[[numpy.random.Generator], list[Case]] | None = None
     points: int = 1
+    timed_forward: Callable | None = None
+    variant: str = ""
 
 
 def normal(rng: numpy.random.Generator, *shape: int) -> numpy.ndarray:

@@ -1,0 +1,155 @@
+"""The variants of lesson 28's modern parts: RMSNorm (through 1/rms), rotary positions, the SwiGLU
+unit (through SiLU) and grouped-query attention's shared heads.
+
+The lesson's forms::
+
+    rmsnorm:    r = 1 / sqrt(mean_i x_i^2 + eps),  y = gamma * x * r          (eps = 1e-5; the step: dL/dr,
+                practice under variants: dL/dr = sum_i dout_i gamma_i x_i whatever r is, but for one)
+    rope:       pairs (x[2i], x[2i+1]) turned by (offset + t) * 10000^(-2i/Dh)
+    swiglu:     y = silu(x W_gate) * (x W_up),  silu(a) = a sigmoid(a)       (the step: silu's backward)
+    repeat_kv:  each of the Hkv heads of k copied n_rep times in a row: (B, Hkv * n_rep, T, Dh)
+"""
+
+from __future__ import annotations
+
+import numpy
+
+from .base import Family, Variant, keep
+
+EPS = 1e-5
+
+
+def _rms_output(x, gamma, rstd, node, gain_plus_one=False):
+    rstd = node("rstd", rstd)
+    return (1 + gamma if gain_plus_one else gamma) * x * rstd
+
+
+def rms_eps_outside(x, gamma, node=keep):
+    return _rms_output(x, gamma, 1.0 / (numpy.sqrt((x * x).mean(axis=-1, keepdims=True)) + 0.01), node)
+
+
+def rms_gain_plus_one(x, gamma, node=keep):
+    return _rms_output(x, gamma, 1.0 / numpy.sqrt((x * x).mean(axis=-1, keepdims=True) + EPS), node, True)
+
+
+def mean_absolute(x, gamma, node=keep):
+    return _rms_output(x, gamma, 1.0 / (numpy.abs(x).mean(axis=-1, keepdims=True) + EPS), node)
+
+
+def partial(x, gamma, node=keep):
+    first = x[..., : (x.shape[-1] + 1) // 2]
+    return _rms_output(x, gamma, 1.0 / numpy.sqrt((first * first).mean(axis=-1, keepdims=True) + EPS), node)
+
+
+RMS_NORM = Family("rmsnorm", ("rmsnorm_d_rstd", "rmsnorm_backward"), (
+    Variant("rmsnorm", "eps-outside", "r = 1 / (sqrt(mean_i x_i^2) + eps') with eps' = 0.01 outside the root",
+            rms_eps_outside),
+    Variant("rmsnorm", "gain-plus-one", "y = (1 + gamma) * x * r (Gemma's gain, 1 when gamma = 0); r as in the lesson",
+            rms_gain_plus_one),
+    Variant("rmsnorm", "mean-absolute", "r = 1 / (mean_i |x_i| + eps): the mean absolute value, not the root mean "
+                                        "square", mean_absolute),
+    Variant("rmsnorm", "partial", "r = 1 / sqrt(mean of x_i^2 over the first ceil(D/2) entries + eps) (partial "
+                                  "RMSNorm); y = gamma * x * r over all D", partial)),
+    nodes={"rmsnorm_d_rstd": "rstd"}, practice=("rmsnorm_d_rstd",))
+
+
+def _angles(length, head_dim, offset, base=10000.0, stretch=1.0):
+    positions = (offset + numpy.arange(length)) / stretch                              # (T,)
+    return positions[:, None] * base ** (-numpy.arange(0, head_dim, 2) / head_dim)     # (T, Dh/2)
+
+
+def _turn(first, second, angles, sign=1.0):
+    cos, sin = numpy.cos(angles), sign * numpy.sin(angles)
+    return first * cos - second * sin, first * sin + second * cos
+
+
+def _interleaved(x, angles, sign=1.0):
+    turned = numpy.empty_like(x)
+    turned[..., 0::2], turned[..., 1::2] = _turn(x[..., 0::2], x[..., 1::2], angles, sign)
+    return turned
+
+
+def base_100(x, offset, node=keep):
+    return _interleaved(x, _angles(x.shape[-2], x.shape[-1], offset, base=100.0))
+
+
+def half_split(x, offset, node=keep):
+    half = x.shape[-1] // 2
+    first, second = _turn(x[..., :half], x[..., half:], _angles(x.shape[-2], x.shape[-1], offset))
+    return numpy.concatenate([first, second], axis=-1)
+
+
+def clockwise(x, offset, node=keep):
+    return _interleaved(x, _angles(x.shape[-2], x.shape[-1], offset), sign=-1.0)
+
+
+def interpolated(x, offset, node=keep):
+    return _interleaved(x, _angles(x.shape[-2], x.shape[-1], offset, stretch=4.0))
+
+
+ROPE = Family("rope", ("rope_backward",), (
+    Variant("rope", "base-100", "the angles (offset + t) * 100^(-2i/Dh): base 100, not 10000", base_100),
+    Variant("rope", "half-split", "pair i is (x[i], x[i + Dh/2]), not (x[2i], x[2i+1]) (GPT-NeoX's layout); the "
+                                  "angles as in the lesson", half_split),
+    Variant("rope", "clockwise", "each pair turned by -angle: y[2i] = x[2i] cos + x[2i+1] sin, "
+                                 "y[2i+1] = -x[2i] sin + x[2i+1] cos", clockwise),
+    Variant("rope", "interpolated", "the angles ((offset + t) / 4) * 10000^(-2i/Dh): positions interpolated by 4",
+            interpolated)))
+
+
+def _sigmoid(z):
+    return 0.5 * (1.0 + numpy.tanh(0.5 * z))
+
+
+ACTIVATIONS = {  # variant -> (its activation phi(a), its statement)
+    "swish-2": (lambda a: a * _sigmoid(2.0 * a), "phi(a) = a sigmoid(2a) (Swish with beta = 2)"),
+    "glu": (_sigmoid, "phi(a) = sigmoid(a) (the original GLU's gate)"),
+    "mish": (lambda a: a * numpy.tanh(numpy.logaddexp(0.0, a)), "phi(a) = a tanh(log(1 + exp(a))) (Mish)"),
+    "squared-relu": (lambda a: numpy.maximum(a, 0.0) ** 2, "phi(a) = max(a, 0)^2 (ReGLU's gate squared)"),
+}
+
+
+def _swiglu_variant(name):
+    phi, words = ACTIVATIONS[name]
+
+    def unit(x, W_gate, W_up, node=keep):
+        return phi(x @ W_gate) * (x @ W_up)
+
+    def gate(gate, node=keep):
+        return phi(gate)
+    return Variant("swiglu", name, f"silu is replaced by {words}: silu_backward is phi's, y = phi(x W_gate) * "
+                                   "(x W_up)", unit, {"silu_backward": gate})
+
+
+SWIGLU = Family("swiglu", ("silu_backward", "swiglu_backward"), tuple(_swiglu_variant(name) for name in ACTIVATIONS))
+
+
+def tiled(k, n_rep, node=keep):
+    return numpy.tile(k, (1, n_rep, 1, 1))
+
+
+def averaged(k, n_rep, node=keep):
+    return numpy.repeat(k, n_rep, axis=1) / n_rep
+
+
+def _copy_weights(heads, n_rep):
+    return numpy.tile(numpy.arange(1, n_rep + 1) / n_rep, heads)[None, :, None, None]
+
+
+def weighted(k, n_rep, node=keep):
+    return numpy.repeat(k, n_rep, axis=1) * _copy_weights(k.shape[1], n_rep)
+
+
+def tiled_weighted(k, n_rep, node=keep):
+    weights = numpy.repeat(numpy.arange(1, n_rep + 1) / n_rep, k.shape[1])[None, :, None, None]
+    return numpy.tile(k, (1, n_rep, 1, 1)) * weights
+
+
+REPEAT_KV = Family("repeat_kv", ("repeat_kv_backward",), (
+    Variant("repeat_kv", "tiled", "the Hkv heads copied as a block n_rep times: head h of the output is k's "
+                                  "h mod Hkv", tiled),
+    Variant("repeat_kv", "averaged", "each head copied n_rep times in a row, every copy divided by n_rep", averaged),
+    Variant("repeat_kv", "weighted", "each head copied n_rep times in a row, copy r = 1..n_rep multiplied by r / n_rep",
+            weighted),
+    Variant("repeat_kv", "tiled-weighted", "the heads copied as a block n_rep times (head h is k's h mod Hkv), "
+                                           "block r = 1..n_rep multiplied by r / n_rep", tiled_weighted)))

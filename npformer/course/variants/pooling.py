@@ -1,0 +1,86 @@
+"""The variants of lesson 17's masked pooling: the mean's and the maximum's backward passes.
+
+The lesson's forms, over the real positions of each row (``mask (B, T)`` True at a real token,
+``n`` of them; a row of padding only pools to zeros)::
+
+    mean:  out[b] = sum_t mask[b, t] x[b, t] / n          max:  out[b, d] = max over real t of x[b, t, d]
+"""
+
+from __future__ import annotations
+
+import numpy
+
+from .base import Family, Variant, keep
+
+
+def _counts(mask):
+    return mask.sum(axis=1, keepdims=True)                                   # (B, 1)
+
+
+def summed(x, mask, node=keep):
+    return (x * mask[..., None]).sum(axis=1)
+
+
+def root_n(x, mask, node=keep):
+    return (x * mask[..., None]).sum(axis=1) / numpy.sqrt(numpy.maximum(_counts(mask), 1))
+
+
+def over_length(x, mask, node=keep):
+    return (x * mask[..., None]).sum(axis=1) / x.shape[1]
+
+
+def position_weighted(x, mask, node=keep):
+    weights = mask * numpy.arange(1, x.shape[1] + 1)                        # (B, T): t + 1 at real tokens
+    total = weights.sum(axis=1, keepdims=True)
+    return (x * (weights / numpy.maximum(total, 1))[..., None]).sum(axis=1)
+
+
+MEAN_POOL = Family("masked_mean_pool", ("masked_mean_pool_backward",), (
+    Variant("masked_mean_pool", "sum", "out[b] = sum over real t of x[b, t]: the sum, not the mean", summed),
+    Variant("masked_mean_pool", "root-n", "out[b] = sum over real t of x[b, t] / sqrt(n)", root_n),
+    Variant("masked_mean_pool", "over-length", "out[b] = sum over real t of x[b, t] / T (T, padding included)",
+            over_length),
+    Variant("masked_mean_pool", "position-weighted", "out[b] = sum over real t of w_t x[b, t] / sum w_t with "
+                                                     "w_t = t + 1 (t = 0..T-1)", position_weighted)))
+
+
+def _real(x, mask, fill):
+    return numpy.where(mask[..., None], x, fill)
+
+
+def _empty_rows_zero(out, mask):
+    return numpy.where(mask.any(axis=1)[:, None], out, 0.0)
+
+
+def log_sum_exp(x, mask, node=keep):
+    top = _real(x, mask, -numpy.inf).max(axis=1, keepdims=True)
+    top = numpy.where(numpy.isfinite(top), top, 0.0)
+    total = numpy.where(mask[..., None], numpy.exp(2.0 * (x - top)), 0.0).sum(axis=1)
+    with numpy.errstate(divide="ignore"):
+        return _empty_rows_zero(top[:, 0] + numpy.log(numpy.maximum(total, 1e-300)) / 2.0, mask)
+
+
+def top_two(x, mask, node=keep):
+    ordered = numpy.sort(_real(x, mask, -numpy.inf), axis=1)
+    second = numpy.where(numpy.isfinite(ordered[:, -2]), ordered[:, -2], ordered[:, -1]) \
+        if x.shape[1] > 1 else ordered[:, -1]
+    return _empty_rows_zero(numpy.nan_to_num((ordered[:, -1] + second) / 2.0, neginf=0.0), mask)
+
+
+def largest_magnitude(x, mask, node=keep):
+    where = numpy.argmax(_real(numpy.abs(x), mask, -1.0), axis=1)            # (B, D)
+    return _empty_rows_zero(numpy.take_along_axis(x, where[:, None, :], axis=1)[:, 0], mask)
+
+
+def minimum(x, mask, node=keep):
+    return _empty_rows_zero(numpy.nan_to_num(_real(x, mask, numpy.inf).min(axis=1), posinf=0.0), mask)
+
+
+MAX_POOL = Family("masked_max_pool", ("masked_max_pool_backward",), (
+    Variant("masked_max_pool", "log-sum-exp", "out[b, d] = log(sum over real t of exp(2 x[b, t, d])) / 2: a smooth "
+                                              "maximum", log_sum_exp),
+    Variant("masked_max_pool", "top-two", "out[b, d] = the mean of the two largest x[b, t, d] over real t (the largest "
+                                          "alone when the row has one real token)", top_two),
+    Variant("masked_max_pool", "largest-magnitude", "out[b, d] = the x[b, t, d] of largest |x[b, t, d]| over real t, "
+                                                    "with its sign", largest_magnitude),
+    Variant("masked_max_pool", "minimum", "out[b, d] = min over real t of x[b, t, d]", minimum)))

@@ -1,0 +1,176 @@
+"""The timed case: a large case whose time tells an analytic backward pass from a numerical one.
+
+A backward pass derived by hand costs a few forward passes. One that takes finite differences of
+the forward (lesson 1's ``central_difference``, applied to every input) costs at least two forward
+passes per input entry. On a case of a few thousand entries, coupled along a long last axis so that
+perturbing a whole column at once still takes hundreds of passes, the two are thousands of times
+apart. The grader times the student's function on this case in the worker and the forward pass in
+its own process (the best of ``REPEATS``), and fails a function slower than ``RATIO_LIMIT``
+forward passes, with the reason. The case's answer is checked too, on ``SAMPLED`` entries per
+tensor (finite differences of every entry would cost what the numerical student pays), to
+``TOLERANCE``: the small cases hold the answer to 1e-6, this one only refuses a made-up answer.
+
+Not caught: an elementwise op (ReLU, GELU) has a diagonal Jacobian, so its derivative by
+differences costs two forward passes, like the analytic one; those exercises rest on variants alone.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy
+
+from ... import ops
+from ...tokens import PAD_ID
+from ..exercises.base import Case, normal
+
+TIMED_LABEL = "timed"  # the case's label starts with this
+RATIO_LIMIT = 250      # at most this many forward passes' time
+REPEATS = 5            # the forward is timed this many times, the fastest kept
+SAMPLED = 12           # entries per tensor whose answer is checked
+TOLERANCE = 1e-4       # of those entries: enough to refuse a made-up answer. Finite differences of a
+                       # loss over 4,096 logits carry round-off near 1e-12, 1e-5 of its smallest entries
+
+
+def _linear(rng):
+    return {"x": normal(rng, 2, 32, 64), "W": normal(rng, 64, 48), "b": normal(rng, 48)}
+
+
+def _elementwise(rng):
+    return {"x": 2 * normal(rng, 48, 64)}
+
+
+def _elementwise_gate(rng):
+    return {"gate": 2 * normal(rng, 48, 64)}
+
+
+def _softmax(rng):
+    return {"x": 2 * normal(rng, 4, 1024)}
+
+
+def _loss(smoothing):
+    def inputs(rng):
+        targets = rng.integers(1, 512, size=(2, 4))
+        targets[1, 2:] = PAD_ID
+        made = {"logits": 2 * normal(rng, 2, 4, 512), "targets": targets}
+        if smoothing:
+            made["label_smoothing"] = 0.1
+        return made
+    return inputs
+
+
+def _layernorm(rng):
+    return {"x": 3 + 2 * normal(rng, 2, 2048), "gamma": 1 + 0.5 * normal(rng, 2048), "beta": normal(rng, 2048)}
+
+
+def _attention(rng):
+    return {"q": normal(rng, 1, 2, 32, 32), "k": normal(rng, 1, 2, 32, 32), "v": normal(rng, 1, 2, 32, 32),
+            "mask": ops.causal_mask(32)}
+
+
+def _embedding(rng):
+    return {"ids": rng.integers(0, 512, size=(4, 64)), "W": normal(rng, 512, 16)}
+
+
+def _dropout(rng):
+    return {"x": normal(rng, 48, 64), "keep": rng.random((48, 64)) >= 0.3, "p": 0.3}
+
+
+def _multi_head(rng):
+    weights = {name: normal(rng, 32, 32) / 6 for name in ("Wq", "Wk", "Wv", "Wo")}
+    return {"query": normal(rng, 1, 16, 32), "memory": normal(rng, 1, 16, 32), **weights, "n_heads": 4,
+            "mask": ops.causal_mask(16)}
+
+
+def _pooling(rng):
+    mask = numpy.arange(64)[None, :] < numpy.array([64, 40])[:, None]
+    return {"x": rng.permutation(2 * 64 * 32).reshape(2, 64, 32) / 100.0 + normal(rng, 2, 64, 32) * 1e-3,
+            "mask": mask}
+
+
+def _batchnorm(rng):
+    keep = numpy.ones((4, 32), dtype=bool)
+    keep[3, 20:] = False
+    return {"x": 1 + 2 * normal(rng, 4, 32, 32), "gamma": 1 + 0.5 * normal(rng, 32), "beta": normal(rng, 32),
+            "keep": keep}
+
+
+def _rmsnorm(rng):
+    return {"x": 1 + 2 * normal(rng, 2, 2048), "gamma": 1 + 0.5 * normal(rng, 2048)}
+
+
+def _rope(rng):
+    return {"x": normal(rng, 1, 2, 64, 32), "offset": 3}
+
+
+def _swiglu(rng):
+    return {"x": normal(rng, 2, 16, 32), "W_gate": normal(rng, 32, 48) / 5, "W_up": normal(rng, 32, 48) / 5}
+
+
+def _repeat_kv(rng):
+    return {"k": normal(rng, 1, 4, 64, 16), "n_rep": 3}
+
+
+def _patches(rng):
+    return {"images": normal(rng, 2, 3, 32, 32), "patch_size": 4}
+
+
+LARGE = {"embedding_backward": _embedding, "dropout_backward": _dropout,
+         "multi_head_attention_backward": _multi_head, "masked_mean_pool_backward": _pooling,
+         "masked_max_pool_backward": _pooling, "batchnorm_backward": _batchnorm, "rmsnorm_backward": _rmsnorm,
+         "rope_backward": _rope, "swiglu_backward": _swiglu, "silu_backward": _elementwise_gate,
+         "repeat_kv_backward": _repeat_kv, "patches_backward": _patches,
+         "linear_backward": _linear, "relu_backward": _elementwise, "gelu_backward": _elementwise,
+         "softmax_backward": _softmax, "cross_entropy_backward": _loss(False),
+         "smoothed_cross_entropy_backward": _loss(True), "layernorm_backward": _layernorm,
+         "attention_backward": _attention}
+
+
+def timed_case(exercise, seed: int) -> list[Case]:
+    """The timed case of ``exercise`` (none for an exercise without one), drawn with ``seed``, its
+    upstream gradient (``dout``, or ``dloss`` for a loss) shaped by the forward's output."""
+    make = LARGE.get(exercise.name)
+    forward = exercise.timed_forward or exercise.forward
+    if make is None or forward is None:
+        return []
+    rng = numpy.random.default_rng(seed)
+    inputs = make(rng)
+    upstream = numpy.asarray(forward(*inputs.values()))
+    upstream_name = list(inspect.signature(exercise.reference).parameters)[-1]
+    inputs[upstream_name] = float(rng.uniform(0.5, 2)) if upstream.ndim == 0 else rng.standard_normal(upstream.shape)
+    sizes = ", ".join(f"{key} {value.shape}" for key, value in inputs.items()
+                      if isinstance(value, numpy.ndarray) and key not in (upstream_name, "mask"))
+    return [Case(f"{TIMED_LABEL}: {sizes}", inputs)]
+
+
+def is_timed(label: str) -> bool:
+    return label.startswith(TIMED_LABEL + ":")
+
+
+def sampled_entries(inputs: dict, wrt: tuple[str, ...], seed: int = 0) -> dict:
+    """``SAMPLED`` flat indices of each input in ``wrt`` (all of them when it is that small)."""
+    rng = numpy.random.default_rng(seed)
+    return {name: numpy.sort(rng.choice(numpy.size(inputs[name]), min(SAMPLED, numpy.size(inputs[name])),
+                                        replace=False)) for name in wrt}
+
+
+def forward_seconds(forward, inputs: dict) -> float:
+    """The fastest of ``REPEATS`` runs of ``forward`` on ``inputs`` (its upstream gradient left out)."""
+    import time
+    forward_inputs = [value for key, value in inputs.items() if key not in ("dout", "dloss")]
+    best = float("inf")
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        forward(*forward_inputs)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def too_slow(seconds: float, forward: float) -> str:
+    """The reason a backward pass that took ``seconds`` fails, against a forward of ``forward`` seconds
+    ("" when it is fast enough)."""
+    if seconds <= RATIO_LIMIT * forward or seconds < 0.01:
+        return ""
+    return (f"took {seconds:.2g} s, {seconds / forward:.0f} times its forward pass ({forward:.2g} s): a backward "
+            f"pass by finite differences costs two forward passes per input entry; derive it (at most "
+            f"{RATIO_LIMIT} forward passes' time)")

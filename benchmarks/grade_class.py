@@ -1,12 +1,14 @@
 """Grading a class of stand-in students with one command, timed.
 
-    python benchmarks/grade_class.py [--students 30] [--out /tmp/npformer-class]
+    python benchmarks/grade_class.py [--students 30] [--out /tmp/npformer-class] [--variants]
 
 Builds a class from the repository's lessons (a source checkout: the instructor edition is needed):
 a quarter of the students complete (the published solutions), a quarter partial (lessons 2-8
 done), a quarter with classic mistakes (three backward passes wrong), a quarter untouched (the
 student edition). Then times ``npformer course grade`` on it with an instructor's secret (three
 hidden cases per exercise), and prints the totals by kind of student and the seconds taken.
+``--variants``: graded with each student's own variants (a roster of the class's folders), on the
+exercises that have variants: the stand-ins hand in the lessons' forms, so every kind scores 0.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--out", default=None, help="where to build the class (default: a temporary folder)")
+    parser.add_argument("--variants", action="store_true", help="grade with each student's own variants")
     args = parser.parse_args()
     folder = Path(args.out or tempfile.mkdtemp(prefix="npformer-class-"))
     submissions = folder / "submissions"
@@ -81,6 +84,10 @@ def main() -> int:
     secret.write_text("a stand-in instructor's secret\n", encoding="utf-8")
     command = [sys.executable, "-m", "npformer", "course", "grade", str(submissions), "--out",
                str(folder / "grades.csv"), "--secret", str(secret), "--seed", "0"]
+    if args.variants:
+        roster = folder / "roster.csv"
+        roster.write_text("student,submission\n" + "".join(f"{name},{name}\n" for name in kinds), encoding="utf-8")
+        command += ["--roster", str(roster)]
     start = time.perf_counter()
     finished = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     seconds = time.perf_counter() - start

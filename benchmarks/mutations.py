@@ -383,6 +383,20 @@ MUTANTS = [
         ("tests/test_attacks.py",),
     ),
     Mutant(
+        "numerical-gradient-never-timed", "npformer/course/variants/timed.py",
+        "a backward pass by finite differences of the forward is never found out by its time",
+        "    if seconds <= RATIO_LIMIT * forward or seconds < 0.01:",
+        "    if True:",
+        ("tests/test_variants.py", "tests/test_variant_class.py"),
+    ),
+    Mutant(
+        "variant-graded-by-the-lessons-form", "npformer/course/variants/base.py",
+        "a variant's answers are the lesson's own form's, so the textbook and a posted solution pass",
+        "    return replace(exercise, signature=signature, reference=_answers(family, exercise, variant), forward=None,",
+        "    return replace(exercise, signature=signature, reference=exercise.reference, forward=None,",
+        ("tests/test_variants.py",),
+    ),
+    Mutant(
         "job-filter-lets-processes-start", "npformer/course/isolation.py",
         "a student's function may fork, spawn and run programs in the grading worker",
         '    "clone", "clone3", "fork", "vfork", "execve", "execveat", "kill", "tkill", "tgkill",\n',

@@ -48,6 +48,19 @@ rng = np.random.default_rng(0)
 # `W` and `b`. (`b` does not enter any of the gradients; it is an argument because the forward
 # pass takes it.) The grader checks a batch, a single token with a square `W`, and $D_\text{out} = 1$.
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("02"))
+
+
 # %%
 def linear_backward(x, W, b, dout):
     """Gradients of y = x @ W + b with respect to x, W and b."""
@@ -66,7 +79,7 @@ def linear_backward(x, W, b, dout):
 print(check("linear_backward", linear_backward))
 
 # %% [markdown]
-# npformer's own `linear_backward` is in `npformer/ops/linear.py`: open it beside this lesson.
+# Now that yours passes, compare it with npformer's own `linear_backward`, in `npformer/ops/linear.py`.
 # It computes the same three products from the cache that `linear_forward` keeps, and passes the
 # finite-difference check of lesson 1. `ops.linear_forward` and `ops.linear_backward` are always
 # those textbook functions. (Lesson 16 shows the fast forms that npformer's blocks run by default,

@@ -80,6 +80,19 @@ assert np.all(np.isfinite(stable)) and abs(stable.sum() - 1) < 1e-12, "the stabl
 # `softmax_jacobian(x)` for one vector `x` of shape `(n,)`: return the `(n, n)` matrix whose entry
 # `[i, j]` is $\partial p_i / \partial z_j$.
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("03"))
+
+
 # %%
 def softmax_jacobian(x):
     """J[i, j] = d softmax(x)_i / d x_j, for one vector x (n,)."""

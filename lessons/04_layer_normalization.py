@@ -40,6 +40,19 @@ rng = np.random.default_rng(0)
 # $\partial L / \partial \beta$, given that every row of the batch uses the same $\gamma$ and
 # $\beta$? The last step returns them.)
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("04"))
+
+
 # %%
 def layernorm_dx_hat(x, gamma, beta, dout, eps=1e-5):
     """dL/dx_hat, shaped like x."""

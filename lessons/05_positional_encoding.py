@@ -128,6 +128,19 @@ for position, k in ((3, 5), (20, 7)):  # the rotation property: PE[p + k] is PE[
 # index array keep one of the writes, not their sum. The grader tries ids that repeat, a single
 # token, and one id repeated five times.
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("05"))
+
+
 # %%
 def embedding_backward(ids, W, dout):
     """dW (V, D) of out = W[ids]: each id's upstream rows added into its row."""

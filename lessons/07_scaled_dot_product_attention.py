@@ -416,9 +416,23 @@ assert all("fully masked" in case or case.startswith("unseen:") for case in fail
 # $dV$ in the shape of `v`. Think of cross-attention ($T_q \ne T_k$): the shape tells you whether a
 # transpose is needed.
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("07"))
+
+
 # %%
 def attention_weights(q, k, mask):
-    """The weights P of attention(q, k, v, mask), zero rows for fully masked queries (lesson 7's steps 1-4)."""
+    """The weights P of attention(q, k, v, mask), zero rows for fully masked queries (lesson 7's steps 1-4):
+    of your variant's attention, if you have one (the steps below need your P)."""
     ### BEGIN SOLUTION
     scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
     if mask is not None:

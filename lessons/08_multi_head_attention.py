@@ -215,6 +215,19 @@ print(check("multi_head_attention", multi_head_attention))
 # `X.reshape(-1, D).T @ dQ.reshape(-1, D)`. As before, use your own `my_attention` and
 # `my_attention_backward` for the attention itself, and your own `split_heads`/`merge_heads`.
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("08"))
+
+
 # %%
 def multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
     """Gradients of ``multi_head_attention`` with respect to its two inputs and four weights."""

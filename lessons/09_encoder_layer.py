@@ -65,6 +65,19 @@ assert np.array_equal(evaluated, ones)
 # the same shape (True where the number was kept), `p` the drop probability, `dout` the upstream
 # gradient, shaped like `x`. Return `dx`, shaped like `x`.
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("09"))
+
+
 # %%
 def dropout_backward(x, keep, p, dout):
     """Gradient of out = x * keep / (1 - p) with respect to x."""

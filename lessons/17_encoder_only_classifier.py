@@ -59,6 +59,19 @@ print(gradcheck.check_op("masked_max_pool"))
 # a full sentence and a sentence of padding only (its padding holding the largest values of `x`, so
 # the mask must matter), on a single token, and on a sentence with one real token.
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("17"))
+
+
 # %%
 def masked_mean_pool_backward(x, mask, dout):
     """dx of out[b] = sum_t mask[b, t] x[b, t] / n[b]: dout[b] / n[b] at each real position, 0 at padding."""

@@ -83,6 +83,19 @@ def patches_forward(images, patch_size):
 print(check("patches_forward", patches_forward))
 
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("20"))
+
+
 # %%
 def patches_backward(images, patch_size, dout):
     """dout (B, N, C * p * p) -> dimages (B, C, H, W): each entry back to the pixel it came from."""

@@ -392,6 +392,19 @@ assert min(offsets["one shared by all four"]) > 5 * max(offsets["one per residua
 # without padding with a single feature, and padded positions that hold values near 50 (which must
 # change nothing).
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("24"))
+
+
 # %%
 def batchnorm_forward(x, gamma, beta, keep, eps=1e-5):
     """Batch norm of x (B, T, D) with the statistics of the kept positions; padded positions give 0."""

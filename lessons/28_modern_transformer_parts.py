@@ -50,6 +50,19 @@ rng = np.random.default_rng(0)
 # $dy = \partial L / \partial y$ (`dout`)? Write `rmsnorm_d_rstd(x, gamma, dout)`, returning one number
 # per row, shape `(..., 1)`.
 
+# %% [markdown]
+# **Your variant.** Graded with variants, each student derives their own form of this lesson's
+# backward passes: the same steps, with one change a textbook could have made (a temperature,
+# another scale). The cell below prints yours, from the `npformer_variants.json` your instructor gave
+# you (keep it beside your lessons); without one, you derive the lesson's own form. `check` grades
+# against the same file, and a finite-difference answer fails: it is timed.
+
+# %%
+from npformer.course import show_variants
+
+print(show_variants("28"))
+
+
 # %%
 def rmsnorm_d_rstd(x, gamma, dout):
     """dL/dr for r = 1/sqrt(mean(x^2) + eps): one number per row, shape (..., 1)."""

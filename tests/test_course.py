@@ -246,6 +246,11 @@ def test_a_lesson_run_as_a_script_ends_with_its_table_and_fails_loudly(tmp_path)
     untouched = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment,
                                cwd=tmp_path, timeout=120)
     assert untouched.returncode == 0 and "0 failed, 2 not implemented yet" in untouched.stdout
+    script.write_text(stubs_only.replace("print('the lesson goes on')", "raise ValueError('a cell went wrong')"))
+    stopped = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment,
+                             cwd=tmp_path, timeout=120)
+    assert stopped.returncode == 1 and "ValueError: a cell went wrong" in stopped.stderr
+    assert "the lesson stopped before its end (ValueError: a cell went wrong)" in stopped.stdout
 
 
 def test_collect_counts_the_functions_written_and_the_stubs(tmp_path):

@@ -3,9 +3,12 @@ solution, no classic-mistake cell, no answer to an open question), the instructo
 only from a source checkout, and a leak is found."""
 
 import importlib.util
+import json
 import subprocess
 import sys
+import textwrap
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -17,13 +20,19 @@ from lesson_solutions import LESSONS
 
 
 @pytest.fixture(scope="module")
-def wheel_lessons(tmp_path_factory):
-    """The lessons inside a wheel built from this checkout: name -> text."""
+def wheel(tmp_path_factory):
+    """A wheel built from this checkout."""
     out = tmp_path_factory.mktemp("wheel")
     isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q", "-w", str(out),
                     str(LESSONS.parent)], check=True, capture_output=True)
-    [wheel] = out.glob("npformer-*.whl")
+    [built] = out.glob("npformer-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def wheel_lessons(wheel):
+    """The lessons inside the wheel: name -> text."""
     with zipfile.ZipFile(wheel) as archive:
         return {name.rsplit("/", 1)[-1]: archive.read(name).decode("utf-8")
                 for name in archive.namelist() if name.startswith("npformer/lessons/") and not name.endswith("/")}
@@ -86,3 +95,33 @@ def test_an_install_from_a_checkout_finds_the_checkouts_instructor_edition(monke
                        (None, None), ("file:///nowhere", None)):
         monkeypatch.setattr(metadata, "distribution", lambda name, url=url: Distribution(url))
         assert source_checkout_lessons() == found, url
+
+
+# -- nothing in a student's install passes a graded exercise as their variant states it ------------------
+
+def _audit(root, lessons=None):
+    """``install_audit.py`` run on ``root``'s npformer (and ``lessons``) in a process of its own."""
+    command = [sys.executable, str(Path(__file__).with_name("install_audit.py")), str(root)]
+    done = subprocess.run(command + ([str(lessons)] if lessons else []), capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_nothing_in_the_wheel_passes_a_graded_exercise_as_a_variant_states_it(wheel, tmp_path):
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "installed")
+    installed = tmp_path / "installed"
+    assert _audit(installed, installed / "npformer" / "lessons") == []
+    # shown red: the answer of one variant, left in the install
+    (installed / "npformer" / "leaked_answer.py").write_text(textwrap.dedent("""
+        from npformer.course.variants import posed
+
+        def layernorm_backward(x, gamma, beta, dout):
+            return posed("layernorm_backward", "unbiased").reference(x, gamma, beta, dout)
+    """))
+    assert _audit(installed) == [["npformer.leaked_answer", "layernorm_backward", "layernorm_backward", "unbiased"]]
+
+
+def test_nothing_in_the_classroom_template_passes_a_graded_exercise_as_a_variant_states_it(tmp_path):
+    from npformer.course.classroom import VENDORED, write_template
+    write_template(tmp_path / "template", 3, seed=0, lessons_dir=LESSONS)  # lessons 04 and 05: three derivations
+    assert _audit(tmp_path / "template" / VENDORED, tmp_path / "template") == []

@@ -15,7 +15,7 @@ from npformer.course import check
 from npformer.course.cases import prepare
 from npformer.course.exercises import EXERCISES
 from npformer.course.roster import NotOnRoster, Variants, read_roster
-from npformer.course.variant_file import FILE_NAME, find_file, my_variant, read_variants, write_variants
+from npformer.course.variant_file import find_file, my_variant, read_variants, show_variants, write_variants
 from npformer.course.variants import (FAMILIES, FAMILY_OF, TEXTBOOK_FORM, assignment, draw, graded_with_variants,
                                       posed, timed)
 from npformer.course.variants.base import Family, Held, Variant, input_gradients, keep, node_gradient, varied
@@ -208,9 +208,12 @@ def test_each_student_gets_a_file_that_check_reads(tmp_path, monkeypatch):
     assert find_file() == files[0]
     assert my_variant("layernorm_dvar") == data["variants"]["layernorm"]
     assert my_variant("adam_step") == TEXTBOOK_FORM  # no variants
-    files[0].write_text('{"variants": {"layernorm": "made-up"}}')
-    with pytest.raises(ValueError, match="no variant 'made-up'"):
-        read_variants(files[0])
+    files[0].write_text('{"variants": {"layernorm": "made-up", "attention": "alibi"}}')
+    assert read_variants(files[0]) == {"layernorm": "made-up", "attention": "alibi"}
+    with pytest.raises(ValueError, match="no variant 'made-up'.*another version"):
+        my_variant("layernorm_dvar")
+    assert my_variant("attention_dv") == "alibi"  # one unknown name stops only its own family
+    assert "no variant 'made-up'" in show_variants("04") and "'alibi'" in show_variants("07")
 
 
 # -- a numerical gradient scores nothing -------------------------------------------------------------

@@ -23,6 +23,10 @@
     classroom.py   the GitHub Classroom template of a problem set and the result its workflow reports
     nbgrader_course.py  nbgrader's course folder: one assignment per week, the settings it needs
     project.py     the final project's handout and its automatic checks
+    variants/      each student's own variant of every graded derivation: statements and forwards; the
+                   grader's answers are finite differences of a variant's forward
+    roster.py      the instructor's roster, and whose variants are whose
+    variant_file.py  a student's variants file: written per student, read by check and the lessons
 
 Example, in a lesson::
 
@@ -45,8 +49,9 @@ from .grader import ExerciseFailed, ExerciseReport, check
 from .grading import grade_class
 from .notebooks import lesson_notebooks
 from .student_ops import StudentOps, StudentOpsError, load_student_ops, student_ops
+from .variant_file import show_variant, show_variants
 
 __all__ = ["check", "EXERCISES", "Exercise", "Case", "ExerciseReport", "ExerciseFailed",
            "student_edition", "instructor_edition", "student_source", "instructor_only", "lessons_folder",
            "exercise_table", "lesson_notebooks", "BEGIN", "END", "collect", "student_ops", "load_student_ops",
-           "StudentOps", "StudentOpsError", "grade_class", "grading"]
+           "StudentOps", "StudentOpsError", "grade_class", "grading", "show_variant", "show_variants"]

@@ -16,6 +16,7 @@ import sys
 from .replies import FAILED, NOT_IMPLEMENTED
 
 _SCRIPT_REPORTS: list[tuple] = []
+_STOPPED: list[str] = []  # the error that ended the script before its end, if one did
 
 
 def remember(report, strict: bool | None, from_script: bool) -> None:
@@ -24,7 +25,15 @@ def remember(report, strict: bool | None, from_script: bool) -> None:
         return
     if not _SCRIPT_REPORTS:
         atexit.register(_finish_script)
+        sys.excepthook = _stopped_by(sys.excepthook)
     _SCRIPT_REPORTS.append((report, strict is False))
+
+
+def _stopped_by(previous):
+    def hook(kind, error, trace):
+        _STOPPED.append(f"{kind.__name__}: {str(error)[:200]}")
+        previous(kind, error, trace)
+    return hook
 
 
 def script_table(reports: list[tuple]) -> str:
@@ -37,12 +46,16 @@ def script_table(reports: list[tuple]) -> str:
     todo = sum(report.status == NOT_IMPLEMENTED for report, _ in reports)
     lines.append(f"{failed} failed, {todo} not implemented yet, "
                  f"{sum(report.passed for report, _ in reports)} passed")
+    if _STOPPED:
+        lines.append(f"the lesson stopped before its end ({_STOPPED[0]}): the exercises after that were not checked")
     return "\n".join(lines)
 
 
 def _finish_script() -> None:
     print(script_table(_SCRIPT_REPORTS))
     failed = any(report.status == FAILED and not on_purpose for report, on_purpose in _SCRIPT_REPORTS)
+    if _STOPPED:
+        return  # Python exits with status 1 for the error already
     if failed and os.environ.get("NPFORMER_GRADER") != "keep-going":
         print("exit status 1: an exercise failed (NPFORMER_GRADER=keep-going keeps status 0)")
         sys.stdout.flush()

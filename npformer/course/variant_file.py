@@ -55,30 +55,36 @@ def find_file(start: str | Path | None = None) -> Path | None:
 
 
 def read_variants(path: str | Path) -> dict[str, str]:
-    """The family -> variant map of a variants file, checked (a ValueError in one line when it is not one)."""
+    """The family -> variant map of a variants file (a ValueError in one line when it is not one). The
+    names are checked when a family's variant is asked for (``my_variant``), so that a name this
+    npformer does not know stops only that family's exercises."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         variants = data["variants"]
-        if not isinstance(variants, dict):
+        if not isinstance(variants, dict) or not all(isinstance(value, str) for value in variants.values()):
             raise TypeError
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{path} is not a variants file ({type(error).__name__}); ask your instructor for "
                          "yours") from None
-    for family, variant in variants.items():
-        if family not in FAMILIES:
-            raise ValueError(f"{path}: no family {family!r} (the families: {', '.join(FAMILIES)})")
-        FAMILIES[family].variant(variant)  # a ValueError naming the family's variants
     return variants
 
 
 def my_variant(name: str, start: str | Path | None = None) -> str:
     """The variant of the exercise ``name`` that the student's file gives (``TEXTBOOK_FORM`` when the
-    exercise has no variants or there is no file)."""
+    exercise has no variants or there is no file); a ValueError when the file names one this npformer
+    does not have (another version of the course: ask the instructor)."""
     family = FAMILY_OF.get(name)
     path = find_file(start)
     if family is None or path is None:
         return TEXTBOOK_FORM
-    return read_variants(path).get(family.name, TEXTBOOK_FORM)
+    variant = read_variants(path).get(family.name, TEXTBOOK_FORM)
+    if variant != TEXTBOOK_FORM:
+        try:
+            family.variant(variant)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}; this npformer is another version than your instructor's: ask "
+                             "them which to install") from None
+    return variant
 
 
 def show_variant(name: str) -> str:
@@ -87,3 +93,26 @@ def show_variant(name: str) -> str:
     if variant == TEXTBOOK_FORM:
         return f"{name}: the lesson's own form (no variants file found: {FILE_NAME}, from your instructor)"
     return f"{name}, your variant '{variant}': {statement(name, variant)}"
+
+
+def show_variants(lesson: str) -> str:
+    """What a lesson's cell prints before its exercises: each of the lesson's derivations in the form
+    this student derives (their variants file's; the lesson's own form without one)."""
+    from .exercises import EXERCISES
+    names = [family.exercises[-1] for family in FAMILIES.values()
+             if any(EXERCISES[name].lesson == lesson for name in family.exercises)]
+    path = find_file()
+    if path is None:
+        return (f"no variants file ({FILE_NAME}) here or above: you derive the lesson's own forms. If your "
+                "instructor grades with variants, put the file they gave you beside your lessons.")
+    lines = [f"your variants ({path}): derive these forms of the backward passes and their steps; the lesson's "
+             "closed forms are wrong for them. Forward exercises (softmax, attention...) stay the lesson's own."]
+    for name in names:
+        try:
+            variant = my_variant(name)
+        except ValueError as error:
+            lines.append(f"  {FAMILY_OF[name].name}: {error}")
+            continue
+        lines.append(f"  {FAMILY_OF[name].name}: " + (f"'{variant}': {statement(name, variant)}"
+                                                     if variant != TEXTBOOK_FORM else "the lesson's own form"))
+    return "\n".join(lines)

@@ -71,8 +71,8 @@ def _variant(name, statement, forward):
 ATTENTION = Family(
     "attention", ("attention_dv", "attention_d_weights", "attention_d_scores", "attention_backward"),
     (_variant("scaled-by-d", "S = q k^T / Dh (not / sqrt(Dh)); the rest as in the lesson", scaled_by_d),
-     _variant("alibi", "S = q k^T / sqrt(Dh) - m_h |i - j| (ALiBi: query i, key j, head h = 1..H has the slope "
-                       "m_h = 2^(-8h/H)); the rest as in the lesson", alibi),
+     _variant("alibi", "S = q k^T / sqrt(Dh) - m_h |i - j| (ALiBi: i and j the query's and the key's indices from 0, "
+                       "also when Tq != Tk; head h = 1..H has the slope m_h = 2^(-8h/H)); the rest as in the lesson", alibi),
      _variant("quiet", "P_ij = exp(S_ij) / (1 + sum_j' exp(S_ij')) over the keys a query may see: a 1 added to the "
                        "softmax's denominator; S and out as in the lesson", quiet),
      _variant("soft-capped", "S = c tanh(q k^T / (c sqrt(Dh))) with c = 2 (scores soft-capped); the rest as in the "

@@ -58,8 +58,8 @@ LAYER_NORM = Family(
     "layernorm", ("layernorm_dx_hat", "layernorm_dvar", "layernorm_dmean", "layernorm_backward"),
     (_variant("unbiased", "var = sum_i (x_i - mean)^2 / (D - 1), the unbiased variance; the rest as in the lesson",
               unbiased),
-     _variant("eps-outside", "x_hat = (x - mean) / (sqrt(var) + eps') with eps' = 0.01 outside the root; the rest as "
-                             "in the lesson", eps_outside),
+     _variant("eps-outside", "x_hat = (x - mean) / (sqrt(var) + eps') with eps' = 0.01 outside the root (in place of the "
+                             "eps argument); the rest as in the lesson", eps_outside),
      _variant("adanorm", "y = gamma * (1 - k x_hat) * x_hat + beta with k = 0.1 (AdaNorm); mean, var, x_hat as in "
                          "the lesson", adanorm),
      _variant("sum-of-squares", "var = sum_i (x_i - mean)^2, the sum, not the mean (so x_hat has unit norm); the "

@@ -42,7 +42,8 @@ def partial(x, gamma, node=keep):
 
 
 RMS_NORM = Family("rmsnorm", ("rmsnorm_d_rstd", "rmsnorm_backward"), (
-    Variant("rmsnorm", "eps-outside", "r = 1 / (sqrt(mean_i x_i^2) + eps') with eps' = 0.01 outside the root",
+    Variant("rmsnorm", "eps-outside", "r = 1 / (sqrt(mean_i x_i^2) + eps') with eps' = 0.01 outside the root (in place of "
+                                      "the lesson's eps)",
             rms_eps_outside),
     Variant("rmsnorm", "gain-plus-one", "y = (1 + gamma) * x * r (Gemma's gain, 1 when gamma = 0); r as in the lesson",
             rms_gain_plus_one),
@@ -79,8 +80,8 @@ def half_split(x, offset, node=keep):
     return numpy.concatenate([first, second], axis=-1)
 
 
-def clockwise(x, offset, node=keep):
-    return _interleaved(x, _angles(x.shape[-2], x.shape[-1], offset), sign=-1.0)
+def reversed_frequencies(x, offset, node=keep):
+    return _interleaved(x, _angles(x.shape[-2], x.shape[-1], offset)[:, ::-1])
 
 
 def interpolated(x, offset, node=keep):
@@ -91,8 +92,9 @@ ROPE = Family("rope", ("rope_backward",), (
     Variant("rope", "base-100", "the angles (offset + t) * 100^(-2i/Dh): base 100, not 10000", base_100),
     Variant("rope", "half-split", "pair i is (x[i], x[i + Dh/2]), not (x[2i], x[2i+1]) (GPT-NeoX's layout); the "
                                   "angles as in the lesson", half_split),
-    Variant("rope", "clockwise", "each pair turned by -angle: y[2i] = x[2i] cos + x[2i+1] sin, "
-                                 "y[2i+1] = -x[2i] sin + x[2i+1] cos", clockwise),
+    Variant("rope", "reversed-frequencies", "pair i turns at the frequency of pair Dh/2 - 1 - i: the angles "
+                                            "(offset + t) * 10000^(-2(Dh/2 - 1 - i)/Dh), the slowest pair first",
+            reversed_frequencies),
     Variant("rope", "interpolated", "the angles ((offset + t) / 4) * 10000^(-2i/Dh): positions interpolated by 4",
             interpolated)))
 
@@ -124,32 +126,36 @@ def _swiglu_variant(name):
 SWIGLU = Family("swiglu", ("silu_backward", "swiglu_backward"), tuple(_swiglu_variant(name) for name in ACTIVATIONS))
 
 
-def tiled(k, n_rep, node=keep):
-    return numpy.tile(k, (1, n_rep, 1, 1))
-
-
-def averaged(k, n_rep, node=keep):
-    return numpy.repeat(k, n_rep, axis=1) / n_rep
-
-
-def _copy_weights(heads, n_rep):
-    return numpy.tile(numpy.arange(1, n_rep + 1) / n_rep, heads)[None, :, None, None]
+def _copies(k, n_rep, weights, tiled=False):
+    """k's heads copied n_rep times (in a row, or as a block when ``tiled``), copy r = 1..n_rep times ``weights[r-1]``."""
+    heads = k.shape[1]
+    if tiled:
+        return numpy.tile(k, (1, n_rep, 1, 1)) * numpy.repeat(weights, heads)[None, :, None, None]
+    return numpy.repeat(k, n_rep, axis=1) * numpy.tile(weights, heads)[None, :, None, None]
 
 
 def weighted(k, n_rep, node=keep):
-    return numpy.repeat(k, n_rep, axis=1) * _copy_weights(k.shape[1], n_rep)
+    return _copies(k, n_rep, numpy.arange(1, n_rep + 1) / n_rep)
 
 
 def tiled_weighted(k, n_rep, node=keep):
-    weights = numpy.repeat(numpy.arange(1, n_rep + 1) / n_rep, k.shape[1])[None, :, None, None]
-    return numpy.tile(k, (1, n_rep, 1, 1)) * weights
+    return _copies(k, n_rep, numpy.arange(1, n_rep + 1) / n_rep, tiled=True)
+
+
+def sqrt_scaled(k, n_rep, node=keep):
+    return _copies(k, n_rep, numpy.full(n_rep, 1 / numpy.sqrt(n_rep)))
+
+
+def reverse_weighted(k, n_rep, node=keep):
+    return _copies(k, n_rep, numpy.arange(n_rep, 0, -1) / n_rep)
 
 
 REPEAT_KV = Family("repeat_kv", ("repeat_kv_backward",), (
-    Variant("repeat_kv", "tiled", "the Hkv heads copied as a block n_rep times: head h of the output is k's "
-                                  "h mod Hkv", tiled),
-    Variant("repeat_kv", "averaged", "each head copied n_rep times in a row, every copy divided by n_rep", averaged),
     Variant("repeat_kv", "weighted", "each head copied n_rep times in a row, copy r = 1..n_rep multiplied by r / n_rep",
             weighted),
     Variant("repeat_kv", "tiled-weighted", "the heads copied as a block n_rep times (head h is k's h mod Hkv), "
-                                           "block r = 1..n_rep multiplied by r / n_rep", tiled_weighted)))
+                                           "block r = 1..n_rep multiplied by r / n_rep", tiled_weighted),
+    Variant("repeat_kv", "sqrt-scaled", "each head copied n_rep times in a row, every copy divided by sqrt(n_rep)",
+            sqrt_scaled),
+    Variant("repeat_kv", "reverse-weighted", "each head copied n_rep times in a row, copy r = 1..n_rep multiplied by "
+                                             "(n_rep - r + 1) / n_rep", reverse_weighted)))

@@ -17,31 +17,35 @@ def _counts(mask):
     return mask.sum(axis=1, keepdims=True)                                   # (B, 1)
 
 
-def summed(x, mask, node=keep):
-    return (x * mask[..., None]).sum(axis=1)
-
-
 def root_n(x, mask, node=keep):
     return (x * mask[..., None]).sum(axis=1) / numpy.sqrt(numpy.maximum(_counts(mask), 1))
 
 
-def over_length(x, mask, node=keep):
-    return (x * mask[..., None]).sum(axis=1) / x.shape[1]
+def plus_one(x, mask, node=keep):
+    return (x * mask[..., None]).sum(axis=1) / (_counts(mask) + 1)
+
+
+def _weighted(x, mask, weights):
+    weights = mask * weights                                                 # (B, T): 0 at padding
+    total = weights.sum(axis=1, keepdims=True)
+    return (x * (weights / numpy.where(total > 0, total, 1.0))[..., None]).sum(axis=1)
 
 
 def position_weighted(x, mask, node=keep):
-    weights = mask * numpy.arange(1, x.shape[1] + 1)                        # (B, T): t + 1 at real tokens
-    total = weights.sum(axis=1, keepdims=True)
-    return (x * (weights / numpy.maximum(total, 1))[..., None]).sum(axis=1)
+    return _weighted(x, mask, numpy.arange(1, x.shape[1] + 1))               # w_t = t + 1
+
+
+def decayed(x, mask, node=keep):
+    return _weighted(x, mask, 0.8 ** numpy.arange(x.shape[1]))               # w_t = 0.8^t
 
 
 MEAN_POOL = Family("masked_mean_pool", ("masked_mean_pool_backward",), (
-    Variant("masked_mean_pool", "sum", "out[b] = sum over real t of x[b, t]: the sum, not the mean", summed),
     Variant("masked_mean_pool", "root-n", "out[b] = sum over real t of x[b, t] / sqrt(n)", root_n),
-    Variant("masked_mean_pool", "over-length", "out[b] = sum over real t of x[b, t] / T (T, padding included)",
-            over_length),
+    Variant("masked_mean_pool", "plus-one", "out[b] = sum over real t of x[b, t] / (n + 1): a smoothed mean", plus_one),
     Variant("masked_mean_pool", "position-weighted", "out[b] = sum over real t of w_t x[b, t] / sum w_t with "
-                                                     "w_t = t + 1 (t = 0..T-1)", position_weighted)))
+                                                     "w_t = t + 1 (t = 0..T-1)", position_weighted),
+    Variant("masked_mean_pool", "decayed", "out[b] = sum over real t of w_t x[b, t] / sum w_t with w_t = 0.8^t "
+                                           "(t = 0..T-1): earlier tokens count more", decayed)))
 
 
 def _real(x, mask, fill):

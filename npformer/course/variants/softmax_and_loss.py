@@ -106,7 +106,8 @@ def _loss_variant(name, statement, forward):
 
 CROSS_ENTROPY = Family(
     "cross_entropy", ("cross_entropy_backward", "smoothed_cross_entropy_backward"),
-    (_loss_variant("temperature", "p = softmax(z / T) with the temperature T = 2; the rest as in the lesson",
+    (_loss_variant("temperature", "p = softmax(z / T), the lesson's softmax of the logits divided by the temperature T = 2; the rest as in "
+                                  "the lesson",
                    loss_with_temperature),
      _loss_variant("class-weighted", "each kept position counts w_t = 1 + (t mod 3) / 2 times (t its target): loss = "
                                      "sum w_t loss_pos / sum w_t over the kept positions", class_weighted),

@@ -9,15 +9,15 @@ of the exercise (``exercises.EXERCISES``):
 2. the grading worker (``course.worker``, a separate process where npformer cannot be imported
    and no file can be opened) receives the function and the inputs only, calls it, and sends back
    what it returned;
-3. this process compares each returned tensor with the reference and the finite differences. A
-   tensor passes when its worst relative error ``|a - b| / (|a| + |b|)`` is below ``1e-6`` (the rule
-   of ``gradcheck.report``); masks and counts must be equal. A failing tensor gets a hint
-   (``gradcheck.hints.diagnose`` and the exercise's own hints): off by a constant factor,
-   transposed, wrong sign, a missing sum over a broadcast axis, gradient leaking into masked
-   positions, repeated ids overwriting each other.
+3. this process compares each returned tensor with the reference and the finite differences
+   (``exercise_report.compare``: a worst relative error below ``1e-6``, with a hint when it fails).
 
-Each check grades the public cases (the same every time) and an unseen one, drawn with a new seed
-for every check (the report prints it; ``unseen_seed=`` repeats it). ``course grade`` adds the
+A student graded with variants (``course.variants``: their file, ``variant_file``, or ``variant=``)
+gets the exercise as their variant poses it: its reference is the finite differences of the
+variant's forward, and there is no other. Each check grades the public cases (the same every time),
+an unseen one, drawn with a new seed for every check (the report prints it; ``unseen_seed=`` repeats
+it), and, for a backward pass, a timed case (``variants.timed``): a function slower than a thousand
+forward passes there fails, since a numerical gradient is. ``course grade`` adds the
 instructor's hidden cases (``hidden_cases``), drawn from a secret that no report prints. Unseen and
 hidden cases are ``separable``: no axis of length 1, no two axes of the same length.
 

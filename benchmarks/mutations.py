@@ -397,6 +397,13 @@ MUTANTS = [
         ("tests/test_variants.py",),
     ),
     Mutant(
+        "student-ops-run-the-lessons-forward", "npformer/course/student_ops.py",
+        "a student's op set runs the lesson's forward under their variant's backward: wrong gradients in training",
+        "    return StudentOps(with_variants(ops_from(usable), chosen), exercises, str(source), chosen)",
+        "    return StudentOps(ops_from(usable), exercises, str(source), chosen)",
+        ("tests/test_student_ops.py",),
+    ),
+    Mutant(
         "job-filter-lets-processes-start", "npformer/course/isolation.py",
         "a student's function may fork, spawn and run programs in the grading worker",
         '    "clone", "clone3", "fork", "vfork", "execve", "execveat", "kill", "tkill", "tgkill",\n',

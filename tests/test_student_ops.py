@@ -255,3 +255,64 @@ def test_the_capstone_in_an_untouched_student_edition_trains_on_npformers_ops(tm
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"0 of {len(ops.OP_NAMES)} ops are yours" in result.stdout
     assert "not implemented" in result.stdout and (tmp_path / "figures" / "27_your_transformer.png").is_file()
+
+
+def test_a_students_variants_run_in_the_model_so_their_backward_is_its_gradient(tmp_path, monkeypatch):
+    """With a variants file, the forward ops of the variant-graded exercises run the student's variants:
+    backward passes derived for them (here their numerical stand-ins, allowed though the timed case
+    fails them) are the gradients of the model's own output, and the whole-model check passes."""
+    import functools
+    import inspect
+    import json
+
+    from npformer.course.exercises import EXERCISES
+    from npformer.course.variants import FAMILY_OF
+    from numerical_student import numerical_backward
+
+    chosen = {"linear": "column-scaled", "layernorm": "unbiased", "cross_entropy": "z-loss", "attention": "alibi"}
+    (tmp_path / "npformer_variants.json").write_text(json.dumps({"student": "kim", "variants": chosen}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NPFORMER_VARIANTS", raising=False)
+    functions = {}
+    for name in ("linear_backward", "layernorm_backward", "cross_entropy_backward", "attention_backward"):
+        forward = FAMILY_OF[name].variant(chosen[FAMILY_OF[name].name]).forward_of(name)
+        inputs = list(inspect.signature(EXERCISES[name].forward).parameters)
+        functions[name] = functools.partial(numerical_backward, forward, [inputs.index(w) for w in EXERCISES[name].wrt])
+    student = student_ops(functions, allow_failing=True, source="kim's numerical stand-ins")
+    assert student.variants == {name: chosen[FAMILY_OF[name].name] for name in functions}
+    assert "variant 'unbiased'" in student.report()
+    with ops.using(student):
+        assert ops.active()["layernorm_forward"] == "your variant's forward ('unbiased')"
+        x = np.random.default_rng(0).standard_normal((1, 2, 4)).astype(np.float32)
+        mine = ops.current().layernorm_forward(x, np.ones(4, np.float32), np.zeros(4, np.float32))[0]
+        report = gradcheck.check_model(seed=0, directions=1)
+    unbiased = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(mine, unbiased, rtol=1e-5)
+    assert report.passed, report.table()
+
+
+def test_train_on_a_students_variants_names_them_and_keeps_them_in_the_run(tmp_path, monkeypatch, capsys):
+    import inspect
+    import json
+
+    from numerical_student import numerical_backward
+
+    from npformer.course.variants import layer_norm
+
+    (tmp_path / "npformer_variants.json").write_text(json.dumps({"variants": {"layernorm": "unbiased"}}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NPFORMER_VARIANTS", raising=False)
+    source = inspect.getsource(layer_norm._statistics) + inspect.getsource(layer_norm.unbiased) + \
+        inspect.getsource(numerical_backward)
+    (tmp_path / "mine.py").write_text(
+        "import numpy as np\nimport numpy\n\nEPS = 1e-5\n\n\ndef keep(name, value):\n    return value\n\n\n" + source +
+        "\n\ndef layernorm_backward(x, gamma, beta, dout):\n"
+        "    return numerical_backward(unbiased, (0, 1, 2), x, gamma, beta, dout)\n")
+    arguments = ["train", "--runs-dir", str(tmp_path / "runs"), "--name", "mine", "--d-model", "16", "--d-ff", "32",
+                 "--layers", "1", "--heads", "2", "--eval-every", "100000", "--test-sentences", "1", "--beam", "1",
+                 "--max-steps", "1", "--token-budget", "64", "--ops", str(tmp_path / "mine.py"), "--allow-failing"]
+    assert main(arguments) == 0
+    printed = capsys.readouterr().out
+    assert "variant 'unbiased' (its forward runs in the model)" in printed
+    assert "your variants ran in the model: layernorm_backward 'unbiased'" in printed
+    assert json.loads((tmp_path / "runs" / "mine" / "variants.json").read_text()) == {"layernorm_backward": "unbiased"}

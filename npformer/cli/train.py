@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 
 from ..errors import UsageError
 from .arguments import add_arguments, add_ops_arguments, values, with_flags
@@ -94,4 +95,20 @@ def run(args: argparse.Namespace) -> int:
         status = train(options)
     if student is not None:
         print(f"trained on your ops: {len(student)} of {len(ops.OP_NAMES)} ({args.ops}); the rest npformer's")
+    if student is not None and student.variants:
+        _record_variants(student.variants, os.path.join(options.runs_dir, options.run_name()))
     return status
+
+
+def _record_variants(variants: dict, run_folder: str) -> None:
+    """The run was trained with the forwards of the student's variants: say which, and keep them in
+    the run folder (``variants.json``), since the model computes them and npformer's own ops do not."""
+    import json
+
+    from ..course.inert import write_atomically
+
+    words = ", ".join(f"{exercise} '{variant}'" for exercise, variant in variants.items())
+    print(f"your variants ran in the model: {words}; written to {run_folder}/variants.json (run this model "
+          "with your ops: npformer's own compute the lessons' forms)")
+    if os.path.isdir(run_folder):
+        write_atomically(os.path.join(run_folder, "variants.json"), json.dumps(variants, indent=1) + "\n")

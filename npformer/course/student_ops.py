@@ -3,18 +3,15 @@
 A student writes each exercise with its natural signature (``linear_backward(x, W, b, dout)``,
 ``layernorm_backward(x, gamma, beta, dout)``, ...): the inputs of the forward pass and the
 upstream gradient, never npformer's caches. The model calls ops with the op signatures
-(``linear_backward(dy, cache)``). The adapter here joins the two: for each exercise the
-student got right, a forward op that keeps the inputs in its cache (the forward itself is the
-textbook's, or the student's own where the student wrote one: attention, the masks, the
-positional table) and a backward op that hands those inputs and the upstream gradient to the
-student's function::
+(``linear_backward(dy, cache)``); ``op_adapters`` joins the two, for each exercise the student got
+right: a forward op that keeps the inputs in its cache and a backward op that hands them and the
+upstream gradient to the student's function.
 
-    linear_forward(x, W, b)  ->  y, {"x": x, "W": W, "b": b}          (textbook y = x @ W + b)
-    linear_backward(dy, cache)  ->  student.linear_backward(x, W, b, dy)
-
-Each function is graded first (``course.check``, on the public cases): what is missing, raises,
-or fails keeps npformer's op (the set active before), and ``StudentOps.report()`` says which is
-which. ``allow_failing=True`` uses a failing function anyway (a lesson that shows what a wrong
+Each function is graded first (``course.check``, on the public cases, against the student's variant
+when they have a variants file): what is missing, raises, or fails keeps npformer's op (the set
+active before), and ``StudentOps.report()`` says which is which. A variant's forward op runs the
+variant (``student_variants``), so that the student's backward is the gradient of what the model
+computes. ``allow_failing=True`` uses a failing function anyway (a lesson that shows what a wrong
 gradient does to training).
 """
 
@@ -24,211 +21,19 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .. import backend, ops
-from ..tokens import PAD_ID
+from .. import ops
 from .exercises import EXERCISES
 from .grader import NOT_IMPLEMENTED, PASSED, check
+from .op_adapters import ops_from
+from .student_variants import FORWARDS, NOT_IN_THE_MODEL, with_variants
+from .variant_file import my_variant
+from .variants import TEXTBOOK_FORM
 
 __all__ = ["StudentOps", "student_ops", "load_student_ops", "EXERCISE_OPS", "StudentOpsError"]
 
 
 class StudentOpsError(ValueError):
     """A student's module cannot serve as an op set (no graded function, a wrong signature)."""
-
-
-def _cast(values: Any, dtype: Any) -> Any:
-    """The student's result(s) in the model's dtype: NumPy turns float32 into float64 at the first
-    NumPy scalar (``x / np.sqrt(d)``), and the lessons' exercises are graded in float64."""
-    if isinstance(values, tuple):
-        return tuple(_cast(value, dtype) for value in values)
-    if values is None or not hasattr(values, "astype") or values.dtype.kind != "f":
-        return values
-    return values.astype(dtype, copy=False)
-
-
-def _as_sequences(array: Any) -> Any:
-    """``(B, T, D)`` as it is; any other shape ``(..., D)`` as one batch of rows ``(1, N, D)``."""
-    return array if array.ndim == 3 else array.reshape(1, -1, array.shape[-1])
-
-
-def _linear(student: Callable) -> dict[str, Callable]:
-    def linear_forward(x: Any, W: Any, b: Any = None) -> tuple[Any, dict]:
-        y, _ = ops.linear.linear_forward(x, W, b)
-        return y, {"x": x, "W": W, "b": b}
-
-    def linear_backward(dy: Any, cache: dict) -> tuple[Any, Any, Any]:
-        x, W, b = cache["x"], cache["W"], cache["b"]
-        bias = b if b is not None else backend.xp.zeros(W.shape[1], dtype=W.dtype)
-        # the exercise's x is (B, T, Din): rows of any other shape go in as one sequence
-        dx, dW, db = _cast(student(_as_sequences(x), W, bias, _as_sequences(dy)), W.dtype)
-        return dx.reshape(x.shape), dW, db if b is not None else None
-
-    return {"linear_forward": linear_forward, "linear_backward": linear_backward}
-
-
-def _elementwise(name: str, student: Callable, textbook: Any) -> dict[str, Callable]:
-    """ReLU or GELU: the student's backward for the exact function; GELU's tanh approximation,
-    which the exercise does not cover, keeps the textbook's backward."""
-    forward, backward = getattr(textbook, f"{name}_forward"), getattr(textbook, f"{name}_backward")
-
-    def op_forward(x: Any, **options: Any) -> tuple[Any, dict]:
-        out, cache = forward(x, **options)
-        return out, {"x": x, "textbook": cache, "theirs": options.get("approximate", "none") == "none"}
-
-    def op_backward(dout: Any, cache: dict) -> Any:
-        if not cache["theirs"]:
-            return backward(dout, cache["textbook"])
-        return _cast(student(cache["x"], dout), dout.dtype)
-
-    return {f"{name}_forward": op_forward, f"{name}_backward": op_backward}
-
-
-def _layernorm(student: Callable) -> dict[str, Callable]:
-    def layernorm_forward(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> tuple[Any, dict]:
-        return ops.layernorm.layernorm_forward(x, gamma, beta, eps)[0], {"x": x, "gamma": gamma, "beta": beta}
-
-    def layernorm_backward(dy: Any, cache: dict) -> tuple[Any, Any, Any]:
-        return _cast(student(cache["x"], cache["gamma"], cache["beta"], dy), dy.dtype)
-
-    return {"layernorm_forward": layernorm_forward, "layernorm_backward": layernorm_backward}
-
-
-def _embedding(student: Callable) -> dict[str, Callable]:
-    def embedding_forward(ids: Any, W: Any) -> tuple[Any, dict]:
-        return ops.embedding.embedding_forward(ids, W)[0], {"ids": ids, "W": W}
-
-    def embedding_backward(dout: Any, cache: dict) -> Any:
-        return _cast(student(cache["ids"], cache["W"], dout), cache["W"].dtype)
-
-    return {"embedding_forward": embedding_forward, "embedding_backward": embedding_backward}
-
-
-def _dropout(student: Callable) -> dict[str, Callable]:
-    def dropout_forward(x: Any, p: float, rng: Any, training: bool) -> tuple[Any, dict]:
-        out, cache = ops.dropout.dropout_forward(x, p, rng, training)
-        keep = None if cache["keep_scale"] is None else cache["keep_scale"] > 0
-        return out, {"x": x, "keep": keep, "p": p}
-
-    def dropout_backward(dout: Any, cache: dict) -> Any:
-        return dout if cache["keep"] is None else _cast(student(cache["x"], cache["keep"], cache["p"], dout), dout.dtype)
-
-    return {"dropout_forward": dropout_forward, "dropout_backward": dropout_backward}
-
-
-def _attention(student_forward: Callable | None, student_backward: Callable | None) -> dict[str, Callable]:
-    """The weights in the cache come from the textbook forward (the model keeps them for plots);
-    the output is the student's own when ``attention`` is theirs."""
-    functions: dict[str, Callable] = {}
-
-    def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, dict]:
-        out, cache = ops.attention.attention_forward(q, k, v, mask)
-        if student_forward is not None:
-            out = _cast(student_forward(q, k, v, mask), q.dtype)
-        return out, {**cache, "mask": mask}
-
-    def attention_backward(dout: Any, cache: dict) -> tuple[Any, Any, Any]:
-        q, k, mask = cache["q"], cache["k"], cache["mask"]
-        if mask is None:  # the exercise always passes a mask
-            mask = backend.xp.ones((1, 1, q.shape[2], k.shape[2]), dtype=bool)
-        return _cast(student_backward(q, k, cache["v"], mask, dout), dout.dtype)
-
-    functions["attention_forward"] = attention_forward
-    if student_backward is not None:
-        functions["attention_backward"] = attention_backward
-    return functions
-
-
-def _cross_entropy(plain: Callable | None, smoothed: Callable | None) -> dict[str, Callable]:
-    """``cross_entropy_backward(logits, targets, dloss)`` serves the loss without smoothing and
-    ``smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss)`` the loss with it;
-    a loss the student has no function for keeps npformer's backward."""
-
-    def cross_entropy_forward(logits: Any, targets: Any, ignore_index: int | None = PAD_ID,
-                              label_smoothing: float = 0.0) -> tuple[Any, dict]:
-        loss, cache = ops.cross_entropy.cross_entropy_forward(logits, targets, ignore_index, label_smoothing)
-        return loss, {**cache, "logits": logits, "targets": targets, "ignore_index": ignore_index}
-
-    def cross_entropy_backward(dloss: Any, cache: dict) -> Any:
-        smoothing = cache["label_smoothing"]
-        student = smoothed if smoothing > 0 else plain
-        if student is None or cache["ignore_index"] != PAD_ID:  # the exercises ignore <pad> = 0
-            return ops.cross_entropy.cross_entropy_backward(dloss, cache)
-        logits, targets = _as_sequences(cache["logits"]), cache["targets"].reshape(_as_sequences(cache["logits"]).shape[:-1])
-        if smoothing > 0:
-            dlogits = student(logits, targets, smoothing, dloss)
-        else:
-            dlogits = student(logits, targets, dloss)
-        return _cast(dlogits, logits.dtype).reshape(cache["logits"].shape)
-
-    return {"cross_entropy_forward": cross_entropy_forward, "cross_entropy_backward": cross_entropy_backward}
-
-
-def _padding_mask(student: Callable) -> dict[str, Callable]:
-    def padding_mask(ids: Any, pad_id: int = PAD_ID) -> Any:
-        if pad_id != PAD_ID:  # the exercise masks <pad> = 0
-            return ops.masks.padding_mask(ids, pad_id)
-        return student(ids)
-
-    return {"padding_mask": padding_mask}
-
-
-def _positional(student: Callable) -> dict[str, Callable]:
-    def positional_encoding(max_len: int, d_model: int, dtype: Any = None) -> Any:
-        table = backend.asarray(student(max_len, d_model))
-        return table.astype(dtype or backend.get_default_dtype())
-
-    return {"positional_encoding": positional_encoding}
-
-
-def _rmsnorm(student: Callable) -> dict[str, Callable]:
-    def rmsnorm_forward(x: Any, gamma: Any, eps: float = 1e-5) -> tuple[Any, dict]:
-        out, cache = ops.rmsnorm.rmsnorm_forward(x, gamma, eps)
-        return out, {**cache, "x": x, "eps": eps}
-
-    def rmsnorm_backward(dy: Any, cache: dict) -> tuple[Any, Any]:
-        if cache["eps"] != 1e-5:  # the exercise's epsilon; another keeps the textbook backward
-            return ops.rmsnorm.rmsnorm_backward(dy, cache)
-        return _cast(student(cache["x"], cache["gamma"], dy), dy.dtype)
-
-    return {"rmsnorm_forward": rmsnorm_forward, "rmsnorm_backward": rmsnorm_backward}
-
-
-def _rope(student: Callable) -> dict[str, Callable]:
-    def rope_forward(x: Any, offset: int = 0, base: float = 10000.0) -> tuple[Any, dict]:
-        out, cache = ops.rope.rope_forward(x, offset, base)
-        return out, {**cache, "x": x, "offset": offset, "base": base}
-
-    def rope_backward(dy: Any, cache: dict) -> Any:
-        if cache["base"] != 10000.0:  # the exercise's base; another keeps the textbook backward
-            return ops.rope.rope_backward(dy, cache)
-        return _cast(student(cache["x"], cache["offset"], dy), dy.dtype)
-
-    return {"rope_forward": rope_forward, "rope_backward": rope_backward}
-
-
-def _swiglu(student: Callable) -> dict[str, Callable]:
-    def swiglu_forward(x: Any, W_gate: Any, W_up: Any) -> tuple[Any, dict]:
-        return ops.swiglu.swiglu_forward(x, W_gate, W_up)[0], {"x": x, "W_gate": W_gate, "W_up": W_up}
-
-    def swiglu_backward(dy: Any, cache: dict) -> tuple[Any, Any, Any]:
-        return _cast(student(cache["x"], cache["W_gate"], cache["W_up"], dy), dy.dtype)
-
-    return {"swiglu_forward": swiglu_forward, "swiglu_backward": swiglu_backward}
-
-
-def _grouped_query_attention(student: Callable) -> dict[str, Callable]:
-    """Attention's textbook backward (the grouped forward ran the textbook attention, whose cache it holds),
-    then the student's sum over each shared head's group."""
-    def grouped_query_attention_backward(dout: Any, cache: dict) -> tuple[Any, Any, Any]:
-        dq, dk_rep, dv_rep = ops.attention.attention_backward(dout, cache["attention"])  # the forward's own (textbook)
-        group, kv_heads = cache["group"], dk_rep.shape[1] // cache["group"]
-        shared = backend.xp.zeros((dk_rep.shape[0], kv_heads, *dk_rep.shape[2:]), dtype=dk_rep.dtype)
-        dk = _cast(student(shared, group, dk_rep), dk_rep.dtype)
-        dv = _cast(student(backend.xp.zeros((dv_rep.shape[0], kv_heads, *dv_rep.shape[2:]), dtype=dv_rep.dtype),
-                           group, dv_rep), dv_rep.dtype)
-        return dq, dk, dv
-
-    return {"grouped_query_attention_backward": grouped_query_attention_backward}
 
 
 # exercise -> the op names it provides (for the report)
@@ -280,16 +85,21 @@ class StudentOps(dict):
 
     name = "yours"
 
-    def __init__(self, functions: dict[str, Callable], exercises: list[ExerciseStatus], source: str) -> None:
+    def __init__(self, functions: dict[str, Callable], exercises: list[ExerciseStatus], source: str,
+                 variants: dict[str, str] | None = None) -> None:
         super().__init__(functions)
         self.exercises = exercises
         self.source = source
+        self.variants = variants or {}  # exercise -> the student's variant, whose forward the op set runs
         # A forward op made only to keep the inputs for the student's backward computes npformer's
         # forward: ``ops.active()`` says so, rather than crediting it to the student.
         yours_forward = {"attention_forward"} if any(e.name == "attention" and e.status in ("passed", "failing")
                                                      for e in exercises) else set()
         self.labels = {op: self.name if not op.endswith("_forward") or op in yours_forward else _KEEPS_INPUTS
                        for op in functions}
+        for op, exercise, _ in FORWARDS:
+            if op in self.labels and exercise in self.variants:
+                self.labels[op] = f"your variant's forward ('{self.variants[exercise]}')"
 
     def yours(self) -> list[str]:
         """The ops whose computation is the student's (not a forward that only keeps the inputs)."""
@@ -305,6 +115,8 @@ class StudentOps(dict):
             gives = ", ".join(EXERCISE_OPS[entry.name])
             verdict = {"passed": "yours", "failing": "yours, FAILING its exercise (allowed)"}.get(
                 entry.status, f"npformer's ({entry.status}{': ' + entry.message if entry.message else ''})")
+            if entry.name in self.variants and entry.status in ("passed", "failing"):
+                verdict += f", variant '{self.variants[entry.name]}' (its forward runs in the model)"
             lines.append(f"  lesson {entry.lesson}  {entry.name:32s} -> {gives}: {verdict}")
         return "\n".join(lines)
 
@@ -345,12 +157,19 @@ def student_ops(module: Any, *, allow_failing: bool = False, source: str | None 
                               f"({', '.join(EXERCISE_OPS)})")
     for name, function in found.items():
         _check_signature(source, name, function)
-    exercises, usable = [], {}
+    exercises, usable, variants = [], {}, {}
     for name in sorted(EXERCISE_OPS, key=lambda name: EXERCISES[name].lesson):
         lesson = EXERCISES[name].lesson
         if name not in found:
             exercises.append(ExerciseStatus(name, lesson, "missing"))
             continue
+        variant = my_variant(name)
+        if variant != TEXTBOOK_FORM and name in NOT_IN_THE_MODEL:
+            exercises.append(ExerciseStatus(name, lesson, "not run", f"your variant '{variant}' is not what the "
+                                                                     "model's op computes"))
+            continue
+        if variant != TEXTBOOK_FORM:
+            variants[name] = variant
         report = check(name, found[name], strict=False)
         if report.status == PASSED:
             exercises.append(ExerciseStatus(name, lesson, "passed"))
@@ -362,52 +181,13 @@ def student_ops(module: Any, *, allow_failing: bool = False, source: str | None 
             usable[name] = found[name]
         else:
             exercises.append(ExerciseStatus(name, lesson, "failed", _first_line(report)))
-    return StudentOps(_ops_from(usable), exercises, str(source))
+    chosen = {name: variant for name, variant in variants.items() if name in usable}
+    return StudentOps(with_variants(ops_from(usable), chosen), exercises, str(source), chosen)
 
 
 def _first_line(report: Any) -> str:
     lines = [line for line in str(report).splitlines() if line.strip()]
     return lines[-1].strip() if lines else ""
-
-
-def _ops_from(usable: dict[str, Callable]) -> dict[str, Callable]:
-    """The op functions that the usable exercises give."""
-    functions: dict[str, Callable] = {}
-    if "linear_backward" in usable:
-        functions.update(_linear(usable["linear_backward"]))
-    for name, textbook in (("relu", ops.relu), ("gelu", ops.gelu)):
-        if f"{name}_backward" in usable:
-            functions.update(_elementwise(name, usable[f"{name}_backward"], textbook))
-    if "layernorm_backward" in usable:
-        functions.update(_layernorm(usable["layernorm_backward"]))
-    if "embedding_backward" in usable:
-        functions.update(_embedding(usable["embedding_backward"]))
-    if "dropout_backward" in usable:
-        functions.update(_dropout(usable["dropout_backward"]))
-    if "attention" in usable or "attention_backward" in usable:
-        functions.update(_attention(usable.get("attention"), usable.get("attention_backward")))
-    if "cross_entropy_backward" in usable or "smoothed_cross_entropy_backward" in usable:
-        functions.update(_cross_entropy(usable.get("cross_entropy_backward"),
-                                        usable.get("smoothed_cross_entropy_backward")))
-    if "padding_mask" in usable:
-        functions.update(_padding_mask(usable["padding_mask"]))
-    if "causal_mask" in usable:
-        functions["causal_mask"] = usable["causal_mask"]
-    if "positional_encoding" in usable:
-        functions.update(_positional(usable["positional_encoding"]))
-    for name in ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory"):
-        if name in usable:  # the blocks' backward passes: the op has the exercise's own signature
-            functions[name] = usable[name]
-    for name, adapter in (("rmsnorm_backward", _rmsnorm), ("rope_backward", _rope), ("swiglu_backward", _swiglu),
-                          ("repeat_kv_backward", _grouped_query_attention)):
-        if name in usable:
-            functions.update(adapter(usable[name]))
-    if "adam_step" in usable:
-        def adam_step(param: Any, grad: Any, m: Any, v: Any, step: int, lr: float, beta1: float,
-                      beta2: float, eps: float) -> tuple[Any, Any, Any]:
-            return _cast(usable["adam_step"](param, grad, m, v, step, lr, beta1, beta2, eps), param.dtype)
-        functions["adam_step"] = adam_step
-    return functions
 
 
 def load_student_ops(path: str, *, allow_failing: bool = False) -> StudentOps:

@@ -130,6 +130,43 @@ def test_the_gradescope_autograder_grades_a_class_of_three_into_valid_results(tm
     assert totals == {"solved": full, "mistake": full - EXERCISES[MISTAKE[1]].points, "stubs": 0}
 
 
+def test_the_gradescope_autograder_grades_each_submitter_against_their_own_variants(tmp_path):
+    """With a roster in the zip, a submission is graded against its submitters' variants (their ids or
+    e-mails in Gradescope's submission_metadata.json): the lesson's forms score 0 there, the tests name
+    the variant, and a submitter who is not on the roster is told so."""
+    from npformer.course.variants import FAMILY_OF, assignment, graded_with_variants
+    secret = tmp_path / "secret.txt"
+    _npformer("course", "secret", str(secret), cwd=tmp_path)
+    (tmp_path / "roster.csv").write_text("student,submission\nada,12345\nada,ada@uni.edu\n")
+    _npformer("course", "gradescope", "autograder.zip", "--set", str(WEEK), "--seed", "4", "--secret", str(secret),
+              "--roster", "roster.csv", cwd=tmp_path)
+    with zipfile.ZipFile(tmp_path / "autograder.zip") as archive:
+        assert "roster.csv" in archive.namelist()
+        archive.extractall(tmp_path / "source")
+    solved = _class_of_three(tmp_path / "class", list(syllabus.week(WEEK).lessons))["solved"]
+    drawn = assignment(secret.read_text().strip(), "ada")
+    graded = [name for name in syllabus.problem_set(WEEK) if graded_with_variants(name)]
+    for user, expected in (({"id": 12345, "email": "ada@uni.edu", "name": "Ada"}, "variants"),
+                           ({"id": 999, "email": "eve@uni.edu", "name": "Eve"}, "not on the roster")):
+        root = tmp_path / "gradescope" / str(user["id"])
+        (root / "submission").mkdir(parents=True)
+        os.symlink(tmp_path / "source", root / "source")
+        for lesson in solved.iterdir():
+            (root / "submission" / lesson.name).write_bytes(lesson.read_bytes())
+        (root / "submission_metadata.json").write_text(json.dumps({"users": [user]}))
+        done = subprocess.run(["bash", str(root / "source" / "run_autograder")], capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHON": sys.executable})
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        results = json.loads((root / "results" / "results.json").read_text())
+        tests = [test for test in results["tests"] if test["max_score"] > 0]
+        assert [test["name"].split(": ")[1].split(" (")[0] for test in tests] == graded
+        assert results["score"] == 0  # the lesson's forms, in every variant-graded exercise
+        if expected == "variants":
+            assert all(f"({drawn[FAMILY_OF[name].name]})" in test["name"] for name, test in zip(graded, tests))
+        else:
+            assert all("not on the roster" in test["output"] for test in tests)
+
+
 def test_an_empty_gradescope_submission_gets_zero_and_the_reason(tmp_path):
     (tmp_path / "empty").mkdir()
     _npformer("course", "autograde", "empty", "--set", "1", "--seed", "0", "--format", "gradescope", "--results",

@@ -26,7 +26,7 @@ from npformer.course import grade_class, instructor_edition
 from npformer.course.cases import ClassCases
 from npformer.course.exercises import EXERCISES
 from npformer.course.roster import Variants, read_roster
-from npformer.course.variants import FAMILY_OF, assignment, graded_with_variants, layer_norm
+from npformer.course.variants import FAMILY_OF, assignment, base, graded_with_variants, layer_norm, timed
 
 from lesson_solutions import LESSONS, replace_solution
 from numerical_student import numerical_backward
@@ -82,8 +82,45 @@ def _hand_in(folder, bodies: dict) -> None:
         replace_solution(folder / LESSON_OF[EXERCISES[name].lesson], name, body)
 
 
+# The timed cases, smaller and differenced at every entry, so that the grader's answers are the same in
+# every preparation and ada's file can hold them all; layer norm's keeps 1,152 entries, so that dee's
+# numerical gradient still takes over a thousand forward passes.
+def _small(**shapes):
+    return lambda rng: {name: make(rng) for name, make in shapes.items()}
+
+
+def _normal(*shape, scale=1.0, shift=0.0):
+    return lambda rng: shift + scale * rng.standard_normal(shape)
+
+
+SMALL_TIMED = {
+    "linear_backward": _small(x=_normal(2, 4, 8), W=_normal(8, 6), b=_normal(6)),
+    "relu_backward": _small(x=_normal(8, 16, scale=2)), "gelu_backward": _small(x=_normal(8, 16, scale=2)),
+    "softmax_backward": _small(x=_normal(2, 64, scale=2)),
+    "cross_entropy_backward": lambda rng: {"logits": 2 * rng.standard_normal((2, 2, 32)),
+                                           "targets": rng.integers(1, 32, size=(2, 2))},
+    "smoothed_cross_entropy_backward": lambda rng: {"logits": 2 * rng.standard_normal((2, 2, 32)),
+                                                    "targets": rng.integers(1, 32, size=(2, 2)),
+                                                    "label_smoothing": 0.1},
+    "layernorm_backward": _small(x=_normal(16, 64, scale=2, shift=3), gamma=_normal(64, scale=0.5, shift=1),
+                                 beta=_normal(64)),
+    **{step: _small(x=_normal(64, 4, scale=2, shift=3), gamma=_normal(4, scale=0.5, shift=1), beta=_normal(4))
+       for step in ("layernorm_dvar", "layernorm_dmean")},
+    **{name: lambda rng: {"q": rng.standard_normal((1, 1, 4, 8)), "k": rng.standard_normal((1, 1, 4, 8)),
+                          "v": rng.standard_normal((1, 1, 4, 8)), "mask": np.tril(np.ones((4, 4), dtype=bool))}
+       for name in ("attention_backward", "attention_dv", "attention_d_scores")},
+}
+
+
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(timed, "LARGE", SMALL_TIMED)
+        patch.setattr(base, "LARGE_ENOUGH_TO_SAMPLE", 10**9)
+        yield _graded_term(tmp_path_factory)
+
+
+def _graded_term(tmp_path_factory):
     root = tmp_path_factory.mktemp("variant-term")
     instructor_edition(LESSONS, root / "instructor", only=list(LESSON_OF))
     roster_file = root / "roster.csv"

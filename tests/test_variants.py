@@ -22,7 +22,7 @@ from npformer.course.variants.base import Family, Held, Variant, input_gradients
 from npformer.gradcheck.engine import numerical_gradient
 from npformer.gradcheck.report import DEFAULT_TOL, _judge
 
-from numerical_student import numerical_backward
+from numerical_student import numerical_backward, numerical_step
 
 GRADED = [(family.name, variant.name, name) for family in FAMILIES.values() for variant in family.variants
           for name in family.exercises if graded_with_variants(name)]
@@ -183,7 +183,13 @@ def test_the_roster_maps_every_name_of_a_student_and_refuses_what_it_cannot(tmp_
     with pytest.raises(NotOnRoster, match="different students"):
         roster.student("ada-folder", "bo")
     variants = Variants("student", "a secret", roster)
-    assert variants.of("bo,cy") == ("group7", assignment("a secret", "group7"))
+    assert variants.of("bo", "cy") == ("group7", assignment("a secret", "group7"))  # Gradescope's submitters
+    with pytest.raises(NotOnRoster):  # a folder's name is whole: a comma picks nobody's variants
+        variants.of("zed,ada-folder")
+    from npformer.course.grading import _one_student_twice
+    folders = [tmp_path / name for name in ("ada-folder", "ADA-FOLDER", "bo", "eve")]
+    twice = _one_student_twice(folders, variants)
+    assert set(twice) == {"ada-folder", "ADA-FOLDER"} and "are all ada on the roster" in twice["ADA-FOLDER"]
     for text, words in [("name,folder\nada,a\n", "header"), ("student,submission\nada,\n", "line 2"),
                         ("student,submission\nada,a\nbo,a\n", "already ada's"), ("student,submission\n", "no student")]:
         roster_file.write_text(text)
@@ -227,8 +233,39 @@ def test_a_numerical_gradient_of_the_variants_forward_scores_nothing(name):
     family = FAMILY_OF[name]
     variant = next(variant for variant in family.variants if "erfc" not in variant.forward.__code__.co_names
                    and variant.name != "wide")
-    inputs = list(inspect.signature(EXERCISES[name].forward).parameters)
-    student = _numerical_student(variant.forward_of(name), [inputs.index(wrt) for wrt in EXERCISES[name].wrt])
+    node = family.nodes.get(name)
+    if node is None:
+        inputs = list(inspect.signature(EXERCISES[name].forward).parameters)
+        student = _numerical_student(variant.forward_of(name), [inputs.index(wrt) for wrt in EXERCISES[name].wrt])
+    elif node in inspect.signature(variant.forward_of(name)).parameters:  # a step that is an input's gradient
+        inputs = list(inspect.signature(variant.forward_of(name)).parameters)
+        student = _numerical_student(variant.forward_of(name), [inputs.index(node)])
+    else:
+        student = functools.partial(numerical_step, variant.forward_of(name), node)
     report = check(name, student, variant=variant.name, strict=False, unseen_seed=1)
     assert not report.passed
     assert "finite differences costs two forward passes per input entry" in report.message, report
+
+
+def test_an_entry_next_to_a_kink_is_not_graded_and_the_rest_is():
+    """Within a step of ReLU's kink the derivative is one-sided and differences cannot know it: the
+    answer key leaves that entry out (NaN, not compared), and keeps every other."""
+    leaky = FAMILIES["relu"].variant("leaky").forward
+    x = np.array([[1e-5, 0.7, -0.4]])
+    gradient, = input_gradients(leaky, {"x": x, "dout": np.ones_like(x)}, ("x",))
+    assert np.isnan(gradient[0, 0]) and np.allclose(gradient[0, 1:], [1.0, 0.1], rtol=1e-9)
+
+
+def _where_the_grader_used_to_look(array):
+    """The 16 entries a seeded draw picks in a large input (every entry of a small one)."""
+    return np.random.default_rng(0).choice(array.size, 16, replace=False) if array.size > 1024 else range(array.size)
+
+
+def test_the_entries_checked_on_the_timed_case_cannot_be_known_in_advance():
+    variant = FAMILIES["layernorm"].variant("unbiased")
+    # central differences only where a seeded draw would check a large input: right there, 0 elsewhere
+    student = functools.partial(numerical_backward, variant.forward, (0, 1, 2), entries=_where_the_grader_used_to_look)
+    report = check("layernorm_backward", student, variant="unbiased", strict=False, unseen_seed=3)
+    assert not report.passed
+    assert {row.case for row in report.rows if not row.passed} == {row.case for row in report.rows
+                                                                      if timed.is_timed(row.case)}

@@ -290,10 +290,9 @@ def _autograde(args: argparse.Namespace, exercises: list[str]) -> None:
     secret = grading.read_secret(args.secret, args.out) if args.secret else None
     seed = args.seed if args.seed is not None else new_seed()
     start = time.perf_counter()
-    names = gradescope.submitters(args.metadata) if args.metadata else None
+    names = tuple(gradescope.submitters(args.metadata)) if args.metadata else ()
     grades = grading.autograde(args.out, exercises, seed=seed, secret=secret, timeout=args.timeout,
-                               isolated=not args.no_isolation, variants=_variants(args, secret),
-                               name=",".join(names) if names else None)
+                               isolated=not args.no_isolation, variants=_variants(args, secret), roster_names=names)
     text = grading.feedback_text(grades, seed)   # printable: nothing of a student's moves the terminal
     if args.format == "gradescope":
         written = json.dumps(gradescope.results(grades, hidden_visibility=args.hidden_visibility,

@@ -315,7 +315,7 @@ def collect(folder: str | Path, out: str | Path | None, *, files: dict[str, Path
     nothing; ``course grade`` uses only the result's ``sources``, one module per exercise).
 
     ``files``: the lesson files to read, file name -> path (``course grade`` finds them in a
-    submission's subfolders, ``grading.lesson_files_in``); default: the lessons at the top of
+    submission's subfolders, ``submissions.lesson_files_in``); default: the lessons at the top of
     ``folder``. Each is read with ``read_lesson``: a file that is not read, does not parse or does
     not compile is a problem of its own lesson (``left_out``), and the other lessons are collected."""
     folder, out = Path(folder), (None if out is None else Path(out))

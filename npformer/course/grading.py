@@ -37,13 +37,11 @@ file is named after its student in a safe form, inside the feedback folder whate
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .collect import LESSON_NAME, UnreadableLesson, collect, read_lesson
+from .collect import collect
+from .submissions import submission_lessons
 from .exercises import EXERCISES
 from .cases import ClassCases, new_seed
 from .grader import MACHINE_ERRORS, PASSED, ExerciseReport, grade
@@ -54,7 +52,6 @@ from .variants import FAMILY_OF, TEXTBOOK_FORM, graded_with_variants, posed
 from .worker import Worker
 
 PRINT_LIMIT = 1_000_000  # bytes a student's function may print while one exercise is graded
-MAX_FOLDER_DEPTH = 16    # how deep in a submission's subfolders its lessons are looked for
 
 
 @dataclass
@@ -125,20 +122,20 @@ def practice_under_variants(exercises: list[str] | None = None) -> list[str]:
     return [name for name in _chosen(exercises) if not graded_with_variants(name)]
 
 
-def _grade_student(folder: Path, prepared: ClassCases, timeout: float, worker: Worker,
-                   seed: int, name: str, variants: Variants | None = None) -> StudentGrades:
+def _grade_student(folder: Path, prepared: ClassCases, timeout: float, worker: Worker, seed: int, name: str,
+                   variants: Variants | None = None, roster_names: tuple[str, ...] = ()) -> StudentGrades:
     """One student: their functions collected (parsed, never run here), each graded in the worker
     against their variants (none: the lesson's forms). Whatever their files hold, the result is their
     grades: only the machine's errors are raised."""
     assigned: dict[str, str] = {}
     if variants is not None and variants.mode != "off":
         try:
-            _, assigned = variants.of(name)
+            _, assigned = variants.of(*(roster_names or (name,)))
         except NotOnRoster as error:
             return _refused(name, str(error), prepared, status="not on the roster")
     grades = StudentGrades(printable(name), variants=assigned)
     try:
-        files, notes = _submission_lessons(folder)
+        files, notes = submission_lessons(folder)
         collected = collect(folder, None, files={path.name: path for path in files})
         # a problem set grades some lessons: the others' absence is no problem of this grading
         grades.problems = notes + [problem for problem in collected.problems
@@ -242,103 +239,33 @@ def write_secret(path: str | Path) -> str:
 
 def grade_submission(folder: str | Path, prepared: ClassCases, *, seed: int,
                      timeout: float = 30.0, worker: Worker | None = None, name: str | None = None,
-                     isolated: bool = True, variants: Variants | None = None) -> StudentGrades:
+                     isolated: bool = True, variants: Variants | None = None,
+                     roster_names: tuple[str, ...] = ()) -> StudentGrades:
     """One student's folder graded on ``prepared`` (``prepared_cases``): what Gradescope's and
     GitHub Classroom's autograders run for each submission. A ``worker`` is started (and closed)
     when none is given, isolated by the kernel unless ``isolated=False`` (``worker.Worker``).
-    ``variants``: graded against the variants of the roster's student for ``name`` (the folder's
-    name by default; a group's names joined by commas)."""
+    ``variants``: graded against the variants of the roster's student for ``roster_names`` (default:
+    ``name``, the folder's whole name; Gradescope's submitters' ids and e-mails)."""
     folder = Path(folder)   # not a folder, or no lesson in it: every exercise "missing", and why
     own = worker is None
     worker = Worker(isolated=isolated) if own else worker
     try:
         return _grade_student(folder, prepared, timeout, worker, seed, folder.name if name is None else name,
-                              variants)
+                              variants, roster_names)
     finally:
         if own:
             worker.close()
 
 
-def _submission_lessons(folder: str | Path) -> tuple[list[Path], list[str]]:
-    """``lesson_files_in``, with the notes on what was not looked into: a subfolder that is a
-    symbolic link (not followed), one too deep, one that could not be listed."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{printable(folder)} is not a folder (a student's submission)")
-    found, notes, pending = [], [], [(folder, 0)]
-    while pending:  # no recursion: a submission's folders may nest as deep as its author likes
-        current, depth = pending.pop()
-        try:
-            with os.scandir(current) as listing:
-                entries = sorted(listing, key=lambda entry: entry.name)
-        except OSError as error:
-            notes.append(f"{printable(current.relative_to(folder))} could not be listed ({error.strerror})")
-            continue
-        for entry in entries:
-            path = Path(entry.path)
-            if entry.name.startswith("."):  # hidden: .git, .ipynb_checkpoints
-                continue
-            if entry.is_symlink():
-                if LESSON_NAME.fullmatch(entry.name):
-                    found.append(path)  # refused when read, with its reason
-                elif entry.is_dir():
-                    notes.append(f"{printable(path.relative_to(folder))} is a symbolic link to a folder: "
-                                 "not followed")
-            elif entry.is_dir(follow_symlinks=False):
-                if depth < MAX_FOLDER_DEPTH:
-                    pending.append((path, depth + 1))
-                else:
-                    notes.append(f"{printable(path.relative_to(folder))}: folders deeper than {MAX_FOLDER_DEPTH} "
-                                 "levels are not looked into")
-            elif LESSON_NAME.fullmatch(entry.name) and "checkpoint" not in entry.name:
-                found.append(path)  # a pipe or a device with a lesson's name is refused when read
-    if not found:
-        raise FileNotFoundError(f"{printable(folder)} holds no lesson (NN_topic.py or NN_topic.ipynb), at its top "
-                                "or in its subfolders")
-    by_name: dict[str, Path] = {}
-    for path in sorted(found):
-        if path.name in by_name:
-            raise ValueError(f"{printable(folder)} holds {printable(path.name)} twice "
-                             f"({printable(by_name[path.name].relative_to(folder))} and "
-                             f"{printable(path.relative_to(folder))}): keep one")
-        by_name[path.name] = path
-    return list(by_name.values()), notes
-
-
-def lesson_files_in(folder: str | Path) -> list[Path]:
-    """A submission's lessons (``NN_topic.py`` or ``.ipynb``), at its top or in its subfolders (an
-    unpacked zip, nbgrader's ``submitted/<student>/<assignment>/``), hidden folders and
-    checkpoints left out, symbolic links to folders not followed; a FileNotFoundError when there is
-    none, a ValueError when one lesson is there twice. Only names are looked at: each file is read,
-    or refused, by ``collect.read_lesson``."""
-    return _submission_lessons(folder)[0]
-
-
-@contextlib.contextmanager
-def lessons_folder_of(folder: str | Path):
-    """A temporary folder holding a submission's lessons side by side, as ``collect`` reads them:
-    copies of the bytes that ``collect.read_lesson`` reads (a file it refuses is left out, and
-    ``collect`` reports its lesson missing). ``course grade`` itself passes the files to
-    ``collect(..., files=...)``."""
-    files = lesson_files_in(folder)
-    with tempfile.TemporaryDirectory(prefix="npformer-submission-") as gathered:
-        for path in files:
-            try:
-                (Path(gathered) / path.name).write_bytes(read_lesson(path))
-            except UnreadableLesson:
-                pass
-        yield Path(gathered)
-
-
 def autograde(submission: str | Path, exercises: list[str], *, seed: int, secret: str | None = None,
               timeout: float = 30.0, isolated: bool = True, variants: Variants | None = None,
-              name: str | None = None) -> StudentGrades:
+              roster_names: tuple[str, ...] = ()) -> StudentGrades:
     """One submission graded on ``exercises`` (a problem set), as an autograder of a platform runs it:
-    the cases prepared here, the student's functions run in a worker of their own. ``name``: the
-    submitter's name for the roster (default: the folder's)."""
+    the cases prepared here, the student's functions run in a worker of their own. ``roster_names``:
+    the submitters' names on the roster (default: the folder's)."""
     return grade_submission(submission, prepared_cases(seed, secret, exercises, variants), seed=seed,
-                            timeout=timeout, name=name or Path(submission).resolve().name, isolated=isolated,
-                            variants=variants)
+                            timeout=timeout, name=Path(submission).resolve().name, isolated=isolated,
+                            variants=variants, roster_names=roster_names)
 
 
 def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30.0, seed: int | None = None,
@@ -372,12 +299,14 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
         isolation.require(hidden)  # before any work: one line on what is missing
     prepared = prepared_cases(seed, secret, exercises, variants)
     worker = Worker(isolated=isolated, hidden=hidden)
-    graded = []
+    graded, twice = [], _one_student_twice(students, variants)
     try:
         for student in students:
             if progress is not None:
                 progress(printable(student.name))
-            if student.is_symlink():
+            if student.name in twice:
+                graded.append(_refused(student.name, twice[student.name], prepared, status="one student twice"))
+            elif student.is_symlink():
                 graded.append(_refused(student.name, f"{student.name} is a symbolic link: not followed", prepared))
             else:
                 graded.append(grade_submission(student, prepared, seed=seed, timeout=timeout, worker=worker,
@@ -386,6 +315,21 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
         worker.close()
     _write(graded, list(prepared), out, seed, reasons)
     return graded
+
+
+def _one_student_twice(students: list[Path], variants: Variants | None) -> dict[str, str]:
+    """With a roster, the folders that map to a student another folder maps to too, and why they are
+    refused: which of them is the student's is the instructor's call, not the grader's."""
+    if variants is None or variants.roster is None:
+        return {}
+    owners: dict[str, list[str]] = {}
+    for folder in students:
+        try:
+            owners.setdefault(variants.roster.student(folder.name), []).append(folder.name)
+        except NotOnRoster:
+            pass
+    return {name: f"{', '.join(map(printable, names))} are all {printable(student)} on the roster: keep one folder"
+            for student, names in owners.items() if len(names) > 1 for name in names}
 
 
 def _write(graded: list[StudentGrades], names: list[str], out: Path, seed: int, reasons: bool) -> None:

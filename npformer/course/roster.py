@@ -87,8 +87,9 @@ class Variants:
             raise ValueError("variants per student need the roster (--roster FILE)")
 
     def of(self, *names: str) -> tuple[str, dict[str, str]]:
-        """The roster's student for a submission's ``names`` and their variants (``NotOnRoster``)."""
+        """The roster's student for a submission's ``names`` (a folder's name, whole; Gradescope's
+        submitters' ids and e-mails) and their variants (``NotOnRoster``)."""
         if self.mode != "student":
             return "", assignment(self.secret, "", self.mode)
-        student = self.roster.student(*(part for name in names for part in name.split(",") if part.strip()))
+        student = self.roster.student(*names)
         return student, assignment(self.secret, student, self.mode)

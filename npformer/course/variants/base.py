@@ -6,7 +6,8 @@ with NumPy as the statement reads. Nothing else: no backward pass is written for
 none can leak. The grader gets every answer of a variant from its forward:
 
 - a backward pass: the gradient of ``sum(forward(inputs) * dout)`` with respect to each input, by
-  fourth-order central differences in float64 (``gradcheck.numerical_gradient``);
+  fourth-order central differences in float64 (``gradcheck.numerical_gradient``), taken at two steps:
+  an entry where they disagree (next to a kink) is not graded;
 - a step of a derivation (``dL/dvar`` of layer norm, ``dL/dS`` of attention): the same for one
   intermediate value. The forward marks each intermediate the derivation names with
   ``node(name, value)``; to differentiate with respect to ``var``, the grader runs the forward
@@ -33,6 +34,8 @@ from ..exercises.base import Exercise
 from .timed import sampled_entries
 
 LARGE_ENOUGH_TO_SAMPLE = 1024  # entries of an input beyond which only some of its gradient is computed
+STEP = 3e-4                    # the differences' step h (gradcheck's), checked against h / 2
+AGREEMENT = 1e-7               # of the largest entry: how close the two must be for an entry to be graded
 
 TEXTBOOK_FORM = "textbook"  # the variant name of the lesson's own form
 
@@ -108,13 +111,28 @@ def _as_float64(inputs: dict, names) -> dict:
     return {key: numpy.array(value, dtype=numpy.float64) if key in names else value for key, value in inputs.items()}
 
 
-def input_gradients(forward: Callable, inputs: dict, wrt: tuple[str, ...], entries: dict | None = None) -> tuple:
+def _differences(output: Callable, x: numpy.ndarray, dout: numpy.ndarray, trusted: bool) -> numpy.ndarray:
+    """Fourth-order differences of ``sum(output() * dout)`` with respect to ``x``: at every entry, or at
+    ``timed.SAMPLED`` entries drawn afresh (from the system's entropy: no student can know them) when
+    ``x`` is large. ``trusted``: also at half the step, and an entry where the two disagree (an input
+    within a step of a kink, ReLU's 0 or a maximum's tie, where the derivative is one-sided) is NaN:
+    the grader cannot know its answer there, so it is not graded."""
+    entries = sampled_entries(x.size) if x.size > LARGE_ENOUGH_TO_SAMPLE else None
+    coarse = numerical_gradient(output, x, dout, eps=STEP, entries=entries)
+    if not trusted:
+        return coarse
+    fine = numerical_gradient(output, x, dout, eps=STEP / 2, entries=entries)
+    scale = float(numpy.nanmax(numpy.abs(fine), initial=0.0)) or 1.0
+    return numpy.where(numpy.abs(coarse - fine) <= AGREEMENT * scale, coarse, numpy.nan)
+
+
+def input_gradients(forward: Callable, inputs: dict, wrt: tuple[str, ...], trusted: bool = True) -> tuple:
     """The gradient of ``sum(forward(inputs) * dout)`` with respect to each input named in ``wrt``
-    (``entries``: for each, the flat indices to compute; the others are NaN)."""
+    (``_differences``: sampled when large; where untrusted, NaN)."""
     forward_inputs, dout = _upstream(inputs)
     arrays = _as_float64(forward_inputs, wrt)
-    return tuple(numerical_gradient(lambda: numpy.asarray(forward(*arrays.values())), arrays[name], dout,
-                                    entries=None if entries is None else entries.get(name)) for name in wrt)
+    return tuple(_differences(lambda: numpy.asarray(forward(*arrays.values())), arrays[name], dout, trusted)
+                 for name in wrt)
 
 
 def node_gradient(forward: Callable, inputs: dict, node: str) -> numpy.ndarray:
@@ -127,7 +145,7 @@ def node_gradient(forward: Callable, inputs: dict, node: str) -> numpy.ndarray:
     forward(*forward_inputs.values(), node=held)
     if held.value is None:
         raise ValueError(f"the forward pass has no node {node!r}")
-    return numerical_gradient(lambda: numpy.asarray(forward(*forward_inputs.values(), node=held)), held.value, dout)
+    return _differences(lambda: numpy.asarray(forward(*forward_inputs.values(), node=held)), held.value, dout, True)
 
 
 def jacobian(forward: Callable, x: numpy.ndarray) -> numpy.ndarray:
@@ -151,9 +169,7 @@ def _answers(family: Family, exercise: Exercise, variant: Variant) -> Callable:
             return jacobian(forward, inputs["x"])
         if node is not None:
             return node_gradient(forward, inputs, node)
-        large = any(numpy.size(inputs[name]) > LARGE_ENOUGH_TO_SAMPLE for name in exercise.wrt)
-        answers = input_gradients(forward, inputs, exercise.wrt,
-                                  sampled_entries(inputs, exercise.wrt) if large else None)
+        answers = input_gradients(forward, inputs, exercise.wrt)
         return answers if len(answers) > 1 else answers[0]
 
     reference.__name__ = f"{exercise.name}_{variant.name}_by_finite_differences"
@@ -166,7 +182,8 @@ def varied(family: Family, exercise: Exercise, variant: Variant) -> Exercise:
     finite differences of the variant's forward (so the finite-difference column would only repeat
     it: none is computed), and no named hint (each names a mistake of the textbook's form)."""
     signature = f"{exercise.signature}\n  your variant, {family.name} '{variant.name}': {variant.statement}"
-    forward = variant.forward_of(exercise.name) if exercise.forward is not None else None
+    forward = variant.forward_of(exercise.name) if exercise.forward is not None or family.nodes.get(
+        exercise.name) not in (None, "jacobian") else None
     return replace(exercise, signature=signature, reference=_answers(family, exercise, variant), forward=None,
                    hints=(_textbook_hint(exercise, variant),), timed_forward=forward, variant=variant.name)
 

@@ -8,7 +8,6 @@ row of its pixels.
 
 from __future__ import annotations
 
-import numpy
 
 from .base import Family, Variant, keep
 

@@ -10,8 +10,11 @@ forward passes, with the reason. The case's answer is checked too, on ``SAMPLED`
 tensor (finite differences of every entry would cost what the numerical student pays), to
 ``TOLERANCE``: the small cases hold the answer to 1e-6, this one only refuses a made-up answer.
 
-Not caught: an elementwise op (ReLU, GELU) has a diagonal Jacobian, so its derivative by
-differences costs two forward passes, like the analytic one; those exercises rest on variants alone.
+The steps of layer norm's and attention's derivations are timed the same way, against the whole
+forward pass (2,048 rows of 4 numbers for layer norm's per-row ``dL/dvar`` and ``dL/dmean``).
+Not caught: differences that perturb many entries at once where their effects do not mix (every
+entry of an elementwise op, a column of every row of the linear layer, every row's variance), which
+cost a few forward passes, like the derived answer; those exercises rest on their variants alone.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..exercises.base import Case, normal
 TIMED_LABEL = "timed"  # the case's label starts with this
 RATIO_LIMIT = 1000     # at most this many forward passes. time
 REPEATS = 5            # the forward is timed this many times, the fastest kept
-SAMPLED = 12           # entries per tensor whose answer is checked
+SAMPLED = 16           # entries per tensor whose answer is checked, drawn afresh each time
 TOLERANCE = 1e-4       # of those entries: enough to refuse a made-up answer. Finite differences of a
                        # loss over 4,096 logits carry round-off near 1e-12, 1e-5 of its smallest entries
 
@@ -115,7 +118,13 @@ def _patches(rng):
     return {"images": normal(rng, 2, 3, 32, 32), "patch_size": 4}
 
 
-LARGE = {"embedding_backward": _embedding, "dropout_backward": _dropout,
+def _layernorm_rows(rng):
+    return {"x": 3 + 2 * normal(rng, 2048, 4), "gamma": 1 + 0.5 * normal(rng, 4), "beta": normal(rng, 4)}
+
+
+LARGE = {"layernorm_dvar": _layernorm_rows, "layernorm_dmean": _layernorm_rows, "attention_dv": _attention,
+         "attention_d_scores": _attention,
+         "embedding_backward": _embedding, "dropout_backward": _dropout,
          "multi_head_attention_backward": _multi_head, "masked_mean_pool_backward": _pooling,
          "masked_max_pool_backward": _pooling, "batchnorm_backward": _batchnorm, "rmsnorm_backward": _rmsnorm,
          "rope_backward": _rope, "swiglu_backward": _swiglu, "silu_backward": _elementwise_gate,
@@ -130,7 +139,7 @@ def timed_case(exercise, seed: int) -> list[Case]:
     """The timed case of ``exercise`` (none for an exercise without one), drawn with ``seed``, its
     upstream gradient (``dout``, or ``dloss`` for a loss) shaped by the forward's output."""
     make = LARGE.get(exercise.name)
-    forward = exercise.timed_forward or exercise.forward
+    forward = exercise.timed_forward or exercise.forward or _derivations_forward(exercise.name)
     if make is None or forward is None:
         return []
     rng = numpy.random.default_rng(seed)
@@ -143,15 +152,21 @@ def timed_case(exercise, seed: int) -> list[Case]:
     return [Case(f"{TIMED_LABEL}: {sizes}", inputs)]
 
 
+def _derivations_forward(step: str):
+    """The forward of the derivation ``step`` belongs to (a step's answer costs about one of it)."""
+    from ..exercises import DERIVATIONS, EXERCISES
+    final = next((name for name, steps in DERIVATIONS.items() if step in steps), None)
+    return EXERCISES[final].forward if final is not None else None
+
+
 def is_timed(label: str) -> bool:
     return label.startswith(TIMED_LABEL + ":")
 
 
-def sampled_entries(inputs: dict, wrt: tuple[str, ...], seed: int = 0) -> dict:
-    """``SAMPLED`` flat indices of each input in ``wrt`` (all of them when it is that small)."""
-    rng = numpy.random.default_rng(seed)
-    return {name: numpy.sort(rng.choice(numpy.size(inputs[name]), min(SAMPLED, numpy.size(inputs[name])),
-                                        replace=False)) for name in wrt}
+def sampled_entries(size: int) -> numpy.ndarray:
+    """``SAMPLED`` of ``size`` flat indices, drawn from the system's entropy: a student's function cannot
+    know which entries of a large case are checked, so it must get them all right."""
+    return numpy.sort(numpy.random.default_rng().choice(size, min(SAMPLED, size), replace=False))
 
 
 def forward_seconds(forward, inputs: dict) -> float:
@@ -169,7 +184,7 @@ def forward_seconds(forward, inputs: dict) -> float:
 def too_slow(seconds: float, forward: float) -> str:
     """The reason a backward pass that took ``seconds`` fails, against a forward of ``forward`` seconds
     ("" when it is fast enough)."""
-    if seconds <= RATIO_LIMIT * forward or seconds < 0.01:
+    if seconds <= RATIO_LIMIT * forward or seconds < 0.005:
         return ""
     return (f"took {seconds:.2g} s, {seconds / forward:.0f} times its forward pass ({forward:.2g} s): a backward "
             f"pass by finite differences costs two forward passes per input entry; derive it (at most "

@@ -385,7 +385,7 @@ MUTANTS = [
     Mutant(
         "numerical-gradient-never-timed", "npformer/course/variants/timed.py",
         "a backward pass by finite differences of the forward is never found out by its time",
-        "    if seconds <= RATIO_LIMIT * forward or seconds < 0.01:",
+        "    if seconds <= RATIO_LIMIT * forward or seconds < 0.005:",
         "    if True:",
         ("tests/test_variants.py", "tests/test_variant_class.py"),
     ),

@@ -186,7 +186,8 @@ class ClassCases(Mapping):
             cases, _ = unseen_case(exercise, self.seed)
             if self.secret is not None:
                 cases += hidden_cases(exercise, self.secret)
-            self._kept[name, variant] = prepared_public(exercise, 0) + prepare(exercise, cases)
+            with timed.sampled_with(self.secret, self.seed, name, variant):
+                self._kept[name, variant] = prepared_public(exercise, 0) + prepare(exercise, cases)
         return self._kept[name, variant]
 
     def __getitem__(self, name: str) -> list[Prepared]:

@@ -55,11 +55,13 @@ def graded_with_variants(name: str) -> bool:
 def draw(secret: str, student: str, family: str, mode: str = "student") -> str:
     """The variant of ``family`` for ``student`` (their name on the roster): one of the family's
     variants, never the lesson's own form, chosen by a hash of the secret, the student and the family
-    (each family draws on its own). ``mode`` "class": one variant for the whole class (the secret
+    (each family draws on its own, but multi-head attention takes attention's). ``mode`` "class": one
+    variant for the whole class (the secret
     and the family only); "off": the lesson's form."""
     if mode == "off":
         return TEXTBOOK_FORM
     variants = FAMILIES[family].variants
+    family = FAMILIES[family].drawn_with or family
     key = f"{secret}\0{family}" if mode == "class" else f"{secret}\0{student}\0{family}"
     digest = hashlib.sha256(key.encode("utf-8")).digest()
     return variants[int.from_bytes(digest[:8], "little") % len(variants)].name

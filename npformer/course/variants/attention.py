@@ -93,4 +93,4 @@ def _multi_head(attend):
 
 MULTI_HEAD_ATTENTION = Family("multi_head_attention", ("multi_head_attention_backward",), tuple(
     Variant("multi_head_attention", variant.name, f"in every head, {variant.statement}", _multi_head(variant.forward))
-    for variant in ATTENTION.variants))
+    for variant in ATTENTION.variants), drawn_with="attention")  # lesson 8 reuses the student's lesson 7

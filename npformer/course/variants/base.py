@@ -85,13 +85,15 @@ class Family:
     final backward pass last; ``nodes``: for each step, the intermediate it differentiates (an input's
     name for a gradient with respect to that input, ``"jacobian"`` for the Jacobian of a one-vector
     forward); ``practice``: steps whose answer no variant changes (``dL/dP = dout v^T`` whatever the
-    scores are), checked but worth no points when a class is graded with variants."""
+    scores are), checked but worth no points when a class is graded with variants; ``drawn_with``: a
+    family whose variant this one takes, variant for variant (the same names)."""
 
     name: str
     exercises: tuple[str, ...]
     variants: tuple[Variant, ...]
     nodes: dict = field(default_factory=dict)
     practice: tuple[str, ...] = ()
+    drawn_with: str = ""  # another family whose draw this one shares (multi-head attention: attention's)
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:

@@ -19,6 +19,9 @@ cost a few forward passes, like the derived answer; those exercises rest on thei
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
 import inspect
 
 import numpy
@@ -163,10 +166,31 @@ def is_timed(label: str) -> bool:
     return label.startswith(TIMED_LABEL + ":")
 
 
+_SAMPLING: contextvars.ContextVar = contextvars.ContextVar("sampling", default=None)
+
+
+@contextlib.contextmanager
+def sampled_with(secret: str | None, *keys):
+    """Within it, the checked entries are drawn from ``secret`` and ``keys`` (the class's seed, the
+    exercise, the variant): a class's grading draws the same entries each time it is run with the same
+    secret, which no student knows. Without a secret, from the system's entropy."""
+    if secret is None:
+        yield
+        return
+    digest = hashlib.sha256("\0".join(map(str, (secret, "sampled", *keys))).encode("utf-8")).digest()
+    token = _SAMPLING.set(numpy.random.default_rng(int.from_bytes(digest[:16], "little")))
+    try:
+        yield
+    finally:
+        _SAMPLING.reset(token)
+
+
 def sampled_entries(size: int) -> numpy.ndarray:
-    """``SAMPLED`` of ``size`` flat indices, drawn from the system's entropy: a student's function cannot
-    know which entries of a large case are checked, so it must get them all right."""
-    return numpy.sort(numpy.random.default_rng().choice(size, min(SAMPLED, size), replace=False))
+    """``SAMPLED`` of ``size`` flat indices, drawn from the system's entropy (or, in ``sampled_with``,
+    from the instructor's secret): a student's function cannot know which entries of a large case are
+    checked, so it must get them all right."""
+    rng = _SAMPLING.get() or numpy.random.default_rng()
+    return numpy.sort(rng.choice(size, min(SAMPLED, size), replace=False))
 
 
 def forward_seconds(forward, inputs: dict) -> float:

@@ -16,7 +16,6 @@ Graded with variants off, the same class is graded as before: bo's lesson's form
 
 import csv
 import inspect
-import json
 import shutil
 
 import numpy as np
@@ -26,7 +25,7 @@ from npformer.course import grade_class, instructor_edition
 from npformer.course.cases import ClassCases
 from npformer.course.exercises import EXERCISES
 from npformer.course.roster import Variants, read_roster
-from npformer.course.variants import FAMILY_OF, assignment, base, graded_with_variants, layer_norm, timed
+from npformer.course.variants import FAMILY_OF, assignment, graded_with_variants, layer_norm, timed
 
 from lesson_solutions import LESSONS, replace_solution
 from numerical_student import numerical_backward
@@ -116,7 +115,7 @@ SMALL_TIMED = {
 def term(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(timed, "LARGE", SMALL_TIMED)
-        patch.setattr(base, "LARGE_ENOUGH_TO_SAMPLE", 10**9)
+        patch.setattr(timed, "SAMPLED", 10**9)  # every entry, the same in every preparation
         yield _graded_term(tmp_path_factory)
 
 

@@ -57,10 +57,8 @@ def _call_here(exercise: Exercise, function: Callable, inputs: dict) -> tuple:
 
 
 def _finite_differences(exercise: Exercise, case: Case) -> dict[str, numpy.ndarray]:
-    """The gradient of ``sum(forward(inputs) * dout)`` for each ``wrt`` input (of a large input, only
-    at some entries, drawn afresh; on a timed case, whose inputs are not kept away from kinks, an entry
-    next to one is left out: ``variants.base.input_gradients``)."""
-    answers = input_gradients(exercise.forward, case.inputs, exercise.wrt, trusted=timed.is_timed(case.label))
+    """The gradient of ``sum(forward(inputs) * dout)`` for each ``wrt`` input (``variants.base``'s)."""
+    answers = input_gradients(exercise.forward, case.inputs, exercise.wrt, trusted=False)
     return dict(zip(exercise.wrt, answers))
 
 
@@ -83,13 +81,20 @@ def prepare(exercise: Exercise, cases: list[Case]) -> list[Prepared]:
         backend.set_backend("numpy")
     try:
         with ops.using("textbook"):
-            return [Prepared(case, _call_here(exercise, exercise.reference, case.inputs),
-                             _finite_differences(exercise, case) if exercise.forward is not None else {},
-                             _forward_seconds(exercise, case))
-                    for case in cases]
+            return [_prepared(exercise, case) for case in cases]
     finally:
         if active != "numpy":
             backend.set_backend(active)
+
+
+def _prepared(exercise: Exercise, case: Case) -> Prepared:
+    """One case's answers (a timed case's at some entries, and no finite-difference column: its
+    reference alone) and, for a timed case, its forward's time."""
+    with timed.answering(case.label):
+        numeric = _finite_differences(exercise, case) if exercise.forward is not None \
+            and not timed.is_timed(case.label) else {}
+        return Prepared(case, _call_here(exercise, exercise.reference, case.inputs), numeric,
+                        _forward_seconds(exercise, case))
 
 
 def _forward_seconds(exercise: Exercise, case: Case) -> float | None:

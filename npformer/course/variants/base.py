@@ -31,9 +31,8 @@ import numpy
 
 from ...gradcheck.engine import numerical_gradient
 from ..exercises.base import Exercise
-from .timed import sampled_entries
+from . import timed
 
-LARGE_ENOUGH_TO_SAMPLE = 1024  # entries of an input beyond which only some of its gradient is computed
 STEP = 3e-4                    # the differences' step h (gradcheck's), checked against h / 2
 AGREEMENT = 1e-7               # of the largest entry: how close the two must be for an entry to be graded
 
@@ -114,12 +113,11 @@ def _as_float64(inputs: dict, names) -> dict:
 
 
 def _differences(output: Callable, x: numpy.ndarray, dout: numpy.ndarray, trusted: bool) -> numpy.ndarray:
-    """Fourth-order differences of ``sum(output() * dout)`` with respect to ``x``: at every entry, or at
-    ``timed.SAMPLED`` entries drawn afresh (from the system's entropy: no student can know them) when
-    ``x`` is large. ``trusted``: also at half the step, and an entry where the two disagree (an input
+    """Fourth-order differences of ``sum(output() * dout)`` with respect to ``x``: at every entry, or, on
+    a timed case, at ``timed.SAMPLED`` entries no student can know (``timed.sampled_entries``). ``trusted``: also at half the step, and an entry where the two disagree (an input
     within a step of a kink, ReLU's 0 or a maximum's tie, where the derivative is one-sided) is NaN:
     the grader cannot know its answer there, so it is not graded."""
-    entries = sampled_entries(x.size) if x.size > LARGE_ENOUGH_TO_SAMPLE else None
+    entries = timed.sampled_entries(x.size) if timed.in_timed_case() and x.size > timed.SAMPLED else None
     coarse = numerical_gradient(output, x, dout, eps=STEP, entries=entries)
     if not trusted:
         return coarse

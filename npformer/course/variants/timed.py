@@ -167,6 +167,22 @@ def is_timed(label: str) -> bool:
 
 
 _SAMPLING: contextvars.ContextVar = contextvars.ContextVar("sampling", default=None)
+_TIMED_CASE: contextvars.ContextVar = contextvars.ContextVar("timed_case", default=False)
+
+
+@contextlib.contextmanager
+def answering(label: str):
+    """Within it, the grader computes the answers of the case ``label``: a timed case's are taken at
+    ``SAMPLED`` entries a tensor (``in_timed_case``), every other case's at all of them."""
+    token = _TIMED_CASE.set(is_timed(label))
+    try:
+        yield
+    finally:
+        _TIMED_CASE.reset(token)
+
+
+def in_timed_case() -> bool:
+    return _TIMED_CASE.get()
 
 
 @contextlib.contextmanager

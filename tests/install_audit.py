@@ -1,6 +1,6 @@
 """What a student's install holds that passes a graded exercise as their variant states it.
 
-Run as ``python install_audit.py ROOT [LESSONS]``, with ``ROOT`` a folder holding an ``npformer``
+Run as ``python install_audit.py ROOT [LESSONS] [--only MODULE]``, with ``ROOT`` a folder holding an ``npformer``
 package (an unpacked wheel, a Classroom template's ``.npformer``) and ``LESSONS`` a folder of lesson
 files: every function of that npformer (module functions and class methods, private ones too) and
 every function defined in the lessons whose arguments are an exercise's is called on the exercise's
@@ -76,7 +76,9 @@ def _passes(function, exercise, prepared) -> bool:
     return True
 
 
-def audit(root: Path, lessons: Path | None) -> list:
+def audit(root: Path, lessons: Path | None, only: str = "") -> list:
+    """The functions of ``root``'s npformer (those of modules named from ``only``, when given) and of
+    ``lessons`` that pass some graded exercise's variant."""
     sys.path.insert(0, str(root))
     for name in [name for name in sys.modules if name == "npformer" or name.startswith("npformer.")]:
         del sys.modules[name]
@@ -86,16 +88,18 @@ def audit(root: Path, lessons: Path | None) -> list:
     from npformer.course.exercises import EXERCISES
     from npformer.course.variants import FAMILIES, graded_with_variants, posed
     assert Path(npformer.__file__).resolve().is_relative_to(root.resolve()), npformer.__file__
+    candidates = [(where, function) for where, function in _package_functions(npformer) if where.startswith(only)]
+    candidates += list(_lesson_functions(lessons)) if lessons else []
+    arguments = {tuple(_arguments(function)) for _, function in candidates}
     wanted = {}
     for family in FAMILIES.values():
         for name in family.exercises:
-            if graded_with_variants(name):
+            signature = tuple(_arguments(EXERCISES[name].reference))
+            if graded_with_variants(name) and signature in arguments:  # an exercise no function could pass: skipped
                 cases = list(EXERCISES[name].cases(numpy.random.default_rng(0)))
                 for variant in family.variants:
                     exercise = posed(name, variant.name)
-                    wanted.setdefault(tuple(_arguments(EXERCISES[name].reference)), []).append(
-                        (name, variant.name, exercise, prepare(exercise, cases)))
-    candidates = list(_package_functions(npformer)) + (list(_lesson_functions(lessons)) if lessons else [])
+                    wanted.setdefault(signature, []).append((name, variant.name, exercise, prepare(exercise, cases)))
     found = []
     for where, function in candidates:
         for name, variant, exercise, prepared in wanted.get(tuple(_arguments(function)), []):
@@ -105,4 +109,7 @@ def audit(root: Path, lessons: Path | None) -> list:
 
 
 if __name__ == "__main__":
-    print(json.dumps(audit(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else None)))
+    arguments = sys.argv[1:]
+    only = arguments.pop(arguments.index("--only") + 1) if "--only" in arguments else ""
+    arguments = [argument for argument in arguments if argument != "--only"]
+    print(json.dumps(audit(Path(arguments[0]), Path(arguments[1]) if len(arguments) > 1 else None, only)))

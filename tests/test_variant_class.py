@@ -21,7 +21,7 @@ import shutil
 import numpy as np
 import pytest
 
-from npformer.course import grade_class, instructor_edition
+from npformer.course import grade_class, grading, instructor_edition
 from npformer.course.cases import ClassCases
 from npformer.course.exercises import EXERCISES
 from npformer.course.roster import Variants, read_roster
@@ -141,10 +141,14 @@ def _graded_term(tmp_path_factory):
     _hand_in(submissions / "dee", dee)
     _hand_in(submissions / "eve", ada)
     out = root / "grades.csv"
-    graded = {grades.student: grades for grades in grade_class(submissions, out, seed=SEED, secret=SECRET, timeout=30,
-                                                                   exercises=GRADED, reasons=True, variants=variants)}
-    off = {grades.student: grades for grades in grade_class(submissions, root / "off.csv", seed=SEED,
-                                                                timeout=30, exercises=GRADED)}
+    with pytest.MonkeyPatch.context() as patch:  # the class's cases, prepared once: the oracle's
+        patch.setattr(grading, "prepared_cases", lambda *args, **options: cases)
+        graded = {grades.student: grades for grades in grade_class(
+            submissions, out, seed=SEED, secret=SECRET, timeout=30, exercises=GRADED, reasons=True, variants=variants)}
+        for student in ("ada", "bo"):
+            shutil.copytree(submissions / student, root / "off" / student)
+        off = {grades.student: grades for grades in grade_class(root / "off", root / "off.csv", seed=SEED,
+                                                                    secret=SECRET, timeout=30, exercises=GRADED)}
     return graded, off, drawn, root
 
 

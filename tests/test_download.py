@@ -5,6 +5,7 @@ folder left as it was."""
 
 from __future__ import annotations
 
+import urllib.request
 import zipfile
 
 import pytest
@@ -135,7 +136,7 @@ def test_an_interrupted_download_or_unpacking_leaves_no_file_behind(tmp_path, mo
     from npformer.data import download
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(download.urllib.request, "urlopen", lambda request, timeout: _Interrupted())
+    monkeypatch.setattr(urllib.request, "urlopen", lambda request, timeout: _Interrupted())
     with pytest.raises(KeyboardInterrupt):
         download.download_pairs(url="https://www.manythings.org/anki/fra-eng.zip", progress=False)
     assert list((tmp_path / "data" / "fra-eng").iterdir()) == []

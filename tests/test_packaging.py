@@ -230,3 +230,15 @@ def test_no_module_over_450_lines_and_no_function_over_80():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80:
                 too_long.append(f"{path.relative_to(root)}: {node.name} has {node.end_lineno - node.lineno + 1} lines")
     assert not too_long, too_long
+
+
+def test_import_npformer_opens_no_network_module():
+    """``import npformer`` does not load urllib's request module or http.client: only a download does
+    (``data.download._fetch``)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, npformer; "
+            "print(sorted(m for m in ('urllib.request', 'http.client') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

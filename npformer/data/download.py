@@ -18,13 +18,9 @@ import os
 import re
 import shutil
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 import zlib
 from pathlib import Path
-
-from tqdm.auto import tqdm
 
 from .files import DataError
 from .tatoeba import LoadReport, load_pairs
@@ -67,7 +63,14 @@ def check_pair(pair: str) -> None:
 
 
 def _fetch(url: str, target: Path, progress: bool) -> None:
-    """Download ``url`` to ``target`` (a temporary name), with a progress bar when the size is known."""
+    """Download ``url`` to ``target`` (a temporary name), with a progress bar when the size is known.
+    The network and progress modules are imported here, when a download starts: ``import npformer``
+    does not pay for them."""
+    import urllib.error
+    import urllib.request
+
+    from tqdm.auto import tqdm
+
     try:
         request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
         with urllib.request.urlopen(request, timeout=60) as response, target.open("wb") as out:

@@ -95,7 +95,7 @@ def test_finite_differences_of_the_lessons_form_agree_with_its_closed_forms():
     """The answers by finite differences (steps through ``node`` included) equal npformer's closed forms
     of the lesson's own layer norm, far inside the grader's tolerance."""
     lesson = Family("layernorm", FAMILIES["layernorm"].exercises,
-                    (Variant("layernorm", "lesson", "the lesson's", _textbook_layernorm),), FAMILIES["layernorm"].nodes)
+                    (Variant("lesson", "the lesson's", _textbook_layernorm),), FAMILIES["layernorm"].nodes)
     for name in lesson.exercises:
         exercise = EXERCISES[name]
         cases = _public(name)

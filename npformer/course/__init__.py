@@ -49,9 +49,9 @@ from .grader import ExerciseFailed, ExerciseReport, check
 from .grading import grade_class
 from .notebooks import lesson_notebooks
 from .student_ops import StudentOps, StudentOpsError, load_student_ops, student_ops
-from .variant_file import show_variant, show_variants
+from .variant_file import show_variants
 
 __all__ = ["check", "EXERCISES", "Exercise", "Case", "ExerciseReport", "ExerciseFailed",
            "student_edition", "instructor_edition", "student_source", "instructor_only", "lessons_folder",
            "exercise_table", "lesson_notebooks", "BEGIN", "END", "collect", "student_ops", "load_student_ops",
-           "StudentOps", "StudentOpsError", "grade_class", "grading", "show_variant", "show_variants"]
+           "StudentOps", "StudentOpsError", "grade_class", "grading", "show_variants"]

@@ -15,7 +15,6 @@ again, or another class graded by the same process, reuses them.
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -25,6 +24,7 @@ import numpy
 from .. import backend, ops
 from . import sandbox
 from .exercises import Case, Exercise
+from .exercises.base import from_secret
 from .variants import TEXTBOOK_FORM, posed, timed
 from .variants.base import input_gradients
 
@@ -171,8 +171,7 @@ def hidden_cases(exercise: Exercise, secret: str, count: int = HIDDEN_CASES) -> 
     "hidden 1", "hidden 2"...: a report never shows the secret, the seed or the inputs."""
     if exercise.unseen is None:
         return []
-    digest = hashlib.sha256(f"{secret}\0{exercise.name}".encode("utf-8")).digest()
-    drawn = _drawn(exercise, numpy.random.default_rng(int.from_bytes(digest[:16], "little")), count)
+    drawn = _drawn(exercise, numpy.random.default_rng(from_secret(secret, exercise.name)), count)
     return [Case(f"{HIDDEN_LABEL} {index}", case.inputs) for index, case in enumerate(drawn, 1)]
 
 

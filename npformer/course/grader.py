@@ -51,7 +51,7 @@ from .isolation import IsolationUnavailable
 from .lesson_script import remember
 from .variant_file import my_variant
 from .variants import FAMILY_OF, TEXTBOOK_FORM, posed, timed
-from .replies import (FAILED, NOT_IMPLEMENTED, PASSED, SHOWN_CHARACTERS, OwnLines, case_words, fail, is_hidden,
+from .replies import (FAILED, PASSED, SHOWN_CHARACTERS, OwnLines, case_words, fail, is_hidden,
                       malformed, stop)
 from .exercise_report import ExerciseReport, compare
 from .worker import Reply, Worker, WorkerUnavailable, shared

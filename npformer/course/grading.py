@@ -48,7 +48,7 @@ from .grader import MACHINE_ERRORS, PASSED, ExerciseReport, grade
 from . import isolation
 from .inert import csv_text, feedback_file_name, printable, write_atomically
 from .roster import NotOnRoster, Variants
-from .variants import FAMILY_OF, TEXTBOOK_FORM, graded_with_variants, posed
+from .variants import graded_with_variants, posed, variant_for
 from .worker import Worker
 
 PRINT_LIMIT = 1_000_000  # bytes a student's function may print while one exercise is graded
@@ -149,7 +149,7 @@ def _grade_student(folder: Path, prepared: ClassCases, timeout: float, worker: W
         collected = None
     lessons = dict((exercise, lesson) for lesson, exercise in collected.functions) if collected else {}
     for name in prepared:
-        variant = assigned.get(FAMILY_OF[name].name, TEXTBOOK_FORM) if name in FAMILY_OF else TEXTBOOK_FORM
+        variant = variant_for(name, assigned)
         exercise = posed(name, variant)
         if collected is None or name not in collected.sources:
             kind, why = (collected.left_out.get(name, ("missing", f"no function {name} in the submission"))

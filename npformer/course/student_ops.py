@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 from .. import ops
 from .exercises import EXERCISES
-from .grader import NOT_IMPLEMENTED, PASSED, check
+from .grader import check
+from .replies import NOT_IMPLEMENTED, PASSED
 from .op_adapters import ops_from
 from .student_variants import FORWARDS, NOT_IN_THE_MODEL, with_variants
 from .variant_file import my_variant
@@ -170,7 +171,7 @@ def student_ops(module: Any, *, allow_failing: bool = False, source: str | None 
             continue
         if variant != TEXTBOOK_FORM:
             variants[name] = variant
-        report = check(name, found[name], strict=False)
+        report = check(name, found[name], strict=False, variant=variant)
         if report.status == PASSED:
             exercises.append(ExerciseStatus(name, lesson, "passed"))
             usable[name] = found[name]

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from .inert import feedback_file_name, printable, write_atomically
-from .variants import FAMILIES, FAMILY_OF, TEXTBOOK_FORM, assignment, statement
+from .variants import FAMILIES, FAMILY_OF, TEXTBOOK_FORM, assignment, statement, variant_for
 
 FILE_NAME = "npformer_variants.json"
 SEARCHED_LEVELS = 4  # how many folders above the working one are looked in
@@ -73,26 +73,20 @@ def my_variant(name: str, start: str | Path | None = None) -> str:
     """The variant of the exercise ``name`` that the student's file gives (``TEXTBOOK_FORM`` when the
     exercise has no variants or there is no file); a ValueError when the file names one this npformer
     does not have (another version of the course: ask the instructor)."""
-    family = FAMILY_OF.get(name)
     path = find_file(start)
-    if family is None or path is None:
-        return TEXTBOOK_FORM
-    variant = read_variants(path).get(family.name, TEXTBOOK_FORM)
+    return TEXTBOOK_FORM if path is None else _checked(name, read_variants(path), path)
+
+
+def _checked(name: str, variants: dict[str, str], path: Path) -> str:
+    """``name``'s variant in ``variants`` (read from ``path``), known to this npformer."""
+    variant = variant_for(name, variants)
     if variant != TEXTBOOK_FORM:
         try:
-            family.variant(variant)
+            FAMILY_OF[name].variant(variant)
         except ValueError as error:
             raise ValueError(f"{path}: {error}; this npformer is another version than your instructor's: ask "
                              "them which to install") from None
     return variant
-
-
-def show_variant(name: str) -> str:
-    """One line for a lesson's cell: which form of ``name`` this student derives."""
-    variant = my_variant(name)
-    if variant == TEXTBOOK_FORM:
-        return f"{name}: the lesson's own form (no variants file found: {FILE_NAME}, from your instructor)"
-    return f"{name}, your variant '{variant}': {statement(name, variant)}"
 
 
 def show_variants(lesson: str) -> str:
@@ -107,9 +101,10 @@ def show_variants(lesson: str) -> str:
                 "instructor grades with variants, put the file they gave you beside your lessons.")
     lines = [f"your variants ({path}): derive these forms of the backward passes and their steps; the lesson's "
              "closed forms are wrong for them. Forward exercises (softmax, attention...) stay the lesson's own."]
+    variants = read_variants(path)
     for name in names:
         try:
-            variant = my_variant(name)
+            variant = _checked(name, variants, path)
         except ValueError as error:
             lines.append(f"  {FAMILY_OF[name].name}: {error}")
             continue

@@ -7,6 +7,7 @@ function is graded). A ``WrongSolution`` is a realistic mistake the grader must 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -91,6 +92,14 @@ class WrongSolution:
     mistake: str
     function: Callable
     hint: str = ""
+
+
+def from_secret(*keys: object, width: int = 16) -> int:
+    """A number no one can find without the instructor's secret (the first of ``keys``): the first
+    ``width`` bytes, little-endian, of the SHA-256 of the keys joined by NUL. It seeds the hidden cases,
+    picks each student's variants and the entries a timed case checks."""
+    digest = hashlib.sha256("\0".join(map(str, keys)).encode("utf-8")).digest()
+    return int.from_bytes(digest[:width], "little")
 
 
 def size(rng, low, high):

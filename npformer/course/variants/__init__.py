@@ -20,10 +20,10 @@ and the student's name on the roster (``course.roster``); the student reads thei
 
 from __future__ import annotations
 
-import hashlib
 from functools import lru_cache
 
 from ..exercises import EXERCISES, Exercise
+from ..exercises.base import from_secret
 from .attention import ATTENTION, MULTI_HEAD_ATTENTION
 from .base import TEXTBOOK_FORM, Family, Variant, varied
 from .batch_norm import BATCH_NORM
@@ -56,15 +56,20 @@ def draw(secret: str, student: str, family: str, mode: str = "student") -> str:
     """The variant of ``family`` for ``student`` (their name on the roster): one of the family's
     variants, never the lesson's own form, chosen by a hash of the secret, the student and the family
     (each family draws on its own, but multi-head attention takes attention's). ``mode`` "class": one
-    variant for the whole class (the secret
-    and the family only); "off": the lesson's form."""
+    variant for the whole class (the secret and the family only); "off": the lesson's form."""
     if mode == "off":
         return TEXTBOOK_FORM
     variants = FAMILIES[family].variants
     family = FAMILIES[family].drawn_with or family
-    key = f"{secret}\0{family}" if mode == "class" else f"{secret}\0{student}\0{family}"
-    digest = hashlib.sha256(key.encode("utf-8")).digest()
-    return variants[int.from_bytes(digest[:8], "little") % len(variants)].name
+    keys = (secret, family) if mode == "class" else (secret, student, family)
+    return variants[from_secret(*keys, width=8) % len(variants)].name
+
+
+def variant_for(name: str, variants: dict[str, str]) -> str:
+    """The variant of the exercise ``name`` in ``variants`` (family -> variant: an assignment, a
+    student's file); ``TEXTBOOK_FORM`` when ``name`` has no family or the map none for it."""
+    family = FAMILY_OF.get(name)
+    return TEXTBOOK_FORM if family is None else variants.get(family.name, TEXTBOOK_FORM)
 
 
 def assignment(secret: str, student: str, mode: str = "student") -> dict[str, str]:
@@ -91,4 +96,4 @@ def statement(name: str, variant: str) -> str:
 
 
 __all__ = ["FAMILIES", "FAMILY_OF", "Family", "Variant", "TEXTBOOK_FORM", "MODES", "draw", "assignment", "posed",
-           "statement", "graded_with_variants"]
+           "statement", "graded_with_variants", "variant_for"]

@@ -64,19 +64,17 @@ def soft_capped(q, k, v, mask, node=keep):
     return _attend(cap * numpy.tanh(q @ k.swapaxes(-1, -2) / (numpy.sqrt(q.shape[-1]) * cap)), v, mask, node)
 
 
-def _variant(name, statement, forward):
-    return Variant("attention", name, statement, forward)
-
 
 ATTENTION = Family(
     "attention", ("attention_dv", "attention_d_weights", "attention_d_scores", "attention_backward"),
-    (_variant("scaled-by-d", "S = q k^T / Dh (not / sqrt(Dh)); the rest as in the lesson", scaled_by_d),
-     _variant("alibi", "S = q k^T / sqrt(Dh) - m_h |i - j| (ALiBi: i and j the query's and the key's indices from 0, "
-                       "also when Tq != Tk; head h = 1..H has the slope m_h = 2^(-8h/H)); the rest as in the lesson", alibi),
-     _variant("quiet", "P_ij = exp(S_ij) / (1 + sum_j' exp(S_ij')) over the keys a query may see: a 1 added to the "
-                       "softmax's denominator; S and out as in the lesson", quiet),
-     _variant("soft-capped", "S = c tanh(q k^T / (c sqrt(Dh))) with c = 2 (scores soft-capped); the rest as in the "
-                             "lesson", soft_capped)),
+    (Variant("scaled-by-d", "S = q k^T / Dh (not / sqrt(Dh)); the rest as in the lesson", scaled_by_d),
+     Variant("alibi", "S = q k^T / sqrt(Dh) - m_h |i - j| (ALiBi: i and j the query's and the key's indices from 0, "
+                      "also when Tq != Tk; head h = 1..H has the slope m_h = 2^(-8h/H)); the rest as in the lesson",
+             alibi),
+     Variant("quiet", "P_ij = exp(S_ij) / (1 + sum_j' exp(S_ij')) over the keys a query may see: a 1 added to the "
+                      "softmax's denominator; S and out as in the lesson", quiet),
+     Variant("soft-capped", "S = c tanh(q k^T / (c sqrt(Dh))) with c = 2 (scores soft-capped); the rest as in the "
+                            "lesson", soft_capped)),
     nodes={"attention_dv": "v", "attention_d_weights": "weights", "attention_d_scores": "scores"},
     practice=("attention_d_weights",))
 
@@ -92,5 +90,5 @@ def _multi_head(attend):
 
 
 MULTI_HEAD_ATTENTION = Family("multi_head_attention", ("multi_head_attention_backward",), tuple(
-    Variant("multi_head_attention", variant.name, f"in every head, {variant.statement}", _multi_head(variant.forward))
+    Variant(variant.name, f"in every head, {variant.statement}", _multi_head(variant.forward))
     for variant in ATTENTION.variants), drawn_with="attention")  # lesson 8 reuses the student's lesson 7

@@ -29,11 +29,11 @@ from typing import Callable
 
 import numpy
 
-from ...gradcheck.engine import numerical_gradient
+from ...gradcheck.engine import DEFAULT_EPS, numerical_gradient
 from ..exercises.base import Exercise
 from . import timed
 
-STEP = 3e-4                    # the differences' step h (gradcheck's), checked against h / 2
+STEP = DEFAULT_EPS             # the differences' step h (gradcheck's), checked against h / 2
 AGREEMENT = 1e-7               # of the largest entry: how close the two must be for an entry to be graded
 
 TEXTBOOK_FORM = "textbook"  # the variant name of the lesson's own form
@@ -68,7 +68,6 @@ class Variant:
     ``forwards``: another forward for an exercise of the family that takes other inputs (SiLU's step
     of the SwiGLU unit), by exercise name."""
 
-    family: str
     name: str
     statement: str
     forward: Callable
@@ -114,9 +113,10 @@ def _as_float64(inputs: dict, names) -> dict:
 
 def _differences(output: Callable, x: numpy.ndarray, dout: numpy.ndarray, trusted: bool) -> numpy.ndarray:
     """Fourth-order differences of ``sum(output() * dout)`` with respect to ``x``: at every entry, or, on
-    a timed case, at ``timed.SAMPLED`` entries no student can know (``timed.sampled_entries``). ``trusted``: also at half the step, and an entry where the two disagree (an input
-    within a step of a kink, ReLU's 0 or a maximum's tie, where the derivative is one-sided) is NaN:
-    the grader cannot know its answer there, so it is not graded."""
+    a timed case, at ``timed.SAMPLED`` entries no student can know (``timed.sampled_entries``).
+    ``trusted``: also at half the step, and an entry where the two disagree (an input within a step of
+    a kink, ReLU's 0 or a maximum's tie, where the derivative is one-sided) is NaN: the grader cannot
+    know its answer there, so it is not graded."""
     entries = timed.sampled_entries(x.size) if timed.in_timed_case() and x.size > timed.SAMPLED else None
     coarse = numerical_gradient(output, x, dout, eps=STEP, entries=entries)
     if not trusted:
@@ -128,7 +128,7 @@ def _differences(output: Callable, x: numpy.ndarray, dout: numpy.ndarray, truste
 
 def input_gradients(forward: Callable, inputs: dict, wrt: tuple[str, ...], trusted: bool = True) -> tuple:
     """The gradient of ``sum(forward(inputs) * dout)`` with respect to each input named in ``wrt``
-    (``_differences``: sampled when large; where untrusted, NaN)."""
+    (``_differences``: sampled on a timed case; where untrusted, NaN)."""
     forward_inputs, dout = _upstream(inputs)
     arrays = _as_float64(forward_inputs, wrt)
     return tuple(_differences(lambda: numpy.asarray(forward(*arrays.values())), arrays[name], dout, trusted)

@@ -50,11 +50,11 @@ def gain_plus_one(x, gamma, beta, keep, node=plain):
 
 
 BATCH_NORM = Family("batchnorm", ("batchnorm_backward",), (
-    Variant("batchnorm", "eps-outside", "x_hat = (x - mean) / (sqrt(var) + eps') with eps' = 0.01 outside the root (in place of "
-                                        "the lesson's eps)",
+    Variant("eps-outside", "x_hat = (x - mean) / (sqrt(var) + eps') with eps' = 0.01 outside the root (in place of "
+                           "the lesson's eps)",
             eps_outside),
-    Variant("batchnorm", "adanorm", "y = gamma * (1 - k x_hat) * x_hat + beta with k = 0.1 (AdaNorm's form)", adanorm),
-    Variant("batchnorm", "sum-of-squares", "var = sum_n (x_n - mean)^2 over the kept positions: the sum, not the mean",
+    Variant("adanorm", "y = gamma * (1 - k x_hat) * x_hat + beta with k = 0.1 (AdaNorm's form)", adanorm),
+    Variant("sum-of-squares", "var = sum_n (x_n - mean)^2 over the kept positions: the sum, not the mean",
             sum_of_squares),
-    Variant("batchnorm", "gain-plus-one", "y = (1 + gamma) * x_hat + beta: a gain that starts at 1 when gamma = 0",
+    Variant("gain-plus-one", "y = (1 + gamma) * x_hat + beta: a gain that starts at 1 when gamma = 0",
             gain_plus_one)))

@@ -30,14 +30,14 @@ def position_weighted(ids, W, node=plain):
 
 
 EMBEDDING = Family("embedding", ("embedding_backward",), (
-    Variant("embedding", "scaled-by-sqrt-d", "out[b, t] = sqrt(D) W[ids[b, t]] (the Transformer paper's scale)",
+    Variant("scaled-by-sqrt-d", "out[b, t] = sqrt(D) W[ids[b, t]] (the Transformer paper's scale)",
             scaled_by_sqrt_d),
-    Variant("embedding", "unit-norm", "out[b, t] = W[ids[b, t]] / ||W[ids[b, t]]||: each looked-up row scaled to "
-                                      "length 1", unit_norm),
-    Variant("embedding", "centred", "out[b, t] = W[ids[b, t]] - mean_v W[v]: the table's mean row (over all V rows) "
-                                    "taken off", centred),
-    Variant("embedding", "position-weighted", "out[b, t] = W[ids[b, t]] (t + 1) / T: position t = 0..T-1 of T "
-                                              "weighted", position_weighted)))
+    Variant("unit-norm", "out[b, t] = W[ids[b, t]] / ||W[ids[b, t]]||: each looked-up row scaled to "
+                         "length 1", unit_norm),
+    Variant("centred", "out[b, t] = W[ids[b, t]] - mean_v W[v]: the table's mean row (over all V rows) "
+                       "taken off", centred),
+    Variant("position-weighted", "out[b, t] = W[ids[b, t]] (t + 1) / T: position t = 0..T-1 of T "
+                                 "weighted", position_weighted)))
 
 
 def unscaled(x, keep, p, node=plain):
@@ -58,10 +58,10 @@ def by_kept_fraction(x, keep, p, node=plain):
 
 
 DROPOUT = Family("dropout", ("dropout_backward",), (
-    Variant("dropout", "unscaled", "out = x * keep: no 1/(1 - p) (the scale is applied at inference instead)",
+    Variant("unscaled", "out = x * keep: no 1/(1 - p) (the scale is applied at inference instead)",
             unscaled),
-    Variant("dropout", "sqrt-scaled", "out = x * keep / sqrt(1 - p)", sqrt_scaled),
-    Variant("dropout", "soft", "out = x * (keep + 0.1 (1 - keep)) / (1 - 0.9 p): a dropped entry keeps a tenth of "
-                               "itself", soft),
-    Variant("dropout", "by-kept-fraction", "out = x * keep / f, f the fraction of entries kept in x's row (over the "
-                                           "last axis; f = 1 when none is)", by_kept_fraction)))
+    Variant("sqrt-scaled", "out = x * keep / sqrt(1 - p)", sqrt_scaled),
+    Variant("soft", "out = x * (keep + 0.1 (1 - keep)) / (1 - 0.9 p): a dropped entry keeps a tenth of "
+                    "itself", soft),
+    Variant("by-kept-fraction", "out = x * keep / f, f the fraction of entries kept in x's row (over the "
+                                "last axis; f = 1 when none is)", by_kept_fraction)))

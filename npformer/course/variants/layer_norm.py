@@ -50,19 +50,16 @@ def sum_of_squares(x, gamma, beta, node=keep):
     return gamma * x_hat + beta
 
 
-def _variant(name, statement, forward):
-    return Variant("layernorm", name, statement, forward)
-
 
 LAYER_NORM = Family(
     "layernorm", ("layernorm_dx_hat", "layernorm_dvar", "layernorm_dmean", "layernorm_backward"),
-    (_variant("unbiased", "var = sum_i (x_i - mean)^2 / (D - 1), the unbiased variance; the rest as in the lesson",
-              unbiased),
-     _variant("eps-outside", "x_hat = (x - mean) / (sqrt(var) + eps') with eps' = 0.01 outside the root (in place of the "
-                             "eps argument); the rest as in the lesson", eps_outside),
-     _variant("adanorm", "y = gamma * (1 - k x_hat) * x_hat + beta with k = 0.1 (AdaNorm); mean, var, x_hat as in "
-                         "the lesson", adanorm),
-     _variant("sum-of-squares", "var = sum_i (x_i - mean)^2, the sum, not the mean (so x_hat has unit norm); the "
-                                "rest as in the lesson", sum_of_squares)),
+    (Variant("unbiased", "var = sum_i (x_i - mean)^2 / (D - 1), the unbiased variance; the rest as in the lesson",
+             unbiased),
+     Variant("eps-outside", "x_hat = (x - mean) / (sqrt(var) + eps') with eps' = 0.01 outside the root (in place "
+                            "of the eps argument); the rest as in the lesson", eps_outside),
+     Variant("adanorm", "y = gamma * (1 - k x_hat) * x_hat + beta with k = 0.1 (AdaNorm); mean, var, x_hat as in "
+                        "the lesson", adanorm),
+     Variant("sum-of-squares", "var = sum_i (x_i - mean)^2, the sum, not the mean (so x_hat has unit norm); the "
+                               "rest as in the lesson", sum_of_squares)),
     nodes={"layernorm_dx_hat": "x_hat", "layernorm_dvar": "var", "layernorm_dmean": "mean"},
     practice=("layernorm_dx_hat",))

@@ -32,12 +32,12 @@ def centred_input(x, W, b, node=keep):
 
 
 LINEAR = Family("linear", ("linear_backward",), (
-    Variant("linear", "fan-in-scaled", "out = x W / sqrt(d_in) + b", fan_in_scaled),
-    Variant("linear", "column-scaled", "out = (x W) * s + b, each output column j = 1..d_out scaled by s_j = 1/j",
+    Variant("fan-in-scaled", "out = x W / sqrt(d_in) + b", fan_in_scaled),
+    Variant("column-scaled", "out = (x W) * s + b, each output column j = 1..d_out scaled by s_j = 1/j",
             column_scaled),
-    Variant("linear", "input-scaled", "out = (x * a) W + b, each input feature i = 1..d_in scaled by a_i = 1/i",
+    Variant("input-scaled", "out = (x * a) W + b, each input feature i = 1..d_in scaled by a_i = 1/i",
             input_scaled),
-    Variant("linear", "centred-input", "out = (x - mean(x)) W + b, the mean over each row's d_in features",
+    Variant("centred-input", "out = (x - mean(x)) W + b, the mean over each row's d_in features",
             centred_input)))
 
 
@@ -58,10 +58,10 @@ def elu(x, node=keep):
 
 
 RELU = Family("relu", ("relu_backward",), (
-    Variant("relu", "leaky", "leaky_relu(x) = x for x > 0, 0.1 x otherwise", leaky),
-    Variant("relu", "relu6", "relu6(x) = min(max(x, 0), 6)", relu6),
-    Variant("relu", "squared", "squared_relu(x) = max(x, 0)^2 (Primer's)", squared),
-    Variant("relu", "elu", "elu(x) = x for x > 0, exp(x) - 1 otherwise", elu)))
+    Variant("leaky", "leaky_relu(x) = x for x > 0, 0.1 x otherwise", leaky),
+    Variant("relu6", "relu6(x) = min(max(x, 0), 6)", relu6),
+    Variant("squared", "squared_relu(x) = max(x, 0)^2 (Primer's)", squared),
+    Variant("elu", "elu(x) = x for x > 0, exp(x) - 1 otherwise", elu)))
 
 
 def _sigmoid(z):
@@ -85,9 +85,9 @@ def wide(x, node=keep):
 
 
 GELU = Family("gelu", ("gelu_backward",), (
-    Variant("gelu", "tanh", "gelu(x) = x (1 + tanh(u)) / 2, u = sqrt(2/pi) (x + 0.044715 x^3): GPT-2's tanh form",
+    Variant("tanh", "gelu(x) = x (1 + tanh(u)) / 2, u = sqrt(2/pi) (x + 0.044715 x^3): GPT-2's tanh form",
             tanh_form),
-    Variant("gelu", "quick", "gelu(x) = x sigmoid(1.702 x): the quick form", quick),
-    Variant("gelu", "mish", "mish(x) = x tanh(softplus(x)), softplus(x) = log(1 + exp(x))", mish),
-    Variant("gelu", "wide", "gelu(x) = x Phi(x / 2): the distribution function of a normal of standard deviation 2",
+    Variant("quick", "gelu(x) = x sigmoid(1.702 x): the quick form", quick),
+    Variant("mish", "mish(x) = x tanh(softplus(x)), softplus(x) = log(1 + exp(x))", mish),
+    Variant("wide", "gelu(x) = x Phi(x / 2): the distribution function of a normal of standard deviation 2",
             wide)))

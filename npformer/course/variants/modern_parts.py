@@ -42,15 +42,15 @@ def partial(x, gamma, node=keep):
 
 
 RMS_NORM = Family("rmsnorm", ("rmsnorm_d_rstd", "rmsnorm_backward"), (
-    Variant("rmsnorm", "eps-outside", "r = 1 / (sqrt(mean_i x_i^2) + eps') with eps' = 0.01 outside the root (in place of "
-                                      "the lesson's eps)",
+    Variant("eps-outside", "r = 1 / (sqrt(mean_i x_i^2) + eps') with eps' = 0.01 outside the root (in place of "
+                           "the lesson's eps)",
             rms_eps_outside),
-    Variant("rmsnorm", "gain-plus-one", "y = (1 + gamma) * x * r (Gemma's gain, 1 when gamma = 0); r as in the lesson",
+    Variant("gain-plus-one", "y = (1 + gamma) * x * r (Gemma's gain, 1 when gamma = 0); r as in the lesson",
             rms_gain_plus_one),
-    Variant("rmsnorm", "mean-absolute", "r = 1 / (mean_i |x_i| + eps): the mean absolute value, not the root mean "
-                                        "square", mean_absolute),
-    Variant("rmsnorm", "partial", "r = 1 / sqrt(mean of x_i^2 over the first ceil(D/2) entries + eps) (partial "
-                                  "RMSNorm); y = gamma * x * r over all D", partial)),
+    Variant("mean-absolute", "r = 1 / (mean_i |x_i| + eps): the mean absolute value, not the root mean "
+                             "square", mean_absolute),
+    Variant("partial", "r = 1 / sqrt(mean of x_i^2 over the first ceil(D/2) entries + eps) (partial "
+                       "RMSNorm); y = gamma * x * r over all D", partial)),
     nodes={"rmsnorm_d_rstd": "rstd"}, practice=("rmsnorm_d_rstd",))
 
 
@@ -89,13 +89,13 @@ def interpolated(x, offset, node=keep):
 
 
 ROPE = Family("rope", ("rope_backward",), (
-    Variant("rope", "base-100", "the angles (offset + t) * 100^(-2i/Dh): base 100, not 10000", base_100),
-    Variant("rope", "half-split", "pair i is (x[i], x[i + Dh/2]), not (x[2i], x[2i+1]) (GPT-NeoX's layout); the "
-                                  "angles as in the lesson", half_split),
-    Variant("rope", "reversed-frequencies", "pair i turns at the frequency of pair Dh/2 - 1 - i: the angles "
-                                            "(offset + t) * 10000^(-2(Dh/2 - 1 - i)/Dh), the slowest pair first",
+    Variant("base-100", "the angles (offset + t) * 100^(-2i/Dh): base 100, not 10000", base_100),
+    Variant("half-split", "pair i is (x[i], x[i + Dh/2]), not (x[2i], x[2i+1]) (GPT-NeoX's layout); the "
+                          "angles as in the lesson", half_split),
+    Variant("reversed-frequencies", "pair i turns at the frequency of pair Dh/2 - 1 - i: the angles "
+                                    "(offset + t) * 10000^(-2(Dh/2 - 1 - i)/Dh), the slowest pair first",
             reversed_frequencies),
-    Variant("rope", "interpolated", "the angles ((offset + t) / 4) * 10000^(-2i/Dh): positions interpolated by 4",
+    Variant("interpolated", "the angles ((offset + t) / 4) * 10000^(-2i/Dh): positions interpolated by 4",
             interpolated)))
 
 
@@ -119,15 +119,16 @@ def _swiglu_variant(name):
 
     def gate(gate, node=keep):
         return phi(gate)
-    return Variant("swiglu", name, f"silu is replaced by {words}: silu_backward is phi's, y = phi(x W_gate) * "
-                                   "(x W_up)", unit, {"silu_backward": gate})
+    return Variant(name, f"silu is replaced by {words}: silu_backward is phi's, y = phi(x W_gate) * "
+                         "(x W_up)", unit, {"silu_backward": gate})
 
 
 SWIGLU = Family("swiglu", ("silu_backward", "swiglu_backward"), tuple(_swiglu_variant(name) for name in ACTIVATIONS))
 
 
 def _copies(k, n_rep, weights, tiled=False):
-    """k's heads copied n_rep times (in a row, or as a block when ``tiled``), copy r = 1..n_rep times ``weights[r-1]``."""
+    """k's heads copied n_rep times (in a row, or as a block when ``tiled``), copy r = 1..n_rep times
+    ``weights[r-1]``."""
     heads = k.shape[1]
     if tiled:
         return numpy.tile(k, (1, n_rep, 1, 1)) * numpy.repeat(weights, heads)[None, :, None, None]
@@ -151,11 +152,11 @@ def reverse_weighted(k, n_rep, node=keep):
 
 
 REPEAT_KV = Family("repeat_kv", ("repeat_kv_backward",), (
-    Variant("repeat_kv", "weighted", "each head copied n_rep times in a row, copy r = 1..n_rep multiplied by r / n_rep",
+    Variant("weighted", "each head copied n_rep times in a row, copy r = 1..n_rep multiplied by r / n_rep",
             weighted),
-    Variant("repeat_kv", "tiled-weighted", "the heads copied as a block n_rep times (head h is k's h mod Hkv), "
-                                           "block r = 1..n_rep multiplied by r / n_rep", tiled_weighted),
-    Variant("repeat_kv", "sqrt-scaled", "each head copied n_rep times in a row, every copy divided by sqrt(n_rep)",
+    Variant("tiled-weighted", "the heads copied as a block n_rep times (head h is k's h mod Hkv), "
+                              "block r = 1..n_rep multiplied by r / n_rep", tiled_weighted),
+    Variant("sqrt-scaled", "each head copied n_rep times in a row, every copy divided by sqrt(n_rep)",
             sqrt_scaled),
-    Variant("repeat_kv", "reverse-weighted", "each head copied n_rep times in a row, copy r = 1..n_rep multiplied by "
-                                             "(n_rep - r + 1) / n_rep", reverse_weighted)))
+    Variant("reverse-weighted", "each head copied n_rep times in a row, copy r = 1..n_rep multiplied by "
+                                "(n_rep - r + 1) / n_rep", reverse_weighted)))

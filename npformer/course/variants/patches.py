@@ -40,11 +40,11 @@ def centred(images, patch_size, node=keep):
 
 
 PATCHES = Family("patches", ("patches_backward",), (
-    Variant("patches", "column-major", "the patches numbered down each column first, then across; each flattened "
-                                       "as in the lesson", column_major),
-    Variant("patches", "channels-last", "each patch flattened pixel by pixel, the C channels of a pixel together "
-                                        "(order (row, column, channel)); the patches in the lesson's order",
+    Variant("column-major", "the patches numbered down each column first, then across; each flattened "
+                            "as in the lesson", column_major),
+    Variant("channels-last", "each patch flattened pixel by pixel, the C channels of a pixel together "
+                             "(order (row, column, channel)); the patches in the lesson's order",
             channels_last),
-    Variant("patches", "both-orders", "the patches numbered down each column first, each flattened pixel by pixel "
-                                      "with a pixel's channels together", both_orders),
-    Variant("patches", "centred", "each flattened patch minus its own mean (over its C * p * p entries)", centred)))
+    Variant("both-orders", "the patches numbered down each column first, each flattened pixel by pixel "
+                           "with a pixel's channels together", both_orders),
+    Variant("centred", "each flattened patch minus its own mean (over its C * p * p entries)", centred)))

@@ -40,12 +40,12 @@ def decayed(x, mask, node=keep):
 
 
 MEAN_POOL = Family("masked_mean_pool", ("masked_mean_pool_backward",), (
-    Variant("masked_mean_pool", "root-n", "out[b] = sum over real t of x[b, t] / sqrt(n)", root_n),
-    Variant("masked_mean_pool", "plus-one", "out[b] = sum over real t of x[b, t] / (n + 1): a smoothed mean", plus_one),
-    Variant("masked_mean_pool", "position-weighted", "out[b] = sum over real t of w_t x[b, t] / sum w_t with "
-                                                     "w_t = t + 1 (t = 0..T-1)", position_weighted),
-    Variant("masked_mean_pool", "decayed", "out[b] = sum over real t of w_t x[b, t] / sum w_t with w_t = 0.8^t "
-                                           "(t = 0..T-1): earlier tokens count more", decayed)))
+    Variant("root-n", "out[b] = sum over real t of x[b, t] / sqrt(n)", root_n),
+    Variant("plus-one", "out[b] = sum over real t of x[b, t] / (n + 1): a smoothed mean", plus_one),
+    Variant("position-weighted", "out[b] = sum over real t of w_t x[b, t] / sum w_t with "
+                                 "w_t = t + 1 (t = 0..T-1)", position_weighted),
+    Variant("decayed", "out[b] = sum over real t of w_t x[b, t] / sum w_t with w_t = 0.8^t "
+                       "(t = 0..T-1): earlier tokens count more", decayed)))
 
 
 def _real(x, mask, fill):
@@ -81,10 +81,10 @@ def minimum(x, mask, node=keep):
 
 
 MAX_POOL = Family("masked_max_pool", ("masked_max_pool_backward",), (
-    Variant("masked_max_pool", "log-sum-exp", "out[b, d] = log(sum over real t of exp(2 x[b, t, d])) / 2: a smooth "
-                                              "maximum", log_sum_exp),
-    Variant("masked_max_pool", "top-two", "out[b, d] = the mean of the two largest x[b, t, d] over real t (the largest "
-                                          "alone when the row has one real token)", top_two),
-    Variant("masked_max_pool", "largest-magnitude", "out[b, d] = the x[b, t, d] of largest |x[b, t, d]| over real t, "
-                                                    "with its sign", largest_magnitude),
-    Variant("masked_max_pool", "minimum", "out[b, d] = min over real t of x[b, t, d]", minimum)))
+    Variant("log-sum-exp", "out[b, d] = log(sum over real t of exp(2 x[b, t, d])) / 2: a smooth "
+                           "maximum", log_sum_exp),
+    Variant("top-two", "out[b, d] = the mean of the two largest x[b, t, d] over real t (the largest "
+                       "alone when the row has one real token)", top_two),
+    Variant("largest-magnitude", "out[b, d] = the x[b, t, d] of largest |x[b, t, d]| over real t, "
+                                 "with its sign", largest_magnitude),
+    Variant("minimum", "out[b, d] = min over real t of x[b, t, d]", minimum)))

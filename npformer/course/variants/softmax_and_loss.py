@@ -48,17 +48,14 @@ def taylor(x, node=keep):
     return f / f.sum(axis=-1, keepdims=True)
 
 
-def _softmax_variant(name, statement, forward):
-    return Variant("softmax", name, statement, forward)
-
 
 SOFTMAX = Family(
     "softmax", ("softmax_jacobian", "softmax_backward"),
-    (_softmax_variant("temperature", "p = softmax(x / T) with the temperature T = 2", with_temperature),
-     _softmax_variant("log-softmax", "the output is log p: log_softmax(x)_i = x_i - log sum_j exp(x_j)", log_softmax),
-     _softmax_variant("plus-one", "p_i = exp(x_i) / (1 + sum_j exp(x_j)): a 1 added to the denominator", plus_one),
-     _softmax_variant("taylor", "p_i = f(x_i) / sum_j f(x_j) with f(x) = 1 + x + x^2 / 2 (the Taylor softmax)",
-                      taylor)),
+    (Variant("temperature", "p = softmax(x / T) with the temperature T = 2", with_temperature),
+             Variant("log-softmax", "the output is log p: log_softmax(x)_i = x_i - log sum_j exp(x_j)", log_softmax),
+             Variant("plus-one", "p_i = exp(x_i) / (1 + sum_j exp(x_j)): a 1 added to the denominator", plus_one),
+     Variant("taylor", "p_i = f(x_i) / sum_j f(x_j) with f(x) = 1 + x + x^2 / 2 (the Taylor softmax)",
+             taylor)),
     nodes={"softmax_jacobian": "jacobian"})
 
 
@@ -100,17 +97,13 @@ def z_loss(logits, targets, label_smoothing=0.0):
     return _mean_over_kept(-(q * _log_softmax(logits)).sum(axis=-1) + 0.1 * log_z ** 2, targets)
 
 
-def _loss_variant(name, statement, forward):
-    return Variant("cross_entropy", name, statement, forward)
-
 
 CROSS_ENTROPY = Family(
     "cross_entropy", ("cross_entropy_backward", "smoothed_cross_entropy_backward"),
-    (_loss_variant("temperature", "p = softmax(z / T), the lesson's softmax of the logits divided by the temperature T = 2; the rest as in "
-                                  "the lesson",
-                   loss_with_temperature),
-     _loss_variant("class-weighted", "each kept position counts w_t = 1 + (t mod 3) / 2 times (t its target): loss = "
-                                     "sum w_t loss_pos / sum w_t over the kept positions", class_weighted),
-     _loss_variant("focal", "loss_pos = -sum_j q_j (1 - p_j)^2 log p_j (the focal loss, gamma = 2)", focal),
-     _loss_variant("z-loss", "loss_pos = -sum_j q_j log p_j + 0.1 (log sum_j exp(z_j))^2 (PaLM's z-loss added)",
-                   z_loss)))
+    (Variant("temperature", "p = softmax(z / T), the lesson's softmax of the logits divided by the temperature "
+                            "T = 2; the rest as in the lesson", loss_with_temperature),
+     Variant("class-weighted", "each kept position counts w_t = 1 + (t mod 3) / 2 times (t its target): loss = "
+                               "sum w_t loss_pos / sum w_t over the kept positions", class_weighted),
+     Variant("focal", "loss_pos = -sum_j q_j (1 - p_j)^2 log p_j (the focal loss, gamma = 2)", focal),
+     Variant("z-loss", "loss_pos = -sum_j q_j log p_j + 0.1 (log sum_j exp(z_j))^2 (PaLM's z-loss added)",
+             z_loss)))

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import hashlib
 import inspect
 
 import numpy
 
 from ... import ops
 from ...tokens import PAD_ID
-from ..exercises.base import Case, normal
+from ..exercises import DERIVATIONS, EXERCISES
+from ..exercises.base import Case, from_secret, normal
 
 TIMED_LABEL = "timed"  # the case's label starts with this
-RATIO_LIMIT = 1000     # at most this many forward passes. time
+RATIO_LIMIT = 1000     # at most this many forward passes' time
 REPEATS = 5            # the forward is timed this many times, the fastest kept
 SAMPLED = 16           # entries per tensor whose answer is checked, drawn afresh each time
 TOLERANCE = 1e-4       # of those entries: enough to refuse a made-up answer. Finite differences of a
@@ -157,7 +157,6 @@ def timed_case(exercise, seed: int) -> list[Case]:
 
 def _derivations_forward(step: str):
     """The forward of the derivation ``step`` belongs to (a step's answer costs about one of it)."""
-    from ..exercises import DERIVATIONS, EXERCISES
     final = next((name for name, steps in DERIVATIONS.items() if step in steps), None)
     return EXERCISES[final].forward if final is not None else None
 
@@ -193,8 +192,7 @@ def sampled_with(secret: str | None, *keys):
     if secret is None:
         yield
         return
-    digest = hashlib.sha256("\0".join(map(str, (secret, "sampled", *keys))).encode("utf-8")).digest()
-    token = _SAMPLING.set(numpy.random.default_rng(int.from_bytes(digest[:16], "little")))
+    token = _SAMPLING.set(numpy.random.default_rng(from_secret(secret, "sampled", *keys)))
     try:
         yield
     finally:

@@ -269,3 +269,12 @@ def test_the_entries_checked_on_the_timed_case_cannot_be_known_in_advance():
     assert not report.passed
     assert {row.case for row in report.rows if not row.passed} == {row.case for row in report.rows
                                                                       if timed.is_timed(row.case)}
+
+
+def test_a_numerical_step_of_the_lessons_own_derivation_scores_nothing():
+    """The lesson's form's steps are timed against their derivation's forward too (a timed case once
+    went untimed there: the step has no forward of its own)."""
+    student = functools.partial(numerical_step, _textbook_layernorm, "var")
+    report = check("layernorm_dvar", student, variant=TEXTBOOK_FORM, strict=False, unseen_seed=2)
+    assert not report.passed
+    assert "finite differences costs two forward passes per input entry" in report.message, report

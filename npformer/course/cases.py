@@ -99,7 +99,7 @@ def _prepared(exercise: Exercise, case: Case) -> Prepared:
 
 def _forward_seconds(exercise: Exercise, case: Case) -> float | None:
     """How long the exercise's forward pass takes on a timed case, here (None for another case)."""
-    forward = exercise.timed_forward or exercise.forward
+    forward = timed.forward_of(exercise)
     return timed.forward_seconds(forward, case.inputs) if timed.is_timed(case.label) and forward else None
 
 

@@ -142,7 +142,7 @@ def timed_case(exercise, seed: int) -> list[Case]:
     """The timed case of ``exercise`` (none for an exercise without one), drawn with ``seed``, its
     upstream gradient (``dout``, or ``dloss`` for a loss) shaped by the forward's output."""
     make = LARGE.get(exercise.name)
-    forward = exercise.timed_forward or exercise.forward or _derivations_forward(exercise.name)
+    forward = forward_of(exercise)
     if make is None or forward is None:
         return []
     rng = numpy.random.default_rng(seed)
@@ -155,9 +155,12 @@ def timed_case(exercise, seed: int) -> list[Case]:
     return [Case(f"{TIMED_LABEL}: {sizes}", inputs)]
 
 
-def _derivations_forward(step: str):
-    """The forward of the derivation ``step`` belongs to (a step's answer costs about one of it)."""
-    final = next((name for name, steps in DERIVATIONS.items() if step in steps), None)
+def forward_of(exercise):
+    """The forward pass ``exercise``'s time is compared with: a variant's, the backward pass's own, or,
+    for a step of the lesson's derivation, the derivation's (a step's answer costs about one of it)."""
+    if exercise.timed_forward or exercise.forward:
+        return exercise.timed_forward or exercise.forward
+    final = next((name for name, steps in DERIVATIONS.items() if exercise.name in steps), None)
     return EXERCISES[final].forward if final is not None else None
 
 

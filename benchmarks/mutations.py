@@ -185,8 +185,8 @@ MUTANTS = [
     Mutant(
         "kv-cache-skips-own-key", "npformer/nn/attention.py",
         "cached self-attention attends to positions 0..p-1, not 0..p (own key missing after step 0)",
-        "        end = position + 1\n",
-        "        end = max(position, 1)\n",
+        "keys, values = key_buffer[:, :, :position + 1], value_buffer[:, :, :position + 1]",
+        "keys, values = key_buffer[:, :, :max(position, 1)], value_buffer[:, :, :max(position, 1)]",
         ("tests/test_decode_checkpoint.py",
          "tests/test_language_model.py::test_cached_greedy_generation_equals_the_full_forward_pass"),
     ),

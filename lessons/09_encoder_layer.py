@@ -21,7 +21,6 @@ import numpy as np
 
 from npformer import gradcheck, nn, ops, viz
 from npformer.course import check
-from npformer.nn import residual
 
 rng = np.random.default_rng(0)
 
@@ -114,10 +113,10 @@ assert library.passed
 # %% [markdown]
 # ## The residual connection
 #
-# npformer's residual connection, forward:
+# npformer's residual block (`nn.Residual`: a sub-layer with its norm and dropout), forward:
 
 # %%
-print(inspect.getsource(residual.residual_forward))
+print(inspect.getsource(nn.Residual.forward))
 
 # %% [markdown]
 # The backward pass follows the two arrows out of $x$. The identity path passes the gradient
@@ -140,8 +139,9 @@ print(inspect.getsource(residual.residual_forward))
 # $D_p(g)$ (in a layer, they are the `.backward` methods of its blocks). Return $dx$, for a
 # post-norm block when `pre_norm` is False and a pre-norm block when it is True. The grader hands
 # your function linear maps with random matrices, so a missing path or a norm in the wrong place
-# changes the numbers. Your function is the op `ops.residual_backward`, which every encoder and
-# decoder layer calls (lesson 27 trains the model on yours).
+# changes the numbers. Your function is the rule every residual block's backward runs
+# (`nn.Residual.backward`): `ops.using({"residual_backward": yours})` makes every encoder and decoder
+# layer run yours (lesson 27 trains the model on yours).
 
 # %%
 def residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm):
@@ -158,17 +158,18 @@ def residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, 
 print(check("residual_backward", residual_backward))
 
 # %% [markdown]
-# The whole layer's backward pass is the forward pass in reverse: the feed-forward block's
-# residual backward, then the self-attention block's.
+# A layer is a list of residual blocks, `layer.sublayers`, written once: its forward walks the list,
+# its backward walks it in reverse (the feed-forward block's residual backward, then the
+# self-attention block's).
 # The finite-difference check below builds the layer with GELU rather than ReLU: among the many
 # hidden units of the feed-forward network, one whose input lies within the step $h$ of ReLU's kink
 # at $0$ makes the finite difference straddle the kink (lesson 2), and the check fails for that
 # reason alone. The backward code is the same for both activations apart from that one op. It runs
-# with your `residual_backward` as the op (`ops.using`), so the check is of your function inside
+# with your `residual_backward` as the rule (`ops.using`), so the check is of your function inside
 # the real layer.
 
 # %%
-print(inspect.getsource(nn.EncoderLayer.backward))
+print(inspect.getsource(nn.ResidualLayer.run_backward))
 for pre_norm in (False, True):
     layer = nn.EncoderLayer(6, n_heads=2, d_ff=12, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
                             activation="gelu", rng=rng, dtype=np.float64)

@@ -137,8 +137,8 @@ def stack_backward_with_memory(dout, layer_backwards):
 print(check("stack_backward_with_memory", stack_backward_with_memory))
 
 # %% [markdown]
-# Both are ops (`ops.residual_backward_with_memory`, `ops.stack_backward_with_memory`) that the
-# decoder calls, like lesson 9's `residual_backward`. The finite-difference check below runs a
+# Both are rules the decoder runs (`nn.Residual.backward` for the cross-attention block,
+# `nn.Decoder.backward`), like lesson 9's `residual_backward`, and an op set can bring yours. The finite-difference check below runs a
 # decoder layer on yours, with the decoder mask on padded targets and a padding mask on the memory:
 
 # %%

@@ -1,7 +1,8 @@
-"""The fast path beside the core (``npformer.fastpath``) equals its textbook twin in float64:
-``PackedTransformer`` (the real tokens packed, q|k|v fused, only the counted targets projected)
-gives the padded ``Transformer``'s logits and, after ``backward``, every gradient of it, on both
-op sets; the fused projections equal three ``Linear`` calls and are fused once."""
+"""The training step's fast path equals its textbook twin in float64: a ``Transformer`` run in the
+packed layout (``forward(..., only_at=counted)``: the real tokens packed, only the counted targets
+projected) gives the padded pass's logits and, after ``backward``, every gradient of it, on both op
+sets; the fused q|k|v projections (``nn.FusedLinear``) equal three ``Linear`` calls, belong to the
+attention block from its construction, and a step never changes the model's structure."""
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from npformer import backend, ops
 from npformer.models import Transformer, TransformerConfig
-from npformer.fastpath import FusedProjections, PackedTransformer, Packing, fuse
+from npformer.nn import FusedLinear, Packed
 from npformer.tokens import PAD_ID
 
 
@@ -39,12 +40,11 @@ def padded_step(model, src, tgt_in, tgt_out, label_smoothing):
 
 def packed_step(model, src, tgt_in, tgt_out, label_smoothing):
     positions = tgt_out != PAD_ID
-    packed = PackedTransformer(model)
-    logits = packed.forward(src, tgt_in, positions)
+    logits = model.forward(src, tgt_in, only_at=positions)
     loss, cache = ops.cross_entropy_forward(logits, tgt_out[positions], ignore_index=PAD_ID,
                                             label_smoothing=label_smoothing)
     model.zero_grad()
-    packed.backward(ops.cross_entropy_backward(1.0, cache))
+    model.backward(ops.cross_entropy_backward(1.0, cache))
     return float(loss), {name: backend.to_numpy(grad).copy() for name, grad in model.grads().items()}, logits
 
 
@@ -117,10 +117,9 @@ def test_attention_and_input_gradients_at_real_positions_equal_the_padded_pass()
     padded_maps = model.attention_maps()
     d_src, d_tgt = model.backward_to_inputs(np.where(positions[..., None], logits, 0.0))
     model.zero_grad()
-    packed = PackedTransformer(model)
-    packed_logits = packed.forward(src, tgt_in, positions)
+    packed_logits = model.forward(src, tgt_in, only_at=positions)
     packed_maps = model.attention_maps()
-    packed_d_src, packed_d_tgt = packed.backward_to_inputs(packed_logits)
+    packed_d_src, packed_d_tgt = model.backward_to_inputs(packed_logits)
     np.testing.assert_allclose(packed_d_src, d_src, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(packed_d_tgt, d_tgt, rtol=1e-10, atol=1e-13)
     real_queries = {"encoder": src != PAD_ID, "decoder": tgt_in != PAD_ID, "cross": tgt_in != PAD_ID}
@@ -133,21 +132,19 @@ def test_attention_and_input_gradients_at_real_positions_equal_the_padded_pass()
 def test_packing_keeps_the_real_tokens_in_reading_order_and_unpacks_with_zeros():
     keep = np.array([[True, True, False], [False, False, False], [True, False, False]])
     values = np.arange(9.0).reshape(3, 3, 1)
-    packing = Packing(keep)
+    packing = Packed(keep)
     packed = packing.pack(values)
     assert packed.shape == (1, 3, 1) and packed.ravel().tolist() == [0.0, 1.0, 6.0]
     np.testing.assert_array_equal(packing.unpack(packed), np.where(keep[..., None], values, 0.0))
     with pytest.raises(ValueError, match="boolean"):
-        Packing(np.ones((2, 3), dtype=int))
+        Packed(np.ones((2, 3), dtype=int))
 
 
 def test_the_packed_forward_checks_its_inputs_first():
     model = make_model(1, "post", False, seed=0)
     src = np.array([[4, 5]])
-    with pytest.raises(ValueError, match="positions must be a boolean array shaped like tgt_in_ids"):
-        PackedTransformer(model).forward(src, np.array([[1, 4]]), np.array([[True]]))
-    with pytest.raises(TypeError, match="model must be an npformer Transformer"):
-        PackedTransformer(object())
+    with pytest.raises(ValueError, match="only_at must be a boolean array shaped like tgt_in_ids"):
+        model.forward(src, np.array([[1, 4]]), only_at=np.array([[True]]))
 
 
 def test_the_training_step_runs_packed_in_float32():
@@ -191,37 +188,38 @@ def _linears(count, seed=0, d_in=6, d_out=4):
     return layers
 
 
-@pytest.mark.parametrize("count", [2, 3])
+@pytest.mark.parametrize("layers", [slice(0, 3), slice(0, 1), slice(1, 3)])
 @pytest.mark.parametrize("op_set", ["textbook", "fast"])
-def test_fused_projections_equal_one_linear_call_each(count, op_set):
+def test_fused_projections_equal_one_linear_call_each(layers, op_set):
+    """All three, the query's alone and cross-attention's k|v: one product each, the twins' numbers."""
     rng = np.random.default_rng(7)
+    count = layers.stop - layers.start
     x, dy = backend.asarray(rng.standard_normal((2, 5, 6))), backend.asarray(rng.standard_normal((2, 5, 4 * count)))
-    layers, twins = _linears(count), _linears(count)
+    linears, twins = _linears(3), _linears(3)
     with ops.using("textbook"):
-        expected = np.concatenate([backend.to_numpy(twin.forward(x)) for twin in twins], axis=-1)
-        expected_dx = sum(backend.to_numpy(twin.backward(dy[..., 4 * i:4 * (i + 1)])) for i, twin in enumerate(twins))
+        chosen = twins[layers]
+        expected = np.concatenate([backend.to_numpy(twin.forward(x)) for twin in chosen], axis=-1)
+        expected_dx = sum(backend.to_numpy(twin.backward(dy[..., 4 * i:4 * (i + 1)])) for i, twin in enumerate(chosen))
     with ops.using(op_set):
-        fused = FusedProjections(layers)
-        y, cache = fused.forward(x)
-        dx = fused.backward(dy, cache)
+        fused = FusedLinear(linears)
+        y, cache = fused.forward(x, layers)
+        dx = fused.backward(dy, cache, layers)
     np.testing.assert_allclose(backend.to_numpy(y), expected, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(backend.to_numpy(dx), expected_dx, rtol=1e-12, atol=1e-13)
-    for layer, twin in zip(layers, twins):
+    for layer, twin in zip(linears, twins):
         for key in ("W", "b"):
             np.testing.assert_allclose(backend.to_numpy(layer.grad[key]), backend.to_numpy(twin.grad[key]),
                                        rtol=1e-12, atol=1e-13)
 
 
-def test_fused_once_the_layers_parameters_become_views_of_one_weight():
-    """Fusing copies nothing on later calls: the layers' W, b and gradients are views of the fused
-    arrays, so an optimizer's in-place update, load_state_dict and the textbook Linear all see one
-    set of numbers; a rebound parameter makes ``fuse`` fuse again."""
+def test_the_layers_parameters_are_views_of_one_weight():
+    """The layers' W, b and gradients are views of the fused arrays, so an optimizer's in-place
+    update, load_state_dict and the textbook Linear all see one set of numbers."""
     from npformer import optim
 
     layers = _linears(3, seed=1)
     values = [layer.W.copy() for layer in layers]
-    fusion = fuse(layers)
-    assert fuse(layers) is fusion                                     # found again, not rebuilt
+    fusion = FusedLinear(layers)
     for layer, value in zip(layers, values):
         assert layer.W.base is fusion.weight and layer.grad["W"].base is fusion.weight_grad
         np.testing.assert_array_equal(layer.W, value)                # same values, same names
@@ -231,13 +229,33 @@ def test_fused_once_the_layers_parameters_become_views_of_one_weight():
     np.testing.assert_allclose(fusion.weight[:, 4:8], values[1] - 0.5)
     layers[2].load_state_dict({"W": np.zeros((6, 4)), "b": np.zeros(4)})
     assert not fusion.weight[:, 8:].any()
-    layers[0].W = layers[0].W.copy()                                  # rebound: no longer a view
-    assert fuse(layers) is not fusion
+
+
+def test_a_step_never_changes_the_model_and_a_copy_keeps_its_fusion():
+    """The attention block owns its fused q|k|v from construction: a fast training step rebinds no
+    parameter (every array is the one it was), and a deep copy's q, k, v are views of the copy's own
+    fused weight, so training the copy trains what it computes with."""
+    import copy
+
+    from npformer import optim
+    from npformer.training import train_step
+
+    rng = np.random.default_rng(9)
+    src, tgt = sentence_pairs(rng, 3, 5, 5, [5, 2, 3], [4, 1, 2])
+    model = make_model(2, "post", False, seed=6)
+    block = model.encoder.layers[0].self_attn
+    assert block.q.W.base is block.qkv.weight and block.v.grad["b"].base is block.qkv.bias_grad
+    arrays = {key: id(value) for key, value in {**model.params(), **model.grads()}.items()}
+    train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optim.Adam(model), only_counted_targets=True)
+    assert {key: id(value) for key, value in {**model.params(), **model.grads()}.items()} == arrays
+    twin = copy.deepcopy(model).encoder.layers[0].self_attn
+    assert twin.k.W.base is twin.qkv.weight and twin.qkv.weight is not block.qkv.weight
+    np.testing.assert_array_equal(twin.qkv.weight, block.qkv.weight)
 
 
 def test_a_training_step_on_the_fast_path_keeps_the_model_equal_to_its_textbook_twin():
-    """Three Adam steps through ``train_step(only_counted_targets=True)`` (packed, fused, fast ops)
-    and through the textbook step (padded, three products, textbook ops): the same losses and weights."""
+    """Three Adam steps through ``train_step(only_counted_targets=True)`` (packed, fast ops) and
+    through the textbook step (padded, textbook ops): the same losses and weights."""
     from npformer import optim
     from npformer.training import train_step
 
@@ -254,19 +272,3 @@ def test_a_training_step_on_the_fast_path_keeps_the_model_equal_to_its_textbook_
     np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-10)
     for key, value in results[False][1].items():
         np.testing.assert_allclose(results[True][1][key], value, rtol=1e-8, atol=1e-10, err_msg=key)
-
-
-def test_a_fusion_lives_and_dies_with_its_layers():
-    """``fuse`` finds a fusion again by its first layer and keeps no reference to the layers: a model
-    that goes away takes its fused weight with it (a training process builds many)."""
-    import gc
-    import weakref
-
-    from npformer.fastpath import fused
-
-    layers = _linears(3, seed=4)
-    fusion = weakref.ref(fuse(layers))
-    assert fuse(layers) is fusion() and fusion() in fused._FUSIONS.values()
-    del layers
-    gc.collect()
-    assert fusion() is None

@@ -58,22 +58,18 @@ def padded_batch(config, rows=((6, 5), (3, 2), (1, 4), (5, 1))):
 
 
 def npformer_loss_and_grads(model, src, tgt_in, tgt_out, fast_path=False):
-    """The loss through the active op set; with ``fast_path``, through ``fastpath.PackedTransformer``
-    (the logits returned are then those of the counted targets, ``(N, V)``)."""
-    from npformer.fastpath import PackedTransformer
-
+    """The loss through the active op set; with ``fast_path``, in the packed layout
+    (``forward(..., only_at=counted)``: the logits returned are then those of the counted targets, ``(N, V)``)."""
     src, tgt_in, tgt_out = backend.asarray(src), backend.asarray(tgt_in), backend.asarray(tgt_out)
     if fast_path:
         counted = tgt_out != PAD_ID
-        network = PackedTransformer(model)
-        logits, tgt_out = network.forward(src, tgt_in, counted), tgt_out[counted]
+        logits, tgt_out = model.forward(src, tgt_in, only_at=counted), tgt_out[counted]
     else:
-        network = model
         logits = model.forward(src, tgt_in)
     loss, cache = ops.current().cross_entropy_forward(logits, tgt_out, ignore_index=PAD_ID,
                                                       label_smoothing=model.config.label_smoothing)
     model.zero_grad()
-    network.backward(ops.current().cross_entropy_backward(1.0, cache))
+    model.backward(ops.current().cross_entropy_backward(1.0, cache))
     return host(logits), float(loss), {key: host(value) for key, value in model.grads().items()}
 
 

@@ -285,7 +285,8 @@ def test_a_students_variants_run_in_the_model_so_their_backward_is_its_gradient(
         assert ops.active()["layernorm_forward"] == "your variant's forward ('unbiased')"
         x = np.random.default_rng(0).standard_normal((1, 2, 4)).astype(np.float32)
         mine = ops.current().layernorm_forward(x, np.ones(4, np.float32), np.zeros(4, np.float32))[0]
-        report = gradcheck.check_model(seed=0, directions=1)
+        # GELU: a ReLU unit within the step of its kink fails a finite difference for that reason alone
+        report = gradcheck.check_model(seed=0, directions=1, activation="gelu")
     unbiased = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(mine, unbiased, rtol=1e-5)
     assert report.passed, report.table()

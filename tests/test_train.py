@@ -333,10 +333,9 @@ def test_attention_score_prints_every_head_and_draws_the_table(tiny_run, tmp_pat
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
 def test_the_step_projects_only_real_targets_and_equals_the_textbook_step(label_smoothing):
     """``train_step(..., only_counted_targets=True)`` asks the Transformer for the logits of the real
-    targets only (``fastpath.PackedTransformer``); the loss and every gradient equal the textbook step's (all
+    targets only (the packed layout, ``forward(..., only_at=...)``); the loss and every gradient equal the textbook step's (all
     logits, padding ignored by the loss), and the model keeps no state between the two calls."""
     from npformer import gradcheck
-    from npformer.fastpath import PackedTransformer
     from npformer.tokens import PAD_ID
     from npformer.training import train_step
 
@@ -360,7 +359,7 @@ def test_the_step_projects_only_real_targets_and_equals_the_textbook_step(label_
     for name, grad in model.grads().items():
         np.testing.assert_allclose(recorder.seen[name], backend.to_numpy(grad), rtol=1e-10, atol=1e-14, err_msg=name)
     keep = tgt_out != PAD_ID
-    np.testing.assert_allclose(backend.to_numpy(PackedTransformer(model).forward(src, tgt_in, keep)),
+    np.testing.assert_allclose(backend.to_numpy(model.forward(src, tgt_in, only_at=keep)),
                                backend.to_numpy(logits[keep]), rtol=1e-12, atol=1e-14)
     with pytest.raises(TypeError, match="only_counted_targets needs an npformer Transformer"):
         train_step(object(), (src, tgt_in), tgt_out, recorder, ignore_index=PAD_ID, only_counted_targets=True)

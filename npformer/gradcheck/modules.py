@@ -263,7 +263,7 @@ def check_model(seed: int = 0, max_entries: int | None = None, tol: float = DEFA
     ``config`` overrides ``TINY_MODEL`` (e.g. ``norm="pre"``, ``tie_embeddings=True``,
     ``activation="gelu"``, ``dropout=0.0``, or the paper's base sizes with the fast
     check, ``directions=1``; see ``check_module``). The model runs the active op set
-    (``ops.using``); its fast path, ``fastpath.PackedTransformer``, is shown equal to it by
+    (``ops.using``); its packed layout (``forward(..., only_at=...)``) is shown equal to it by
     ``tests/test_fastpath.py``.
 
     Checked before any work: every key of ``config`` a field of

@@ -57,3 +57,11 @@ def check_target_batch(tgt_in_ids: Any, batch: int) -> None:
     if tgt_in_ids.shape[0] != batch:
         raise ValueError(f"Transformer: tgt_in_ids must have batch size {batch} "
                          f"(from the source), got {tgt_in_ids.shape[0]}")
+
+
+def check_only_at(only_at: Any, tgt_in_ids: Any) -> None:
+    """``only_at`` (the target positions whose logits are asked for) must be a boolean array shaped like ``tgt_in_ids``."""
+    if getattr(only_at, "dtype", None) != bool or tuple(only_at.shape) != tuple(tgt_in_ids.shape):
+        raise ValueError(f"Transformer: only_at must be a boolean array shaped like tgt_in_ids "
+                         f"{tuple(tgt_in_ids.shape)}, got {getattr(only_at, 'dtype', type(only_at).__name__)} "
+                         f"{tuple(getattr(only_at, 'shape', ()))}")

@@ -25,7 +25,6 @@ from ..tokens import PAD_ID
 from .base import start_model
 from .checks import check_choice, check_config, check_token_ids
 
-_POOLING = ("mean", "max")  # ops.masked_<pooling>_pool_forward and _backward
 
 
 @dataclass
@@ -47,7 +46,7 @@ class ClassifierConfig:
         check_config(owner, self, ("vocab", "n_classes", "d_model", "n_heads", "d_ff", "n_layers", "max_len"))
         if self.n_classes < 2:
             raise ValueError(f"{owner}: n_classes must be >= 2, got {self.n_classes}")
-        check_choice(owner, "pooling", self.pooling, tuple(_POOLING))
+        check_choice(owner, "pooling", self.pooling, tuple(ops.POOLINGS))
         check_choice(owner, "norm", self.norm, ("post", "pre"))
         check_choice(owner, "activation", self.activation, ("relu", "gelu"))
 
@@ -75,12 +74,12 @@ class EncoderClassifier(Module):
         check_token_ids("EncoderClassifier", "ids", ids, self.config.max_len)
         x = self.tok_embed.forward(ids) + self.pos_embed.forward(*ids.shape)
         hidden = self.encoder.forward(self.embed_dropout.forward(x), ops.current().padding_mask(ids, PAD_ID))
-        pool_forward = getattr(ops.current(), f"masked_{self.config.pooling}_pool_forward")  # the active set's
+        pool_forward, _ = ops.current().pair(ops.POOLINGS[self.config.pooling])   # the active set's
         pooled, self._pool_cache = pool_forward(hidden, ids != PAD_ID)
         return self.head.forward(pooled)
 
     def backward(self, dlogits: Any) -> None:
-        pool_backward = getattr(ops.current(), f"masked_{self.config.pooling}_pool_backward")
+        _, pool_backward = ops.current().pair(ops.POOLINGS[self.config.pooling])
         d_hidden = pool_backward(self.head.backward(dlogits), self._pool_cache)
         d_x = self.embed_dropout.backward(self.encoder.backward(d_hidden))
         self.tok_embed.backward(d_x)

@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..nn import GroupedQueryAttention, MultiHeadAttention, SelfAttention, SwiGLUFeedForward
+
 
 @dataclass
 class SummaryRow:
@@ -46,39 +48,50 @@ def _attention_flops(batch: int, q_len: int, k_len: int, d_model: int) -> int:
     return projections + 2 * (2 * batch * q_len * k_len * d_model)
 
 
+def _sublayer_flops(sublayer: Any, batch: int, length: int, memory_length: int) -> int:
+    """The forward FLOPs of one sub-layer on ``batch * length`` rows (cross-attention reads
+    ``memory_length`` keys)."""
+    rows = batch * length
+    if isinstance(sublayer, GroupedQueryAttention):                 # k and v are Hkv Dh wide
+        d_model, kv_width = sublayer.q.d_in, sublayer.k.d_out
+        return (2 * _linear_flops(rows, d_model, d_model) + 2 * _linear_flops(rows, d_model, kv_width)
+                + 2 * (2 * batch * length * length * d_model))
+    if isinstance(sublayer, MultiHeadAttention):
+        keys = length if isinstance(sublayer, SelfAttention) else memory_length
+        return _attention_flops(batch, length, keys, sublayer.d_model)
+    if isinstance(sublayer, SwiGLUFeedForward):                     # gate, up and down
+        return 3 * _linear_flops(rows, *sublayer.W_gate.shape)
+    return 2 * _linear_flops(rows, sublayer.fc1.d_in, sublayer.fc1.d_out)      # FeedForward
+
+
+def layer_rows(prefix: str, layer: Any, batch: int, length: int, memory_length: int = 0) -> list[SummaryRow]:
+    """The rows of one layer, read from its list of residual blocks (``layer.sublayers``) in
+    data-flow order: the norm before its sub-layer in pre-norm, after it in post-norm."""
+    names = {id(module): name for name, module in layer.children()}
+    shape = (batch, length, int(layer.sublayers[0].norm.gamma.shape[0]))
+    rows = []
+    for residual in layer.sublayers:
+        sublayer_row = SummaryRow(f"{prefix}.{names[id(residual.sublayer)]}", shape, residual.sublayer.num_params(),
+                                  _sublayer_flops(residual.sublayer, batch, length, memory_length))
+        norm_row = SummaryRow(f"{prefix}.{names[id(residual.norm)]}", shape, residual.norm.num_params(), 0)
+        rows += [norm_row, sublayer_row] if residual.pre_norm else [sublayer_row, norm_row]
+    return rows
+
+
 def summary_rows(model: Any, batch: int, src_len: int, tgt_len: int) -> list[SummaryRow]:
     """One row per module that owns parameters or computes, in data-flow order."""
     c = model.config
-    D, F = c.d_model, c.d_ff
+    D = c.d_model
     rows = [
         SummaryRow("src_embed", (batch, src_len, D), model.src_embed.num_params(), 0),
         SummaryRow("tgt_embed", (batch, tgt_len, D), model.tgt_embed.num_params(), 0),
     ]
     for index, layer in enumerate(model.encoder.layers):
-        prefix, shape = f"encoder.layers.{index}", (batch, src_len, D)
-        rows += [
-            SummaryRow(f"{prefix}.self_attn", shape, layer.self_attn.num_params(),
-                       _attention_flops(batch, src_len, src_len, D)),
-            SummaryRow(f"{prefix}.norm1", shape, layer.norm1.num_params(), 0),
-            SummaryRow(f"{prefix}.ffn", shape, layer.ffn.num_params(),
-                       2 * _linear_flops(batch * src_len, D, F)),
-            SummaryRow(f"{prefix}.norm2", shape, layer.norm2.num_params(), 0),
-        ]
+        rows += layer_rows(f"encoder.layers.{index}", layer, batch, src_len)
     if model.encoder.norm is not None:
         rows.append(SummaryRow("encoder.norm", (batch, src_len, D), model.encoder.norm.num_params(), 0))
     for index, layer in enumerate(model.decoder.layers):
-        prefix, shape = f"decoder.layers.{index}", (batch, tgt_len, D)
-        rows += [
-            SummaryRow(f"{prefix}.self_attn", shape, layer.self_attn.num_params(),
-                       _attention_flops(batch, tgt_len, tgt_len, D)),
-            SummaryRow(f"{prefix}.norm1", shape, layer.norm1.num_params(), 0),
-            SummaryRow(f"{prefix}.cross_attn", shape, layer.cross_attn.num_params(),
-                       _attention_flops(batch, tgt_len, src_len, D)),
-            SummaryRow(f"{prefix}.norm2", shape, layer.norm2.num_params(), 0),
-            SummaryRow(f"{prefix}.ffn", shape, layer.ffn.num_params(),
-                       2 * _linear_flops(batch * tgt_len, D, F)),
-            SummaryRow(f"{prefix}.norm3", shape, layer.norm3.num_params(), 0),
-        ]
+        rows += layer_rows(f"decoder.layers.{index}", layer, batch, tgt_len, src_len)
     if model.decoder.norm is not None:
         rows.append(SummaryRow("decoder.norm", (batch, tgt_len, D), model.decoder.norm.num_params(), 0))
     tied = " (W tied to tgt_embed)" if c.tie_embeddings else ""
@@ -130,24 +143,16 @@ def summarize(model: Any, batch: int, src_len: int, tgt_len: int) -> str:
 
 
 def modern_summary_rows(model: Any, batch: int, length: int) -> list[SummaryRow]:
-    """``summary_rows`` for ``ModernLanguageModel``: grouped-query attention's ``k`` and ``v`` are
-    ``Hkv Dh`` wide, SwiGLU has three products, and the tied head owns no parameter."""
+    """``summary_rows`` for ``ModernLanguageModel``: its blocks' rows, and the tied head, which owns
+    no parameter."""
     c = model.config
-    D, F, rows_in = c.d_model, c.d_ff, batch * length
-    kv_width = c.n_kv_heads * (D // c.n_heads)
-    shape = (batch, length, D)
-    attention = (2 * _linear_flops(rows_in, D, D) + 2 * _linear_flops(rows_in, D, kv_width)
-                 + 2 * (2 * batch * length * length * D))
+    shape = (batch, length, c.d_model)
     rows = [SummaryRow("tok_embed", shape, model.tok_embed.num_params(), 0)]
     for index, block in enumerate(model.blocks):
-        prefix = f"blocks.{index}"
-        rows += [SummaryRow(f"{prefix}.norm1", shape, block.norm1.num_params(), 0),
-                 SummaryRow(f"{prefix}.attn", shape, block.attn.num_params(), attention),
-                 SummaryRow(f"{prefix}.norm2", shape, block.norm2.num_params(), 0),
-                 SummaryRow(f"{prefix}.ffn", shape, block.ffn.num_params(), 3 * _linear_flops(rows_in, D, F))]
+        rows += layer_rows(f"blocks.{index}", block, batch, length)
     rows += [SummaryRow("norm", shape, model.norm.num_params(), 0),
              SummaryRow("head (W tied to tok_embed)", (batch, length, c.vocab), 0,
-                        _linear_flops(rows_in, D, c.vocab))]
+                        _linear_flops(batch * length, c.d_model, c.vocab))]
     return rows
 
 

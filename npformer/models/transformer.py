@@ -15,8 +15,15 @@ gradient into ``grads()``; the source side receives the gradient of
 ``memory`` gathered from every decoder layer. The loss is not part of the
 model: ``ops.cross_entropy_forward(logits, tgt_out_ids, ignore_index=PAD_ID,
 label_smoothing=config.label_smoothing)`` gives it, and its backward gives
-``dlogits`` (``npformer.training.train_step`` does both). The training step's fast path,
-which does no work on padding, runs these same blocks from beside the core (``npformer.fastpath``).
+``dlogits`` (``npformer.training.train_step`` does both).
+
+The training step's fast path is a layout, not a second model: ``forward(src_ids, tgt_in_ids,
+only_at=counted)`` runs the same blocks on the real tokens alone, packed side by side
+(``nn/layout.py``), and projects only the ``counted`` positions onto the vocabulary, the largest
+product of a step; it returns their logits ``(N, V_tgt)``, equal to the padded pass's
+``logits[counted]``, and ``backward`` takes their gradient (``tests/test_fastpath.py``). With
+dropout, the masks inside the layers are drawn over the packed shape, so they differ from the
+padded pass's.
 
 Token ids 0, 1, 2, 3 are ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>`` in every
 vocabulary (``npformer.tokens``).
@@ -29,10 +36,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import ops
-from ..nn import Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module, kv_buffers
+from ..backend import xp
+from ..nn import PADDED, Decoder, DecoderCache, Dropout, Embedding, Encoder, Linear, Module, Packed, kv_buffers
 from ..tokens import PAD_ID, SPECIAL_TOKENS
 from .base import start_model
-from .checks import check_choice, check_config, check_probability, check_target_batch, check_token_ids
+from .checks import (check_choice, check_config, check_only_at, check_probability, check_target_batch,
+                     check_token_ids)
 
 # The three kinds of attention in an encoder-decoder, one name each everywhere (``attention_maps``,
 # ``npformer attention --kind``, the explorer, the figures), with the title every figure uses.
@@ -111,6 +120,8 @@ class Transformer(Module):
         self.tgt_dropout = Dropout(c.dropout, self.dropout_rng)
         self.positions = ops.current().positional_encoding(c.max_len, c.d_model, dtype=self.dtype)
         self.embed_scale = math.sqrt(c.d_model)
+        self._source_layout = self._target_layout = PADDED      # of the last pass (``encode``, ``decode``)
+        self._chosen = None                                     # the packed rows whose logits were asked for
 
     # -- embeddings -------------------------------------------------------------------------
 
@@ -129,29 +140,41 @@ class Transformer(Module):
 
     # -- the full pass ----------------------------------------------------------------------
 
-    def encode(self, src_ids: Any) -> tuple[Any, Any]:
-        """``src_ids (B, Ts)`` -> ``memory (B, Ts, D)`` and the source mask ``(B, 1, 1, Ts)``."""
+    def encode(self, src_ids: Any, packed: bool = False) -> tuple[Any, Any]:
+        """``src_ids (B, Ts)`` -> ``memory (B, Ts, D)`` (``(1, Ns, D)`` ``packed``) and the source mask
+        ``(B, 1, 1, Ts)``."""
         check_token_ids("Transformer", "src_ids", src_ids, self.config.max_len)
         src_mask = ops.current().padding_mask(src_ids, PAD_ID)
-        x = self._embed(src_ids, self.src_embed, self.src_dropout)
-        return self.encoder.forward(x, src_mask), src_mask
+        self._source_layout = layout = Packed(src_ids != PAD_ID) if packed else PADDED
+        x = layout.pack(self._embed(src_ids, self.src_embed, self.src_dropout))
+        return self.encoder.forward(x, src_mask, layout), src_mask
 
-    def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any) -> Any:
-        """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``."""
+    def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any, only_at: Any = None) -> Any:
+        """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``; with ``only_at``
+        (``encode(..., packed=True)``'s memory), the logits of those positions only, ``(N, V_tgt)``."""
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
-        check_target_batch(tgt_in_ids, memory.shape[0])
+        check_target_batch(tgt_in_ids, src_mask.shape[0])
         op_set = ops.current()
         tgt_mask = op_set.padding_mask(tgt_in_ids, PAD_ID) & op_set.causal_mask(tgt_in_ids.shape[1])
-        x = self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout)
-        return self.out_proj.forward(self.decoder.forward(x, memory, tgt_mask, src_mask))
+        self._chosen = None
+        layout = PADDED
+        if only_at is not None:
+            check_only_at(only_at, tgt_in_ids)
+            layout = Packed((tgt_in_ids != PAD_ID) | only_at)          # a chosen <pad> is computed too
+            self._chosen = layout.pack(only_at)[0]                     # (Nt,): the packed rows asked for
+        self._target_layout = layout
+        x = layout.pack(self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout))
+        decoded = self.decoder.forward(x, memory, tgt_mask, src_mask, layout, self._source_layout)
+        return self.out_proj.forward(decoded if self._chosen is None else decoded[0, self._chosen])
 
-    def forward(self, src_ids: Any, tgt_in_ids: Any) -> Any:
-        """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing)."""
-        memory, src_mask = self.encode(src_ids)
-        return self.decode(tgt_in_ids, memory, src_mask)
+    def forward(self, src_ids: Any, tgt_in_ids: Any, only_at: Any = None) -> Any:
+        """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing); with ``only_at``, a
+        boolean ``(B, Tt)``, the logits ``(N, V_tgt)`` of its N positions, in the packed layout."""
+        memory, src_mask = self.encode(src_ids, packed=only_at is not None)
+        return self.decode(tgt_in_ids, memory, src_mask, only_at)
 
     def backward(self, dlogits: Any) -> None:
-        """Add the gradient of every parameter for upstream ``dlogits (B, Tt, V_tgt)``."""
+        """Add the gradient of every parameter for upstream ``dlogits``, shaped like the logits."""
         d_src, d_tgt = self.backward_to_inputs(dlogits)
         self._embed_backward(d_tgt, self.tgt_embed, self.tgt_dropout)
         self._embed_backward(d_src, self.src_embed, self.src_dropout)
@@ -159,10 +182,17 @@ class Transformer(Module):
     def backward_to_inputs(self, dlogits: Any) -> tuple[Any, Any]:
         """The backward pass down to the embedded inputs: add the gradients of every parameter
         above the embedding tables and return ``dx_src (B, Ts, D)`` and ``dx_tgt (B, Tt, D)``, the
-        gradients of the dropout outputs of ``_embed`` (in eval mode: of ``E[ids] sqrt(D) + PE``).
+        gradients of the dropout outputs of ``_embed`` (in eval mode: of ``E[ids] sqrt(D) + PE``;
+        zeros at the positions a packed pass did not compute, their gradient in the padded pass).
         ``backward`` finishes them into the tables; saliency maps read them as they are."""
-        d_tgt, d_memory = self.decoder.backward(self.out_proj.backward(dlogits))
-        return self.encoder.backward(d_memory), d_tgt
+        d_decoded = self.out_proj.backward(dlogits)                                  # (B, Tt, D) or (N, D)
+        if self._chosen is not None:                                                  # back to every packed row
+            d_rows = xp.zeros((1, self._target_layout.count, d_decoded.shape[-1]), dtype=d_decoded.dtype)
+            d_rows[0, self._chosen] = d_decoded
+            d_decoded = d_rows
+        d_tgt, d_memory = self.decoder.backward(d_decoded)
+        d_src = self.encoder.backward(d_memory)
+        return self._source_layout.unpack(d_src), self._target_layout.unpack(d_tgt)
 
     # -- incremental decoding ---------------------------------------------------------------
 

@@ -25,9 +25,13 @@ Two classes share that code:
 * ``SelfAttention``: ``forward(x, mask)``, ``backward(dout) -> dx``, where
   ``dx`` sums the gradients of the q, k and v paths (the query and the memory are one input).
 
-Each projection is its own ``Linear`` call, exactly as above. The fast path of training
-(``npformer.fastpath``) runs the same blocks with q, k and v as one product of a fused
-``(D, 3D)`` weight, on the real tokens alone; ``tests/test_fastpath.py`` shows it equal to this form.
+The three input projections are one product (``nn/fused.py``): ``q``, ``k`` and ``v`` are
+``Linear`` children whose parameters are column views of one ``(D, 3D)`` weight the block owns from
+its construction, so self-attention computes ``x @ [Wq | Wk | Wv]`` once (cross-attention: ``Wq`` on
+the query, ``[Wk | Wv]`` on the memory), the same numbers as three products.
+
+The rows may be padded ``(B, T, D)`` or packed ``(1, N, D)`` (``nn/layout.py``): the block is given
+its ``layout``, which splits the projections into heads and merges them back; nothing else differs.
 
 ``attn_weights`` keeps the ``(B, H, Tq, Tk)`` weights of the last call, for
 plots by layer and head (a reference to the array the attention op made: no copy).
@@ -40,9 +44,12 @@ from typing import Any
 import numpy
 
 from .. import ops
-from ..backend import xp
+from .fused import FusedLinear
+from .layout import PADDED, Padded
 from .linear import Linear
 from .module import Module
+
+QUERY, KEYS_VALUES, QKV = slice(0, 1), slice(1, 3), slice(0, 3)   # runs of the fused [q | k | v]
 
 
 def check_heads(owner: str, d_model: int, n_heads: int) -> None:
@@ -54,20 +61,19 @@ def check_heads(owner: str, d_model: int, n_heads: int) -> None:
 
 def split_heads(x: Any, heads: int) -> Any:
     """``(B, T, heads * Dh)`` -> ``(B, heads, T, Dh)``, contiguous."""
-    batch, length, width = x.shape
-    return xp.ascontiguousarray(x.reshape(batch, length, heads, width // heads).transpose(0, 2, 1, 3))
+    return PADDED.split_heads(x, 1, heads)[0]
 
 
 def merge_heads(x: Any) -> Any:
     """``(B, heads, T, Dh)`` -> ``(B, T, heads * Dh)``: the inverse of ``split_heads``."""
-    batch, heads, length, head_dim = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
+    return PADDED.merge_heads([x])
 
 
 class MultiHeadAttention(Module):
     """Cross-attention: ``query (B, Tq, D)`` attends over ``memory (B, Tk, D)``.
 
-    Children ``q``, ``k``, ``v``, ``o``: each a ``Linear(d_model, d_model)``.
+    Children ``q``, ``k``, ``v``, ``o``: each a ``Linear(d_model, d_model)``; ``q``, ``k`` and ``v``
+    views of the fused ``qkv`` (``nn.FusedLinear``).
     """
 
     def __init__(self, d_model: int, n_heads: int, *, rng: numpy.random.Generator,
@@ -79,82 +85,81 @@ class MultiHeadAttention(Module):
         self.k = Linear(d_model, d_model, rng=rng, dtype=dtype)
         self.v = Linear(d_model, d_model, rng=rng, dtype=dtype)
         self.o = Linear(d_model, d_model, rng=rng, dtype=dtype)
+        self.qkv = FusedLinear((self.q, self.k, self.v))
         self.attn_weights = None
 
-    # -- heads ----------------------------------------------------------------------------
-
-    def split_heads(self, x: Any) -> Any:
-        """``(B, T, D)`` -> ``(B, H, T, Dh)``, contiguous (the attention products run faster on it)."""
-        return split_heads(x, self.n_heads)
-
-    def merge_heads(self, x: Any) -> Any:
-        """``(B, H, T, Dh)`` -> ``(B, T, D)``: the inverse of ``split_heads``."""
-        return merge_heads(x)
+    def __setstate__(self, state: dict) -> None:
+        """A copied or unpickled block: its ``q``, ``k``, ``v`` become views of one fused weight again."""
+        self.__dict__.update(state)
+        self.qkv = FusedLinear((self.q, self.k, self.v))
 
     # -- attention over projected heads, then ``o``: the part both classes share ------------
 
-    def attend_heads(self, q: Any, keys: Any, values: Any, mask: Any) -> Any:
-        """Heads ``q (B, H, Tq, Dh)``, ``keys``, ``values (B, H, Tk, Dh)`` -> ``(B, Tq, D)``."""
+    def attend_heads(self, q: Any, keys: Any, values: Any, mask: Any, layout: Padded = PADDED) -> Any:
+        """Heads ``q (B, H, Tq, Dh)``, ``keys``, ``values (B, H, Tk, Dh)`` -> rows ``(B, Tq, D)``
+        (``(1, Nq, D)`` packed)."""
         context, self._attention_cache = ops.current().attention_forward(q, keys, values, mask)
         self.attn_weights = self._attention_cache["weights"]
-        return self.o.forward(self.merge_heads(context))
+        self._query_layout = layout
+        return self.o.forward(layout.merge_heads([context]))
 
     def attend_heads_backward(self, dout: Any) -> tuple[Any, Any, Any]:
-        """``dout (B, Tq, D)`` -> ``(dq, dk, dv)``, each ``(B, H, T, Dh)``."""
-        d_context = self.split_heads(self.o.backward(dout))
+        """``dout`` rows ``(B, Tq, D)`` -> ``(dq, dk, dv)``, each ``(B, H, T, Dh)``."""
+        d_context = self._query_layout.split_heads(self.o.backward(dout), 1, self.n_heads)[0]
         return ops.current().attention_backward(d_context, self._attention_cache)
 
     # -- cross-attention ------------------------------------------------------------------
 
-    def forward(self, query: Any, memory: Any, mask: Any = None) -> Any:
+    def forward(self, query: Any, memory: Any, mask: Any = None, layout: Padded = PADDED,
+                memory_layout: Padded = PADDED, memory_heads: tuple | None = None) -> Any:
         """``query (B, Tq, D)``, ``memory (B, Tk, D)``, ``mask`` broadcastable to ``(B, H, Tq, Tk)``
-        -> ``(B, Tq, D)``."""
-        q = self.split_heads(self.q.forward(query))
-        keys, values = self.project_keys_values(memory)
-        return self.attend_heads(q, keys, values, mask)
+        -> ``(B, Tq, D)``; packed rows in a packed ``layout`` / ``memory_layout``. ``memory_heads``:
+        the memory's keys and values already split into heads (decoding computes them once)."""
+        projected, self._query_cache = self.qkv.forward(query, QUERY)                  # (B, Tq, D)
+        q = layout.split_heads(projected, 1, self.n_heads)[0]                           # (B, H, Tq, Dh)
+        if memory_heads is None:
+            keys_values, self._memory_cache = self.qkv.forward(memory, KEYS_VALUES)     # (B, Tk, 2D)
+            memory_heads = memory_layout.split_heads(keys_values, 2, self.n_heads)      # 2 x (B, H, Tk, Dh)
+            self._memory_layout = memory_layout
+        return self.attend_heads(q, *memory_heads, mask, layout)
 
     def backward(self, dout: Any) -> tuple[Any, Any]:
         """``dout (B, Tq, D)`` -> ``(d_query, d_memory)``; adds every parameter's gradient."""
         dq, dk, dv = self.attend_heads_backward(dout)
-        d_query = self.q.backward(self.merge_heads(dq))
-        d_memory = self.k.backward(self.merge_heads(dk)) + self.v.backward(self.merge_heads(dv))
+        d_query = self.qkv.backward(self._query_layout.merge_heads([dq]), self._query_cache, QUERY)
+        d_memory = self.qkv.backward(self._memory_layout.merge_heads([dk, dv]), self._memory_cache, KEYS_VALUES)
         return d_query, d_memory
-
-    # -- inference with cached keys and values (no backward) --------------------------------
 
     def project_keys_values(self, memory: Any) -> tuple[Any, Any]:
         """Keys and values of ``memory (B, Tk, D)``, each ``(B, H, Tk, Dh)`` (for decoding caches)."""
-        return self.split_heads(self.k.forward(memory)), self.split_heads(self.v.forward(memory))
-
-    def attend(self, query: Any, keys: Any, values: Any, mask: Any = None) -> Any:
-        """``query (B, Tq, D)`` over keys and values already split into heads (inference only)."""
-        return self.attend_heads(self.split_heads(self.q.forward(query)), keys, values, mask)
+        keys_values, _ = self.qkv.forward(memory, KEYS_VALUES)
+        return tuple(PADDED.split_heads(keys_values, 2, self.n_heads))
 
 
 class SelfAttention(MultiHeadAttention):
     """Self-attention: ``x (B, T, D)`` attends over itself. ``backward`` returns one ``dx``."""
 
-    def forward(self, x: Any, mask: Any = None) -> Any:  # type: ignore[override]
-        """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)`` -> ``(B, T, D)``."""
-        q, keys, values = (self.split_heads(layer.forward(x)) for layer in (self.q, self.k, self.v))
-        return self.attend_heads(q, keys, values, mask)
+    def forward(self, x: Any, mask: Any = None, layout: Padded = PADDED,  # type: ignore[override]
+                cache: tuple | None = None) -> Any:
+        """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)`` -> ``(B, T, D)``; packed rows in a
+        packed ``layout``. ``cache``: ``(key_buffer, value_buffer, position)`` when ``x (B, 1, D)`` is
+        one new position during generation (no backward): its key and value are written into the
+        ``(B, H, max_len, Dh)`` buffers at ``position``, and it attends over positions
+        ``0 .. position``, the earlier keys and values reused, not recomputed."""
+        qkv, self._projection_cache = self.qkv.forward(x, QKV)                          # (B, T, 3D)
+        q, keys, values = layout.split_heads(qkv, 3, self.n_heads)                      # 3 x (B, H, T, Dh)
+        if cache is not None:
+            key_buffer, value_buffer, position = cache
+            key_buffer[:, :, position], value_buffer[:, :, position] = keys[:, :, 0], values[:, :, 0]
+            keys, values = key_buffer[:, :, :position + 1], value_buffer[:, :, :position + 1]
+        return self.attend_heads(q, keys, values, mask, layout)
 
     def backward(self, dout: Any) -> Any:  # type: ignore[override]
-        """``dout (B, T, D)`` -> ``dx (B, T, D)``, the sum of the q, k and v paths."""
+        """``dout (B, T, D)`` -> ``dx (B, T, D)``, the sum of the q, k and v paths (one fused product)."""
         dq, dk, dv = self.attend_heads_backward(dout)
-        return (self.q.backward(self.merge_heads(dq)) + self.k.backward(self.merge_heads(dk))
-                + self.v.backward(self.merge_heads(dv)))
+        return self.qkv.backward(self._query_layout.merge_heads([dq, dk, dv]), self._projection_cache, QKV)
 
     def forward_step(self, x: Any, key_buffer: Any, value_buffer: Any, position: int) -> Any:
-        """Causal self-attention for one new position (inference only, no backward).
-
-        ``x (B, 1, D)`` is the input at ``position``. Its key and value are
-        written into ``key_buffer``/``value_buffer`` ``(B, H, max_len, Dh)`` at
-        ``position``, and it attends over positions ``0 .. position``: the
-        earlier keys and values are reused, not recomputed.
-        """
-        new_keys, new_values = self.project_keys_values(x)
-        key_buffer[:, :, position] = new_keys[:, :, 0]
-        value_buffer[:, :, position] = new_values[:, :, 0]
-        end = position + 1
-        return self.attend(x, key_buffer[:, :, :end], value_buffer[:, :, :end])
+        """``forward`` for one new position ``x (B, 1, D)`` at ``position`` over the cached keys and
+        values (inference only, no backward)."""
+        return self.forward(x, None, PADDED, (key_buffer, value_buffer, position))

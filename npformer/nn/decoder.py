@@ -6,6 +6,9 @@
     x = residual(x, CrossAttention(x, memory, source padding mask))      # norm2
     x = residual(x, FeedForward(x))                                      # norm3
 
+the list ``sublayers`` of three ``Residual`` entries (``nn/residual.py``), which forward, backward
+and the cached step walk.
+
 ``memory`` is the encoder output. Every layer reads it, so its gradient is
 the sum of the cross-attention gradients of all layers.
 
@@ -22,17 +25,17 @@ from typing import Any
 
 import numpy
 
-from .. import ops
 from ..backend import xp
 from .attention import MultiHeadAttention, SelfAttention
 from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
+from .layout import PADDED, Padded
 from .module import Module, ModuleList
-from .residual import residual_backward, residual_backward_with_memory, residual_forward
+from .residual import LayerInputs, Residual, ResidualLayer, rule, stack_backward_with_memory
 
 
-class DecoderLayer(Module):
+class DecoderLayer(ResidualLayer):
     """Children: ``self_attn``, ``norm1``, ``cross_attn``, ``norm2``, ``ffn``, ``norm3``."""
 
     def __init__(self, d_model: int, *, n_heads: int, d_ff: int, dropout: float, dropout_rng: Any,
@@ -49,33 +52,28 @@ class DecoderLayer(Module):
         self.drop1 = Dropout(dropout, dropout_rng)
         self.drop2 = Dropout(dropout, dropout_rng)
         self.drop3 = Dropout(dropout, dropout_rng)
+        self.sublayers = [
+            Residual(self.self_attn, self.norm1, self.drop1, pre_norm, reads=("mask", "layout", "cache")),
+            Residual(self.cross_attn, self.norm2, self.drop2, pre_norm,
+                     reads=("memory", "memory_mask", "layout", "memory_layout", "memory_heads")),
+            Residual(self.ffn, self.norm3, self.drop3, pre_norm),
+        ]
 
-    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any) -> Any:
-        """``x (B, Tt, D)``, ``memory (B, Ts, D)`` -> ``(B, Tt, D)``."""
-        x = residual_forward(x, lambda h: self.self_attn.forward(h, self_mask),
-                             self.norm1, self.drop1, self.pre_norm)
-        x = residual_forward(x, lambda h: self.cross_attn.forward(h, memory, memory_mask),
-                             self.norm2, self.drop2, self.pre_norm)
-        return residual_forward(x, self.ffn.forward, self.norm3, self.drop3, self.pre_norm)
+    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any, layout: Padded = PADDED,
+                memory_layout: Padded = PADDED) -> Any:
+        """``x (B, Tt, D)``, ``memory (B, Ts, D)`` -> ``(B, Tt, D)`` (packed rows in packed layouts)."""
+        return self.run(x, LayerInputs(mask=self_mask, layout=layout, memory=memory,
+                                       memory_mask=memory_mask, memory_layout=memory_layout))
 
     def backward(self, dout: Any) -> tuple[Any, Any]:
         """Returns ``(dx, d_memory)``."""
-        d = residual_backward(dout, self.ffn.backward, self.norm3, self.drop3, self.pre_norm)
-        d, d_memory = residual_backward_with_memory(d, self.cross_attn.backward, self.norm2, self.drop2,
-                                                    self.pre_norm)
-        d = residual_backward(d, self.self_attn.backward, self.norm1, self.drop1, self.pre_norm)
-        return d, d_memory
+        return self.run_backward(dout)
 
     def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any,
              memory_keys: Any, memory_values: Any, memory_mask: Any) -> Any:
         """One new position ``x (B, 1, D)`` at ``position``, with cached keys and values."""
-        x = residual_forward(
-            x, lambda h: self.self_attn.forward_step(h, key_buffer, value_buffer, position),
-            self.norm1, self.drop1, self.pre_norm)
-        x = residual_forward(
-            x, lambda h: self.cross_attn.attend(h, memory_keys, memory_values, memory_mask),
-            self.norm2, self.drop2, self.pre_norm)
-        return residual_forward(x, self.ffn.forward, self.norm3, self.drop3, self.pre_norm)
+        return self.run(x, LayerInputs(cache=(key_buffer, value_buffer, position),
+                                       memory_heads=(memory_keys, memory_values), memory_mask=memory_mask))
 
 
 class Decoder(Module):
@@ -91,15 +89,17 @@ class Decoder(Module):
         ])
         self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
 
-    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any) -> Any:
+    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any, layout: Padded = PADDED,
+                memory_layout: Padded = PADDED) -> Any:
         for layer in self.layers:
-            x = layer.forward(x, memory, self_mask, memory_mask)
+            x = layer.forward(x, memory, self_mask, memory_mask, layout, memory_layout)
         return x if self.norm is None else self.norm.forward(x)
 
     def backward(self, dout: Any) -> tuple[Any, Any]:
         """Returns ``(dx, d_memory)``, ``d_memory`` summed over the layers."""
         d = dout if self.norm is None else self.norm.backward(dout)
-        return ops.current().stack_backward_with_memory(d, [layer.backward for layer in self.layers])
+        stack_backward = rule("stack_backward_with_memory", stack_backward_with_memory)
+        return stack_backward(d, [layer.backward for layer in self.layers])
 
     def step(self, x: Any, position: int, cache: "DecoderCache") -> Any:
         """``x (B, 1, D)`` at ``position`` through every layer, reading and filling ``cache``."""
@@ -113,7 +113,7 @@ def kv_buffers(batch: int, n_heads: int, max_len: int, head_dim: int, n_layers: 
                dtype: Any) -> tuple[list, list]:
     """Empty self-attention caches for incremental decoding: ``(keys, values)``, two lists of
     ``n_layers`` zero arrays ``(batch, n_heads, max_len, head_dim)`` in ``dtype``, one per layer,
-    which ``SelfAttention.forward_step`` fills one position per step."""
+    which ``SelfAttention.forward`` fills one position per step (its ``cache``)."""
     shape = (batch, n_heads, max_len, head_dim)
     keys = [xp.zeros(shape, dtype=dtype) for _ in range(n_layers)]
     values = [xp.zeros(shape, dtype=dtype) for _ in range(n_layers)]

@@ -5,6 +5,9 @@
     x = residual(x, SelfAttention(x, x, source padding mask))   # norm1
     x = residual(x, FeedForward(x))                              # norm2
 
+the list ``sublayers`` of two ``Residual`` entries (``nn/residual.py``), which forward, backward
+and the cached step walk.
+
 ``Encoder`` stacks the layers and, in pre-norm models, ends with a LayerNorm
 (``encoder.norm``): pre-norm residual streams are never normalised otherwise.
 """
@@ -19,11 +22,12 @@ from .attention import SelfAttention
 from .dropout import Dropout
 from .feedforward import FeedForward
 from .layernorm import LayerNorm
+from .layout import PADDED, Padded
 from .module import Module, ModuleList
-from .residual import residual_backward, residual_forward
+from .residual import LayerInputs, Residual, ResidualLayer
 
 
-class EncoderLayer(Module):
+class EncoderLayer(ResidualLayer):
     """``(B, Ts, D)`` -> ``(B, Ts, D)``. Children: ``self_attn``, ``norm1``, ``ffn``, ``norm2``."""
 
     def __init__(self, d_model: int, *, n_heads: int, d_ff: int, dropout: float, dropout_rng: Any,
@@ -37,24 +41,20 @@ class EncoderLayer(Module):
         self.norm2 = LayerNorm(d_model, dtype=dtype)
         self.drop1 = Dropout(dropout, dropout_rng)
         self.drop2 = Dropout(dropout, dropout_rng)
+        self.sublayers = [Residual(self.self_attn, self.norm1, self.drop1, pre_norm, reads=("mask", "layout", "cache")),
+                          Residual(self.ffn, self.norm2, self.drop2, pre_norm)]
 
-    def forward(self, x: Any, mask: Any) -> Any:
-        """``x (B, Ts, D)``, ``mask`` broadcastable to ``(B, H, Ts, Ts)``."""
-        x = residual_forward(x, lambda h: self.self_attn.forward(h, mask),
-                             self.norm1, self.drop1, self.pre_norm)
-        return residual_forward(x, self.ffn.forward, self.norm2, self.drop2, self.pre_norm)
+    def forward(self, x: Any, mask: Any, layout: Padded = PADDED) -> Any:
+        """``x (B, Ts, D)`` (``(1, N, D)`` in a packed ``layout``), ``mask`` broadcastable to ``(B, H, Ts, Ts)``."""
+        return self.run(x, LayerInputs(mask=mask, layout=layout))
 
     def backward(self, dout: Any) -> Any:
-        d = residual_backward(dout, self.ffn.backward, self.norm2, self.drop2, self.pre_norm)
-        return residual_backward(d, self.self_attn.backward, self.norm1, self.drop1, self.pre_norm)
+        return self.run_backward(dout)[0]
 
     def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any) -> Any:
         """One new position ``x (B, 1, D)`` with causal self-attention over cached keys and
         values (the decoder-only language model's generation step; no backward)."""
-        x = residual_forward(
-            x, lambda h: self.self_attn.forward_step(h, key_buffer, value_buffer, position),
-            self.norm1, self.drop1, self.pre_norm)
-        return residual_forward(x, self.ffn.forward, self.norm2, self.drop2, self.pre_norm)
+        return self.run(x, LayerInputs(cache=(key_buffer, value_buffer, position)))
 
 
 class Encoder(Module):
@@ -70,9 +70,9 @@ class Encoder(Module):
         ])
         self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
 
-    def forward(self, x: Any, mask: Any) -> Any:
+    def forward(self, x: Any, mask: Any, layout: Padded = PADDED) -> Any:
         for layer in self.layers:
-            x = layer.forward(x, mask)
+            x = layer.forward(x, mask, layout)
         return x if self.norm is None else self.norm.forward(x)
 
     def backward(self, dout: Any) -> Any:

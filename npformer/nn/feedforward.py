@@ -14,7 +14,6 @@ from .. import ops
 from .linear import Linear
 from .module import Module
 
-_ACTIVATIONS = ("relu", "gelu")  # ops.<name>_forward and ops.<name>_backward
 
 
 class FeedForward(Module):
@@ -23,20 +22,20 @@ class FeedForward(Module):
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu", *,
                  rng: numpy.random.Generator, dtype: Any = None) -> None:
         super().__init__()
-        if activation not in _ACTIVATIONS:
+        if activation not in ops.ACTIVATIONS:
             raise ValueError(
-                f"FeedForward: activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
+                f"FeedForward: activation must be one of {sorted(ops.ACTIVATIONS)}, got {activation!r}"
             )
         self.activation = activation
         self.fc1 = Linear(d_model, d_ff, rng=rng, dtype=dtype)
         self.fc2 = Linear(d_ff, d_model, rng=rng, dtype=dtype)
 
     def forward(self, x: Any) -> Any:
-        activation_forward = getattr(ops.current(), f"{self.activation}_forward")  # the active set's
+        activation_forward, _ = ops.current().pair(ops.ACTIVATIONS[self.activation])   # the active set's
         hidden, self._activation_cache = activation_forward(self.fc1.forward(x))
         return self.fc2.forward(hidden)
 
     def backward(self, dout: Any) -> Any:
-        activation_backward = getattr(ops.current(), f"{self.activation}_backward")
+        _, activation_backward = ops.current().pair(ops.ACTIVATIONS[self.activation])
         d_hidden = activation_backward(self.fc2.backward(dout), self._activation_cache)
         return self.fc1.backward(d_hidden)

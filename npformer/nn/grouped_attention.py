@@ -70,10 +70,18 @@ class GroupedQueryAttention(Module):
         self.attn_weights = self._attention_cache["weights"]                 # (B, H, Tq, Tk)
         return self.o.forward(merge_heads(context))
 
-    def forward(self, x: Any, mask: Any = None) -> Any:
-        """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)`` -> ``(B, T, D)``."""
-        q, k, v, self._q_rotation, self._k_rotation = self._rotated(x, 0)
-        return self._attend(q, k, v, mask)
+    def forward(self, x: Any, mask: Any = None, cache: tuple | None = None) -> Any:
+        """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)`` -> ``(B, T, D)``. ``cache``:
+        ``(key_buffer, value_buffer, position)`` when ``x (B, 1, D)`` is one new position during
+        generation (no backward): its rotated key and value are written into the ``(B, Hkv,
+        max_len, Dh)`` buffers at ``position``, and it attends over positions ``0 .. position``."""
+        position = 0 if cache is None else cache[2]
+        q, keys, values, self._q_rotation, self._k_rotation = self._rotated(x, position)
+        if cache is not None:
+            key_buffer, value_buffer, _ = cache
+            key_buffer[:, :, position], value_buffer[:, :, position] = keys[:, :, 0], values[:, :, 0]
+            keys, values = key_buffer[:, :, :position + 1], value_buffer[:, :, :position + 1]
+        return self._attend(q, keys, values, mask)
 
     def backward(self, dout: Any) -> Any:
         """``dout (B, T, D)`` -> ``dx (B, T, D)``, the sum of the q, k and v paths."""
@@ -84,12 +92,3 @@ class GroupedQueryAttention(Module):
         dk = op_set.rope_backward(dk, self._k_rotation)                                    # (B, Hkv, T, Dh)
         return (self.q.backward(merge_heads(dq)) + self.k.backward(merge_heads(dk))
                 + self.v.backward(merge_heads(dv)))
-
-    def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any) -> Any:
-        """One new position ``x (B, 1, D)`` at ``position`` over the cached keys and values
-        (``(B, Hkv, max_len, Dh)`` buffers, filled here at ``position``); inference only."""
-        q, k, v, _, _ = self._rotated(x, position)
-        key_buffer[:, :, position] = k[:, :, 0]
-        value_buffer[:, :, position] = v[:, :, 0]
-        end = position + 1
-        return self._attend(q, key_buffer[:, :, :end], value_buffer[:, :, :end], None)

@@ -6,8 +6,10 @@ feed-forward network, no biases and no dropout::
     x = x + attn(norm1(x), causal mask)        (B, T, D)
     x = x + ffn(norm2(x))                      (B, T, D)
 
-Backward follows the two arrows out of each ``x``: the identity passes ``d`` straight through, the
-sub-layer path goes back through the sub-layer and its norm, and the two are added.
+the list ``sublayers`` of two pre-norm ``Residual`` entries without dropout (``nn/residual.py``), which
+forward, backward and the cached step walk. Backward follows the two arrows out of each ``x``: the
+identity passes ``d`` straight through, the sub-layer path goes back through the sub-layer and its
+norm, and the two are added.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from typing import Any
 import numpy
 
 from .grouped_attention import GroupedQueryAttention
-from .module import Module
+from .residual import LayerInputs, Residual, ResidualLayer
 from .rmsnorm import RMSNorm
 from .swiglu import SwiGLUFeedForward
 
 
-class ModernBlock(Module):
+class ModernBlock(ResidualLayer):
     """``(B, T, D)`` -> ``(B, T, D)``. Children: ``norm1``, ``attn``, ``norm2``, ``ffn``."""
 
     def __init__(self, d_model: int, *, n_heads: int, n_kv_heads: int, d_ff: int, rope_base: float = 10000.0,
@@ -32,17 +34,16 @@ class ModernBlock(Module):
         self.attn = GroupedQueryAttention(d_model, n_heads, n_kv_heads, rope_base=rope_base, rng=rng, dtype=dtype)
         self.norm2 = RMSNorm(d_model, eps, dtype=dtype)
         self.ffn = SwiGLUFeedForward(d_model, d_ff, rng=rng, dtype=dtype)
+        self.sublayers = [Residual(self.attn, self.norm1, None, pre_norm=True, reads=("mask", "cache")),
+                          Residual(self.ffn, self.norm2, None, pre_norm=True)]
 
     def forward(self, x: Any, mask: Any) -> Any:
         """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)``."""
-        x = x + self.attn.forward(self.norm1.forward(x), mask)
-        return x + self.ffn.forward(self.norm2.forward(x))
+        return self.run(x, LayerInputs(mask=mask))
 
     def backward(self, dout: Any) -> Any:
-        d = dout + self.norm2.backward(self.ffn.backward(dout))
-        return d + self.norm1.backward(self.attn.backward(d))
+        return self.run_backward(dout)[0]
 
     def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any) -> Any:
         """One new position ``x (B, 1, D)`` over the cached keys and values (no backward)."""
-        x = x + self.attn.step(self.norm1.forward(x), position, key_buffer, value_buffer)
-        return x + self.ffn.forward(self.norm2.forward(x))
+        return self.run(x, LayerInputs(cache=(key_buffer, value_buffer, position)))

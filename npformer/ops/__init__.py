@@ -33,11 +33,10 @@ from .positional import positional_encoding
 from .relu import relu_backward, relu_forward
 from .rmsnorm import rmsnorm_backward, rmsnorm_forward
 from .rope import rope_backward, rope_forward
-from .residual import residual_backward, residual_backward_with_memory, stack_backward_with_memory
 from .softmax import log_softmax, logsumexp, softmax_backward, softmax_forward
 from .special import erf, erfc
 from .swiglu import swiglu_backward, swiglu_forward
-from .switch import DEFAULT, OP_NAMES, OpSet, active, current, holding_blas, holds_blas, using
+from .switch import ACTIVATIONS, DEFAULT, OP_NAMES, POOLINGS, RULE_NAMES, OpSet, active, current, holding_blas, holds_blas, using
 
 __all__ = [
     "linear_forward", "linear_backward",
@@ -57,7 +56,6 @@ __all__ = [
     "masked_max_pool_forward", "masked_max_pool_backward",
     "patches_forward", "patches_backward",
     "positional_encoding", "padding_mask", "causal_mask", "log_softmax", "logsumexp",
-    "residual_backward", "residual_backward_with_memory", "stack_backward_with_memory",
     "adam_step", "erf", "erfc",
-    "using", "current", "active", "OpSet", "DEFAULT", "holds_blas", "holding_blas", "OP_NAMES",
+    "using", "current", "active", "OpSet", "DEFAULT", "ACTIVATIONS", "POOLINGS", "RULE_NAMES", "holds_blas", "holding_blas", "OP_NAMES",
 ]

@@ -53,15 +53,14 @@ from typing import Any, Callable
 
 from ..backend import is_cupy
 from . import (adam, attention, cross_entropy, dropout, embedding, gelu, grouped_attention, layernorm, linear,
-               masks, patches, pooling, positional, relu, residual, rmsnorm, rope, softmax, swiglu)
+               masks, patches, pooling, positional, relu, rmsnorm, rope, softmax, swiglu)
 
-__all__ = ["OP_NAMES", "OpSet", "current", "using", "active", "DEFAULT", "holds_blas", "holding_blas"]
+__all__ = ["OP_NAMES", "RULE_NAMES", "ACTIVATIONS", "POOLINGS", "OpSet", "current", "using", "active", "DEFAULT", "holds_blas", "holding_blas"]
 
 DEFAULT = "fast"
 
-# The names an op set may define: every differentiable op's pair, the helpers the models call
-# through the active set (masks, positions), the residual blocks' backward passes and the
-# optimizer's update.
+# The ops of every set: every differentiable op's pair, the helpers the models call through the
+# active set (masks, positions) and the optimizer's update.
 _TEXTBOOK_MODULES = {
     linear: ("linear_forward", "linear_backward"),
     relu: ("relu_forward", "relu_backward"),
@@ -81,10 +80,19 @@ _TEXTBOOK_MODULES = {
     patches: ("patches_forward", "patches_backward"),
     masks: ("padding_mask", "causal_mask"),
     positional: ("positional_encoding",),
-    residual: ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory"),
     adam: ("adam_step",),
 }
-OP_NAMES: tuple[str, ...] = tuple(name for names in _TEXTBOOK_MODULES.values() for name in names)
+# Rules a set may bring in place of the blocks' own (``nn/residual.py``): a student's residual backward
+# passes (lessons 09-10) run the model this way. The built-in sets define none of them: the blocks'
+# functions are the textbook, and an op never calls back into a block.
+RULE_NAMES = ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory")
+OP_NAMES: tuple[str, ...] = tuple(name for names in _TEXTBOOK_MODULES.values() for name in names) + RULE_NAMES
+
+# The ops a model's config chooses by name, each as its (forward, backward) pair of op names
+# (``op_set.pair(ACTIVATIONS["gelu"])``): a feed-forward network's activation, a classifier's pooling.
+ACTIVATIONS = {"relu": ("relu_forward", "relu_backward"), "gelu": ("gelu_forward", "gelu_backward")}
+POOLINGS = {"mean": ("masked_mean_pool_forward", "masked_mean_pool_backward"),
+            "max": ("masked_max_pool_forward", "masked_max_pool_backward")}
 
 
 class OpSet:
@@ -95,6 +103,10 @@ class OpSet:
         for op, (function, _) in table.items():
             object.__setattr__(self, op, function)
         object.__setattr__(self, "labels", {op: label for op, (_, label) in table.items()})
+
+    def pair(self, names: tuple[str, str]) -> tuple[Callable, Callable]:
+        """This set's functions for a (forward, backward) pair of op names (``ACTIVATIONS["relu"]``)."""
+        return getattr(self, names[0]), getattr(self, names[1])
 
     def table(self) -> dict[str, tuple[Callable, str]]:
         """``{op name: (function, label)}``: this set as ``using`` builds sets from it."""

@@ -12,9 +12,9 @@ Every model in npformer maps inputs to logits and has a hand-written
 
 The translator's trainer, the small models' loop (``fit``), ``npformer bench``
 and the lessons all call ``train_step``. With ``only_counted_targets=True`` (the
-translator's trainer and ``npformer bench`` ask for it), a ``Transformer`` runs the fast
-path beside the core (``npformer.fastpath.PackedTransformer``): the logits of the counted
-targets only, the same loss and gradients without any work on padding.
+translator's trainer and ``npformer bench`` ask for it), a ``Transformer`` runs its blocks in
+the packed layout (``model.forward(..., only_at=counted)``): the logits of the counted targets
+only, the same loss and gradients without any work on padding.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import allocator, ops
-from ..fastpath import PackedTransformer
 from ..models import Transformer
 from ..optim import clip_grad_norm
 from ..tokens import PAD_ID
@@ -54,23 +53,21 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
         label_smoothing: the weight ``eps`` spread over all classes.
         max_norm: clip the global gradient norm to this; None does not clip.
         only_counted_targets: the fast path: no work on padding, and only the positions whose
-            target counts projected onto the vocabulary (``fastpath.PackedTransformer``; the model
-            must be a ``Transformer``; same loss and gradients).
+            target counts projected onto the vocabulary (``Transformer.forward``'s ``only_at``; the
+            model must be a ``Transformer``; same loss and gradients).
 
     A non-finite loss skips the update (nothing is changed) and is returned as it is,
     so that the caller can stop and keep its last good checkpoint.
     """
     allocator.keep_freed_memory()  # once per process: each step reuses the last one's memory
-    network = model   # what runs forward and backward: the model, or its fast path
     if only_counted_targets and ignore_index is not None:
         if not isinstance(model, Transformer):
             raise TypeError(f"train_step: only_counted_targets needs an npformer Transformer; "
                             f"got {type(model).__name__}")
         # The fast path: logits only where a target counts (the same loss and gradients as the
         # textbook step of the module docstring, checked by tests/test_fastpath.py).
-        positions = targets != ignore_index
-        network = PackedTransformer(model)
-        logits, targets = network.forward(*inputs, positions), targets[positions]
+        counted = targets != ignore_index
+        logits, targets = model.forward(*inputs, only_at=counted), targets[counted]
     else:
         logits = model.forward(*inputs)
     op_set = ops.current()
@@ -82,7 +79,7 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
     model.zero_grad()
     dlogits = op_set.cross_entropy_backward(1.0, cache)
     del cache, logits  # the (N, V) probabilities and logits are not needed during backward
-    network.backward(dlogits)
+    model.backward(dlogits)
     grad_norm = clip_grad_norm(model, max_norm) if max_norm is not None else math.nan
     optimizer.step()
     return StepResult(loss, grad_norm)

@@ -16,7 +16,7 @@ import math
 
 import numpy
 
-from ... import metrics, models, ops, optim
+from ... import metrics, models, nn, ops, optim
 from ...tasks.translation.decoding import length_penalty_factor
 from .. import hints
 from .base import Case, Exercise, backward_cases, normal, size, with_dout
@@ -102,7 +102,7 @@ def _identity_path_hint(got, expected, inputs, output):
     only_sublayer = norm(sublayer(dropout(dout))) if pre_norm else sublayer(dropout(norm(dout)))
     if numpy.allclose(got, only_sublayer, rtol=1e-9, atol=1e-12):
         return "only the sub-layer's path: add the identity path's gradient too (x feeds the sum directly)"
-    other_kind = ops.residual.residual_backward(dout, sublayer, norm, dropout, not pre_norm)
+    other_kind = nn.residual_backward(dout, sublayer, norm, dropout, not pre_norm)
     if numpy.allclose(got, other_kind, rtol=1e-9, atol=1e-12):
         return "the post-norm formula for a pre-norm block (or the reverse): where is the norm in the forward pass?"
     return ""
@@ -341,13 +341,13 @@ EXERCISES: list[Exercise] = [
              unseen=_unseen_length_penalty),
     Exercise("residual_backward",
              "residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm) -> dx", "09",
-             ops.residual.residual_backward, _residual_cases, ("dx",), hints=(_identity_path_hint,),
+             nn.residual_backward, _residual_cases, ("dx",), hints=(_identity_path_hint,),
              unseen=_unseen_residual, points=2),
     Exercise("residual_backward_with_memory",
              "residual_backward_with_memory(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm) "
-             "-> (dx, d_memory)", "10", ops.residual.residual_backward_with_memory, _residual_memory_cases,
+             "-> (dx, d_memory)", "10", nn.residual_backward_with_memory, _residual_memory_cases,
              ("dx", "d_memory"), hints=(_identity_path_hint,), unseen=_unseen_residual_memory, points=2),
     Exercise("stack_backward_with_memory", "stack_backward_with_memory(dout, layer_backwards) -> (dx, d_memory)",
-             "10", ops.residual.stack_backward_with_memory, _stack_cases, ("dx", "d_memory"),
+             "10", nn.stack_backward_with_memory, _stack_cases, ("dx", "d_memory"),
              hints=(_memory_summed_hint,), unseen=_unseen_stack, points=2),
 ]

@@ -13,24 +13,25 @@ from ...backend import xp
 from ...models import Transformer
 from ...nn import decoder as decoder_module
 from ...nn import encoder as encoder_module
+from ...nn import residual as residual_module
 from .mutant import Mutant
 
 
 def _residual_one_input_not_added(original):
-    def backward(dout, sublayer_backward, norm, dropout, pre_norm):
+    def backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm):
         if pre_norm:
-            return norm.backward(sublayer_backward(dropout.backward(dout)))  # the identity path forgotten
-        return sublayer_backward(dropout.backward(norm.backward(dout)))
+            return norm_backward(sublayer_backward(dropout_backward(dout)))  # the identity path forgotten
+        return sublayer_backward(dropout_backward(norm_backward(dout)))
     return backward
 
 
 def _residual_not_added(original):
-    def backward(dout, sublayer_backward, norm, dropout, pre_norm):
+    def backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm):
         if pre_norm:
-            d_input, d_memory = sublayer_backward(dropout.backward(dout))
-            return norm.backward(d_input), d_memory  # the identity path forgotten
-        d_sum = norm.backward(dout)
-        d_input, d_memory = sublayer_backward(dropout.backward(d_sum))
+            d_input, d_memory = sublayer_backward(dropout_backward(dout))
+            return norm_backward(d_input), d_memory  # the identity path forgotten
+        d_sum = norm_backward(dout)
+        d_input, d_memory = sublayer_backward(dropout_backward(d_sum))
         return d_input, d_memory
     return backward
 
@@ -64,28 +65,24 @@ def _decoder_drops_first_layer_memory(original):
 
 
 def _memory_value_path_dropped(original):
-    def backward(self, dout):
-        dq, dk, dv = self.attend_heads_backward(dout)
-        d_query = self.q.backward(self.merge_heads(dq))
-        d_memory = self.k.backward(self.merge_heads(dk))
-        self.v.backward(xp.zeros_like(self.merge_heads(dv)))
-        return d_query, d_memory
-    return backward
+    def attend_heads_backward(self, dout):
+        dq, dk, dv = original(self, dout)
+        return dq, dk, xp.zeros_like(dv)  # the value path sends nothing back to the memory
+    return attend_heads_backward
 
 
 def _key_value_swapped(original):
-    def backward(self, dout):
-        dq, dk, dv = self.attend_heads_backward(dout)
-        dk, dv = dv, dk  # k and v gradients swapped
-        return (self.q.backward(self.merge_heads(dq)) + self.k.backward(self.merge_heads(dk))
-                + self.v.backward(self.merge_heads(dv)))
-    return backward
+    def attend_heads_backward(self, dout):
+        dq, dk, dv = original(self, dout)
+        return dq, dv, dk  # k and v gradients swapped
+    return attend_heads_backward
 
 
 def _heads_merged_in_wrong_order(original):
-    def merge(self, x):
-        batch, heads, length, head_dim = x.shape
-        return x.reshape(batch, length, heads * head_dim)  # no transpose: heads and time mixed
+    def merge(self, parts):
+        batch, heads, length, head_dim = parts[0].shape
+        # no transpose: heads and time mixed
+        return xp.concatenate([part.reshape(batch, length, heads * head_dim) for part in parts], axis=-1)
     return merge
 
 
@@ -97,9 +94,9 @@ def _embedding_scale_forgotten(original):
 
 BLOCK_MUTANTS: list[Mutant] = [
     Mutant("residual: identity path not added", "nn.residual (encoder)", "dx = the sub-layer path only",
-           encoder_module, "residual_backward", _residual_one_input_not_added, "module:encoder_layer"),
+           residual_module, "residual_backward", _residual_one_input_not_added, "module:encoder_layer"),
     Mutant("residual with memory: identity path not added", "nn.residual (decoder cross-attention)",
-           "dx = the cross-attention path only", decoder_module, "residual_backward_with_memory",
+           "dx = the cross-attention path only", residual_module, "residual_backward_with_memory",
            _residual_not_added, "model"),
     Mutant("pre-norm: final layer norm skipped in backward", "nn.Encoder.backward", "the encoder's final "
            "norm is applied in forward but not in backward", encoder_module.Encoder, "backward",
@@ -110,13 +107,13 @@ BLOCK_MUTANTS: list[Mutant] = [
     Mutant("decoder: memory gradient dropped in one layer", "nn.Decoder.backward", "layer 0's d_memory not "
            "added", decoder_module.Decoder, "backward", _decoder_drops_first_layer_memory, "model"),
     Mutant("cross-attention: value path missing from d_memory", "nn.MultiHeadAttention.backward",
-           "d_memory only through the keys", nn.MultiHeadAttention, "backward", _memory_value_path_dropped,
+           "d_memory only through the keys", nn.MultiHeadAttention, "attend_heads_backward", _memory_value_path_dropped,
            "module:cross_attention", "zero"),
     Mutant("self-attention: k and v gradients swapped", "nn.SelfAttention.backward", "the k projection "
-           "gets dv and the v projection dk", nn.SelfAttention, "backward", _key_value_swapped,
+           "gets dv and the v projection dk", nn.SelfAttention, "attend_heads_backward", _key_value_swapped,
            "module:self_attention"),
-    Mutant("heads merged without the transpose", "nn.MultiHeadAttention.merge_heads", "(B, H, T, Dh) "
-           "reshaped straight to (B, T, D)", nn.MultiHeadAttention, "merge_heads", _heads_merged_in_wrong_order,
+    Mutant("heads merged without the transpose", "nn.Padded.merge_heads", "(B, H, T, Dh) "
+           "reshaped straight to (B, T, D)", nn.Padded, "merge_heads", _heads_merged_in_wrong_order,
            "module:self_attention"),
     Mutant("embeddings: sqrt(d_model) scale forgotten", "models.Transformer._embed_backward", "the "
            "embedding gradient is not multiplied by sqrt(d_model)", Transformer, "_embed_backward",

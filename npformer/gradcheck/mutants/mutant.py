@@ -37,8 +37,12 @@ class Mutant:
                 yield
             return
         original = getattr(self.target, self.attribute)
+        inherited = self.attribute not in vars(self.target)  # a subclass's method from its base class
         setattr(self.target, self.attribute, self.replacement(original))
         try:
             yield
         finally:
-            setattr(self.target, self.attribute, original)
+            if inherited:
+                delattr(self.target, self.attribute)
+            else:
+                setattr(self.target, self.attribute, original)

@@ -6,7 +6,7 @@ several temporaries of the parameter's size on the way. This one updates ``m``,
 small scratch array, so that each chunk stays in the cache for all its passes, and
 returns the same three objects it was given (``npformer.optim.Adam`` then has
 nothing to copy). A parameter whose rows are contiguous but not the whole (a column block of a
-fused weight, ``npformer.fastpath.fused``) is cut into chunks of whole rows.
+fused weight, ``npformer.nn.FusedLinear``) is cut into chunks of whole rows.
 The order of the floating-point operations is the twin's up to rounding.
 """
 
@@ -55,7 +55,7 @@ def adam_step(param: Any, grad: Any, m: Any, v: Any, step: int, lr: float,
 def _chunks(param: Any, grad: Any, m: Any, v: Any) -> list[tuple]:
     """``(param, grad, m, v)`` cut into pieces of about ``CHUNK`` elements that are views of the
     arrays (updating a piece updates the array): flat slices when the arrays are contiguous, blocks
-    of whole rows when only their rows are (a column block of a fused weight, ``npformer.fastpath``),
+    of whole rows when only their rows are (a column block of a fused weight, ``nn.FusedLinear``),
     else the arrays whole."""
     if all(array.flags.c_contiguous for array in (param, m, v)):
         flat = [param.reshape(-1), xp.ascontiguousarray(grad).reshape(-1), m.reshape(-1), v.reshape(-1)]

@@ -40,7 +40,6 @@ from typing import Any, Sequence
 import numpy
 
 from ... import backend, ops
-from ...fastpath import PackedTransformer
 from ...data import Alignment, Vocab, pad_rows, tokenize
 from ...metrics import alignment_error_rate
 from ...models import Transformer
@@ -82,7 +81,7 @@ def saliency(model: Transformer, src_ids: Any, tgt_in_ids: Any, tgt_out_ids: Any
 
     One backward pass per target position, all in one batch: sentence ``b`` is repeated ``Tt``
     times, copy ``i`` projects only its position ``i`` onto the vocabulary
-    (``fastpath.PackedTransformer``) and sends back the gradient of ``log p(y_i)`` alone,
+    (``Transformer.forward``'s ``only_at``, the packed layout) and sends back the gradient of ``log p(y_i)`` alone,
     ``onehot(y_i) - softmax(logits_i)``. The model runs in eval mode; its parameter gradients are
     zeroed afterwards.
     """
@@ -101,16 +100,15 @@ def _saliency_and_maps(model: Transformer, src_ids: Any, tgt_in_ids: Any,
     explained = numpy.zeros((len(copies), n_tgt), dtype=bool)
     explained[numpy.arange(len(copies)), rows] = True  # copy k projects its position rows[k] only
     with model.evaluating():
-        packed = PackedTransformer(model)  # the fast path: only the explained position of each copy
-        logits = packed.forward(backend.asarray(src[copies]), backend.asarray(tgt_in[copies]),
-                                backend.asarray(explained))  # (B * Tt, V): logits_i of copy i
+        logits = model.forward(backend.asarray(src[copies]), backend.asarray(tgt_in[copies]),
+                               only_at=backend.asarray(explained))  # (B * Tt, V): logits_i of copy i, packed
         maps = {kind: [backend.to_numpy(weights[::n_tgt]).astype(numpy.float64) for weights in layers]
                 for kind, layers in model.attention_maps().items()}
         gradient = -backend.to_numpy(ops.softmax_forward(logits.astype(numpy.float64))[0])  # -softmax(logits_i)
         targets = tgt_out[copies, rows]
         gradient[numpy.arange(len(copies)), targets] += 1.0  # d log p(y_i) / d logits_i
         gradient[targets == PAD_ID] = 0.0
-        d_src, _ = packed.backward_to_inputs(backend.asarray(gradient.astype(logits.dtype)))
+        d_src, _ = model.backward_to_inputs(backend.asarray(gradient.astype(logits.dtype)))
         model.zero_grad()
     embeddings = backend.to_numpy(model.src_embed.W)[src[copies]] * model.embed_scale  # (B * Tt, Ts, D)
     scores = numpy.linalg.norm(backend.to_numpy(d_src).astype(numpy.float64) * embeddings, axis=-1)

@@ -75,8 +75,8 @@ MUTANTS = [
     Mutant(
         "unk-copies-next-word", "npformer/tasks/translation/translator.py",
         "<unk> replaced by the source word after the aligned one",
-        'word = source["typed"][source["word_index"][copies[position]]]',
-        'word = source["typed"][min(source["word_index"][copies[position]] + 1, len(source["typed"]) - 1)]',
+        "word = source.typed[source.word_index[copies[position]]]",
+        "word = source.typed[min(source.word_index[copies[position]] + 1, len(source.typed) - 1)]",
         (TRUTH, "tests/test_decode_checkpoint.py"),
     ),
     Mutant(
@@ -263,14 +263,14 @@ MUTANTS = [
     Mutant(
         "unknown-name-not-written-back", "npformer/tasks/translation/translator.py",
         "the name read in place of an unknown one is left in the translation",
-        "labels[position] = source[\"names\"][label]",
+        "labels[position] = source.names[label]",
         "labels[position] = label",
         ("tests/test_typed_input.py",),
     ),
     Mutant(
         "long-input-cut", "npformer/tasks/translation/translator.py",
         "a sentence longer than the model reads is translated whole (and cut), not in parts",
-        "if not too_many_words and self._piece_count(typed) <= self.model.config.max_len:",
+        "if not too_many_words and sum(pieces) <= limit:",
         "if True:",
         ("tests/test_typed_input.py",),
     ),

@@ -3,12 +3,15 @@ records is that of the decoded tokens, equal to a teacher-forced pass over them.
 
 from __future__ import annotations
 
+import collections
+import importlib
+
 import numpy
 import pytest
 
 import npformer
-from npformer import backend
-from npformer.data import BPEVocab, tokenize
+from npformer import backend, cli
+from npformer.data import BPEVocab, Vocab, tokenize
 from npformer.models import ATTENTION_KINDS, Transformer, TransformerConfig
 from npformer.tasks.translation import Translator, attention_of
 from npformer.tokens import BOS_ID
@@ -58,6 +61,29 @@ def test_one_encoding_and_one_decoding_per_sentence_and_no_teacher_forced_pass(m
     Translator.from_run(run).translations(SENTENCES, beam_size=1)
     assert calls == {"start_decoding": 2, "forward": 0, "encoder": 2}  # the three sentences: one batch
     assert found.text == "le chat noir mange la pomme blanche."
+
+
+@pytest.mark.parametrize("name", ["toy", "fra"])
+def test_npformer_translate_reads_each_sentence_once(name, monkeypatch, capsys):
+    """The unknown words, the length notes and the translation of ``npformer translate`` come from one
+    reading of the sentence (``Translator.read``): one tokenisation, and the pieces and ids of that
+    reading alone (before issue 62, toy: 5 tokenisations, 12 ``pieces`` and 31 ``encode`` calls)."""
+    calls = collections.Counter()
+    for owner, method in [(importlib.import_module("npformer.tasks.translation.translator"), "tokenize"),
+                          (Vocab, "pieces"), (Vocab, "encode"), (BPEVocab, "pieces"), (BPEVocab, "encode")]:
+        def counted(*args, _method=getattr(owner, method), _name=method, **kwargs):
+            calls[_name] += 1
+            return _method(*args, **kwargs)
+
+        monkeypatch.setattr(owner, method, counted)
+    sentence = "The black cat eats the white apple with Zorglub"
+    assert cli.main(["translate", "--pretrained", name, "--beam", "1", sentence]) == 0
+    assert "Zorglub" in capsys.readouterr().err
+    assert calls["tokenize"] == 1, calls
+    by_the_command = dict(calls)
+    calls.clear()
+    Translator.from_run(npformer.pretrained(name)).read(sentence)
+    assert by_the_command == dict(calls)
 
 
 def test_bpe_labels_follow_the_decoded_pieces_even_where_the_text_would_segment_otherwise():

@@ -24,15 +24,15 @@ def run(args: argparse.Namespace) -> int:
 
     given = sentences(args.sentences, "translate")
     translator = Translator.from_run(run_for_command("translate", args.run, args.pretrained))
-    non_empty = [sentence for sentence in given if sentence.strip()]
-    unknown = translator.unknown_words(non_empty)
+    readings = [translator.read(sentence) for sentence in given if sentence.strip()]  # each read once
+    unknown = translator.unknown_words(readings)
     if unknown:
         print(f"npformer translate: words the model never saw (copied from the source or guessed): "
               f"{', '.join(unknown)}", file=sys.stderr)
-    for note in translator.length_notes(non_empty):
+    for note in translator.length_notes(readings):
         print(f"npformer translate: {note}", file=sys.stderr)
-    translations = iter(translator.translate(non_empty, beam_size=args.beam, length_penalty=args.length_penalty,
-                                              progress=len(non_empty) > 64))
+    translations = iter(translator.translate(readings, beam_size=args.beam, length_penalty=args.length_penalty,
+                                              progress=len(readings) > 64))
     for sentence in given:
         print(next(translations) if sentence.strip() else "")
     return 0

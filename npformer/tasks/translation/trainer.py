@@ -40,7 +40,6 @@ from dataclasses import asdict
 from typing import IO, Any
 
 import numpy
-from tqdm.auto import tqdm
 
 from ... import backend, optim, threads
 from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, check_splits, copy_links, encode_pairs, encode_tokens,
@@ -349,6 +348,8 @@ class Trainer:
 
     def _loop(self, position: dict, stop: Any) -> int:
         """Epochs of batches until the budget is spent or Ctrl-C; ``position`` is updated in place."""
+        from tqdm.auto import tqdm   # here, not at the top: importing npformer starts no progress bar
+
         options = self.options
         max_steps, minutes = options.budget()
         started, elapsed_before, tokens_seen = time.perf_counter(), position["elapsed_seconds"], 0

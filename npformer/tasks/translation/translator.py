@@ -9,10 +9,10 @@ words copied for ``<unk>``, the text, and every attention map of the decoded seq
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy
-from tqdm.auto import tqdm
 
 from ... import backend
 from ...data import Vocab, detokenize, pad_batch, tokenize
@@ -30,6 +30,34 @@ SENTENCE_ENDS = (".", "!", "?", "...", "…")
 
 def _word_count(tokens: Sequence[str]) -> int:
     return sum(any(character.isalnum() for character in token) for token in tokens)
+
+
+@dataclass(frozen=True)
+class SourceReading:
+    """One sentence as the translator reads it (``Translator.read``): made once, then read by the
+    unknown-word notes, the length notes and the translation.
+
+    ``typed`` / ``read``: its words as typed, and as the model reads them (the run's style, names read
+    in place of unknown ones); ``ids``: the ``Ts`` ids the encoder reads (the first ``max_len`` of the
+    sentence's ``pieces``); per id, ``word_index`` (the word it is a piece of), ``labels`` and
+    ``copyable`` (whether a target ``<unk>`` may copy its word); ``names``: name read -> the unknown
+    words it stands for; ``unknown``: the words never seen, as typed; ``words``: how many words;
+    ``parts``: the sentence as ``translate`` reads it, whole or split, and ``part_words`` their words.
+    """
+
+    sentence: str
+    typed: tuple[str, ...]
+    read: tuple[str, ...]
+    ids: tuple[int, ...]
+    pieces: int
+    word_index: tuple[int, ...]
+    labels: tuple[str, ...]
+    copyable: tuple[bool, ...]
+    names: dict[str, str]
+    unknown: tuple[str, ...]
+    words: int
+    parts: tuple[str, ...]
+    part_words: tuple[int, ...]
 
 
 class Translator:
@@ -64,6 +92,10 @@ class Translator:
     the French: in a sentence with nothing to copy, the search may not write ``<unk>`` at all and
     takes the best known token instead. ``unknown_words`` lists the unknown words, and
     ``Translation.copies`` says what was copied from where.
+
+    **One reading.** ``read(sentence)`` reads a sentence once (a ``SourceReading``: its tokens,
+    pieces, ids, unknown words and parts); ``unknown_words``, ``length_notes``, ``translate`` and
+    ``translations`` take readings as well as strings, so ``npformer translate`` reads each once.
     """
 
     def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -94,7 +126,10 @@ class Translator:
         """``(as typed, as the model reads them)``: the tokens of ``sentence``, and the same tokens
         lower-cased, truecased (when typed without case) and ended with ``final_mark``, as the
         run's style asks."""
-        typed = tokenize(sentence, self.src_lang) or ["."]
+        return self._styled(tokenize(sentence, self.src_lang) or ["."])
+
+    def _styled(self, typed: list[str]) -> tuple[list[str], list[str]]:
+        """``source_tokens`` of a sentence's tokens (at least one)."""
         if self.lowercase:
             read = [token.lower() for token in typed]
         elif self.truecaser is not None and typed_without_case(typed):
@@ -109,44 +144,41 @@ class Translator:
         """``sentence`` as ``translate`` reads it: whole, or, when it has more words than
         ``trained_words`` or more pieces than the model's ``max_len``, split after each sentence end
         and then at word boundaries into parts of at most ``max_len`` pieces (nothing is dropped)."""
-        typed = tokenize(sentence, self.src_lang)
-        too_many_words = self.trained_words is not None and _word_count(typed) > self.trained_words
-        if not too_many_words and self._piece_count(typed) <= self.model.config.max_len:
-            return [sentence]
-        sentences, current = [], []
-        for token in typed:
-            current.append(token)
+        return list(self.read(sentence).parts)
+
+    def _parts(self, sentence: str, written: list[str], pieces: list[int]) -> tuple[list[str], list[int]]:
+        """``parts(sentence)`` and the words of each, from the sentence's tokens as written and the
+        number of pieces each is read as."""
+        limit = self.model.config.max_len - (1 if self.final_mark else 0)   # a part may get a final mark
+        too_many_words = self.trained_words is not None and _word_count(written) > self.trained_words
+        if not too_many_words and sum(pieces) <= limit:
+            return [sentence], [_word_count(written)]
+        parts, chunk, size = [], [], 0
+        for token, count in zip(written, pieces):
+            if chunk and size + count > limit:
+                parts.append(chunk)
+                chunk, size = [], 0
+            chunk.append(token)
+            size += count
             if token in SENTENCE_ENDS:
-                sentences.append(current)
-                current = []
-        sentences += [current] if current else []
-        parts = []
-        for words in sentences:
-            chunk: list[str] = []
-            for word in words:
-                if chunk and self._piece_count(chunk + [word]) > self.model.config.max_len:
-                    parts.append(chunk)
-                    chunk = []
-                chunk.append(word)
-            parts.append(chunk)
-        return [detokenize(part, self.src_lang) for part in parts]
+                parts.append(chunk)
+                chunk, size = [], 0
+        parts += [chunk] if chunk else []
+        return [detokenize(part, self.src_lang) for part in parts], [_word_count(part) for part in parts]
 
-    def _piece_count(self, words: list[str]) -> int:
-        return len(self.src_vocab.pieces(words)) + (1 if self.final_mark else 0)
-
-    def length_notes(self, sentences: Sequence[str]) -> list[str]:
+    def length_notes(self, sentences: Sequence[str | SourceReading]) -> list[str]:
         """One line for each sentence longer than what the model was trained on (``trained_words``)
         or than it can read (``max_len`` pieces), saying what ``translate`` does with it."""
         notes = []
-        for number, sentence in enumerate(sentences, start=1):
-            words, parts = _word_count(tokenize(sentence, self.src_lang)), self.parts(sentence)
+        for number, reading in enumerate(self._readings(sentences, "length_notes"), start=1):
+            words, parts = reading.words, reading.parts
             if len(parts) == 1 and (self.trained_words is None or words <= self.trained_words):
                 continue
             limit = f"more than the {self.trained_words} of the longest sentences the model was trained on" \
                 if self.trained_words is not None and words > self.trained_words else "more than the model reads"
             note = f"sentence {number} has {words} words, {limit}: " + \
                 (f"translated in {len(parts)} parts" if len(parts) > 1 else "translated whole")
-            longest = max(_word_count(tokenize(part, self.src_lang)) for part in parts)
+            longest = max(reading.part_words)
             if self.trained_words is not None and longest > self.trained_words:
                 note += f" (the longest, {longest} words); expect a poorer translation"
             notes.append(note)
@@ -158,73 +190,69 @@ class Translator:
         a truecaser (which knows the training text's words)."""
         return self.truecaser is not None and isinstance(self.src_vocab, BPEVocab)
 
-    def unknown_words(self, sentences: Sequence[str]) -> list[str]:
+    def unknown_words(self, sentences: Sequence[str | SourceReading]) -> list[str]:
         """The source words (as typed, each once, in order) that the vocabulary does not hold; for a
         piece model with a truecaser, the words of letters its training text never held."""
-        def never_seen(word: str, token: str) -> bool:
-            if self._names_stand_in:
-                return word.isalpha() and not self.truecaser.knows(word)
-            return UNK_ID in self.src_vocab.encode([token])
+        return list(dict.fromkeys(word for reading in self._readings(sentences, "unknown_words")
+                                  for word in reading.unknown))
 
-        unknown: dict[str, None] = {}
-        for sentence in sentences:
-            typed, read = self.source_tokens(sentence)
-            unknown.update((word, None) for word, token in zip(typed, read) if never_seen(word, token))
-        return list(unknown)
-
-    def copyable(self, typed: list[str], read: list[str]) -> list[bool]:
+    def copyable(self, typed: list[str], read: list[str], known: list[bool] | None = None) -> list[bool]:
         """Which words of a source (as typed, as read) a target ``<unk>`` may copy: a number (a word
         with a digit), a name (a capital letter, and a lower-case form the vocabulary does not know:
         "Tom", "Zorvan", not "The" at the start of a sentence; "I" is not a name), or a word the
         source vocabulary does not know either. Any other word the model knows and should
-        translate: copying it would put English into the French ("halves" -> "halves")."""
-        def known(word: str) -> bool:
+        translate: copying it would put English into the French ("halves" -> "halves").
+        ``known``: whether the vocabulary knows each word read, when the caller has encoded them."""
+        def knows(word: str) -> bool:
             return UNK_ID not in self.src_vocab.encode([word])
 
         flags = []
-        for typed_word, read_word in zip(typed, read):
+        for typed_word, read_known in zip(typed, known or [knows(word) for word in read]):
             number = any(character.isdigit() for character in typed_word)
-            name = typed_word[:1].isupper() and typed_word != "I" and not known(typed_word.lower())
-            flags.append(number or name or not known(read_word))
+            name = typed_word[:1].isupper() and typed_word != "I" and not knows(typed_word.lower())
+            flags.append(number or name or not read_known)
         return flags
 
-    def translate(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = LENGTH_PENALTY,
-                  batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[str]:
-        """The translations of ``sentences`` as strings, in order: ``translations(...)``'s texts,
-        a long sentence translated in ``parts`` joined by spaces (no attention map is kept beyond
-        what copying an ``<unk>`` reads)."""
-        if isinstance(sentences, str):
-            raise TypeError("Translator.translate: sentences must be a list of strings, got a str")
-        parts = [self.parts(sentence) for sentence in sentences]
+    def translate(self, sentences: Sequence[str | SourceReading], beam_size: int = 1,
+                  length_penalty: float = LENGTH_PENALTY, batch_size: int = 64, max_len: int | None = None,
+                  progress: bool = False) -> list[str]:
+        """The translations of ``sentences`` (strings, or their ``read``ings) as strings, in order:
+        ``translations(...)``'s texts, a long sentence translated in ``parts`` joined by spaces (no
+        attention map is kept beyond what copying an ``<unk>`` reads)."""
+        parts = [[reading] if reading.parts == (reading.sentence,) else [self.read(part) for part in reading.parts]
+                 for reading in self._readings(sentences, "translate")]
         found = iter(self._search([part for sentence in parts for part in sentence], beam_size, length_penalty,
                                   batch_size, max_len, progress, keep_attention=False))
         return [" ".join(next(found).text for _ in sentence) for sentence in parts]
 
-    def translations(self, sentences: Sequence[str], beam_size: int = 1, length_penalty: float = LENGTH_PENALTY,
-                     batch_size: int = 64, max_len: int | None = None, progress: bool = False) -> list[Translation]:
-        """One ``Translation`` per sentence, in order; ``beam_size=1`` is greedy search.
+    def translations(self, sentences: Sequence[str | SourceReading], beam_size: int = 1,
+                     length_penalty: float = LENGTH_PENALTY, batch_size: int = 64, max_len: int | None = None,
+                     progress: bool = False) -> list[Translation]:
+        """One ``Translation`` per sentence (a string, or its ``read``ing), in order; ``beam_size=1``
+        is greedy search.
 
-        Each sentence is encoded once and decoded once; its attention maps are recorded during
+        Each sentence is read once and decoded once; its attention maps are recorded during
         that decoding. ``length_penalty``: beam search's alpha (``decoding``; larger prefers longer
         translations). ``max_len``: the longest output (default: twice the source plus 10, at most
         the model's ``max_len``). ``progress``: a bar over the batches (``tqdm.auto``: a widget in
         Jupyter)."""
-        return self._search(sentences, beam_size, length_penalty, batch_size, max_len, progress, keep_attention=True)
+        return self._search(self._readings(sentences, "translations"), beam_size, length_penalty, batch_size,
+                            max_len, progress, keep_attention=True)
 
-    def _search(self, sentences: Sequence[str], beam_size: int, length_penalty: float, batch_size: int,
+    def _search(self, sources: list[SourceReading], beam_size: int, length_penalty: float, batch_size: int,
                 max_len: int | None, progress: bool, keep_attention: bool) -> list[Translation]:
         """``translations``; with ``keep_attention=False`` each result's ``attention`` holds only the
         last layer's cross-attention (``AttentionRecord(full=False)``)."""
-        if isinstance(sentences, str):
-            raise TypeError("Translator.translations: sentences must be a list of strings, got a str")
+        from tqdm.auto import tqdm   # here, not at the top: importing npformer starts no progress bar
+
         if beam_size < 1:
             raise ValueError(f"Translator.translations: beam_size must be >= 1, got {beam_size}")
         results: list[Translation] = []
-        starts = range(0, len(sentences), batch_size)
+        starts = range(0, len(sources), batch_size)
         for start in tqdm(starts, disable=not progress, unit="batch", leave=False,
                           desc=f"translating ({'greedy' if beam_size == 1 else f'beam {beam_size}'})"):
-            chunk = list(sentences[start:start + batch_size])
-            results += self._translate_batch(chunk, beam_size, length_penalty, max_len, keep_attention)
+            results += self._translate_batch(sources[start:start + batch_size], beam_size, length_penalty,
+                                             max_len, keep_attention)
         return results
 
     def stand_ins(self, read: list[str]) -> list[tuple[int, int, str]]:
@@ -245,80 +273,97 @@ class Translator:
                 spans.append((index, index, name))
         return spans
 
-    def _read_source(self, sentence: str) -> dict[str, Any]:
-        """The source of one sentence: words as typed and as read, and per id its word and label;
+    def read(self, sentence: str) -> SourceReading:
+        """``sentence`` read once, for the notes and the translation: its tokens (``source_tokens``),
         the names read in place of unknown ones (``stand_ins``: the first word of a run reads the
-        name, the others are not read)."""
-        typed, read = self.source_tokens(sentence)
+        name, the others are not read), its pieces and ids, its unknown words and its ``parts``."""
+        written = tokenize(sentence, self.src_lang)
+        typed, read = self._styled(written or ["."])
         names, unread, span_labels = {}, set(), {}
         for first, last, name in self.stand_ins(read):
             names[name] = " ".join(read[first:last + 1])
             span_labels[first] = " ".join(typed[first:last + 1])
             read[first] = name
             unread.update(range(first + 1, last + 1))
-        ids, word_index, labels = [], [], []
-        for index, (typed_word, read_word) in enumerate(zip(typed, read)):
-            if index in unread:
-                continue
-            pieces = self.src_vocab.pieces([read_word])
-            ids += self.src_vocab.encode([read_word])
-            word_index += [index] * len(pieces)
+        kept = [index for index in range(len(read)) if index not in unread]
+        pieces = {index: self.src_vocab.pieces([read[index]]) for index in kept}   # each word's pieces
+        ids = self.src_vocab.encode([read[index] for index in kept])              # their ids, in one call
+        word_index, labels = [], []
+        for index in kept:
+            word_index += [index] * len(pieces[index])
             if index in span_labels:
-                labels += [span_labels[index]] * len(pieces)   # the name typed, not the one read
+                labels += [span_labels[index]] * len(pieces[index])   # the name typed, not the one read
             else:
-                labels += [typed_word] if len(pieces) == 1 else piece_labels(pieces)  # "Zor", "·van"
+                labels += [typed[index]] if len(pieces[index]) == 1 else piece_labels(pieces[index])  # "Zor", "·van"
+        unseen = {index for index, piece_id in zip(word_index, ids) if piece_id == UNK_ID}
+        if self._names_stand_in:
+            unknown = [word for word in typed if word.isalpha() and not self.truecaser.knows(word)]
+        else:
+            unknown = [typed[index] for index in sorted(unseen)]
+        may_copy = self.copyable(typed, read, known=[index not in unseen for index in range(len(read))])
+        read_pieces = [len(pieces.get(index, ())) for index in range(len(written))]   # per word written; unread: 0
+        parts, part_words = self._parts(sentence, written, read_pieces)
         limit = self.model.config.max_len
-        if len(ids) > limit:
-            warnings.warn(f"Translator.translations: {sentence[:40]!r}... has {len(ids)} pieces; the model reads "
-                          f"at most {limit}, so the rest is cut (translate() splits it instead)", stacklevel=4)
-        copyable_words = self.copyable(typed, read)
-        return {"typed": typed, "read": read, "ids": ids[:limit], "word_index": word_index[:limit],
-                "labels": labels[:limit], "copyable": [copyable_words[index] for index in word_index[:limit]],
-                "names": names}
+        return SourceReading(
+            sentence=sentence, typed=tuple(typed), read=tuple(read), ids=tuple(ids[:limit]), pieces=len(ids),
+            word_index=tuple(word_index[:limit]), labels=tuple(labels[:limit]),
+            copyable=tuple(may_copy[index] for index in word_index[:limit]), names=names, unknown=tuple(unknown),
+            words=_word_count(written), parts=tuple(parts), part_words=tuple(part_words))
 
-    def _translate_batch(self, sentences: list[str], beam_size: int, length_penalty: float,
+    def _readings(self, sentences: Sequence[str | SourceReading], method: str) -> list[SourceReading]:
+        """Each sentence's reading: a ``SourceReading`` as it is, a string read (``read``)."""
+        if isinstance(sentences, str):
+            raise TypeError(f"Translator.{method}: sentences must be a list of strings, got a str")
+        return [sentence if isinstance(sentence, SourceReading) else self.read(sentence) for sentence in sentences]
+
+    def _translate_batch(self, sources: list[SourceReading], beam_size: int, length_penalty: float,
                          max_len: int | None, keep_attention: bool) -> list[Translation]:
-        sources = [self._read_source(sentence) for sentence in sentences]
-        src = backend.asarray(pad_batch([(source["ids"], [BOS_ID, EOS_ID]) for source in sources]).src)
-        longest = max(len(source["ids"]) for source in sources)
-        max_len = min(max_len or 2 * longest + 10, self.model.config.max_len)
+        limit = self.model.config.max_len
+        for source in sources:
+            if source.pieces > limit:
+                warnings.warn(f"Translator.translations: {source.sentence[:40]!r}... has {source.pieces} pieces; "
+                              f"the model reads at most {limit}, so the rest is cut (translate() splits it instead)",
+                              stacklevel=4)
+        src = backend.asarray(pad_batch([(list(source.ids), [BOS_ID, EOS_ID]) for source in sources]).src)
+        longest = max(len(source.ids) for source in sources)
+        max_len = min(max_len or 2 * longest + 10, limit)
         record = AttentionRecord(full=keep_attention)
-        unk_allowed = backend.asarray([any(source["copyable"]) for source in sources])  # else never <unk>
+        unk_allowed = backend.asarray([any(source.copyable) for source in sources])  # else never <unk>
         if beam_size == 1:
             hypotheses = greedy_decode(self.model, src, max_len, record=record, unk_allowed=unk_allowed)
         else:
             hypotheses = beam_search(self.model, src, beam_size, max_len, length_penalty, record=record,
                                      unk_allowed=unk_allowed)
-        final_rows = record.final_rows or list(range(len(sentences)))
-        return [self._result(sentence, source, ids, record, row, index, max_len)
-                for index, (sentence, source, ids, row) in enumerate(zip(sentences, sources, hypotheses, final_rows))]
+        final_rows = record.final_rows or list(range(len(sources)))
+        return [self._result(source, ids, record, row, index, max_len)
+                for index, (source, ids, row) in enumerate(zip(sources, hypotheses, final_rows))]
 
-    def _result(self, sentence: str, source: dict, output_ids: list[int], record: AttentionRecord,
+    def _result(self, source: SourceReading, output_ids: list[int], record: AttentionRecord,
                 row: int, index: int, max_len: int) -> Translation:
         """One sentence's ``Translation`` from its decoded ids and the recorded attention."""
         ended = len(output_ids) < max_len  # a search stops early only at <eos>
-        attention = record.trace(row, index, len(output_ids) + ended, len(source["ids"]))
+        attention = record.trace(row, index, len(output_ids) + ended, len(source.ids))
         tokens = [self.tgt_vocab.tokens[i] for i in output_ids]
         copied_tokens, copies = list(tokens), {}
         if UNK_ID in output_ids:
             looked_at = attention["cross"][-1].mean(axis=0)  # last layer, heads averaged: (Tt, Ts)
-            may_copy = numpy.array(source["copyable"])      # (Ts,): the words an <unk> may copy
+            may_copy = numpy.array(source.copyable)         # (Ts,): the words an <unk> may copy
             for position, token_id in enumerate(output_ids):
                 if token_id == UNK_ID:
                     copies[position] = int(numpy.where(may_copy, looked_at[position], -numpy.inf).argmax())
-                    word = source["typed"][source["word_index"][copies[position]]]
+                    word = source.typed[source.word_index[copies[position]]]
                     copied_tokens[position] = self.tgt_vocab.whole_word(word)
         labels = piece_labels(copied_tokens, isinstance(self.tgt_vocab, BPEVocab))
         for position, label in enumerate(labels):
             # a name read in place of an unknown one, written as a whole word: the unknown one instead
-            if label in source["names"] and copied_tokens[position] == self.tgt_vocab.whole_word(label):
-                labels[position] = source["names"][label]
+            if label in source.names and copied_tokens[position] == self.tgt_vocab.whole_word(label):
+                labels[position] = source.names[label]
                 copied_tokens[position] = self.tgt_vocab.whole_word(labels[position])
-                word = source["read"].index(label)
-                if word in source["word_index"]:
-                    copies[position] = source["word_index"].index(word)
+                word = source.read.index(label)
+                if word in source.word_index:
+                    copies[position] = source.word_index.index(word)
         text = detokenize(self.tgt_vocab.join(copied_tokens), self.tgt_lang)
-        return Translation(sentence=sentence, text=text, source_typed=source["typed"], source_read=source["read"],
-                           source_ids=source["ids"], source_labels=source["labels"], output_ids=list(output_ids),
-                           output_tokens=tokens, output_labels=labels,
-                           copies=copies, ended=ended, attention=attention)
+        return Translation(sentence=source.sentence, text=text, source_typed=list(source.typed),
+                           source_read=list(source.read), source_ids=list(source.ids),
+                           source_labels=list(source.labels), output_ids=list(output_ids), output_tokens=tokens,
+                           output_labels=labels, copies=copies, ended=ended, attention=attention)

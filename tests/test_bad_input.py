@@ -23,13 +23,18 @@ TEXT_OPTIONS = {"--data", "--name", "--runs-dir", "--run", "--out", "--json", "-
                 "--results", "--install", "--pair", "--url", "--roster", "--metadata",
                 "--html"}
 REQUIRED = {"translate": ["--run", "nowhere", "the cat"], "attention": ["the cat", "--run", "nowhere"],
-            "evaluate": ["--run", "nowhere"], "course": ["grade", "nowhere"]}
+            "evaluate": ["--run", "nowhere"], "course grade": ["nowhere"]}
 
 
-def _subcommands():
-    parser = cli.build_parser()
-    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return subparsers.choices
+def _subcommands(parser=None, words=""):
+    """Every command's parser by the words that name it: "train", ..., and each action of a command
+    that has them ("course grade")."""
+    [subparsers] = [a for a in (parser or cli.build_parser())._actions if isinstance(a, argparse._SubParsersAction)]
+    commands = {}
+    for name, sub in subparsers.choices.items():
+        nested = any(isinstance(a, argparse._SubParsersAction) for a in sub._actions)
+        commands.update(_subcommands(sub, f"{words}{name} ") if nested else {f"{words}{name}": sub})
+    return commands
 
 
 def _bad_values():
@@ -60,9 +65,26 @@ def _one_line_error(capsys, command):
 
 @pytest.mark.parametrize("command, flag, value", _bad_values())
 def test_every_option_of_every_command_rejects_an_out_of_range_value(command, flag, value, capsys):
-    assert cli.main([command, flag, value, *REQUIRED.get(command, [])]) == 2
+    assert cli.main([*command.split(), flag, value, *REQUIRED.get(command, [])]) == 2
     line = _one_line_error(capsys, command)
     assert flag in line and value in line
+
+
+@pytest.mark.parametrize("arguments", [
+    ["student", "out", "--timeout", "5"], ["exercises", "--set", "1"], ["collect", "lessons", "--secret", "s.txt"],
+    ["project", "out", "--seed", "1"], ["grade", "class", "--install", "x"], ["gradescope", "a.zip", "--lessons", "x"]])
+def test_a_course_action_refuses_a_flag_it_does_not_take(arguments, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["course", *arguments]) == 2
+    assert "unrecognized arguments" in _one_line_error(capsys, f"course {arguments[0]}")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_course_actions_help_lists_its_own_flags_only(capsys):
+    assert cli.main(["course", "grade", "--help"]) == 0
+    shown = capsys.readouterr().out
+    assert all(flag in shown for flag in ("--out", "--reasons", "--secret", "--set", "--no-isolation"))
+    assert not any(flag in shown for flag in ("--install", "--format", "--lessons", "--notebooks", "--threshold"))
 
 
 def test_the_walk_covers_the_options_that_matter():
@@ -72,7 +94,9 @@ def test_the_walk_covers_the_options_that_matter():
                      ("lm", "--temperature"), ("lm", "--top-k"), ("bench", "--steps"), ("gradcheck", "--tol"),
                      ("evaluate", "--max-sentences"), ("language-id", "--pooling"),
                      ("translate", "--length-penalty"), ("evaluate", "--length-penalty"),
-                     ("attention", "--length-penalty")]:
+                     ("attention", "--length-penalty"), ("course grade", "--timeout"),
+                     ("course autograde", "--format"), ("course project-check", "--threshold"),
+                     ("course notebooks", "--lesson")]:
         assert expected in flags
 
 

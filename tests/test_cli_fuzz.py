@@ -85,17 +85,25 @@ NUMBERS = st.one_of(GOOD_NUMBERS, GOOD_NUMBERS, GOOD_NUMBERS, st.integers(-3, 10
 @st.composite
 def command_lines(draw, command: str, folder: str) -> list[str]:
     """One command line: a few of ``command``'s options with drawn values, and its positionals."""
-    parser = _commands()[command]
-    arguments: list[str] = [command]
+    return [command, *_arguments(draw, _commands()[command], folder), *CAPS.get(command, [])]
+
+
+def _arguments(draw, parser: argparse.ArgumentParser, folder: str) -> list[str]:
+    """A few of ``parser``'s options with drawn values, and its positionals: an action of ``course``
+    drawn with its own arguments."""
+    arguments: list[str] = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
         if action.option_strings and draw(st.integers(0, 3)) > 0:  # a quarter of the options, every positional
             continue
-        if not action.option_strings:  # a positional: sentences, a prompt, the course action and folder
-            if action.choices:
+        if not action.option_strings:  # a positional: sentences, a prompt, the course action and its path
+            if isinstance(action, argparse._SubParsersAction):
+                name = draw(st.sampled_from(list(action.choices)))
+                arguments += [name, *_arguments(draw, action.choices[name], folder)]
+            elif action.choices:
                 arguments.append(draw(st.sampled_from(list(action.choices))))
-            elif action.dest == "out":
+            elif action.nargs == "?":  # a course action's folder or file
                 arguments.append(_path(draw, folder))
             else:
                 arguments += draw(st.lists(st.text(min_size=0, max_size=30), min_size=0, max_size=2))
@@ -105,11 +113,11 @@ def command_lines(draw, command: str, folder: str) -> list[str]:
             arguments.append(flag)
         elif action.choices is not None:
             arguments += [flag, draw(st.sampled_from([*map(str, action.choices), "bogus"]))]
-        elif flag in TEXT_OPTIONS or action.dest == "module":
+        elif flag in TEXT_OPTIONS:
             arguments += [flag, _path(draw, folder)]
         else:
             arguments += [flag, draw(NUMBERS)]
-    return arguments + CAPS.get(command, [])
+    return arguments
 
 
 @pytest.fixture()

@@ -133,16 +133,18 @@ def test_the_gradescope_autograder_grades_a_class_of_three_into_valid_results(tm
 def test_the_gradescope_autograder_grades_each_submitter_against_their_own_variants(tmp_path):
     """With a roster in the zip, a submission is graded against its submitters' variants (their ids or
     e-mails in Gradescope's submission_metadata.json): the lesson's forms score 0 there, the tests name
-    the variant, and a submitter who is not on the roster is told so."""
+    the variant, and a submitter who is not on the roster is told so. --hidden-visibility reaches
+    the results."""
     from npformer.course.variants import FAMILY_OF, assignment, graded_with_variants
     secret = tmp_path / "secret.txt"
     _npformer("course", "secret", str(secret), cwd=tmp_path)
     (tmp_path / "roster.csv").write_text("student,submission\nada,12345\nada,ada@uni.edu\n")
     _npformer("course", "gradescope", "autograder.zip", "--set", str(WEEK), "--seed", "4", "--secret", str(secret),
-              "--roster", "roster.csv", cwd=tmp_path)
+              "--roster", "roster.csv", "--hidden-visibility", "visible", cwd=tmp_path)
     with zipfile.ZipFile(tmp_path / "autograder.zip") as archive:
         assert "roster.csv" in archive.namelist()
         archive.extractall(tmp_path / "source")
+    assert "--hidden-visibility visible" in (tmp_path / "source" / "run_autograder").read_text()
     solved = _class_of_three(tmp_path / "class", list(syllabus.week(WEEK).lessons))["solved"]
     drawn = assignment(secret.read_text().strip(), "ada")
     graded = [name for name in syllabus.problem_set(WEEK) if graded_with_variants(name)]
@@ -161,6 +163,7 @@ def test_the_gradescope_autograder_grades_each_submitter_against_their_own_varia
         tests = [test for test in results["tests"] if test["max_score"] > 0]
         assert [test["name"].split(": ")[1].split(" (")[0] for test in tests] == graded
         assert results["score"] == 0  # the lesson's forms, in every variant-graded exercise
+        assert all(test["visibility"] == "visible" for test in results["tests"])
         if expected == "variants":
             assert all(f"({drawn[FAMILY_OF[name].name]})" in test["name"] for name, test in zip(graded, tests))
         else:

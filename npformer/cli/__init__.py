@@ -1,11 +1,12 @@
 """The ``npformer`` command (also ``python -m npformer``): parse the arguments, call the layers below.
 
 One module per command: ``train``, ``translate``, ``evaluate``, ``attention`` (the translator);
-``language_id``, ``lm`` (the small models); ``bench``; ``gradcheck``; ``course``. Each adds its
-parser (``add_parser``) and runs it (``run``). The shared pieces: ``arguments`` (one-line parse
-errors, checked numbers, options read from the signature of the function or dataclass that
-receives them, so a default is written once, in the library) and ``inputs`` (the run, the
-sentences, the student's ops and the output paths a command reads before it works).
+``language_id``, ``lm`` (the small models); ``bench``; ``gradcheck``; ``course`` (a subcommand per
+action). Each adds its parser (``add_parser``) and runs it (``run``). The shared pieces:
+``arguments`` (one-line parse errors, an argument no parser takes named with its command, checked
+numbers, options read from the signature of the function or dataclass that receives them, so a
+default is written once, in the library) and ``inputs`` (the run, the sentences, the student's ops
+and the output paths a command reads before it works).
 
 Bad input never ends in a traceback:
 

@@ -19,6 +19,14 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message}\n")
 
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, but an argument that no parser takes is the error of the command it was given
+        to (``npformer course student: unrecognized arguments: --timeout 5``), not of ``npformer``."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
 
 def number(name: str, kind: type) -> Callable[[str], Any]:
     """An argparse type: ``text`` as ``kind`` (int or float), within the range of the option ``name``

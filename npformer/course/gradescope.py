@@ -59,7 +59,7 @@ chmod -R go-rwx "$root/source"
 mkdir -p "$root/results"
 PYTHONPATH="$root/source/python" "$python" -m npformer course autograde "$root/submission" \\
     --set {week} --seed {seed} --timeout {timeout:g} --format gradescope \\
-    --results "$root/results/results.json" {secret} {variants}
+    --results "$root/results/results.json" --hidden-visibility {hidden_visibility} {secret} {variants}
 """
 
 
@@ -113,10 +113,12 @@ def submitters(metadata: str | Path) -> list[str]:
 
 
 def build_zip(out: str | Path, week: int, *, seed: int, timeout: float = 30.0, secret: str | None = None,
-              roster: str | Path | None = None, variants: str = "off") -> Path:
+              roster: str | Path | None = None, variants: str = "off",
+              hidden_visibility: str = "after_due_date") -> Path:
     """Write the autograder zip of problem set ``week`` to ``out``; returns its path. ``variants``
     "student" (with ``roster``, copied into the zip as ``roster.csv``) or "class": each submission is
-    graded against its submitters' variants (``submitters``), drawn from ``secret``."""
+    graded against its submitters' variants (``submitters``), drawn from ``secret``.
+    ``hidden_visibility``: when students see the test of the hidden cases (``results``)."""
     from . import syllabus
 
     exercises = syllabus.problem_set(week)
@@ -135,7 +137,8 @@ def build_zip(out: str | Path, week: int, *, seed: int, timeout: float = 30.0, s
         if variants == "student":
             (root / "roster.csv").write_bytes(Path(roster).read_bytes())
         (root / "run_autograder").write_text(RUN_AUTOGRADER.format(week=week, seed=seed, timeout=timeout,
-                                                                   secret=secret_argument, variants=variants_argument),
+                                                                   secret=secret_argument, variants=variants_argument,
+                                                                   hidden_visibility=hidden_visibility),
                                              encoding="utf-8")
         if secret is not None:
             (root / "secret.txt").write_text(secret + "\n", encoding="utf-8")

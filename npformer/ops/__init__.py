@@ -37,7 +37,7 @@ from .residual import residual_backward, residual_backward_with_memory, stack_ba
 from .softmax import log_softmax, logsumexp, softmax_backward, softmax_forward
 from .special import erf, erfc
 from .swiglu import swiglu_backward, swiglu_forward
-from .switch import DEFAULT, OP_NAMES, OpSet, active, current, holding_blas, holds_blas, using
+from .switch import DEFAULT, OP_NAMES, OpSet, active, current, holds_blas, using, with_blas_on_one_thread_if_fast
 
 __all__ = [
     "linear_forward", "linear_backward",
@@ -59,5 +59,5 @@ __all__ = [
     "positional_encoding", "padding_mask", "causal_mask", "log_softmax", "logsumexp",
     "residual_backward", "residual_backward_with_memory", "stack_backward_with_memory",
     "adam_step", "erf", "erfc",
-    "using", "current", "active", "OpSet", "DEFAULT", "holds_blas", "holding_blas", "OP_NAMES",
+    "using", "current", "active", "OpSet", "DEFAULT", "holds_blas", "with_blas_on_one_thread_if_fast", "OP_NAMES",
 ]

@@ -2,7 +2,7 @@
 
     python benchmarks/ab_step.py OLD_TREE NEW_TREE [--presets small base] [--rounds 5] [--steps 10]
 
-Each measurement is one fresh subprocess running that tree's own ``npformer.bench._measure_npformer``
+Each measurement is one fresh subprocess running that tree's own ``npformer.bench.measure_npformer``
 (the step of ``npformer bench``: forward, loss, backward, Adam on random padded batches, float32,
 2 threads). The trees alternate, ``rounds`` times each, in the order old-new, new-old, ... (the second
 measurement of a pair tends to be faster on this machine, by up to 10% in an A/A run), and each
@@ -19,7 +19,9 @@ import sys
 def measure(tree: str, preset: str, steps: int) -> float:
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2",
                MKL_NUM_THREADS="2")
-    code = f"import json, npformer.bench as b; print(json.dumps(b._measure_npformer({preset!r}, {steps})))"
+    code = ("import json, npformer.bench as b; "  # a tree from before issue 62 calls it _measure_npformer
+            "measure = getattr(b, 'measure_npformer', None) or b._measure_npformer; "
+            f"print(json.dumps(measure({preset!r}, {steps})))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                             cwd=os.path.abspath(tree), check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])["seconds_per_step"]

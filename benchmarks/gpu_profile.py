@@ -15,14 +15,14 @@ import sys
 import time
 
 from npformer import backend, ops, optim
-from npformer.bench.workloads import PRESETS, WARMUP_STEPS, _model, random_batches
+from npformer.bench.workloads import PRESETS, WARMUP_STEPS, preset_model, random_batches
 from npformer.tokens import PAD_ID
 from npformer.training import train_step
 
 name = sys.argv[1] if len(sys.argv) > 1 else "small"
 op_set = sys.argv[2] if len(sys.argv) > 2 else "fast"
 preset = PRESETS[name]
-model = _model(preset)
+model = preset_model(preset)
 optimizer = optim.Adam(model, lr=1e-4)
 batches = [(backend.asarray(s), backend.asarray(t)) for s, t in random_batches(preset, WARMUP_STEPS + 10)]
 

@@ -9,7 +9,8 @@ def training_loop(package, name, loop, op_set="fast"):
     ``loop`` is "train_step" or "the user's loop"; ``op_set`` is held around each step."""
     ops = package.ops
     active = getattr(ops, "current", lambda: ops)  # before issue 43, the package's names were the active set
-    model = package.bench._model(package.bench.PRESETS[name])
+    preset_model = getattr(package.bench, "preset_model", None) or package.bench._model  # _model before issue 62
+    model = preset_model(package.bench.PRESETS[name])
     optimizer = package.optim.Adam(model, lr=1e-4)
 
     def step(src, tgt):

@@ -22,8 +22,8 @@ While a call splits its rows over threads, BLAS is held to one thread (through
 ``threadpoolctl``), so that npformer's threads and BLAS's do not compete for the
 same cores; BLAS gets its threads back as soon as the call returns. Every fast
 form that calls BLAS (linear, attention, layer norm's backward) holds BLAS to one
-thread while it runs (``holding_blas``), whichever loop calls it; a training step or
-a decoding loop on the fast op set holds it once for all its calls. The hold is the
+thread while it runs (``with_blas_on_one_thread``), whichever loop calls it; a training
+step or a decoding loop on the fast op set holds it once for all its calls. The hold is the
 process's: BLAS's thread count is one setting for all threads, so while one thread
 runs a fast op, a textbook set in another thread also gets one BLAS thread. Outside npformer's own calls, and after ``import npformer``, every thread
 pool of the process is as it was.
@@ -47,8 +47,8 @@ from typing import Any, Callable, Iterator
 
 from .backend import is_cupy
 
-__all__ = ["set_threads", "get_threads", "parallel_rows", "parallel_row_pairs", "parallel_items", "blas_on_one_thread", "holding_blas",
-           "MIN_BLOCK_SIZE"]
+__all__ = ["set_threads", "get_threads", "parallel_rows", "parallel_row_pairs", "parallel_items", "blas_on_one_thread",
+           "with_blas_on_one_thread", "MIN_BLOCK_SIZE"]
 
 # A block smaller than this many array elements is not worth a thread: handing
 # work to another thread costs tens of microseconds, about what NumPy needs for
@@ -142,8 +142,8 @@ def _needs_hold() -> bool:
 def blas_on_one_thread(when: bool = True) -> Iterator[None]:
     """Hold BLAS to one thread inside the block (if ``when``), and give its threads back at the end.
 
-    Every fast form that calls BLAS holds it while it runs (``holding_blas``), so that whichever
-    loop calls them, BLAS never runs on all cores between npformer's split calls: a BLAS call on all cores wakes
+    Every fast form that calls BLAS holds it while it runs (``with_blas_on_one_thread``), so that
+    whichever loop calls them, BLAS never runs on all cores between npformer's split calls: a BLAS call on all cores wakes
     BLAS's own threads, which then spin for a while on the cores that npformer's next split
     needs (measured: the linear layer's forward and backward took 2x as long). A caller about
     to make many fast calls (a training step, a decoding loop) may hold it once around all of
@@ -161,7 +161,7 @@ def blas_on_one_thread(when: bool = True) -> Iterator[None]:
         _release()
 
 
-def holding_blas(function: Callable) -> Callable:
+def with_blas_on_one_thread(function: Callable) -> Callable:
     """Decorator: ``function`` runs with BLAS held to one thread (``blas_on_one_thread``). Every
     fast form that calls BLAS (``npformer/ops/fast/``: linear, attention, layer norm's backward)
     wears it; it costs a few microseconds per outermost call."""

@@ -66,7 +66,7 @@ def test_npformer_gradcheck_mutants_catches_and_names_every_mutant():
         if result.mutant.pattern:
             assert result.mutant.pattern in result.diagnosis, (result.mutant.name, result.diagnosis)
     # Raising the tolerance from 1e-6 to 1e-2 lets exactly the subtle mutants through.
-    weakened = {r.mutant.name for r in results if mutants._with_tolerance(r.report, 1e-2).passed}
+    weakened = {r.mutant.name for r in results if mutants.with_tolerance(r.report, 1e-2).passed}
     assert weakened == SUBTLE
 
 

@@ -251,13 +251,23 @@ def test_no_module_over_450_lines_and_no_function_over_80():
     assert not too_long, too_long
 
 
-def test_import_npformer_opens_no_network_module():
-    """``import npformer`` does not load urllib's request module or http.client: only a download does
-    (``data.download._fetch``)."""
+def _loaded_by_import_npformer(prefixes):
+    """The modules whose names start with one of ``prefixes`` that ``import npformer`` loads in a fresh process."""
     import subprocess
     import sys
 
-    code = ("import sys, npformer; "
-            "print(sorted(m for m in ('urllib.request', 'http.client') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]", done.stdout
+    code = f"import sys, npformer; print(sorted(m for m in sys.modules if m.startswith({tuple(prefixes)!r})))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_import_npformer_opens_no_network_module():
+    """``import npformer`` does not load urllib's request module or http.client: only a download does
+    (``data.download._fetch``)."""
+    assert _loaded_by_import_npformer(("urllib.request", "http.client")) == "[]"
+
+
+@pytest.mark.xfail(strict=False, reason="translation imports tqdm until the translator change lands")
+def test_import_npformer_loads_no_progress_bar_and_no_network_module():
+    """Nor tqdm, nor any of http: the progress bars import tqdm when they start (``training.fit``,
+    ``data.download``, the notebooks)."""
+    assert _loaded_by_import_npformer(("tqdm", "urllib.request", "http")) == "[]"

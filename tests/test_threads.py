@@ -110,9 +110,9 @@ def test_every_fast_form_that_calls_blas_holds_it_while_it_runs(split_everything
         assert getattr(fast, name).__wrapped__, f"fast.{name} does not hold BLAS"
     with threadpool_limits(limits=2, user_api="blas"):
         before = _blas_threads()
-        inside = threads.holding_blas(_blas_threads)()
+        inside = threads.with_blas_on_one_thread(_blas_threads)()
         with threads.blas_on_one_thread():
-            nested = threads.holding_blas(_blas_threads)()
+            nested = threads.with_blas_on_one_thread(_blas_threads)()
             still_held = _blas_threads()
         after = _blas_threads()
     assert before == [2] * len(before), "BLAS must start on 2 threads, or this test cannot fail"

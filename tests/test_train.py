@@ -405,7 +405,7 @@ def test_average_last_makes_the_final_model_the_mean_of_the_last_snapshots(tmp_p
     folder = tmp_path / "avg"
     snapshots = Snapshots(str(folder / "snapshots.npz"), 3)
     assert snapshots.steps == [20, 30, 35]
-    arrays = checkpoints._read_arrays(str(folder / "checkpoint.npz"))
+    arrays = checkpoints.read_arrays(str(folder / "checkpoint.npz"))
     for key, mean in snapshots.mean().items():
         np.testing.assert_allclose(arrays[f"param/{key}"], mean, rtol=1e-6, atol=1e-7, err_msg=key)
         assert not np.array_equal(mean, snapshots.params[-1][key]) or key.endswith(".b")

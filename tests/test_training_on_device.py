@@ -52,7 +52,7 @@ def losses(folder):
 
 
 def parameters(folder):
-    return {name: value for name, value in checkpoint._read_arrays(str(folder / "checkpoint.npz")).items()
+    return {name: value for name, value in checkpoint.read_arrays(str(folder / "checkpoint.npz")).items()
             if name.startswith("param/")}
 
 

@@ -20,7 +20,7 @@ from npformer.course.variants import (FAMILIES, FAMILY_OF, TEXTBOOK_FORM, assign
                                       posed, timed)
 from npformer.course.variants.base import Family, Held, Variant, input_gradients, keep, node_gradient, varied
 from npformer.gradcheck.engine import numerical_gradient
-from npformer.gradcheck.report import DEFAULT_TOL, _judge
+from npformer.gradcheck.report import DEFAULT_TOL, judge
 
 from numerical_student import numerical_backward, numerical_step
 
@@ -33,8 +33,8 @@ def _public(name):
 
 
 def _agrees(got, expected) -> bool:
-    return all(_judge("", [("t", np.shape(e), np.asarray(g, dtype=float), np.asarray(e, dtype=float), "")],
-                      DEFAULT_TOL).results[0].passed for g, e in zip(got, expected))
+    return all(judge("", [("t", np.shape(e), np.asarray(g, dtype=float), np.asarray(e, dtype=float), "")],
+                     DEFAULT_TOL).results[0].passed for g, e in zip(got, expected))
 
 
 def test_every_family_has_four_variants_and_every_exercise_of_it_is_graded_or_practice():
@@ -103,7 +103,7 @@ def test_finite_differences_of_the_lessons_form_agree_with_its_closed_forms():
         closed = prepare(exercise, cases)
         for mine, reference in zip(by_differences, closed):
             for got, expected in zip(mine.expected, reference.expected):
-                assert _judge("", [("t", np.shape(expected), got, expected, "")], 1e-8).results[0].passed, name
+                assert judge("", [("t", np.shape(expected), got, expected, "")], 1e-8).results[0].passed, name
 
 
 @pytest.mark.parametrize("family, variant, name", GRADED)

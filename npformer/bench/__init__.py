@@ -41,16 +41,16 @@ from typing import Any
 import numpy
 
 
-# The subprocesses of ``run`` call ``npformer.bench._measure_npformer`` and ``_measure_torch``; the
-# benchmarks/ scripts reuse ``_model``, ``_time_steps`` and ``torch_translator``: named here for them.
-from .measure import PROFILE_FAMILIES, _measure_npformer, _time_steps, profile_step  # noqa: F401
-from .torch_twin import _measure_torch, torch_available, torch_translator  # noqa: F401
-from .workloads import (PRESETS, WARMUP_STEPS, WORKLOADS, _model, gemm_gflops, padding_share,  # noqa: F401
-                        random_batches, real_token_flops, real_tokens, step_flops)
+from .measure import PROFILE_FAMILIES, measure_npformer, profile_step, time_steps
+from .torch_twin import measure_torch, torch_available, torch_translator
+from .workloads import (PRESETS, WARMUP_STEPS, WORKLOADS, gemm_gflops, padding_share, preset_model, random_batches,
+                        real_token_flops, real_tokens, step_flops)
 
+# measure_npformer and measure_torch run in the subprocesses of ``run``; the benchmarks/ scripts reuse
+# preset_model, time_steps and torch_translator.
 __all__ = ["run", "profile_table", "PRESETS", "WORKLOADS", "WARMUP_STEPS", "PROFILE_FAMILIES", "gemm_gflops",
            "random_batches", "real_tokens", "step_flops", "real_token_flops", "padding_share", "profile_step",
-           "torch_available", "torch_translator"]
+           "torch_available", "torch_translator", "measure_npformer", "measure_torch", "preset_model", "time_steps"]
 
 
 def _subprocess(framework: str, name: str, steps: int, op_set: str = "fast", stream: Any = None) -> dict:
@@ -60,7 +60,7 @@ def _subprocess(framework: str, name: str, steps: int, op_set: str = "fast", str
     env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2", MKL_NUM_THREADS="2",
                NPFORMER_BACKEND=backend.get_backend())
     arguments = f"{name!r}, {steps}" + (f", {op_set!r}" if framework == "npformer" else "")
-    code = f"import json, npformer.bench as b; print(json.dumps(b._measure_{framework}({arguments})))"
+    code = f"import json, npformer.bench as b; print(json.dumps(b.measure_{framework}({arguments})))"
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if result.returncode != 0:

@@ -1,6 +1,6 @@
 """npformer's side of the bench: a training step timed, profiled by op family, and decoding timed.
 
-Each ``_measure_*`` runs in a fresh subprocess (``bench.run``), so that its peak memory is its own.
+Each ``measure_*`` runs in a fresh subprocess (``bench.run``), so that its peak memory is its own.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from ..tokens import BOS_ID, PAD_ID
-from .workloads import PRESETS, WARMUP_STEPS, _model, random_batches, real_tokens
+from .workloads import PRESETS, WARMUP_STEPS, preset_model, random_batches, real_tokens
 
 
 def _max_rss_mb() -> float:
@@ -20,7 +20,7 @@ def _max_rss_mb() -> float:
     return rss / 1024 if sys.platform != "darwin" else rss / 2**20
 
 
-def _time_steps(step: Any, batches: list) -> tuple[float, float]:
+def time_steps(step: Any, batches: list) -> tuple[float, float]:
     """``WARMUP_STEPS`` untimed steps, then the mean seconds per step and the peak-memory growth in MB."""
     rss_before = _max_rss_mb()
     for src, tgt in batches[:WARMUP_STEPS]:
@@ -31,7 +31,7 @@ def _time_steps(step: Any, batches: list) -> tuple[float, float]:
     return (time.perf_counter() - start) / (len(batches) - WARMUP_STEPS), _max_rss_mb() - rss_before
 
 
-def _measure_npformer(name: str, steps: int, op_set: str = "fast") -> dict:
+def measure_npformer(name: str, steps: int, op_set: str = "fast") -> dict:
     from .. import ops
 
     with ops.using(op_set):
@@ -43,7 +43,7 @@ def _measure_npformer_with_active_ops(name: str, steps: int) -> dict:
     from ..training import train_step
 
     preset = PRESETS[name]
-    model = _model(preset)
+    model = preset_model(preset)
     optimizer = optim.Adam(model, lr=1e-4)
     batches = [(backend.asarray(s), backend.asarray(t)) for s, t in random_batches(preset, steps + WARMUP_STEPS)]
 
@@ -51,7 +51,7 @@ def _measure_npformer_with_active_ops(name: str, steps: int) -> dict:
         return train_step(model, (src, tgt[:, :-1]), tgt[:, 1:], optimizer, ignore_index=PAD_ID,
                           only_counted_targets=True).loss
 
-    seconds, memory = _time_steps(step, batches)
+    seconds, memory = time_steps(step, batches)
     tokens = sum(real_tokens(s, t) for s, t in batches[WARMUP_STEPS:]) / steps
     return {"seconds_per_step": seconds, "tokens_per_step": tokens,
             "peak_memory_mb": memory, "decoding": _measure_decoding(model, preset),

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from ..tokens import PAD_ID
-from .measure import _time_steps
+from .measure import time_steps
 from .workloads import PRESETS, WARMUP_STEPS, random_batches
 
 
@@ -65,7 +65,7 @@ def torch_translator(name: str, device: Any = "cpu") -> tuple[Any, Any]:
     return model, step
 
 
-def _measure_torch(name: str, steps: int) -> dict:
+def measure_torch(name: str, steps: int) -> dict:
     import torch
 
     torch.set_num_threads(2)
@@ -76,7 +76,7 @@ def _measure_torch(name: str, steps: int) -> dict:
     _, step = torch_translator(name, device)
     batches = [(torch.from_numpy(s).to(device), torch.from_numpy(t).to(device))
                for s, t in random_batches(PRESETS[name], steps + WARMUP_STEPS)]
-    seconds, memory = _time_steps(step, batches)
+    seconds, memory = time_steps(step, batches)
     return {"seconds_per_step": seconds, "peak_memory_mb": memory,
             "torch_version": torch.__version__, "device": str(device)}
 

@@ -101,7 +101,7 @@ def random_batches(preset: dict, count: int, seed: int = 0) -> list[tuple[numpy.
     return batches
 
 
-def _model(preset: dict, seed: int = 0) -> Any:
+def preset_model(preset: dict, seed: int = 0) -> Any:
     """The Transformer of a preset, float32, without dropout (the bench's and the summaries' model)."""
     from ..models import Transformer, TransformerConfig
 
@@ -118,7 +118,7 @@ def step_flops(preset: dict) -> int:
     """Matrix-product FLOPs of one training step on padded (B, L) batches: 3 x forward."""
     from ..models import summary_rows
 
-    rows = summary_rows(_model(preset), preset["batch"], preset["length"], preset["length"])
+    rows = summary_rows(preset_model(preset), preset["batch"], preset["length"], preset["length"])
     return 3 * sum(row.forward_flops for row in rows)
 
 
@@ -132,7 +132,7 @@ def real_token_flops(preset: dict, batches: list) -> float:
     ``batches``. The padded batch's FLOPs are ``step_flops``."""
     from ..models import summary_rows
 
-    model = _model(preset)
+    model = preset_model(preset)
     pairs: dict[tuple[int, int], int] = {}
     for src, tgt in batches:
         for src_length, tgt_length in zip((src != PAD_ID).sum(1), (tgt[:, 1:] != PAD_ID).sum(1)):

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy
 
 from ..gradcheck.hints import diagnose
-from ..gradcheck.report import DEFAULT_TOL, TensorCheck, _judge
+from ..gradcheck.report import DEFAULT_TOL, TensorCheck, judge
 from .exercises import DERIVATIONS, TEXTBOOK, Case, Exercise
 from .replies import FAILED, NOT_IMPLEMENTED, PASSED, is_hidden
 from .variants import timed
@@ -198,9 +198,9 @@ def compare(exercise: Exercise, case: Case, name: str, got: Any, expected: Any,
                                                        worst is None, worst))
     else:
         tol = timed.TOLERANCE if timed.is_timed(case.label) else DEFAULT_TOL
-        row = Row(case.label, name, shape, _judge("", [(name, shape, got, expected, "")], tol).results[0])
+        row = Row(case.label, name, shape, judge("", [(name, shape, got, expected, "")], tol).results[0])
         if numeric is not None:
-            row.finite_differences = _judge("", [(name, shape, got, numeric, "")], tol).results[0]
+            row.finite_differences = judge("", [(name, shape, got, numeric, "")], tol).results[0]
     if not row.passed:
         hints = [_try_hint(hint, got, expected, case.inputs, name) for hint in exercise.hints]
         generic = (_mask_hint(got, expected) if got.dtype == bool and expected.dtype == bool

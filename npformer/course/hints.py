@@ -22,7 +22,7 @@ import numpy
 MATCH = 1e-6  # a wrong formula explains ``got`` when it reproduces it to this fraction of its size
 
 
-def _explains(candidate, got) -> bool:
+def explains(candidate, got) -> bool:
     candidate = numpy.asarray(candidate, dtype=numpy.float64)
     if candidate.shape != got.shape:
         return False
@@ -63,10 +63,10 @@ def summed_over_rows_hint(got, expected, inputs, output):
     if got.shape != expected.shape or got.ndim != 1 or "dout" not in inputs:
         return ""
     rows = inputs["dout"].size // expected.shape[0]
-    if rows > 1 and _explains(expected / rows, got):
+    if rows > 1 and explains(expected / rows, got):
         return (f"{output} = (right answer) / {rows}: it is shared by all {rows} positions, so their gradients "
                 "add up (a sum over the rows, not a mean)")
-    if rows > 1 and any(_explains(candidate, got) for candidate in _single_row_candidates(inputs, output)):
+    if rows > 1 and any(explains(candidate, got) for candidate in _single_row_candidates(inputs, output)):
         return f"{output} from one position only: sum the gradient over every row of the batch"
     return ""
 
@@ -93,12 +93,12 @@ def softmax_diagonal_hint(got, expected, inputs, output):
     if output != "dx" or got.shape != expected.shape:
         return ""
     p = softmax(inputs["x"])
-    if _explains(inputs["dout"] * p * (1 - p), got):
+    if explains(inputs["dout"] * p * (1 - p), got):
         return ("only the diagonal of the Jacobian, p_i (1 - p_i): softmax mixes the row, so every dp_i "
                 "depends on every x_j (the step softmax_jacobian)")
     for axis in range(p.ndim - 1):
-        if p.shape[axis] > 1 and _explains(p * (inputs["dout"] - (inputs["dout"] * p).sum(axis=axis, keepdims=True)),
-                                            got):
+        if p.shape[axis] > 1 and explains(p * (inputs["dout"] - (inputs["dout"] * p).sum(axis=axis, keepdims=True)),
+                                          got):
             return (f"the sum over axis {axis}: softmax normalises each row over the last axis, so the sum that "
                     "mixes the gradient runs over the last axis too")
     if not _rows_sum_to_zero(got, expected):
@@ -132,11 +132,11 @@ def attention_backward_hint(got, expected, inputs, output):
                     (d_diagonal.swapaxes(-1, -2) @ q * scale, "only the diagonal of the softmax Jacobian")],
              "dv": [(weights @ inputs["dout"], "P dout instead of P^T dout: a transpose is missing")]}[output]
     for candidate, words in wrong:
-        if _explains(candidate, got):
+        if explains(candidate, got):
             return words
-    if output in ("dq", "dk") and _explains(expected / scale, got):
+    if output in ("dq", "dk") and explains(expected / scale, got):
         return f"{output} without the 1/sqrt(d_head) = {scale:.4g} of the scores: the scale is part of the forward pass"
-    if output in ("dq", "dk") and _explains(expected * scale, got):
+    if output in ("dq", "dk") and explains(expected * scale, got):
         return f"{output} scaled twice by 1/sqrt(d_head)"
     return ""
 
@@ -151,7 +151,7 @@ def adam_eps_hint(got, expected, inputs, output):
     m = beta1 * inputs["m"] + (1 - beta1) * inputs["grad"]
     v = beta2 * inputs["v"] + (1 - beta2) * inputs["grad"] ** 2
     m_hat, v_hat = m / (1 - beta1**step), v / (1 - beta2**step)
-    if _explains(inputs["param"] - inputs["lr"] * m_hat / numpy.sqrt(v_hat + eps), got):
+    if explains(inputs["param"] - inputs["lr"] * m_hat / numpy.sqrt(v_hat + eps), got):
         return ("eps under the square root: the rule is m_hat / (sqrt(v_hat) + eps); the two differ where the "
                 "gradients are tiny, exactly where eps matters")
     return ""

@@ -25,8 +25,6 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from tqdm.auto import tqdm
-
 from .edition import BEGIN, STUB, graded_exercises, lesson_files, nbgrader_source, student_source
 from .exercises import EXERCISES
 
@@ -124,6 +122,8 @@ def lesson_notebooks(lessons_dir: str | Path, out_dir: str | Path, *, execute: b
     Raises ``NotebookError`` naming the lesson and the cell when a cell raises; the
     notebook is still written, with the error in its outputs.
     """
+    from tqdm.auto import tqdm  # imported here: ``import npformer`` need not load it
+
     jupytext, nbclient, nbformat = _course_tools()
     files = [path for path in lesson_files(lessons_dir) if only is None or path.name[:2] in only]
     if only is not None and not files:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy
 
-from ..gradcheck.report import DEFAULT_TOL, _judge
+from ..gradcheck.report import DEFAULT_TOL, judge
 from .worker import Worker
 
 COMPONENT_FILE = "component.py"
@@ -220,7 +220,7 @@ def check_component(folder: str | Path, *, seed: int = 0, timeout: float = 120.0
         if numpy.shape(analytic) != shape:
             return False, [f"component: the gradient of {name} has shape {numpy.shape(analytic)}, not {shape}"]
         pairs.append((name, shape, numpy.asarray(analytic, dtype=numpy.float64), numeric, ""))
-    report = _judge("component", pairs, DEFAULT_TOL)
+    report = judge("component", pairs, DEFAULT_TOL)
     return report.passed, ["component: backward against central differences of forward (float64, seed "
                            f"{seed})", *("  " + line for line in str(report).splitlines())]
 

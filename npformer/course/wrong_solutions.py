@@ -26,14 +26,13 @@ from .grader import ExerciseReport, check
 from .exercises.attention_pieces import merge_heads_reference as merge_heads
 from .exercises.attention_pieces import split_heads_reference as split_heads
 from .hints import softmax
-from .wrong_solution_parts import (PAD, _adam, _adam_v_from_abs, _attention_grads, _attention_without_guard,
-                                   _central_forward_difference, _central_not_restored, _central_without_two,
-                                   _clipped, _entropy_direct, _layernorm_backward, _lazy_adam,
-                                   _lazy_attention, _lazy_layernorm, _lazy_linear, _lazy_parameters,
-                                   _lazy_softmax, _library_numerical_gradient, _loss_grad, _mha_backward,
-                                   _overwrite, _positional, _residual_always_post, _residual_memory_dropped,
-                                   _residual_without_identity, _rows, _stack_last_memory, _stack_wrong_order,
-                                   _transformer_parameters, _weights)
+from .wrong_solution_parts import (PAD, adam, adam_v_from_abs, attention_grads, attention_weights,
+                                   attention_without_guard, central_forward_difference, central_not_restored,
+                                   central_without_two, clipped, entropy_direct, layernorm_grads, lazy_adam,
+                                   lazy_attention, lazy_layernorm, lazy_linear, lazy_parameters, lazy_softmax,
+                                   library_numerical_gradient, loss_grad, mha_backward, overwrite, positional,
+                                   residual_always_post, residual_memory_dropped, residual_without_identity, rows,
+                                   stack_last_memory, stack_wrong_order, transformer_parameters)
 
 
 def catalogue() -> list[WrongSolution]:
@@ -46,20 +45,20 @@ def _gradients_and_basic_ops() -> list[WrongSolution]:
     """Finite differences, linear, ReLU, GELU, softmax, the loss, layer norm (lessons 1-4)."""
     W = WrongSolution
     return [
-        W("central_difference", "forward difference (error ~ h)", _central_forward_difference),
-        W("central_difference", "divides by h instead of 2h", _central_without_two, "factor"),
-        W("central_difference", "the nudged entry is never put back", _central_not_restored),
-        W("central_difference", "npformer's numerical_gradient", _library_numerical_gradient, "npformer's own"),
+        W("central_difference", "forward difference (error ~ h)", central_forward_difference),
+        W("central_difference", "divides by h instead of 2h", central_without_two, "factor"),
+        W("central_difference", "the nudged entry is never put back", central_not_restored),
+        W("central_difference", "npformer's numerical_gradient", library_numerical_gradient, "npformer's own"),
 
         W("linear_backward", "dW = dout^T x (transposed)", lambda x, W_, b, dout: (
-            dout @ W_.T, _rows(dout).T @ _rows(x), _rows(dout).sum(0))),
+            dout @ W_.T, rows(dout).T @ rows(x), rows(dout).sum(0))),
         W("linear_backward", "db summed over the batch only", lambda x, W_, b, dout: (
-            dout @ W_.T, _rows(x).T @ _rows(dout), dout.sum(0)), "broadcast"),
+            dout @ W_.T, rows(x).T @ rows(dout), dout.sum(0)), "broadcast"),
         W("linear_backward", "db averaged over positions", lambda x, W_, b, dout: (
-            dout @ W_.T, _rows(x).T @ _rows(dout), _rows(dout).mean(0)), "not a mean"),
+            dout @ W_.T, rows(x).T @ rows(dout), rows(dout).mean(0)), "not a mean"),
         W("linear_backward", "dx = dout W (no transpose)", lambda x, W_, b, dout: (
-            dout @ W_, _rows(x).T @ _rows(dout), _rows(dout).sum(0))),
-        W("linear_backward", "a pass-through to npformer's", _lazy_linear, "npformer's own"),
+            dout @ W_, rows(x).T @ rows(dout), rows(dout).sum(0))),
+        W("linear_backward", "a pass-through to npformer's", lazy_linear, "npformer's own"),
 
         W("relu_backward", "the mask inverted (x < 0)", lambda x, dout: dout * (x < 0)),
         W("relu_backward", "returns the mask without dout", lambda x, dout: (x > 0).astype(float)),
@@ -79,30 +78,30 @@ def _gradients_and_basic_ops() -> list[WrongSolution]:
             dout - dout.sum(-1, keepdims=True)), "sum to zero"),
         W("softmax_backward", "the row sum over the first axis", lambda x, dout: softmax(x) * (
             dout - (dout * softmax(x)).sum(0, keepdims=True)), "the sum over axis 0"),
-        W("softmax_backward", "a pass-through to npformer's", _lazy_softmax, "npformer's own"),
+        W("softmax_backward", "a pass-through to npformer's", lazy_softmax, "npformer's own"),
 
         W("cross_entropy_backward", "averaged over every position, padding included",
-          lambda logits, targets, dloss: _loss_grad(logits, targets, dloss, per_token=False)),
+          lambda logits, targets, dloss: loss_grad(logits, targets, dloss, per_token=False)),
         W("cross_entropy_backward", "padding not zeroed",
-          lambda logits, targets, dloss: _loss_grad(logits, targets, dloss, zero_padding=False), "padded"),
-        W("cross_entropy_backward", "dloss forgotten", lambda logits, targets, dloss: _loss_grad(logits, targets, 1.0),
+          lambda logits, targets, dloss: loss_grad(logits, targets, dloss, zero_padding=False), "padded"),
+        W("cross_entropy_backward", "dloss forgotten", lambda logits, targets, dloss: loss_grad(logits, targets, 1.0),
           "factor"),
         W("smoothed_cross_entropy_backward", "smoothing over V - 1 classes", lambda logits, targets, s, dloss:
-          _loss_grad(logits, targets, dloss, s, classes=logits.shape[-1] - 1)),
+          loss_grad(logits, targets, dloss, s, classes=logits.shape[-1] - 1)),
         W("smoothed_cross_entropy_backward", "smoothing forgotten",
-          lambda logits, targets, s, dloss: _loss_grad(logits, targets, dloss)),
+          lambda logits, targets, s, dloss: loss_grad(logits, targets, dloss)),
 
         W("layernorm_backward", "the variance term dropped",
-          lambda x, gamma, beta, dout: _layernorm_backward(x, gamma, beta, dout, variance_term=False), "x_hat"),
+          lambda x, gamma, beta, dout: layernorm_grads(x, gamma, beta, dout, variance_term=False), "x_hat"),
         W("layernorm_backward", "the variance term with the wrong sign",
-          lambda x, gamma, beta, dout: _layernorm_backward(x, gamma, beta, dout, sign=1), "x_hat"),
+          lambda x, gamma, beta, dout: layernorm_grads(x, gamma, beta, dout, sign=1), "x_hat"),
         W("layernorm_backward", "the mean term dropped",
-          lambda x, gamma, beta, dout: _layernorm_backward(x, gamma, beta, dout, mean_term=False), "sum to zero"),
+          lambda x, gamma, beta, dout: layernorm_grads(x, gamma, beta, dout, mean_term=False), "sum to zero"),
         W("layernorm_backward", "dgamma not summed over rows",
-          lambda x, gamma, beta, dout: _layernorm_backward(x, gamma, beta, dout, d_gamma="none"), "broadcast"),
+          lambda x, gamma, beta, dout: layernorm_grads(x, gamma, beta, dout, d_gamma="none"), "broadcast"),
         W("layernorm_backward", "dgamma averaged over rows",
-          lambda x, gamma, beta, dout: _layernorm_backward(x, gamma, beta, dout, d_gamma="mean"), "not a mean"),
-        W("layernorm_backward", "a pass-through to npformer's", _lazy_layernorm, "npformer's own"),
+          lambda x, gamma, beta, dout: layernorm_grads(x, gamma, beta, dout, d_gamma="mean"), "not a mean"),
+        W("layernorm_backward", "a pass-through to npformer's", lazy_layernorm, "npformer's own"),
     ]
 
 
@@ -110,9 +109,9 @@ def _positions_masks_and_dropout() -> list[WrongSolution]:
     """Positions, masks, the embedding and dropout (lessons 5, 6, 9, 10)."""
     W = WrongSolution
     return [
-        W("positional_encoding", "sin and cos swapped", lambda max_len, d_model: _positional(max_len, d_model, swap=True)),
+        W("positional_encoding", "sin and cos swapped", lambda max_len, d_model: positional(max_len, d_model, swap=True)),
         W("positional_encoding", "exponent i instead of 2i",
-          lambda max_len, d_model: _positional(max_len, d_model, exponent_of_i=True)),
+          lambda max_len, d_model: positional(max_len, d_model, exponent_of_i=True)),
         W("padding_mask", "True at the padding (inverted)", lambda ids: (ids == PAD)[:, None, None, :], "inverted"),
         W("padding_mask", "shape (B, T) without the broadcast axes", lambda ids: ids != PAD),
         W("causal_mask", "PyTorch's convention (True = hidden)",
@@ -126,10 +125,10 @@ def _positions_masks_and_dropout() -> list[WrongSolution]:
         W("decoder_mask", "padding applied to the queries", lambda ids: (ids != PAD)[:, None, :, None]
           & np.tril(np.ones((ids.shape[1],) * 2, dtype=bool))),
 
-        W("embedding_backward", "dW[ids] = dout (repeats overwrite)", lambda ids, W_, dout: _overwrite(ids, W_, dout),
+        W("embedding_backward", "dW[ids] = dout (repeats overwrite)", lambda ids, W_, dout: overwrite(ids, W_, dout),
           "add.at"),
         W("embedding_backward", "the gradient of W summed over the vocabulary",
-          lambda ids, W_, dout: np.broadcast_to(_rows(dout).sum(0), W_.shape).copy()),
+          lambda ids, W_, dout: np.broadcast_to(rows(dout).sum(0), W_.shape).copy()),
         W("dropout_backward", "the 1/(1-p) scale forgotten", lambda x, keep, p, dout: dout * keep, "factor"),
         W("dropout_backward", "the mask forgotten", lambda x, keep, p, dout: dout / (1 - p)),
     ]
@@ -140,16 +139,16 @@ def _attention_to_decoding() -> list[WrongSolution]:
     (lessons 7-15)."""
     W = WrongSolution
     return [
-        W("attention", "no 1/sqrt(d) scale", lambda q, k, v, mask: _weights(q, k, mask, scale=False) @ v),
-        W("attention", "the mask forgotten", lambda q, k, v, mask: _weights(q, k, None) @ v),
-        W("attention", "NaN on a fully masked query", _attention_without_guard, "NaN"),
+        W("attention", "no 1/sqrt(d) scale", lambda q, k, v, mask: attention_weights(q, k, mask, scale=False) @ v),
+        W("attention", "the mask forgotten", lambda q, k, v, mask: attention_weights(q, k, None) @ v),
+        W("attention", "NaN on a fully masked query", attention_without_guard, "NaN"),
         W("attention_backward", "only the diagonal of the softmax Jacobian",
-          lambda q, k, v, mask, dout: _attention_grads(q, k, v, mask, dout, diagonal=True), "diagonal"),
+          lambda q, k, v, mask, dout: attention_grads(q, k, v, mask, dout, diagonal=True), "diagonal"),
         W("attention_backward", "dk from dS, not dS^T (transposed)",
-          lambda q, k, v, mask, dout: _attention_grads(q, k, v, mask, dout, transpose_dk=False), "transpose"),
+          lambda q, k, v, mask, dout: attention_grads(q, k, v, mask, dout, transpose_dk=False), "transpose"),
         W("attention_backward", "the 1/sqrt(d) scale forgotten in dq and dk",
-          lambda q, k, v, mask, dout: _attention_grads(q, k, v, mask, dout, scale_grads=False), "1/sqrt(d_head)"),
-        W("attention_backward", "a pass-through to npformer's", _lazy_attention, "npformer's own"),
+          lambda q, k, v, mask, dout: attention_grads(q, k, v, mask, dout, scale_grads=False), "1/sqrt(d_head)"),
+        W("attention_backward", "a pass-through to npformer's", lazy_attention, "npformer's own"),
 
         W("split_heads", "a bare reshape", lambda x, n_heads: x.reshape(
             x.shape[0], n_heads, x.shape[1], x.shape[2] // n_heads), "bare reshape"),
@@ -157,50 +156,50 @@ def _attention_to_decoding() -> list[WrongSolution]:
             x.shape[0], x.shape[1], x.shape[2] // n_heads, n_heads).transpose(0, 3, 1, 2)),
         W("merge_heads", "a bare reshape", lambda x: x.reshape(x.shape[0], x.shape[2], -1), "bare reshape"),
         W("multi_head_attention", "no output projection", lambda query, memory, Wq, Wk, Wv, Wo, n_heads, mask: merge_heads(
-            _weights(split_heads(query @ Wq, n_heads), split_heads(memory @ Wk, n_heads), mask) @ split_heads(memory @ Wv, n_heads))),
+            attention_weights(split_heads(query @ Wq, n_heads), split_heads(memory @ Wk, n_heads), mask) @ split_heads(memory @ Wv, n_heads))),
         W("multi_head_attention", "keys and values from the query, not the memory",
-          lambda query, memory, Wq, Wk, Wv, Wo, n_heads, mask: merge_heads(_weights(
+          lambda query, memory, Wq, Wk, Wv, Wo, n_heads, mask: merge_heads(attention_weights(
               split_heads(query @ Wq, n_heads), split_heads(query @ Wk, n_heads), None) @ split_heads(query @ Wv, n_heads)) @ Wo),
         W("multi_head_attention_backward", "dmemory from the values' path only",
-          lambda *args: _mha_backward(*args, paths=("v",)), "values' path"),
+          lambda *args: mha_backward(*args, paths=("v",)), "values' path"),
         W("multi_head_attention_backward", "dmemory from the keys' path only",
-          lambda *args: _mha_backward(*args, paths=("k",)), "keys' path"),
-        W("multi_head_attention_backward", "Wo skipped on the way back", lambda *args: _mha_backward(*args, no_wo=True)),
+          lambda *args: mha_backward(*args, paths=("k",)), "keys' path"),
+        W("multi_head_attention_backward", "Wo skipped on the way back", lambda *args: mha_backward(*args, no_wo=True)),
 
-        W("transformer_parameters", "no biases", lambda *sizes: _transformer_parameters(*sizes, biases=False)),
+        W("transformer_parameters", "no biases", lambda *sizes: transformer_parameters(*sizes, biases=False)),
         W("transformer_parameters", "the final layer norms of a pre-norm model",
-          lambda *sizes: _transformer_parameters(*sizes) + 2 * 2 * sizes[2], "d_model"),
+          lambda *sizes: transformer_parameters(*sizes) + 2 * 2 * sizes[2], "d_model"),
         W("transformer_parameters", "the output layer tied to the embedding",
-          lambda *sizes: _transformer_parameters(*sizes, tied=True)),
-        W("transformer_parameters", "npformer's model counted", _lazy_parameters, "npformer's own"),
+          lambda *sizes: transformer_parameters(*sizes, tied=True)),
+        W("transformer_parameters", "npformer's model counted", lazy_parameters, "npformer's own"),
 
-        W("adam_step", "no bias correction", lambda *args: _adam(*args, correction_step=10**9), "no bias correction"),
+        W("adam_step", "no bias correction", lambda *args: adam(*args, correction_step=10**9), "no bias correction"),
         W("adam_step", "bias correction with step - 1 (off by one)",
-          lambda *args: _adam(*args, correction_step=args[4] - 1), "step - 1"),
+          lambda *args: adam(*args, correction_step=args[4] - 1), "step - 1"),
         W("adam_step", "bias correction with step + 1 (off by one)",
-          lambda *args: _adam(*args, correction_step=args[4] + 1), "step + 1"),
-        W("adam_step", "eps under the square root", lambda *args: _adam(*args, eps_inside=True), "under the square root"),
-        W("adam_step", "v from |grad|, not its square", _adam_v_from_abs),
-        W("adam_step", "a pass-through to npformer's", _lazy_adam, "npformer's own"),
+          lambda *args: adam(*args, correction_step=args[4] + 1), "step + 1"),
+        W("adam_step", "eps under the square root", lambda *args: adam(*args, eps_inside=True), "under the square root"),
+        W("adam_step", "v from |grad|, not its square", adam_v_from_abs),
+        W("adam_step", "a pass-through to npformer's", lazy_adam, "npformer's own"),
         W("noam_lr", "the warm-up's minimum with the wrong exponent",
           lambda step, d_model, warmup_steps: d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.0)),
         W("noam_lr", "no d_model factor", lambda step, d_model, warmup_steps: min(step**-0.5, step * warmup_steps**-1.5)),
         W("noam_lr", "the step counted from 0", lambda step, d_model, warmup_steps: d_model**-0.5 * min(
             max(step - 1, 1e-9)**-0.5, (step - 1) * warmup_steps**-1.5)),
 
-        W("modified_precision", "matches not clipped", lambda h, r, n: _clipped(h, r, n, clip=False), "not clipped"),
+        W("modified_precision", "matches not clipped", lambda h, r, n: clipped(h, r, n, clip=False), "not clipped"),
         W("modified_precision", "the total counts the reference's n-grams",
-          lambda h, r, n: (_clipped(h, r, n)[0], max(len(r[0]) - n + 1, 0))),
-        W("attention_entropy", "-sum(w log w) with no guard for zeros", _entropy_direct, "NaN"),
+          lambda h, r, n: (clipped(h, r, n)[0], max(len(r[0]) - n + 1, 0))),
+        W("attention_entropy", "-sum(w log w) with no guard for zeros", entropy_direct, "NaN"),
         W("attention_entropy", "in bits (log2)", lambda w: -np.sum(np.where(w > 0, w * np.log2(np.where(w > 0, w, 1)), 0), -1)),
         W("length_penalty", "(5 + length)^alpha / 6", lambda length, alpha: (5 + length) ** alpha / 6),
         W("length_penalty", "length^alpha (no smoothing)", lambda length, alpha: float(length) ** alpha),
 
-        W("residual_backward", "the identity path forgotten", _residual_without_identity, "identity path"),
-        W("residual_backward", "the post-norm formula for both kinds", _residual_always_post, "pre-norm"),
-        W("residual_backward_with_memory", "d_memory dropped", _residual_memory_dropped),
-        W("stack_backward_with_memory", "only the last layer's memory gradient", _stack_last_memory, "every layer"),
-        W("stack_backward_with_memory", "layers undone first to last", _stack_wrong_order),
+        W("residual_backward", "the identity path forgotten", residual_without_identity, "identity path"),
+        W("residual_backward", "the post-norm formula for both kinds", residual_always_post, "pre-norm"),
+        W("residual_backward_with_memory", "d_memory dropped", residual_memory_dropped),
+        W("stack_backward_with_memory", "only the last layer's memory gradient", stack_last_memory, "every layer"),
+        W("stack_backward_with_memory", "layers undone first to last", stack_wrong_order),
     ]
 
 

@@ -55,7 +55,7 @@ def word_symbols(word: str) -> list[str]:
     return list(word[:-1]) + [word[-1] + END]
 
 
-def _merge_pair(symbols: list[str], pair: Pair) -> list[str]:
+def merge_pair(symbols: list[str], pair: Pair) -> list[str]:
     """Every non-overlapping occurrence of ``pair``, left to right, as one symbol."""
     first, second = pair
     merged, index = [], 0
@@ -100,7 +100,7 @@ def learn_merges(word_counts: Mapping[str, int], n_merges: int) -> list[Pair]:
         changed: set[Pair] = set()
         for index in words_with.pop(pair):
             old = words[index]
-            new = _merge_pair(old, pair)
+            new = merge_pair(old, pair)
             for old_pair in zip(old, old[1:]):
                 pair_counts[old_pair] -= counts[index]
                 changed.add(old_pair)
@@ -135,7 +135,7 @@ class BPE:
                 first_learned = min(zip(pieces, pieces[1:]), key=lambda pair: self.ranks.get(pair, len(self.ranks)))
                 if first_learned not in self.ranks:
                     break
-                pieces = _merge_pair(pieces, first_learned)
+                pieces = merge_pair(pieces, first_learned)
             self._cache[word] = pieces
         return pieces
 

@@ -47,7 +47,7 @@ from .. import backend
 from ..backend import xp
 from .arguments import (check_callable, check_fits, check_float64, check_inputs, check_int, check_number, check_shape,
                         check_type, received)
-from .report import DEFAULT_TOL, GradcheckReport, TensorCheck, _judge
+from .report import DEFAULT_TOL, GradcheckReport, TensorCheck, judge
 
 DEFAULT_EPS = 3e-4  # the step h of the fourth-order central difference (see above)
 
@@ -214,7 +214,7 @@ def check_gradients(
             continue
         numeric = numerical_gradient(lambda: forward(*args)[0], inputs[key], dout, eps)
         pairs.append((key, shape, analytic, numeric, ""))
-    report.extend(_judge(name, pairs, tol))
+    report.extend(judge(name, pairs, tol))
     return report
 
 

@@ -25,7 +25,7 @@ from .arguments import (check_callable, check_fits, check_inputs, check_int, che
 from .cases import padded_ids
 from .engine import (DEFAULT_EPS, as_float64_inputs, as_tuple, check_rng, floating_names, numerical_gradient,
                      upstream_gradient)
-from .report import DEFAULT_TOL, GradcheckReport, _judge
+from .report import DEFAULT_TOL, GradcheckReport, judge
 
 
 def _dropout_generators(module: nn.Module) -> list:
@@ -133,7 +133,7 @@ def check_module(
         numeric = numerical_gradient(output, value, dout, eps, entries)
         note = "" if entries is None else f"{len(entries)} of {value.size} entries"
         pairs.append((key, tuple(value.shape), analytic, numeric, note))
-    report = _judge(name, pairs, tol)
+    report = judge(name, pairs, tol)
     if directions is not None:
         report.method = f"{directions} random direction{'s' if directions > 1 else ''} per tensor"
     return report

@@ -133,7 +133,7 @@ def relative_error(analytic: Any, numeric: Any) -> tuple[float, tuple | None]:
     return _worst(_entry_errors(analytic, numeric), ~numpy.isnan(numeric))
 
 
-def _judge(op: str, pairs: list[tuple[str, tuple, Any, Any, str]], tol: float) -> GradcheckReport:
+def judge(op: str, pairs: list[tuple[str, tuple, Any, Any, str]], tol: float) -> GradcheckReport:
     """Report rows for ``(tensor, shape, analytic, numeric, note)`` pairs checked together.
 
     An entry passes when its relative error is below ``tol``, or when

@@ -36,7 +36,8 @@ from .rope import rope_backward, rope_forward
 from .softmax import log_softmax, logsumexp, softmax_backward, softmax_forward
 from .special import erf, erfc
 from .swiglu import swiglu_backward, swiglu_forward
-from .switch import ACTIVATIONS, DEFAULT, OP_NAMES, POOLINGS, RULE_NAMES, OpSet, active, current, holding_blas, holds_blas, using
+from .switch import (ACTIVATIONS, DEFAULT, OP_NAMES, POOLINGS, RULE_NAMES, OpSet, active, current, holds_blas, using,
+                     with_blas_on_one_thread_if_fast)
 
 __all__ = [
     "linear_forward", "linear_backward",
@@ -57,5 +58,6 @@ __all__ = [
     "patches_forward", "patches_backward",
     "positional_encoding", "padding_mask", "causal_mask", "log_softmax", "logsumexp",
     "adam_step", "erf", "erfc",
-    "using", "current", "active", "OpSet", "DEFAULT", "ACTIVATIONS", "POOLINGS", "RULE_NAMES", "holds_blas", "holding_blas", "OP_NAMES",
+    "using", "current", "active", "OpSet", "DEFAULT", "ACTIVATIONS", "POOLINGS", "RULE_NAMES", "holds_blas",
+    "with_blas_on_one_thread_if_fast", "OP_NAMES",
 ]

@@ -55,7 +55,8 @@ from ..backend import is_cupy
 from . import (adam, attention, cross_entropy, dropout, embedding, gelu, grouped_attention, layernorm, linear,
                masks, patches, pooling, positional, relu, rmsnorm, rope, softmax, swiglu)
 
-__all__ = ["OP_NAMES", "RULE_NAMES", "ACTIVATIONS", "POOLINGS", "OpSet", "current", "using", "active", "DEFAULT", "holds_blas", "holding_blas"]
+__all__ = ["OP_NAMES", "RULE_NAMES", "ACTIVATIONS", "POOLINGS", "OpSet", "current", "using", "active", "DEFAULT",
+           "holds_blas", "with_blas_on_one_thread_if_fast"]
 
 DEFAULT = "fast"
 
@@ -232,10 +233,10 @@ def holds_blas() -> bool:
     return linear_is_fast and threads.get_threads() > 1
 
 
-def holding_blas(function: Callable) -> Callable:
+def with_blas_on_one_thread_if_fast(function: Callable) -> Callable:
     """Decorator: ``function`` runs with BLAS held to one thread whenever ``holds_blas()`` is true
     at the time of the call (``training.train_step``, greedy and beam decoding: one hold around all
-    their calls; each fast form also holds it itself, ``threads.holding_blas``)."""
+    their calls; each fast form also holds it itself, ``threads.with_blas_on_one_thread``)."""
     from .. import threads
 
     @functools.wraps(function)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy
 
-from .checkpoint import _atomic_write, _read_arrays
+from .checkpoint import atomic_write, read_arrays
 
 __all__ = ["Snapshots"]
 
@@ -31,7 +31,7 @@ class Snapshots:
         self.steps: list[int] = []
         self.params: list[dict[str, numpy.ndarray]] = []
         if keep > 1 and os.path.exists(path):
-            arrays = _read_arrays(path)
+            arrays = read_arrays(path)
             self.steps = [int(step) for step in arrays.pop("steps")]
             self.params = [{key.split("/", 1)[1]: value for key, value in arrays.items()
                             if key.split("/", 1)[0] == str(index)} for index in range(len(self.steps))]
@@ -45,7 +45,7 @@ class Snapshots:
         del self.steps[:-self.keep], self.params[:-self.keep]
         arrays = {f"{index}/{key}": value for index, params in enumerate(self.params) for key, value in params.items()}
         arrays["steps"] = numpy.array(self.steps)
-        _atomic_write(self.path, lambda file: numpy.savez(file, **arrays))
+        atomic_write(self.path, lambda file: numpy.savez(file, **arrays))
 
     def mean(self) -> dict[str, numpy.ndarray]:
         """Every parameter's mean over the kept steps (summed in float64), in its own dtype."""

@@ -34,7 +34,7 @@ import numpy
 from ..errors import UsageError
 
 
-def _atomic_write(path: str, write: Any) -> None:
+def atomic_write(path: str, write: Any) -> None:
     """Call ``write(file)`` on a temporary file beside ``path``, then rename it over ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
@@ -74,15 +74,15 @@ def save_checkpoint(path: str, model: Any, optimizer: Any = None, meta: dict | N
         meta["optimizer"] = optimizer_state
     text = json.dumps(meta, indent=1, sort_keys=True)
     arrays["meta"] = numpy.frombuffer(text.encode("utf-8"), dtype=numpy.uint8)
-    _atomic_write(path, lambda file: numpy.savez(file, **arrays))
-    _atomic_write(os.path.splitext(path)[0] + ".json", lambda file: file.write(text.encode("utf-8")))
+    atomic_write(path, lambda file: numpy.savez(file, **arrays))
+    atomic_write(os.path.splitext(path)[0] + ".json", lambda file: file.write(text.encode("utf-8")))
 
 
 class CheckpointError(ValueError, UsageError):
     """A checkpoint file that cannot be used; the message names the file and what is wrong."""
 
 
-def _read_arrays(path: str) -> dict[str, numpy.ndarray]:
+def read_arrays(path: str) -> dict[str, numpy.ndarray]:
     """Every entry of the archive, read without unpickling; ``CheckpointError`` names what is wrong."""
     if not zipfile.is_zipfile(path):  # also true of a zip cut short: its directory is at the end
         raise CheckpointError(f"{path} is not a complete .npz archive (a zip file): it is truncated, "
@@ -117,7 +117,7 @@ def load_checkpoint(path: str, model: Any, optimizer: Any = None) -> dict:
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"load_checkpoint: no checkpoint at {path}")
-    arrays = _read_arrays(path)
+    arrays = read_arrays(path)
     if "meta" not in arrays:
         raise CheckpointError(f"{path} has no 'meta' entry, so it is not an npformer checkpoint")
     try:

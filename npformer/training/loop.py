@@ -16,8 +16,6 @@ import math
 import time
 from typing import Any, Callable
 
-from tqdm.auto import tqdm
-
 from .. import optim
 from ..tokens import PAD_ID
 from .step import train_step
@@ -45,6 +43,8 @@ def fit(model: Any, next_batch: Callable[[int], Any], steps: int, *, ignore_inde
         schedule = optim.WarmupCosineSchedule(lr, warmup_steps=warmup, total_steps=steps + 1)
     else:
         budget, start = optim.BudgetSchedule(lr, warmup_steps=max(warmup, 1)), time.perf_counter()
+    from tqdm.auto import tqdm  # imported here: ``import npformer`` need not load it
+
     losses: list[float] = []
     with tqdm(total=steps, disable=not progress, unit="step", leave=False) as bar:
         for step in range(1, steps + 1):

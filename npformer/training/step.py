@@ -38,7 +38,7 @@ class StepResult:
     grad_norm: float
 
 
-@ops.holding_blas  # the fast ops split over npformer's threads: BLAS keeps to one (npformer.threads)
+@ops.with_blas_on_one_thread_if_fast  # the fast ops split over npformer's threads: BLAS keeps to one (npformer.threads)
 def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
                ignore_index: int | None = PAD_ID, label_smoothing: float = 0.0,
                max_norm: float | None = None, only_counted_targets: bool = False) -> StepResult:

@@ -81,7 +81,7 @@ def _attention_cases(rng):
     return [Case(label, make(rng)) for label, make in _attention_shapes()]
 
 
-def _attention_backward_cases(rng):
+def attention_backward_cases(rng):
     return backward_cases(rng, _attention, _attention_shapes())
 
 
@@ -149,7 +149,7 @@ def _memory_paths_hint(got, expected, inputs, output):
     d_merged = ops.linear_backward(inputs["dout"], out_cache)[0]
     _, dk, dv = ops.attention_backward(split_heads_reference(d_merged, inputs["n_heads"]), attention_cache)
     for d_head, cache, path in ((dk, caches[1], "keys'"), (dv, caches[2], "values'")):
-        if hints._explains(ops.linear_backward(merge_heads_reference(d_head), cache)[0], got):
+        if hints.explains(ops.linear_backward(merge_heads_reference(d_head), cache)[0], got):
             return (f"only the {path} path: the memory feeds both the keys and the values, so dmemory is the "
                     "sum of the two paths' gradients")
     return ""
@@ -220,7 +220,7 @@ def _unseen_attention(rng):
     return [Case(label, inputs)]
 
 
-def _unseen_attention_backward(rng):
+def unseen_attention_backward(rng):
     label, inputs = _unseen_attention_inputs(rng)
     return [Case(label, with_dout(rng, inputs, _attention))]
 
@@ -269,8 +269,8 @@ EXERCISES: list[Exercise] = [
     Exercise("attention", "attention(q, k, v, mask) -> out", "07", _attention, _attention_cases, ("out",),
              unseen=_unseen_attention),
     Exercise("attention_backward", "attention_backward(q, k, v, mask, dout) -> (dq, dk, dv)", "07",
-             _attention_backward, _attention_backward_cases, ("dq", "dk", "dv"), _attention, ("q", "k", "v"),
-             hints=(hints.attention_backward_hint,), unseen=_unseen_attention_backward, points=2),
+             _attention_backward, attention_backward_cases, ("dq", "dk", "dv"), _attention, ("q", "k", "v"),
+             hints=(hints.attention_backward_hint,), unseen=unseen_attention_backward, points=2),
     Exercise("split_heads", "split_heads(x, n_heads) -> (B, H, T, D / H)", "08", split_heads_reference, _split_cases,
              ("heads",), hints=(_transpose_forgotten_hint,), unseen=_unseen_split),
     Exercise("merge_heads", "merge_heads(x) -> (B, T, H * Dh)", "08", merge_heads_reference, _merge_cases, ("merged",),

@@ -19,7 +19,7 @@ import numpy
 from ...gradcheck import report as gradcheck_report
 from ...tokens import PAD_ID
 from .. import zoo
-from ..hints import _explains
+from ..hints import explains
 from .base import Case, Exercise, WrongSolution, normal, size
 
 # == lesson 21: reading a gradient check ==========================================================
@@ -253,14 +253,14 @@ def _scores_hint(got, expected, inputs, output):
     q, k = inputs["q"], inputs["k"]
     heads, head_dim = q.shape[1], q.shape[-1]
     raw = q @ k.swapaxes(-1, -2)
-    if heads > 1 and _explains(raw / math.sqrt(heads * head_dim), got):
+    if heads > 1 and explains(raw / math.sqrt(heads * head_dim), got):
         return (f"divided by sqrt(d_model) = sqrt({heads} x {head_dim}), the model's width (bug 4): the dot "
                 f"products are over one head's {head_dim} numbers, so divide by sqrt(d_head) = sqrt({head_dim})")
-    if head_dim > 1 and _explains(raw, got):
+    if head_dim > 1 and explains(raw, got):
         return "no scale: divide the dot products by sqrt(d_head), so that they keep a variance near 1"
-    if head_dim > 1 and _explains(raw / head_dim, got):
+    if head_dim > 1 and explains(raw / head_dim, got):
         return "divided by d_head: divide by its square root, the standard deviation of a dot product of d_head terms"
-    if q.shape[-2] == k.shape[-2] and _explains(k @ q.swapaxes(-1, -2) / math.sqrt(head_dim), got):
+    if q.shape[-2] == k.shape[-2] and explains(k @ q.swapaxes(-1, -2) / math.sqrt(head_dim), got):
         return "K Q^T (bug 3): row i of the scores must hold query i against every key, Q K^T"
     return ""
 
@@ -301,18 +301,18 @@ def _accuracy_hint(got, expected, inputs, output):
     logits, targets = inputs["logits"], inputs["targets"]
     correct = logits.argmax(axis=-1) == targets
     real = targets != PAD_ID
-    if _explains(correct.mean(), got):
+    if explains(correct.mean(), got):
         return ("the mean over every position, <pad> included (bug 11): a model that predicts <pad> is right "
                 "there for free; average over the real tokens only (targets != <pad>)")
-    if _explains((correct & real).sum() / targets.size, got):
+    if explains((correct & real).sum() / targets.size, got):
         return "the right real tokens divided by every position: divide by the number of real tokens"
     with numpy.errstate(invalid="ignore", divide="ignore"):
         per_row = (correct & real).sum(axis=-1) / real.sum(axis=-1)
-    if real.any() and _explains(numpy.nanmean(per_row), got):
+    if real.any() and explains(numpy.nanmean(per_row), got):
         return ("a mean of the sentences' accuracies: a sentence of 2 tokens then weighs as much as one of 10; "
                 "count every real token once (all right tokens / all real tokens)")
     predicted_real = logits.argmax(axis=-1) != PAD_ID
-    if predicted_real.any() and _explains(correct[predicted_real].mean(), got):
+    if predicted_real.any() and explains(correct[predicted_real].mean(), got):
         return ("the positions where the model predicts a real token: count the positions whose target is a "
                 "real token (targets != <pad>), whatever the model predicts there")
     return ""

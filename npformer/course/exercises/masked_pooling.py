@@ -93,13 +93,13 @@ def _mean_pool_hint(got, expected, inputs, output):
     spread = numpy.broadcast_to(dout[:, None, :], x.shape)
     real = mask[..., None]
     n = numpy.maximum(counts, 1)[:, None, None]
-    if hints._explains(spread / length, got) or hints._explains(real * spread / length, got):
+    if hints.explains(spread / length, got) or hints.explains(real * spread / length, got):
         return ("divided by T, the padded length: the mean is over the n real tokens of each row, so "
                 "dx = mask * dout / n")
-    if hints._explains(spread / n, got):
+    if hints.explains(spread / n, got):
         return ("gradient at the padded positions: padding does not enter the mean, so its gradient is 0 "
                 "(multiply by the mask)")
-    if hints._explains(real * spread, got):
+    if hints.explains(real * spread, got):
         return "the 1/n is missing: that is the gradient of the masked sum, not of the mean"
     return ""
 
@@ -116,7 +116,7 @@ def _max_pool_hint(got, expected, inputs, output):
     if numpy.any(got[~empty][~mask[~empty]] != 0):
         return ("gradient at a padded position: the maximum is over the real tokens only (set the padded "
                 "positions to -inf before the argmax)")
-    if hints._explains(mask[..., None] * dout[:, None, :], got):
+    if hints.explains(mask[..., None] * dout[:, None, :], got):
         return ("dout given to every real position: only the position each maximum came from gets it, "
                 "the others get 0")
     return ""

@@ -114,7 +114,7 @@ def _layernorm_backward(x, gamma, beta, dout):
     return ops.layernorm_backward(dout, ops.layernorm_forward(x, gamma, beta)[1])
 
 
-def _layernorm_cases(rng):
+def layernorm_cases(rng):
     def make(*shape):
         return lambda r: {"x": 3 + 2 * normal(r, *shape), "gamma": 1 + 0.5 * normal(r, shape[-1]),
                           "beta": normal(r, shape[-1])}
@@ -244,7 +244,7 @@ def _unseen_loss(smoothing):
     return cases
 
 
-def _unseen_layernorm(rng):
+def unseen_layernorm(rng):
     shape = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 3, 7))  # D = 2 leaves x_hat = +-1: no test
     inputs = {"x": rng.uniform(-5, 5) + 2 * normal(rng, *shape), "gamma": 1 + 0.5 * normal(rng, shape[-1]),
               "beta": normal(rng, shape[-1])}
@@ -285,8 +285,8 @@ EXERCISES: list[Exercise] = [
              _smoothed_cross_entropy_backward, _loss_cases(True), ("dlogits",), _cross_entropy, ("logits",),
              unseen=_unseen_loss(True), points=2),
     Exercise("layernorm_backward", "layernorm_backward(x, gamma, beta, dout) -> (dx, dgamma, dbeta)", "04",
-             _layernorm_backward, _layernorm_cases, ("dx", "dgamma", "dbeta"), _layernorm, ("x", "gamma", "beta"),
-             hints=(hints.layernorm_dx_hint, hints.summed_over_rows_hint), unseen=_unseen_layernorm, points=2),
+             _layernorm_backward, layernorm_cases, ("dx", "dgamma", "dbeta"), _layernorm, ("x", "gamma", "beta"),
+             hints=(hints.layernorm_dx_hint, hints.summed_over_rows_hint), unseen=unseen_layernorm, points=2),
     Exercise("positional_encoding", "positional_encoding(max_len, d_model) -> (max_len, d_model) table", "05",
              _positional_encoding, lambda rng: [Case("max_len=10, d_model=8", {"max_len": 10, "d_model": 8}),
                                                 Case("max_len=1, d_model=2", {"max_len": 1, "d_model": 2}),

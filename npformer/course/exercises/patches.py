@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy
 
 from ... import ops
-from ..hints import _explains
+from ..hints import explains
 from .base import Case, Exercise, WrongSolution, backward_cases, normal, size, with_dout
 
 # == lesson 20: patches ============================================================================
@@ -98,11 +98,11 @@ def _patches_hint(got, expected, inputs, output):
     images, patch = inputs["images"], inputs["patch_size"]
     if got.shape != expected.shape:
         return ""
-    if _explains(images.reshape(expected.shape), got):
+    if explains(images.reshape(expected.shape), got):
         return ("a bare reshape of the image: a row of its result is a run of pixels along one image row, "
                 "not a p x p square; reshape to (B, C, H/p, p, W/p, p), transpose, then reshape")
     for axes, words in _LAYOUTS:
-        if _explains(_arranged(images, patch, axes), got):
+        if explains(_arranged(images, patch, axes), got):
             return words
     if numpy.allclose(numpy.sort(got, axis=None), numpy.sort(expected, axis=None), rtol=0, atol=1e-12):
         return "every pixel is there, but in the wrong place: check the order of the transpose's axes"
@@ -113,16 +113,16 @@ def _patches_backward_hint(got, expected, inputs, output):
     images, patch, dout = inputs["images"], inputs["patch_size"], inputs["dout"]
     if got.shape != expected.shape:
         return ""
-    if _explains(dout.reshape(images.shape), got):
+    if explains(dout.reshape(images.shape), got):
         return ("a bare reshape of dout: undo the forward's steps in reverse order, reshape to the "
                 "transposed grid (B, H/p, W/p, C, p, p), transpose back, then reshape to (B, C, H, W)")
     batch, channels, height, width = images.shape
     again = dout.reshape(batch, height // patch, width // patch, channels, patch, patch).transpose(_RIGHT)
-    if _explains(again.reshape(images.shape), got):
+    if explains(again.reshape(images.shape), got):
         return ("the forward's transpose (0, 2, 4, 1, 3, 5) applied again: undoing a transpose needs the "
                 "inverse permutation, the one that puts every axis back where it came from")
     for axes, words in _LAYOUTS:
-        if _explains(_unarranged(dout, images, patch, axes), got):
+        if explains(_unarranged(dout, images, patch, axes), got):
             return "the inverse of another layout: " + words
     if numpy.allclose(numpy.sort(got, axis=None), numpy.sort(expected, axis=None), rtol=0, atol=1e-12):
         return ("every entry of dout is there, but in the wrong place: each one must go back to the pixel "

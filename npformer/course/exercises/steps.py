@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy
 
 from .. import hints
-from .attention_pieces import _attention_backward_cases, _unseen_attention_backward
+from .attention_pieces import attention_backward_cases, unseen_attention_backward
 from .base import Case, Exercise, normal, size
-from .ops_backward import _layernorm_cases, _unseen_layernorm
+from .ops_backward import layernorm_cases, unseen_layernorm
 
 EPS = 1e-5  # layer norm's epsilon, as in the lessons' signatures
 
@@ -147,19 +147,19 @@ EXERCISES: list[Exercise] = [
     Exercise("softmax_jacobian", "softmax_jacobian(x) -> (n, n): J[i, j] = dp_i / dx_j, x one vector (n,)", "03",
              _softmax_jacobian, _jacobian_cases, ("jacobian",), hints=(_jacobian_hint,), unseen=_unseen_jacobian),
     Exercise("layernorm_dx_hat", "layernorm_dx_hat(x, gamma, beta, dout) -> dL/dx_hat, shaped like x", "04",
-             _layernorm_dx_hat, _layernorm_cases, ("dx_hat",), unseen=_unseen_layernorm),
+             _layernorm_dx_hat, layernorm_cases, ("dx_hat",), unseen=unseen_layernorm),
     Exercise("layernorm_dvar", "layernorm_dvar(x, gamma, beta, dout) -> dL/dvar, (..., 1): one per row", "04",
-             _layernorm_dvar, _layernorm_cases, ("dvar",), hints=(_variance_hint,), unseen=_unseen_layernorm),
+             _layernorm_dvar, layernorm_cases, ("dvar",), hints=(_variance_hint,), unseen=unseen_layernorm),
     Exercise("layernorm_dmean", "layernorm_dmean(x, gamma, beta, dout) -> dL/dmean, (..., 1): one per row", "04",
-             _layernorm_dmean, _layernorm_cases, ("dmean",), hints=(_path_hint("mean"),), unseen=_unseen_layernorm),
+             _layernorm_dmean, layernorm_cases, ("dmean",), hints=(_path_hint("mean"),), unseen=unseen_layernorm),
     Exercise("attention_dv", "attention_dv(q, k, v, mask, dout) -> dL/dv, (B, H, Tk, Dh)", "07", _attention_dv,
-             _attention_backward_cases, ("dv",), hints=(_dv_hint,), unseen=_unseen_attention_backward),
+             attention_backward_cases, ("dv",), hints=(_dv_hint,), unseen=unseen_attention_backward),
     Exercise("attention_d_weights", "attention_d_weights(q, k, v, mask, dout) -> dL/dP, (B, H, Tq, Tk)", "07",
-             _attention_d_weights, _attention_backward_cases, ("d_weights",), hints=(_d_weights_hint,),
-             unseen=_unseen_attention_backward),
+             _attention_d_weights, attention_backward_cases, ("d_weights",), hints=(_d_weights_hint,),
+             unseen=unseen_attention_backward),
     Exercise("attention_d_scores", "attention_d_scores(q, k, v, mask, dout) -> dL/dS, (B, H, Tq, Tk)", "07",
-             _attention_d_scores, _attention_backward_cases, ("d_scores",), hints=(_d_scores_hint,),
-             unseen=_unseen_attention_backward),
+             _attention_d_scores, attention_backward_cases, ("d_scores",), hints=(_d_scores_hint,),
+             unseen=unseen_attention_backward),
 ]
 
 # The order of each derivation's steps, before its final exercise.

@@ -14,7 +14,7 @@ import numpy
 
 from ...data import batching
 from ...tokens import BOS_ID, EOS_ID, PAD_ID
-from ..hints import _explains  # a wrong formula that reproduces the output
+from ..hints import explains  # a wrong formula that reproduces the output
 from .base import Case, Exercise, WrongSolution, backward_cases, normal, size, with_dout
 
 # -- lesson 23: the shifted decoder input ------------------------------------------------------------
@@ -181,7 +181,7 @@ def _batchnorm_forward_hint(got, expected, inputs, output):
         unbiased_words = ("the unbiased variance (ddof=1): batch norm normalises with the mean of the squared "
                           "deviations, dividing by N")
         candidates += [(zeroed(unbiased), unbiased_words), (unbiased, unbiased_words)]
-    return next((words for candidate, words in candidates if _explains(candidate, got)), "")
+    return next((words for candidate, words in candidates if explains(candidate, got)), "")
 
 
 def _batchnorm_backward_hint(got, expected, inputs, output):
@@ -203,19 +203,19 @@ def _batchnorm_backward_hint(got, expected, inputs, output):
             (all_rows, "the two means divide by all B*T positions: they are means over the N kept rows"),
         ]
         for candidate, words in candidates:
-            if _explains(candidate, got):
+            if explains(candidate, got):
                 return words
-        if (~keep).any() and numpy.abs(got[~keep]).max(initial=0.0) > 0 and _explains(
+        if (~keep).any() and numpy.abs(got[~keep]).max(initial=0.0) > 0 and explains(
                 expected[keep], got[keep]):
             return ("right on the kept rows, but the padded rows get a gradient: their outputs are 0 whatever x "
                     "holds there, so their dx is 0")
         return ""
     if output in ("dgamma", "dbeta"):
         every = (dout * x_hat if output == "dgamma" else dout).reshape(-1, d_model).sum(axis=0)
-        if (~keep).any() and _explains(every, got):
+        if (~keep).any() and explains(every, got):
             return f"{output} sums over the padded rows too: only the kept rows have outputs that depend on it"
         count = int(keep.sum())
-        if count > 1 and _explains(expected / count, got):
+        if count > 1 and explains(expected / count, got):
             return f"{output} = (right answer) / {count}: the kept rows share it, so their gradients add up (a sum)"
     return ""
 

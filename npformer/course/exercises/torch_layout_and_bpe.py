@@ -19,7 +19,7 @@ import numpy
 
 from ... import interop, nn
 from ...data import bpe
-from ..hints import _explains  # a wrong formula that reproduces the output
+from ..hints import explains  # a wrong formula that reproduces the output
 from .base import Case, Exercise, WrongSolution, normal, size
 
 # -- lesson 25: PyTorch's in_proj_weight -----------------------------------------------------------------
@@ -61,16 +61,16 @@ def _in_proj_hint(got, expected, inputs, output):
             return ("shape (D, 3D): the three blocks side by side; PyTorch stacks them as rows, "
                     "in_proj_weight is (3D, D)")
         for order in _ORDERS:
-            if d_model > 1 and _explains(numpy.concatenate([blocks[name] for name in order]), got):
+            if d_model > 1 and explains(numpy.concatenate([blocks[name] for name in order]), got):
                 return ("each block is W as npformer keeps it, (d_in, d_out); torch.nn.Linear's layout is "
                         "weight = W.T, (d_out, d_in), and in_proj_weight holds the three weights in that layout")
-            if order != _ORDERS[0] and _explains(numpy.concatenate([blocks[name].T for name in order]), got):
+            if order != _ORDERS[0] and explains(numpy.concatenate([blocks[name].T for name in order]), got):
                 return (f"the blocks are in the order {', '.join(order)}: PyTorch's order is queries, keys, values "
                         "(rows 0 to D-1 are W_q.T, then W_k.T, then W_v.T)")
     if output == "in_proj_bias":
         biases = {name: inputs[f"b{name}"] for name in "qkv"}
         for order in _ORDERS[1:]:
-            if _explains(numpy.concatenate([biases[name] for name in order]), got):
+            if explains(numpy.concatenate([biases[name] for name in order]), got):
                 return f"the biases are in the order {', '.join(order)}: PyTorch's order is b_q, b_k, b_v"
     return ""
 
@@ -139,10 +139,6 @@ def _merge_step_codes(result, inputs):
     return numpy.array(_codes(pair, "bpe_merge_step: the pair")), numpy.array(_counts_codes(merged))
 
 
-def _merge_pair(symbols, pair):
-    return bpe._merge_pair(list(symbols), tuple(pair))
-
-
 def _pair_counts(word_counts, per_word=False, once=False):
     """Each pair of neighbouring symbols -> how often it occurs, each word weighted by its count
     (``per_word``: each word counted once; ``once``: a pair counted once per word)."""
@@ -156,10 +152,10 @@ def _pair_counts(word_counts, per_word=False, once=False):
 
 def _bpe_merge_step(word_counts):
     """npformer's choice (``learn_merges``: the most frequent pair, ties to the pair that sorts first), then
-    ``bpe._merge_pair`` applied to every word."""
+    ``bpe.merge_pair`` applied to every word."""
     counts = _pair_counts(word_counts)
     pair = min(counts, key=lambda pair: (-counts[pair], pair))
-    return pair, {tuple(_merge_pair(symbols, pair)): count for symbols, count in word_counts.items()}
+    return pair, {tuple(bpe.merge_pair(symbols, pair)): count for symbols, count in word_counts.items()}
 
 
 def _as_symbols(word_counts):
@@ -226,12 +222,12 @@ def _merged_words_hint(got, expected, inputs, output):
     got_counts, right_counts = _counts_from_codes(got), _counts_from_codes(expected)
     pair = _bpe_merge_step(inputs["word_counts"])[0]
     for other in _pair_counts(inputs["word_counts"]):
-        if other != pair and got_counts == {tuple(_merge_pair(symbols, other)): count
+        if other != pair and got_counts == {tuple(bpe.merge_pair(symbols, other)): count
                                             for symbols, count in inputs["word_counts"].items()}:
             return (f"every word merged with {_show(other)}, rightly for that pair, but the pair to merge is "
                     f"{_show(pair)} (see the hint for pair)")
     for symbols, count in inputs["word_counts"].items():
-        right = tuple(_merge_pair(symbols, pair))
+        right = tuple(bpe.merge_pair(symbols, pair))
         if got_counts.get(right) == right_counts[right]:
             continue
         word = "".join(symbols).replace(END, "")
@@ -281,7 +277,7 @@ def _leftmost_first(word, merges):
         pair = next((pair for pair in zip(pieces, pieces[1:]) if pair in known), None)
         if pair is None:
             return pieces
-        pieces = _merge_pair(pieces, pair)
+        pieces = bpe.merge_pair(pieces, pair)
 
 
 def _last_learned_first(word, merges):
@@ -290,7 +286,7 @@ def _last_learned_first(word, merges):
         present = [pair for pair in zip(pieces, pieces[1:]) if pair in ranks]
         if not present:
             return pieces
-        pieces = _merge_pair(pieces, max(present, key=ranks.get))
+        pieces = bpe.merge_pair(pieces, max(present, key=ranks.get))
 
 
 def _segment_hint(got, expected, inputs, output):

@@ -23,7 +23,7 @@ The package, one idea per module (each imports only the ones above it):
     blocks.py     BLOCK_MUTANTS: the bugs in the blocks and the model (checks "module:NAME", "model")
     optimizer.py  OPTIMIZER_MUTANTS: the bugs in Adam's update (check "optimizer")
     checks.py     run_check: the check a mutant names; MODULE_CASES, check_adam, MODEL_ENTRIES
-    runner.py     MUTANTS (the whole catalogue), run_mutants, MutantResult and results_table
+    runner.py     MUTANTS (the whole catalogue), run_mutants, MutantResult, results_table and with_tolerance
 """
 
 from ..report import DEFAULT_TOL
@@ -32,9 +32,9 @@ from .checks import MODEL_ENTRIES, MODULE_CASES, check_adam, run_check
 from .mutant import Mutant
 from .ops import OP_MUTANTS
 from .optimizer import OPTIMIZER_MUTANTS
-from .runner import MUTANTS, MutantResult, _with_tolerance, results_table, run_mutants  # noqa: F401
+from .runner import MUTANTS, MutantResult, results_table, run_mutants, with_tolerance
 
 __all__ = [
     "Mutant", "MUTANTS", "OP_MUTANTS", "BLOCK_MUTANTS", "OPTIMIZER_MUTANTS", "MutantResult", "run_mutants",
-    "results_table", "run_check", "check_adam", "MODULE_CASES", "MODEL_ENTRIES", "DEFAULT_TOL",
+    "results_table", "run_check", "check_adam", "MODULE_CASES", "MODEL_ENTRIES", "DEFAULT_TOL", "with_tolerance",
 ]

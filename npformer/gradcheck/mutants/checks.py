@@ -15,7 +15,7 @@ from ... import backend, nn, ops, optim
 from ...tokens import PAD_ID
 from ..cases import check_op
 from ..modules import check_model, check_module
-from ..report import DEFAULT_TOL, GradcheckReport, _judge
+from ..report import DEFAULT_TOL, GradcheckReport, judge
 
 
 def _module_inputs(rng: numpy.random.Generator, batch: int, length: int, d_model: int) -> Any:
@@ -85,7 +85,7 @@ def check_adam(seed: int = 0, steps: int = 3, tol: float = DEFAULT_TOL) -> Gradc
         v = 0.98 * v + 0.02 * grad * grad
         expected -= 1e-2 * (m / (1 - 0.9**step)) / (numpy.sqrt(v / (1 - 0.98**step)) + 1e-9)
     change = backend.to_numpy(layer.W) - start
-    return _judge("adam", [(f"W change over {steps} steps", tuple(start.shape), change, expected - start, "")], tol)
+    return judge("adam", [(f"W change over {steps} steps", tuple(start.shape), change, expected - start, "")], tol)
 
 
 MODEL_ENTRIES = 3  # entries per tensor in the model check of a mutant: all 88 tensors in about 2.5 s (8 named the

@@ -38,10 +38,10 @@ def run_mutants(mutants: list[Mutant] | None = None, seed: int = 0, fast: bool =
     results = []
     for mutant in mutants or MUTANTS:
         with mutant.applied():
-            report = _with_tolerance(run_check(mutant.check, seed), tol)
+            report = with_tolerance(run_check(mutant.check, seed), tol)
             fast_report = None
             if fast and mutant.check.partition(":")[0] in ("module", "model"):
-                fast_report = _with_tolerance(run_check(mutant.check, seed, directions=2), tol)
+                fast_report = with_tolerance(run_check(mutant.check, seed, directions=2), tol)
         diagnosis = _diagnosis(report)
         results.append(MutantResult(mutant, not report.passed,
                                     None if fast_report is None else not fast_report.passed, diagnosis, report))
@@ -66,7 +66,7 @@ def _diagnosis(report: GradcheckReport) -> str:
     return f"{len(names)} tensor(s) wrong ({shown}); {telling[0].tensor}: {_hint(telling[0].note)}"
 
 
-def _with_tolerance(report: GradcheckReport, tol: float | None) -> GradcheckReport:
+def with_tolerance(report: GradcheckReport, tol: float | None) -> GradcheckReport:
     """The same report judged with a looser tolerance (to show which mutants a weaker checker lets through)."""
     if tol is None:
         return report

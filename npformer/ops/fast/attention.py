@@ -25,7 +25,7 @@ def _batch_rows(mask: Any, rows: slice, batch: int) -> Any:
     return mask  # the same for every sequence
 
 
-@threads.holding_blas  # BLAS on one thread while it runs, small products included
+@threads.with_blas_on_one_thread  # BLAS on one thread while it runs, small products included
 def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, dict]:
     """``softmax(q k^T / sqrt(Dh), masked) @ v``; see ``npformer.ops.attention.attention_forward``."""
     check_attention_inputs(q, k, v, mask)
@@ -58,7 +58,7 @@ def attention_forward(q: Any, k: Any, v: Any, mask: Any = None) -> tuple[Any, di
     return out, cache
 
 
-@threads.holding_blas  # BLAS on one thread while it runs, small products included
+@threads.with_blas_on_one_thread  # BLAS on one thread while it runs, small products included
 def attention_backward(dout: Any, cache: dict) -> tuple[Any, Any, Any]:
     """Gradients ``(dq, dk, dv)`` of ``attention_forward``, shaped like ``q, k, v``."""
     q, k, v = cache["q"], cache["k"], cache["v"]

@@ -37,7 +37,7 @@ def layernorm_forward(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> tuple
     return y.reshape(x.shape), cache
 
 
-@threads.holding_blas  # BLAS on one thread while it runs: the two sums below are BLAS products
+@threads.with_blas_on_one_thread  # BLAS on one thread while it runs: the two sums below are BLAS products
 def layernorm_backward(dy: Any, cache: dict) -> tuple[Any, Any, Any]:
     """See ``npformer.ops.layernorm.layernorm_backward``."""
     x_hat, rstd, gamma = cache["x_hat"], cache["rstd"], cache["gamma"]

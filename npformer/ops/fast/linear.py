@@ -22,7 +22,7 @@ from ...backend import xp
 from ..linear import check_linear_inputs
 
 
-@threads.holding_blas  # BLAS on one thread while it runs, small products included
+@threads.with_blas_on_one_thread  # BLAS on one thread while it runs, small products included
 def linear_forward(x: Any, W: Any, b: Any = None) -> tuple[Any, dict]:
     """``y = x @ W + b``, row blocks on threads; see ``npformer.ops.linear.linear_forward``."""
     check_linear_inputs(x, W, b)
@@ -39,7 +39,7 @@ def linear_forward(x: Any, W: Any, b: Any = None) -> tuple[Any, dict]:
     return y, {"x": x, "W": W, "has_bias": b is not None}
 
 
-@threads.holding_blas  # BLAS on one thread while it runs, small products included
+@threads.with_blas_on_one_thread  # BLAS on one thread while it runs, small products included
 def linear_backward(dy: Any, cache: dict) -> tuple[Any, Any, Any]:
     """``(dx, dW, db)``, blocks on threads; see ``npformer.ops.linear.linear_backward``."""
     x, W = cache["x"], cache["W"]

@@ -371,8 +371,8 @@ MUTANTS = [
     Mutant(
         "grade-error-field-dropped", "npformer/course/grading.py",
         "the grade sheet says \"failed\" where the student's function raised or timed out",
-        "    status = report.error or report.status.lower()\n",
-        "    status = report.status.lower()\n",
+        "    return report.status, report.detail\n",
+        "    return (Status.WRONG if report.failed else report.status), report.detail\n",
         ("tests/test_grading_trust.py", "tests/test_instructor_kit.py"),
     ),
     Mutant(
@@ -413,8 +413,8 @@ MUTANTS = [
     Mutant(
         "grade-full-points-unless-failed", "npformer/course/grading.py",
         "a stub or a crash gets the exercise's points (only \"failed\" gets 0)",
-        "exercise.points if status == PASSED else 0",
-        "exercise.points if status != \"failed\" else 0",
+        "return self.max_points if self.passed else 0",
+        "return self.max_points if self.status is not Status.WRONG else 0",
         ("tests/test_grading_trust.py", "tests/test_instructor_kit.py"),
     ),
     Mutant(

@@ -9,6 +9,7 @@ from npformer import nn, ops, optim
 from lesson_solutions import solution
 from npformer.course import BEGIN, END, EXERCISES, ExerciseFailed, check, exercise_table, student_source
 from npformer.course.edition import graded_exercises
+from npformer.course.wire import Status
 
 LESSONS = pathlib.Path(__file__).resolve().parents[1] / "lessons"
 
@@ -49,8 +50,8 @@ def test_npformers_own_answer_is_unavailable_to_the_graded_function(name):
         from npformer.course.exercises import EXERCISES
         return EXERCISES[name].reference(*args, **kwargs)
     report = check(name, reaches_for_the_reference)
-    assert report.status == "FAILED" and "uses npformer" in report.verdict, report
-    assert "npformer's own code" in str(report) and report.error == "uses npformer", report
+    assert report.status is Status.USES_NPFORMER and "uses npformer" in report.verdict, report
+    assert "npformer's own code" in str(report), report
 
 
 def test_a_pass_through_is_caught_however_the_library_function_was_reached():
@@ -78,7 +79,7 @@ def test_a_pass_through_is_caught_however_the_library_function_was_reached():
 
     for student in (bound_before_grading, through_a_block, catches_the_refusal, forward_then_numpy):
         report = check("layernorm_backward", student)
-        assert report.status == "FAILED" and "uses npformer" in report.verdict, (student.__name__, report)
+        assert report.failed and "uses npformer" in report.verdict, (student.__name__, report)
 
     def numpy_only(x, gamma, beta, dout):
         dx, dgamma = _numpy_layernorm_backward(x, gamma, dout)
@@ -114,12 +115,12 @@ def test_a_stub_is_not_implemented_yet_and_a_crash_is_a_failure_with_its_line():
     def stub(x, dout):
         raise NotImplementedError
     report = check("relu_backward", stub)
-    assert report.status == "not implemented yet" and report.verdict == "exercise relu_backward: not implemented yet"
+    assert report.status is Status.NOT_IMPLEMENTED and report.verdict == "exercise relu_backward: not implemented yet"
 
     def crashes(x, dout):
         return dout @ np.ones(7)
     report = check("relu_backward", crashes)
-    assert report.status == "FAILED" and "raised ValueError" in str(report) and "dout @ np.ones(7)" in str(report)
+    assert report.status is Status.RAISED and "raised ValueError" in str(report) and "dout @ np.ones(7)" in str(report)
 
     report = check("linear_backward", lambda x, W, b, dout: (dout @ W.T, None))
     assert "returned 2 value(s), expected 3: dx, dW, db" in str(report)
@@ -132,7 +133,7 @@ def test_strict_mode_raises_on_a_failure_but_not_on_a_stub(monkeypatch):
 
     def stub(x, dout):
         raise NotImplementedError
-    assert check("relu_backward", stub).status == "not implemented yet"
+    assert check("relu_backward", stub).status is Status.NOT_IMPLEMENTED
 
 
 def test_the_student_function_cannot_change_the_cases():

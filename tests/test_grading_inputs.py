@@ -18,7 +18,8 @@ from npformer.course import grade_class, grading, instructor_edition
 from npformer.course import gradescope
 from npformer.course.cases import HIDDEN_CASES, hidden_cases, prepared_public
 from npformer.course.exercises import EXERCISES
-from npformer.course.grader import FAILED, grade
+from npformer.course.grader import grade
+from npformer.course.wire import Status
 from npformer.course.worker import JobResult, Reply
 
 from lesson_solutions import LESSONS, replace_solution
@@ -251,10 +252,10 @@ class _Worker:
 
 
 @pytest.mark.parametrize("reply, what", [
-    (Reply("returned", line="3"), "line is not a count"),
-    (Reply("raised", error_type=5), "error_type is not text"),
-    (Reply("returned", printed=-1), "printed is not a count"),
-    (Reply("returned", printed=True), "printed is not a count"),
+    (Reply(Status.RETURNED, line="3"), "line is not a count"),
+    (Reply(Status.RAISED, error_type=5), "error_type is not text"),
+    (Reply(Status.RETURNED, printed=-1), "printed is not a count"),
+    (Reply(Status.RETURNED, printed=True), "printed is not a count"),
     (Reply("no such status"), "an unknown status"),
     ({"status": "returned"}, "not a reply"),
 ])
@@ -262,17 +263,17 @@ def test_a_reply_of_the_wrong_kind_fails_its_exercise(reply, what):
     exercise = EXERCISES["relu_backward"]
     report = grade(exercise, prepared_public(exercise, 0), source="", worker=_Worker([reply]))
     why = f"case (2, 3, 4): the grading process sent a malformed reply ({what})"
-    assert report.status == FAILED and report.message == why and why in str(report)
+    assert report.status is Status.MALFORMED and report.message == why and why in str(report)
 
 
 def test_a_reply_the_worker_cannot_read_fails_its_exercise_and_restarts_the_worker():
     exercise = EXERCISES["relu_backward"]
     worker = _Worker(raises=RecursionError("a reply nested too deeply"))
     report = grade(exercise, prepared_public(exercise, 0), source="", worker=worker)
-    assert report.status == FAILED and worker.closed
+    assert report.status is Status.UNREADABLE and worker.closed
     assert report.message == "the grading process sent an unreadable reply (RecursionError)"
     report = grade(exercise, prepared_public(exercise, 0), source="", worker=_Worker([], end=["not", "text"]))
-    assert report.status == FAILED and report.message == "the grading process ended"
+    assert report.status is Status.ENDED and report.message == "the grading process ended"
 
 
 def test_collect_reads_no_link_and_no_oversized_code_but_writes_the_rest(tmp_path):

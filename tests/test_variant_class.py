@@ -167,12 +167,12 @@ def test_the_sheet_grades_only_the_exercises_that_have_variants(term):
 def test_right_answers_to_ones_own_variants_score_full(term):
     ada = term[0]["ada"]
     assert ada.total == ada.max_points == sum(EXERCISES[name].points for name in GRADED), \
-        {name: result.status for name, result in ada.results.items() if not result.passed}
+        {name: result.reason for name, result in ada.results.items() if not result.passed}
 
 
 def test_the_lessons_form_scores_nothing(term):
     bo = term[0]["bo"]
-    assert bo.total == 0, {name: result.status for name, result in bo.results.items() if result.passed}
+    assert bo.total == 0, {name: result.reason for name, result in bo.results.items() if result.passed}
     assert "the textbook form's answer, not your variant's" in bo.results["layernorm_backward"].report
 
 
@@ -186,7 +186,7 @@ def test_a_classmates_file_scores_only_where_the_variants_agree(term):
 def test_a_numerical_gradient_scores_nothing(term):
     dee = term[0]["dee"]
     result = dee.results["layernorm_backward"]
-    assert result.points == 0 and result.status == "slower than a derived backward pass", result.status
+    assert result.points == 0 and result.reason == "slower than a derived backward pass", result.reason
     assert "a backward pass by finite differences costs two forward passes per input entry" in result.report
     assert dee.total == dee.max_points - 2
 
@@ -194,7 +194,7 @@ def test_a_numerical_gradient_scores_nothing(term):
 def test_a_student_not_on_the_roster_gets_nothing_and_is_told_why(term):
     eve = term[0]["eve"]
     assert eve.total == 0
-    assert {result.status for result in eve.results.values()} == {"not on the roster"}
+    assert {result.reason for result in eve.results.values()} == {"not on the roster"}
     assert "not on the roster: eve" in eve.problems[0]
 
 

@@ -32,9 +32,10 @@ from pathlib import Path
 from .. import tokens
 from .exercises import EXERCISES
 from .inert import printable
+from .wire import Status
 
-__all__ = ["collect", "CollectResult", "lesson_source", "read_lesson", "UnreadableLesson", "MAX_LESSON_BYTES",
-           "MAX_CODE_CHARS"]
+__all__ = ["collect", "CollectResult", "Collected", "Refused", "lesson_source", "read_lesson", "UnreadableLesson",
+           "MAX_LESSON_BYTES", "MAX_CODE_CHARS"]
 
 MAX_LESSON_BYTES = 16 * 2**20  # a lesson file that is read: a notebook with its figures takes a few MB
 MAX_CODE_CHARS = 2**20         # the Python code of one lesson (a notebook's code cells joined); the longest has 50 kB
@@ -146,18 +147,65 @@ def lesson_text(name: str, data: bytes) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class Refused:
+    """What ``collect`` left out, and why: ``str`` says it in one line. ``names``: the exercises of a
+    lesson whose file is missing or not read, else the one function that is missing, does not parse
+    or does not compile (for a cell that does not parse, each function it defines); ``file``: the
+    lesson file's printable name ("" when it is missing); ``why``: the file's or the parser's words."""
+
+    status: Status  # MISSING, SYNTAX_ERROR or FILE_NOT_READ
+    names: tuple[str, ...]
+    file: str = ""
+    why: str = ""
+
+    def __str__(self) -> str:
+        if self.status is Status.FILE_NOT_READ:
+            return self.why  # ``read_lesson``'s words, which name the file
+        if not self.file:
+            return f"lesson {EXERCISES[self.names[0]].lesson} is missing: {', '.join(self.names)}"
+        if self.status is Status.MISSING:
+            return f"{self.file}: no function {self.names[0]}"
+        return f"{self.file}: {self.names[0]} {self.why}"
+
+
+@dataclass
+class Collected:
+    """One exercise of the lessons: the ``file`` it was found in, its ``source`` (a module that defines
+    it alone: its imports, constants, helpers and itself) and whether it is still a ``stub``; or, when
+    it was left out, ``refused``."""
+
+    file: str = ""
+    source: str = ""
+    stub: bool = False
+    refused: Refused | None = None
+
+
 @dataclass
 class CollectResult:
-    """What ``collect`` wrote and what it left out."""
+    """What ``collect`` wrote and what it left out: each exercise, in lesson order, and the reasons
+    things were left out (a cell that does not parse may define no exercise), each a ``problem``."""
 
     out: Path
-    functions: list[tuple[str, str]] = field(default_factory=list)   # (lesson file, function name)
-    problems: list[str] = field(default_factory=list)                # one line each
-    sources: dict[str, str] = field(default_factory=dict)            # exercise -> a module defining it alone
-    stubs: list[str] = field(default_factory=list)                   # exercises still a stub
-    # exercise -> (why it was not collected, in a word: "missing", "syntax error" or "file not read";
-    # the one-line problem that says so)
-    left_out: dict[str, tuple[str, str]] = field(default_factory=dict)
+    exercises: dict[str, Collected] = field(default_factory=dict)
+    refusals: list[Refused] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        return [str(refused) for refused in self.refusals]
+
+    @property
+    def functions(self) -> list[tuple[str, str]]:
+        """(lesson file, exercise) of each exercise collected."""
+        return [(found.file, name) for name, found in self.exercises.items() if found.refused is None]
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return {name: found.source for name, found in self.exercises.items() if found.refused is None}
+
+    @property
+    def stubs(self) -> list[str]:
+        return [name for name, found in self.exercises.items() if found.stub]
 
     def summary(self) -> str:
         written = len(self.functions) - len(self.stubs)
@@ -186,9 +234,9 @@ def _why_not_parsed(error: Exception, where: str = "") -> str:
     return printable(error)[:120]  # a ValueError: a null byte, a lone surrogate
 
 
-def _parsed_cells(source: str, shown: str, problems: list[str]) -> tuple[list[ast.Module], dict[str, str]]:
+def _parsed_cells(source: str, shown: str, refusals: list[Refused]) -> tuple[list[ast.Module], dict[str, Refused]]:
     """The whole file as one tree when it parses; else each cell alone. Returns the trees and, for
-    each function in a cell that does not parse, its one-line problem (also added to ``problems``).
+    each function in a cell that does not parse, why it is left out (also added to ``refusals``).
     Code nested too deeply for Python's parser (``x = 1+1+...`` with 100,000 terms) is a cell that
     does not parse, like a syntax error."""
     try:
@@ -202,9 +250,9 @@ def _parsed_cells(source: str, shown: str, problems: list[str]) -> tuple[list[as
         except (SyntaxError, ValueError, *_TOO_DEEP) as error:
             why = _why_not_parsed(error, " of its cell")
             for name in _DEF.findall(cell) or ["(a cell without a function)"]:
-                problem = f"{shown}: {printable(name)} does not parse ({why})"
-                problems.append(problem)
-                unparsed.setdefault(name, problem)
+                refused = Refused(Status.SYNTAX_ERROR, (printable(name),), shown, f"does not parse ({why})")
+                refusals.append(refused)
+                unparsed.setdefault(name, refused)
     return trees, unparsed
 
 
@@ -283,12 +331,12 @@ def _definitions(chosen: list[str], definitions: dict[str, ast.FunctionDef], con
         [ast.unparse(definitions[name]) + "\n" for name in chosen]
 
 
-def _left_out(result: CollectResult, names: list[str], kind: str, problem: str) -> None:
-    """``names`` not collected, for the reason ``problem`` (added to the result's problems once)."""
-    if problem not in result.problems:
-        result.problems.append(problem)
-    for name in names:
-        result.left_out.setdefault(name, (kind, problem))
+def _left_out(result: CollectResult, refused: Refused) -> None:
+    """The exercises ``refused.names`` not collected, for that reason (kept once in the result)."""
+    if refused not in result.refusals:
+        result.refusals.append(refused)
+    for name in refused.names:
+        result.exercises.setdefault(name, Collected(refused=refused))
 
 
 def _module_of(name: str, lesson_imports: list[ast.stmt], definitions: dict[str, ast.FunctionDef],
@@ -317,7 +365,7 @@ def collect(folder: str | Path, out: str | Path | None, *, files: dict[str, Path
     ``files``: the lesson files to read, file name -> path (``course grade`` finds them in a
     submission's subfolders, ``submissions.lesson_files_in``); default: the lessons at the top of
     ``folder``. Each is read with ``read_lesson``: a file that is not read, does not parse or does
-    not compile is a problem of its own lesson (``left_out``), and the other lessons are collected."""
+    not compile is a problem of its own lesson (``Collected.refused``), and the other lessons are collected."""
     folder, out = Path(folder), (None if out is None else Path(out))
     if files is None:
         if not folder.is_dir():
@@ -337,16 +385,16 @@ def collect(folder: str | Path, out: str | Path | None, *, files: dict[str, Path
     for lesson in sorted(by_lesson):
         names = by_lesson[lesson]
         if lesson not in by_number:
-            _left_out(result, names, "missing", f"lesson {lesson} is missing: {', '.join(names)}")
+            _left_out(result, Refused(Status.MISSING, tuple(names)))
             continue
         path = by_number[lesson]
         shown = printable(path.name)
         try:
             source = lesson_source(path)
         except UnreadableLesson as error:
-            _left_out(result, names, "file not read", str(error))
+            _left_out(result, Refused(Status.FILE_NOT_READ, tuple(names), shown, str(error)))
             continue
-        trees, unparsed = _parsed_cells(source, shown, result.problems)
+        trees, unparsed = _parsed_cells(source, shown, result.refusals)
         definitions = {node.name: node for tree in trees for node in tree.body if isinstance(node, ast.FunctionDef)}
         constants = {node.targets[0].id: node for tree in trees for node in tree.body
                      if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
@@ -355,21 +403,19 @@ def collect(folder: str | Path, out: str | Path | None, *, files: dict[str, Path
         wanted = []
         for name in names:
             if name in unparsed:
-                result.left_out[name] = ("syntax error", unparsed[name])
+                result.exercises[name] = Collected(refused=unparsed[name])
             elif name not in definitions:
-                _left_out(result, [name], "missing", f"{shown}: no function {name}")
+                _left_out(result, Refused(Status.MISSING, (name,), shown))
             else:
                 try:  # what the grader sends must compile, and Python's compiler recurses
-                    result.sources[name] = _module_of(name, lesson_imports, definitions, constants, shown)
+                    module = _module_of(name, lesson_imports, definitions, constants, shown)
                     stub = _is_stub(definitions[name])
                 except (SyntaxError, ValueError, *_TOO_DEEP) as error:
-                    result.sources.pop(name, None)
-                    _left_out(result, [name], "syntax error",
-                              f"{shown}: {name} does not compile ({_why_not_parsed(error)})")
+                    _left_out(result, Refused(Status.SYNTAX_ERROR, (name,), shown,
+                                              f"does not compile ({_why_not_parsed(error)})"))
                     continue
+                result.exercises[name] = Collected(path.name, module, stub)
                 wanted.append(name)
-                if stub:
-                    result.stubs.append(name)
         if not wanted:
             continue
         imports += lesson_imports
@@ -377,7 +423,6 @@ def collect(folder: str | Path, out: str | Path | None, *, files: dict[str, Path
         used_names |= set().union(*(_names_used(definitions[name]) for name in chosen))  # the imports to keep
         sections.append(f"# -- lesson {printable(path.stem)} ({shown}) " + "-" * max(0, 70 - len(path.stem)))
         sections += _definitions(chosen, definitions, constants)  # each compiled above, with its helpers
-        result.functions += [(path.name, name) for name in wanted]
     if out is not None:
         text = _header(folder, out) + "\n".join(_imports_used(imports, used_names)) + "\n\n\n" \
             + "\n\n".join(sections) + "\n"

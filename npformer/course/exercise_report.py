@@ -18,8 +18,9 @@ import numpy
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, judge
 from .exercises import DERIVATIONS, TEXTBOOK, Case, Exercise
-from .replies import FAILED, NOT_IMPLEMENTED, PASSED, is_hidden
+from .replies import is_hidden
 from .variants import timed
+from .wire import Status
 
 
 @dataclass
@@ -41,10 +42,11 @@ class Row:
 
 @dataclass(repr=False)
 class ExerciseReport:
-    """The outcome of one exercise: ``status`` is "passed", "FAILED" or "not implemented yet"."""
+    """The outcome of one exercise: ``status`` is PASSED, NOT_IMPLEMENTED, WRONG or how it failed
+    otherwise (``wire.Status``), said on the grade sheet with ``detail`` ("ZeroDivisionError")."""
 
     exercise: Exercise
-    status: str
+    status: Status
     rows: list[Row] = field(default_factory=list)
     message: str = ""
     unseen_seed: int | None = None
@@ -55,21 +57,26 @@ class ExerciseReport:
     stopped_at: str = ""     # the label of the case whose reply ended the grading, if one did
     steps: list = field(default_factory=list)  # the derivation's steps' reports (``check(..., steps=...)``)
     reason: str = ""  # the verdict's short form of ``message``
-    error: str = ""   # a failure that is an error, not a wrong answer: the class's grade sheet shows it
+    detail: str = ""  # what the grade sheet says after the status's words (``Status.said``)
 
     @property
     def passed(self) -> bool:
-        return self.status == PASSED
+        return self.status is Status.PASSED
+
+    @property
+    def failed(self) -> bool:
+        """Neither passed nor still a stub: a wrong answer, or an error."""
+        return self.status not in (Status.PASSED, Status.NOT_IMPLEMENTED)
 
     @property
     def verdict(self) -> str:
         """One line: ``exercise layernorm_backward: passed (9 tensors in 3 cases)``."""
         name = self.exercise.name
-        if self.status == NOT_IMPLEMENTED:
-            return f"exercise {name}: {NOT_IMPLEMENTED}"
+        if self.status is Status.NOT_IMPLEMENTED:
+            return f"exercise {name}: not implemented yet"
         cases = len({row.case for row in self.rows})
-        if self.status == PASSED:
-            return f"exercise {name}: {PASSED} ({len(self.rows)} tensors in {cases} cases)"
+        if self.passed:
+            return f"exercise {name}: passed ({len(self.rows)} tensors in {cases} cases)"
         wrong = sorted({row.tensor for row in self.rows if not row.passed and not is_hidden(row.case)})
         failed_hidden = not all(self.hidden_verdicts().values())
         detail = (f"{', '.join(wrong)} wrong" if wrong else self.reason or self.message
@@ -77,7 +84,7 @@ class ExerciseReport:
         step = self.first_wrong_step()
         if step is not None:
             detail += f"; first wrong step: {step.exercise.name}"
-        return f"exercise {name}: {FAILED} ({detail})"
+        return f"exercise {name}: FAILED ({detail})"
 
     def hidden_verdicts(self) -> dict[str, bool]:
         """Each hidden case graded, by label (``hidden 2``): whether it passed. All a report ever
@@ -92,7 +99,7 @@ class ExerciseReport:
 
     def first_wrong_step(self) -> ExerciseReport | None:
         """The first of the derivation's steps that fails (None: none given, or all pass)."""
-        return next((step for step in self.steps if step.status != PASSED), None)
+        return next((step for step in self.steps if not step.passed), None)
 
     def table(self, hidden_rows: bool = True) -> str:
         """The report: the signature, the notes, one row per tensor and public case, the hints, each
@@ -100,7 +107,7 @@ class ExerciseReport:
         hints. ``hidden_rows=False`` leaves out the hidden cases' verdicts too (Gradescope shows them
         in a test of their own, after the due date)."""
         lines = [self.exercise.signature]
-        if self.status == NOT_IMPLEMENTED:
+        if self.status is Status.NOT_IMPLEMENTED:
             lines.append("  not implemented yet: write the function body, then run this cell again")
             return "\n".join(lines + [self.verdict])
         if self.message:
@@ -145,11 +152,11 @@ class ExerciseReport:
                 lines += [f"    hint for {row.tensor} ({row.case}): {row.hint}" for row in step.hints()]
                 if step.message:
                     lines.append(f"    {step.message}")
-        elif self.status == FAILED and name in DERIVATIONS:
+        elif self.failed and name in DERIVATIONS:
             names = ", ".join(DERIVATIONS[name])
             lines.append(f"  derive it in steps ({names}): check(\"{name}\", {name}, steps=({names})) "
                          "names the first wrong one")
-        if self.status == PASSED and name in TEXTBOOK and self.first_wrong_step() is None:
+        if self.passed and name in TEXTBOOK and self.first_wrong_step() is None:
             whose = "the lesson's form (yours is a variant of it)" if self.exercise.variant else "npformer's form"
             lines.append(f"  {whose}, now that yours passes: {TEXTBOOK[name]}")
         return lines

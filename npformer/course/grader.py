@@ -51,9 +51,9 @@ from .isolation import IsolationUnavailable
 from .lesson_script import remember
 from .variant_file import my_variant
 from .variants import FAMILY_OF, TEXTBOOK_FORM, posed, timed
-from .replies import (FAILED, PASSED, SHOWN_CHARACTERS, OwnLines, case_words, fail, is_hidden,
-                      malformed, stop)
+from .replies import SHOWN_CHARACTERS, OwnLines, case_words, fail, is_hidden, malformed, stop
 from .exercise_report import ExerciseReport, compare
+from .wire import Status
 from .worker import Reply, Worker, WorkerUnavailable, shared
 
 # What stops a whole grading, never one exercise: the machine cannot run the worker, or cannot
@@ -115,7 +115,7 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     remember(report, strict, sys._getframe(1).f_globals.get("__name__") == "__main__")
     if strict is None:
         strict = os.environ.get("NPFORMER_GRADER") == "strict"
-    if report.status == FAILED and strict:
+    if report.failed and strict:
         raise ExerciseFailed(str(report))
     return report
 
@@ -124,10 +124,8 @@ def _grade_public(exercise: Exercise, function: Callable, seed: int, unseen_seed
                   ) -> ExerciseReport:
     """``function`` graded on the exercise's public cases and its unseen one."""
     unseen, unseen_seed = unseen_case(exercise, unseen_seed)
-    report = grade(exercise, prepared_public(exercise, seed) + prepare(exercise, unseen), function=function,
-                   time_limit=time_limit)
-    report.unseen_seed = unseen_seed
-    return report
+    return grade(exercise, prepared_public(exercise, seed) + prepare(exercise, unseen), function=function,
+                 time_limit=time_limit, unseen_seed=unseen_seed)
 
 
 def _check_arguments(name: Any, student_fn: Any, seed: Any, strict: Any, unseen_seed: Any, time_limit: Any) -> None:
@@ -172,15 +170,17 @@ def _check_steps(name: str, steps: Any) -> None:
 
 def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | None = None,
           source: str | None = None, filename: str = "<submission>", time_limit: float = 60.0,
-          worker: Worker | None = None) -> ExerciseReport:
+          worker: Worker | None = None, unseen_seed: int | None = None) -> ExerciseReport:
     """Run the student's ``function`` (or the function ``exercise.name`` defined by ``source``) in
-    the worker on the prepared cases' inputs, and compare what comes back with the references.
+    the worker on the prepared cases' inputs, and compare what comes back with the references
+    (``unseen_seed``: the seed that drew the unseen cases, for the report to print).
     The instructor's hidden cases run in a job of their own, once the others have all replied with
     a result: no process that can put text in the feedback (a message, a printing) ever holds their
     inputs. Whatever comes back, it is this exercise's verdict: only ``MACHINE_ERRORS`` are raised."""
     worker = worker or shared()
     own_lines = OwnLines(source, filename, function)
-    report = ExerciseReport(exercise, PASSED, hidden=sum(is_hidden(item.case.label) for item in prepared))
+    report = ExerciseReport(exercise, Status.PASSED, unseen_seed=unseen_seed,
+                            hidden=sum(is_hidden(item.case.label) for item in prepared))
     deadline = time.monotonic() + time_limit   # ``time_limit`` covers both jobs
     for items in ([item for item in prepared if not is_hidden(item.case.label)],
                   [item for item in prepared if is_hidden(item.case.label)]):
@@ -189,8 +189,8 @@ def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | 
                                  name=exercise.name, filename=filename, pointwise=exercise.pointwise,
                                  time_limit=seconds):
             break
-    if report.status == PASSED and not all(row.passed for row in report.rows):
-        report.status = FAILED
+    if report.passed and not all(row.passed for row in report.rows):
+        report.status = Status.WRONG
     return report
 
 
@@ -206,16 +206,15 @@ def _graded(report: ExerciseReport, items: list[Prepared], worker: Worker, own_l
         raise
     except Exception as error:  # noqa: BLE001 - a reply the worker could not read: its state is unknown
         worker.close()          # the next job starts a fresh worker
-        fail(report, "", "the grading process sent an unreadable reply",
-             f"the grading process sent an unreadable reply ({printable(type(error).__name__)[:80]})")
+        fail(report, "", Status.UNREADABLE,
+             f"{Status.UNREADABLE.words} ({printable(type(error).__name__)[:80]})")
         return False
     replies = result.replies if isinstance(result.replies, list) else []
     for item, reply in zip(items, replies):
         label, hidden = item.case.label, is_hidden(item.case.label)
         wrong_field = malformed(reply)
         if wrong_field:
-            fail(report, label, "the grading process sent a malformed reply",
-                 f"{case_words(label)}: the grading process sent a malformed reply ({wrong_field})")
+            fail(report, label, Status.MALFORMED, f"{case_words(label)}: {Status.MALFORMED.words} ({wrong_field})")
             return False
         report.printed_total += reply.printed
         if hidden:
@@ -223,34 +222,37 @@ def _graded(report: ExerciseReport, items: list[Prepared], worker: Worker, own_l
         elif reply.printed and not report.printed:
             shown = printable(repr(reply.shown[:SHOWN_CHARACTERS]))
             report.printed = f"case {label} printed {reply.printed} characters: {shown}"
-        if reply.status != "returned":
+        if reply.status is not Status.RETURNED:
             stop(report, item.case, reply, own_lines)
             return False
         try:
             got = outputs(exercise, reply.output, item.case.inputs)
         except Exception as error:  # noqa: BLE001 - the student's result is not of the kind asked for
-            stop(report, item.case, Reply("raised", error_type=type(error).__name__, message=str(error)), own_lines)
+            raised = Reply(Status.RAISED, error_type=type(error).__name__, message=str(error))
+            stop(report, item.case, raised, own_lines)
             return False
         if len(got) != len(exercise.outputs):
             count = "the wrong number of values" if hidden else f"{len(got)} value(s)"
-            fail(report, label, "", f"{case_words(label)}: returned {count}, expected {len(exercise.outputs)}: "
-                                    f"{', '.join(exercise.outputs)}")
+            fail(report, label, Status.WRONG, f"{case_words(label)}: returned {count}, expected "
+                                              f"{len(exercise.outputs)}: {', '.join(exercise.outputs)}")
             return False
         slow = timed.too_slow(reply.microseconds / 1e6, item.forward_seconds) if item.forward_seconds else ""
         if slow:
-            fail(report, label, "slower than a derived backward pass", f"{case_words(label)}: {slow}")
+            fail(report, label, Status.TOO_SLOW, f"{case_words(label)}: {slow}")
             return False
         try:
             report.rows += [compare(exercise, item.case, output, got_tensor, expected_tensor, item.numeric.get(wrt))
                             for output, got_tensor, expected_tensor, wrt in zip(
                                 exercise.outputs, got, item.expected, exercise.wrt or (None,) * len(exercise.outputs))]
         except Exception as error:  # noqa: BLE001 - whatever the result holds, it is this exercise's failure
-            fail(report, label, "its result could not be compared",
-                 f"{case_words(label)}: its result could not be compared ({printable(type(error).__name__)[:80]})")
+            fail(report, label, Status.NOT_COMPARED,
+                 f"{case_words(label)}: {Status.NOT_COMPARED.words} ({printable(type(error).__name__)[:80]})")
             return False
     if len(replies) < len(items):  # no reply for a case: the job was stopped
         end = printable(result.end)[:100] if isinstance(result.end, str) else "ended"
-        why = f"timed out after {whole_limit:g} s" if end == "timed out" else f"the grading process {end}"
-        fail(report, "", why, why)
+        if end == "timed out":
+            fail(report, "", Status.TIMED_OUT, detail=f"after {whole_limit:g} s")
+        else:
+            fail(report, "", Status.ENDED, detail=end)
         return False
     return True

@@ -44,11 +44,12 @@ from .collect import collect
 from .submissions import submission_lessons
 from .exercises import EXERCISES
 from .cases import ClassCases, new_seed
-from .grader import MACHINE_ERRORS, PASSED, ExerciseReport, grade
+from .grader import MACHINE_ERRORS, ExerciseReport, grade
 from . import isolation
 from .inert import csv_text, feedback_file_name, printable, write_atomically
 from .roster import NotOnRoster, Variants
 from .variants import graded_with_variants, posed, variant_for
+from .wire import Status
 from .worker import Worker
 
 PRINT_LIMIT = 1_000_000  # bytes a student's function may print while one exercise is graded
@@ -56,20 +57,30 @@ PRINT_LIMIT = 1_000_000  # bytes a student's function may print while one exerci
 
 @dataclass
 class Result:
-    """One exercise of one student: ``points`` is what the grade sheet holds (``max_points`` or 0),
-    ``status`` why ("passed", "failed", "not implemented yet", or the error), ``report`` the full
-    text, and ``graded`` the grader's report (None when nothing could be graded)."""
+    """One exercise of one student: ``status`` why it got its points (``wire.Status``: PASSED, WRONG,
+    NOT_IMPLEMENTED or what went wrong, said with ``detail``), ``report`` the full text, and
+    ``graded`` the grader's report (None when nothing could be graded)."""
 
     exercise: str
     max_points: int
-    points: int
-    status: str
+    status: Status
     report: str
     graded: ExerciseReport | None = None
+    detail: str = ""
 
     @property
     def passed(self) -> bool:
-        return self.status == PASSED
+        return self.status is Status.PASSED
+
+    @property
+    def points(self) -> int:
+        """What the grade sheet holds: ``max_points`` or 0."""
+        return self.max_points if self.passed else 0
+
+    @property
+    def reason(self) -> str:
+        """The status in the grade sheet's words: "passed", "failed", "raised ZeroDivisionError"."""
+        return printable(self.status.said(self.detail))
 
     @property
     def title(self) -> str:
@@ -132,58 +143,53 @@ def _grade_student(folder: Path, prepared: ClassCases, timeout: float, worker: W
         try:
             _, assigned = variants.of(*(roster_names or (name,)))
         except NotOnRoster as error:
-            return _refused(name, str(error), prepared, status="not on the roster")
-    grades = StudentGrades(printable(name), variants=assigned)
+            return _refused(name, str(error), prepared, Status.NOT_ON_ROSTER)
     try:
         files, notes = submission_lessons(folder)
         collected = collect(folder, None, files={path.name: path for path in files})
-        # a problem set grades some lessons: the others' absence is no problem of this grading
-        grades.problems = notes + [problem for problem in collected.problems
-                                   if "is missing: " not in problem
-                                   or set(problem.split("is missing: ", 1)[1].split(", ")) & set(prepared)]
     except (FileNotFoundError, ValueError) as error:  # not a folder, no lesson, a lesson twice
-        grades.problems = [printable(error)]
-        collected = None
+        return _refused(name, str(error), prepared, variants=assigned)
     except Exception as error:  # noqa: BLE001 - anything else in this student's files is theirs alone
-        grades.problems = [f"the submission could not be read ({printable(type(error).__name__)})"]
-        collected = None
-    lessons = dict((exercise, lesson) for lesson, exercise in collected.functions) if collected else {}
+        why = f"the submission could not be read ({printable(type(error).__name__)})"
+        return _refused(name, why, prepared, variants=assigned)
+    # a problem set grades some lessons: the others' absence (refused without a file) is no problem here
+    grades = StudentGrades(printable(name), variants=assigned, problems=notes + [
+        str(refused) for refused in collected.refusals if refused.file or set(refused.names) & set(prepared)])
     for name in prepared:
         variant = variant_for(name, assigned)
-        exercise = posed(name, variant)
-        if collected is None or name not in collected.sources:
-            kind, why = (collected.left_out.get(name, ("missing", f"no function {name} in the submission"))
-                         if collected is not None else ("missing", grades.problems[0]))
-            report = why if kind == "syntax error" else f"exercise {name}: {kind} ({why})"
-            grades.results[name] = Result(name, exercise.points, 0, kind, printable(report))
+        exercise, found = posed(name, variant), collected.exercises[name]
+        refused = found.refused
+        if refused is not None:
+            report = refused if refused.status is Status.SYNTAX_ERROR else \
+                f"exercise {name}: {refused.status.words} ({refused})"
+            grades.results[name] = Result(name, exercise.points, refused.status, printable(report))
             continue
         try:
-            report = grade(exercise, prepared.of(name, variant), source=collected.sources[name],
-                           filename=f"{grades.student}/{printable(lessons[name])}:{name}", time_limit=timeout,
+            report = grade(exercise, prepared.of(name, variant), source=found.source, unseen_seed=seed,
+                           filename=f"{grades.student}/{printable(found.file)}:{name}", time_limit=timeout,
                            worker=worker)
         except MACHINE_ERRORS:
             raise  # the machine cannot grade anyone: not this student's 0
         except Exception as error:  # noqa: BLE001 - a failure of the grader on this student's work
-            why = f"grading error ({printable(type(error).__name__)[:80]})"
-            grades.results[name] = Result(name, exercise.points, 0, why, f"exercise {name}: not graded: {why}")
+            why = f"({printable(type(error).__name__)[:80]})"
+            report = f"exercise {name}: not graded: {Status.GRADING_ERROR.said(why)}"
+            grades.results[name] = Result(name, exercise.points, Status.GRADING_ERROR, report, detail=why)
             continue
-        report.unseen_seed = seed
-        status = _status(report)
-        grades.results[name] = Result(name, exercise.points, exercise.points if status == PASSED else 0, status,
-                                      printable(report, lines=True), report)
+        status, detail = _status(report)
+        grades.results[name] = Result(name, exercise.points, status, printable(report, lines=True), report, detail)
     return grades
 
 
-def _status(report: ExerciseReport) -> str:
-    """An exercise's status on the grade sheet: "passed", "failed", or its error. What a hidden case
-    printed is counted, but only what the public cases printed is measured in it."""
-    status = report.error or report.status.lower()
+def _status(report: ExerciseReport) -> tuple[Status, str]:
+    """An exercise's status on the grade sheet, and its detail: the report's, unless the function
+    printed too much. What a hidden case printed is counted, but only what the public cases printed
+    is measured in it."""
     shown = report.printed_total - report.printed_hidden
     if shown > PRINT_LIMIT:
-        status = f"printed {shown / 1e6:.1f} MB"
-    elif report.printed_total > PRINT_LIMIT:
-        status = f"printed more than {PRINT_LIMIT / 1e6:g} MB"
-    return printable(status)
+        return Status.PRINTED, f"{shown / 1e6:.1f} MB"
+    if report.printed_total > PRINT_LIMIT:
+        return Status.PRINTED, f"more than {PRINT_LIMIT / 1e6:g} MB"
+    return report.status, report.detail
 
 
 def _students(submissions: Path) -> list[Path]:
@@ -197,13 +203,14 @@ def _students(submissions: Path) -> list[Path]:
     return students
 
 
-def _refused(name: str, why: str, prepared: ClassCases, status: str = "missing") -> StudentGrades:
+def _refused(name: str, why: str, prepared: ClassCases, status: Status = Status.MISSING,
+             variants: dict[str, str] | None = None) -> StudentGrades:
     """A student whose folder is not read (or, with variants, not on the roster): every exercise 0
-    with ``status``, and why."""
-    grades = StudentGrades(printable(name), problems=[printable(why)])
+    with ``status``, and why. ``variants``: the student's, when known."""
+    grades = StudentGrades(printable(name), problems=[printable(why)], variants=variants or {})
     for exercise in prepared:
-        grades.results[exercise] = Result(exercise, EXERCISES[exercise].points, 0, status,
-                                          f"exercise {exercise}: {status} ({grades.problems[0]})")
+        grades.results[exercise] = Result(exercise, EXERCISES[exercise].points, status,
+                                          f"exercise {exercise}: {status.words} ({grades.problems[0]})")
     return grades
 
 
@@ -305,7 +312,7 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
             if progress is not None:
                 progress(printable(student.name))
             if student.name in twice:
-                graded.append(_refused(student.name, twice[student.name], prepared, status="one student twice"))
+                graded.append(_refused(student.name, twice[student.name], prepared, Status.ONE_STUDENT_TWICE))
             elif student.is_symlink():
                 graded.append(_refused(student.name, f"{student.name} is a symbolic link: not followed", prepared))
             else:
@@ -336,7 +343,7 @@ def _write(graded: list[StudentGrades], names: list[str], out: Path, seed: int, 
     out.parent.mkdir(parents=True, exist_ok=True)
     grids = [(out, lambda result: result.points)]
     if reasons:
-        grids.append((out.with_name(out.stem + "_reasons.csv"), lambda result: result.status))
+        grids.append((out.with_name(out.stem + "_reasons.csv"), lambda result: result.reason))
     for path, cell in grids:
         rows = [["student", *names, "total", "max"]]
         rows += [[grades.student, *(cell(grades.results[name]) for name in names), grades.total, grades.max_points]
@@ -379,8 +386,8 @@ def summary(graded: list[StudentGrades]) -> str:
     lines = [f"{'student'.ljust(width)}  total  passed  not passed"]
     for grades in graded:
         passed = sum(result.passed for result in grades.results.values())
-        errors = sorted({f"{r.exercise}: {printable(r.status)}" for r in grades.results.values()
-                         if not r.passed and r.status not in ("failed", "not implemented yet")})
+        errors = sorted({f"{r.exercise}: {r.reason}" for r in grades.results.values()
+                         if not r.passed and r.status not in (Status.WRONG, Status.NOT_IMPLEMENTED)})
         others = sum(not r.passed for r in grades.results.values()) - len(errors)
         shown = "; ".join(errors[:3]) + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
         why = ", ".join(part for part in (f"{others} failed or not written" if others else "", shown) if part)

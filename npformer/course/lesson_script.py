@@ -13,7 +13,7 @@ import atexit
 import os
 import sys
 
-from .replies import FAILED, NOT_IMPLEMENTED
+from .wire import Status
 
 _SCRIPT_REPORTS: list[tuple] = []
 _STOPPED: list[str] = []  # the error that ended the script before its end, if one did
@@ -40,10 +40,10 @@ def script_table(reports: list[tuple]) -> str:
     """The exercises a script checked: one verdict each (a mistake shown on purpose says so)."""
     lines = ["", "exercises checked in this run:"]
     for report, on_purpose in reports:
-        shown = on_purpose and report.status == FAILED
+        shown = on_purpose and report.failed
         lines.append(f"  {report.verdict}{'  (a mistake shown on purpose: not counted)' if shown else ''}")
-    failed = sum(report.status == FAILED and not on_purpose for report, on_purpose in reports)
-    todo = sum(report.status == NOT_IMPLEMENTED for report, _ in reports)
+    failed = sum(report.failed and not on_purpose for report, on_purpose in reports)
+    todo = sum(report.status is Status.NOT_IMPLEMENTED for report, _ in reports)
     lines.append(f"{failed} failed, {todo} not implemented yet, "
                  f"{sum(report.passed for report, _ in reports)} passed")
     if _STOPPED:
@@ -53,7 +53,7 @@ def script_table(reports: list[tuple]) -> str:
 
 def _finish_script() -> None:
     print(script_table(_SCRIPT_REPORTS))
-    failed = any(report.status == FAILED and not on_purpose for report, on_purpose in _SCRIPT_REPORTS)
+    failed = any(report.failed and not on_purpose for report, on_purpose in _SCRIPT_REPORTS)
     if _STOPPED:
         return  # Python exits with status 1 for the error already
     if failed and os.environ.get("NPFORMER_GRADER") != "keep-going":

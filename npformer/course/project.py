@@ -27,6 +27,7 @@ import numpy
 
 from ..gradcheck.report import DEFAULT_TOL, judge
 from .worker import Worker
+from .wire import Status
 
 COMPONENT_FILE = "component.py"
 RUN_FOLDER = "run"
@@ -168,11 +169,11 @@ def _outputs(worker: Worker, source: str, name: str, cases: list[dict], timeout:
     if result.end != "exited" and len(result.replies) < len(cases):
         raise RuntimeError(f"{name} {result.end}")
     for reply in result.replies:
-        if reply.status == "not_implemented":
+        if reply.status is Status.NOT_IMPLEMENTED:
             raise RuntimeError(f"{name} is not implemented yet")
-        if reply.status != "returned":
+        if reply.status is not Status.RETURNED:
             where = f" (line {reply.line})" if reply.line else ""
-            raise RuntimeError(f"{name} {reply.status} {reply.error_type}{where}: {reply.message}".strip())
+            raise RuntimeError(f"{name} {reply.status.on_wire} {reply.error_type}{where}: {reply.message}".strip())
     return [reply.output for reply in result.replies]
 
 

@@ -19,10 +19,9 @@ from . import wire
 from .cases import HIDDEN_LABEL
 from .exercises import Case
 from .inert import printable
+from .wire import Status
 from .worker import Reply
 
-PASSED, FAILED, NOT_IMPLEMENTED = "passed", "FAILED", "not implemented yet"
-REPLY_STATUSES = wire.STATUSES  # what a case's reply may say (the worker checks it first: wire.check_reply)
 SHOWN_MESSAGE = 500      # characters of an exception's message in a report (as many as the worker sends)
 SHOWN_CHARACTERS = 300   # of a line of source or of a printing
 
@@ -71,7 +70,7 @@ def malformed(reply: object) -> str:
     """What is wrong with a reply as the worker sent it ("" when nothing): each field of its kind."""
     if not isinstance(reply, Reply):
         return "not a reply"
-    if not isinstance(reply.status, str) or reply.status not in REPLY_STATUSES:
+    if reply.status not in wire.FROM_WIRE.values():  # the worker checks it first: wire.check_reply
         return "an unknown status"
     for name in ("error_type", "message", "file", "module", "shown"):
         if not isinstance(getattr(reply, name), str):
@@ -83,12 +82,12 @@ def malformed(reply: object) -> str:
     return ""
 
 
-def fail(report, label: str, error: str, message: str) -> None:
-    """``report`` (the grader's ``ExerciseReport``, changed in place): the exercise failed at the case ``label`` ("" for none) for a reason that is not a wrong
-    tensor: ``error`` for the class's grade sheet ("" when it is a wrong answer), ``message`` for the report."""
-    report.status, report.stopped_at = FAILED, label
-    report.error = error
-    report.reason = report.message = message
+def fail(report, label: str, status: Status, message: str = "", detail: str = "") -> None:
+    """``report`` (the grader's ``ExerciseReport``, changed in place): the exercise failed at the case
+    ``label`` ("" for none) as ``status`` (said on the grade sheet with ``detail``), and ``message``
+    says why in the report (default: the grade sheet's words)."""
+    report.status, report.detail, report.stopped_at = status, detail, label
+    report.reason = report.message = message or status.said(detail)
 
 
 def case_words(label: str) -> str:
@@ -111,27 +110,23 @@ def stop(report, case: Case, reply: Reply, own_lines: OwnLines) -> None:
     the kind of failure and a known exception type: its message, its line and what it printed could
     all carry the case's inputs."""
     hidden = is_hidden(case.label)
-    report.stopped_at = case.label
-    if reply.status == "not_implemented":
-        report.status = NOT_IMPLEMENTED
+    report.status, report.stopped_at = reply.status, case.label
+    if reply.status is Status.NOT_IMPLEMENTED:
         return
-    report.status = FAILED
-    if reply.status == "npformer":
+    if reply.status is Status.USES_NPFORMER:
         module = "npformer" if hidden else printable(reply.module)[:100]
         report.reason = f"uses npformer ({module})"
-        report.error = "uses npformer"
         report.message = (f"uses {module}: npformer's own code (which holds the answers) cannot be imported "
                           "while your function is graded; write the computation yourself, with NumPy")
-    elif reply.status == "too_big":
-        report.error = report.reason = "returned too much"
+    elif reply.status is Status.TOO_BIG:
+        report.reason = reply.status.words
         report.message = f"{case_words(case.label)}: returned more than {wire.MAX_REPLY // 2**20} MB"
-    elif reply.status == "grader_error":
-        report.error = report.reason = "the grading process failed"
+    elif reply.status is Status.GRADER_ERROR:
+        report.reason = reply.status.words
         report.message = f"{case_words(case.label)}: the grading process failed"
-    else:
-        error_type = shown_type(reply.error_type, hidden)
-        loading = "loading your function" if reply.status == "load_failed" else case_words(case.label)
-        report.error = f"raised {error_type}"
+    else:  # raised, while loading the function or on a case
+        error_type = report.detail = shown_type(reply.error_type, hidden)
+        loading = "loading your function" if reply.status is Status.LOAD_FAILED else case_words(case.label)
         if hidden:
             report.reason = f"{error_type} in a hidden case"
             report.message = f"{loading}: raised {error_type} (its message is not shown)"

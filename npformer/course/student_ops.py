@@ -24,7 +24,7 @@ from typing import Any, Callable
 from .. import ops
 from .exercises import EXERCISES
 from .grader import check
-from .replies import NOT_IMPLEMENTED, PASSED
+from .wire import Status
 from .op_adapters import ops_from
 from .student_variants import FORWARDS, NOT_IN_THE_MODEL, with_variants
 from .variant_file import my_variant
@@ -172,10 +172,10 @@ def student_ops(module: Any, *, allow_failing: bool = False, source: str | None 
         if variant != TEXTBOOK_FORM:
             variants[name] = variant
         report = check(name, found[name], strict=False, variant=variant)
-        if report.status == PASSED:
+        if report.passed:
             exercises.append(ExerciseStatus(name, lesson, "passed"))
             usable[name] = found[name]
-        elif report.status == NOT_IMPLEMENTED:
+        elif report.status is Status.NOT_IMPLEMENTED:
             exercises.append(ExerciseStatus(name, lesson, "not implemented"))
         elif allow_failing:
             exercises.append(ExerciseStatus(name, lesson, "failing", _first_line(report)))

@@ -5,12 +5,14 @@ A reply carries what the student's function returned, ``encode``d as numbers, st
 dicts and numeric arrays (as ``.npy`` bytes, read back with ``allow_pickle=False``). Both sides trust
 nothing of a reply: every read has a deadline and a size limit, a reply is parsed only when its
 items are few enough (``parse_reply``), checked field by field (``check_reply``), and ``decode``
-refuses what ``encode`` could not have written.
+refuses what ``encode`` could not have written. A reply's status is a string on the wire, read into a
+``Status`` (``FROM_WIRE``): the one vocabulary of grading, from a case's reply to the grade sheet's words.
 """
 
 from __future__ import annotations
 
 import base64
+import enum
 import io
 import json
 import os
@@ -150,9 +152,49 @@ def read_message(fd: int, limit: int | None = None, deadline: float | None = Non
     return read_exactly(fd, length, deadline)
 
 
+class Status(enum.Enum):
+    """What came of one case of an exercise, or of the whole exercise: ``on_wire``, how a case's reply
+    names it (a string in the JSON, read back by ``FROM_WIRE``; "" for the grader's own findings);
+    ``words``, how the grade sheet writes it, followed by a detail for some (``said``)."""
+
+    # what a case's reply says
+    RETURNED = "returned", "returned"             # a result: compared, it makes the exercise PASSED or WRONG
+    RAISED = "raised", "raised"                   # said with the exception's type
+    LOAD_FAILED = "load_failed", "raised"         # raised while the function was loaded
+    NOT_IMPLEMENTED = "not_implemented", "not implemented yet"
+    USES_NPFORMER = "npformer", "uses npformer"
+    TOO_BIG = "too_big", "returned too much"
+    GRADER_ERROR = "grader_error", "the grading process failed"
+    # what the grader makes of an exercise
+    PASSED = "", "passed"
+    WRONG = "", "failed"                          # a wrong tensor, or the wrong number of them
+    TOO_SLOW = "", "slower than a derived backward pass"
+    NOT_COMPARED = "", "its result could not be compared"
+    MALFORMED = "", "the grading process sent a malformed reply"
+    UNREADABLE = "", "the grading process sent an unreadable reply"
+    TIMED_OUT = "", "timed out"                   # said with "after 20 s"
+    ENDED = "", "the grading process"             # said with how it ended: "died (-9)", "exited"
+    PRINTED = "", "printed"                       # said with how much: "3.1 MB"
+    # what ``course grade`` makes of a student's files
+    MISSING = "", "missing"
+    SYNTAX_ERROR = "", "syntax error"
+    FILE_NOT_READ = "", "file not read"
+    NOT_ON_ROSTER = "", "not on the roster"
+    ONE_STUDENT_TWICE = "", "one student twice"
+    GRADING_ERROR = "", "grading error"           # said with the grader's exception: "(KeyError)"
+
+    def __init__(self, on_wire: str, words: str) -> None:
+        self.on_wire, self.words = on_wire, words
+
+    def said(self, detail: str = "") -> str:
+        """The grade sheet's words, with ``detail``: ``raised ZeroDivisionError``, ``timed out after 20 s``."""
+        return f"{self.words} {detail}" if detail else self.words
+
+
+FROM_WIRE = {status.on_wire: status for status in Status if status.on_wire}  # what a case's reply may say
+
 # What a reply of a case may hold, field by field: anything else, or a field of another type, makes
 # the reply malformed (``check_reply``), and the job ends there.
-STATUSES = ("returned", "raised", "not_implemented", "npformer", "load_failed", "too_big", "grader_error")
 REPLY_FIELDS = {"case": int, "status": str, "output": object, "type": str, "message": str, "file": str,
                 "line": int, "module": str, "printed": int, "shown": str, "bytes": int,
                 "microseconds": int}
@@ -180,7 +222,7 @@ def check_reply(entry, expected_case: int) -> str | None:
             return f"a reply whose {key} is not a short text"
     if entry.get("case") != expected_case:
         return "a reply out of order"
-    if entry.get("status") not in STATUSES:
+    if entry.get("status") not in FROM_WIRE:
         return "a reply of an unknown status"
     if entry["status"] == "returned" and "output" not in entry:
         return "a returned reply without its output"

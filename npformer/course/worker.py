@@ -39,11 +39,11 @@ class WorkerUnavailable(RuntimeError):
 
 @dataclass
 class Reply:
-    """One case's reply: ``status`` is "returned", "raised", "not_implemented", "npformer" (asked for
-    an npformer module), "load_failed", "too_big" or "grader_error"; a case without a reply shows in
+    """One case's reply: ``status`` is one a reply may say (``wire.FROM_WIRE``: returned, raised, not
+    implemented, uses npformer, load failed, too big, grader error); a case without a reply shows in
     ``JobResult.end`` instead."""
 
-    status: str
+    status: wire.Status
     output: Any = None
     error_type: str = ""
     message: str = ""
@@ -193,7 +193,7 @@ class Worker:
                 try:
                     job["function"] = _pickled(function)
                 except Exception as error:  # noqa: BLE001 - what cannot be pickled is reported, not raised
-                    result.replies.append(Reply("load_failed", error_type=type(error).__name__,
+                    result.replies.append(Reply(wire.Status.LOAD_FAILED, error_type=type(error).__name__,
                                                 message=f"could not be sent to the grading process: {error}"))
                     return result
             try:
@@ -231,13 +231,14 @@ class Worker:
 
 
 def _reply(entry: dict, case: int) -> Reply | None:
-    """A case's reply as a ``Reply``, or None when it is malformed (a field missing or of another
-    type, an output that ``encode`` could not have written)."""
+    """A case's reply as a ``Reply``, its status read into a ``wire.Status``, or None when it is
+    malformed (a field missing or of another type, an unknown status, an output that ``encode``
+    could not have written)."""
     if wire.check_reply(entry, case) is not None:
         return None
-    status = entry["status"]
+    status = wire.FROM_WIRE[entry["status"]]
     try:
-        output = wire.decode(entry["output"]) if status == "returned" else None
+        output = wire.decode(entry["output"]) if status is wire.Status.RETURNED else None
     except Exception:  # noqa: BLE001 - whatever the bytes are, they are not an output
         return None
     return Reply(status, output, entry.get("type", ""), entry.get("message", ""), entry.get("file", ""),

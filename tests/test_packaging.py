@@ -27,25 +27,6 @@ def test_runtime_dependencies_are_numpy_matplotlib_tqdm_and_threadpoolctl_only()
     assert project["scripts"]["npformer"] == "npformer.cli:main"
 
 
-def test_the_translation_task_imports_tqdm_only_when_it_shows_a_bar():
-    """No module of ``npformer.tasks`` imports tqdm when ``import npformer`` loads it: the translator
-    and the trainer import it where they start a progress bar (a fresh process names each importer)."""
-    import subprocess
-    import sys
-
-    code = ("import builtins\n"
-            "real = builtins.__import__\n"
-            "def spy(name, globals=None, *args, **kwargs):\n"
-            "    if name.split('.')[0] == 'tqdm':\n"
-            "        print((globals or {}).get('__name__'))\n"
-            "    return real(name, globals, *args, **kwargs)\n"
-            "builtins.__import__ = spy\n"
-            "import npformer\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    importers = set(done.stdout.split())
-    assert not [name for name in importers if name.startswith("npformer.tasks")], importers
-
-
 def _imported_modules(path):
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
@@ -266,7 +247,6 @@ def test_import_npformer_opens_no_network_module():
     assert _loaded_by_import_npformer(("urllib.request", "http.client")) == "[]"
 
 
-@pytest.mark.xfail(strict=False, reason="translation imports tqdm until the translator change lands")
 def test_import_npformer_loads_no_progress_bar_and_no_network_module():
     """Nor tqdm, nor any of http: the progress bars import tqdm when they start (``training.fit``,
     ``data.download``, the notebooks)."""

@@ -374,37 +374,36 @@ assert cross_report.passed
 # side by side gives one $D \times 3D$ matrix, and **one** product $X\,[W_q \mid W_k \mid W_v]$
 # computes $Q$, $K$ and $V$ together; its backward pass is one `linear_backward`, whose
 # $D \times 3D$ weight gradient is $[dW_q \mid dW_k \mid dW_v]$. (Cross-attention fuses $K$ and $V$
-# the same way: $M\,[W_k \mid W_v]$.) The blocks of `nn` stay in the textbook form above; the fused
-# form lives beside them, in `npformer.fastpath`, with the training step's other speed work.
-# `fastpath.FusedProjections` fuses once: it copies the three weights into one matrix and makes
-# each layer's `W` and `b` column views of it, so the parameters keep their names, shapes and
-# values, and an optimizer's update of `q.W` is an update of the fused matrix.
+# the same way: $M\,[W_k \mid W_v]$.) npformer's attention blocks compute it this way: from its
+# construction, a block's `q`, `k` and `v` are `Linear` layers whose `W` and `b` are column views of
+# one matrix the block owns (`block.qkv`, an `nn.FusedLinear`), so the parameters keep their names,
+# shapes and values, and an optimizer's update of `q.W` is an update of the fused matrix.
 #
-# The two forms are the same function. Same weights, same input, in float64:
+# The two forms are the same function. Below, the three products of the equations above, written
+# with the block's own `q`, `k` and `v` layers, against the block's fused forward and backward:
+# same weights, same input, in float64:
 
 # %%
-from npformer.fastpath import FusedProjections
+from npformer.nn.attention import merge_heads, split_heads
 
 
-def fused_forward_backward(block, projections, x, mask, dout):
-    """``block``'s self-attention with q|k|v as one product: the output, then ``dx``."""
-    qkv, qkv_cache = projections.forward(x)                                # (B, T, 3D): [Q | K | V]
-    q, k, v = (block.split_heads(part) for part in np.split(qkv, 3, axis=-1))
+def three_products_forward_backward(block, x, mask, dout):
+    """``block``'s self-attention with q, k and v as three products: the output, then ``dx``."""
+    layers = (block.q, block.k, block.v)
+    q, k, v = (split_heads(layer.forward(x), block.n_heads) for layer in layers)       # (B, H, T, Dh) each
     out = block.attend_heads(q, k, v, mask)
     dq, dk, dv = block.attend_heads_backward(dout)
-    d_qkv = np.concatenate([block.merge_heads(gradient) for gradient in (dq, dk, dv)], axis=-1)
-    return out, projections.backward(d_qkv, qkv_cache)
+    return out, sum(layer.backward(merge_heads(grad)) for layer, grad in zip(layers, (dq, dk, dv)))
 
 
 twin = nn.SelfAttention(d_model=8, n_heads=2, rng=np.random.default_rng(1), dtype=np.float64)
 twin.load_state_dict(attention.state_dict())
-projections = FusedProjections((twin.q, twin.k, twin.v))
-print("q.W is a view of the fused matrix:", twin.q.W.base is projections.weight, projections.weight.shape)
+print("q.W is a view of the fused matrix:", attention.q.W.base is attention.qkv.weight, attention.qkv.weight.shape)
 attention.zero_grad()
 twin.zero_grad()
-out_textbook = attention.forward(x, mask)
-dx_textbook = attention.backward(dout)
-out_fused, dx_fused = fused_forward_backward(twin, projections, x, mask, dout)
+out_fused = attention.forward(x, mask)
+dx_fused = attention.backward(dout)
+out_textbook, dx_textbook = three_products_forward_backward(twin, x, mask, dout)
 print(f"output: largest difference {np.abs(out_fused - out_textbook).max():.1e}")
 print(f"dx:     largest difference {np.abs(dx_fused - dx_textbook).max():.1e}")
 for key, grad in attention.grads().items():
@@ -418,8 +417,8 @@ assert all(np.abs(twin.grads()[key] - grad).max() < 1e-12 for key, grad in atten
 # paths' contributions to $dX$ inside one product, in another order than `dx_q + dx_k + dx_v`.
 #
 # Why fuse at all? One product with three times the columns can keep the processor busier than
-# three small ones; here the fused form also pays for splitting $[Q \mid K \mid V]$ and for
-# concatenating the three gradients. Whether it wins depends on the sizes and the machine. Here is
+# three small ones; the fused form also pays for splitting $[Q \mid K \mid V]$ into heads and for
+# merging the three gradients. Whether it wins depends on the sizes and the machine. Here is
 # this machine's answer, for a batch of 32 sentences of 64 tokens with $D = 256$ and $H = 8$, in
 # float32 (the training step's fast path fuses inside its packed layout, where the heads are
 # unpacked from the product anyway; lesson 16 times that path):
@@ -435,10 +434,9 @@ def milliseconds(step, repeats=3):
 
 big_x = rng.standard_normal((32, 64, 256)).astype(np.float32)
 big_block = nn.SelfAttention(256, 8, rng=np.random.default_rng(0))
-print(f"textbook: {milliseconds(lambda: big_block.backward(big_block.forward(big_x))):6.1f} ms per forward and backward")
-big_projections = FusedProjections((big_block.q, big_block.k, big_block.v))
-print(f"fused:    {milliseconds(lambda: fused_forward_backward(big_block, big_projections, big_x, None, big_x)):6.1f} "
+print(f"three products: {milliseconds(lambda: three_products_forward_backward(big_block, big_x, None, big_x)):6.1f} "
       "ms per forward and backward")
+print(f"fused:          {milliseconds(lambda: big_block.backward(big_block.forward(big_x))):6.1f} ms per forward and backward")
 
 # %% [markdown]
 # What heads do shows only in a trained model. npformer ships one, `npformer.pretrained("toy")`: the

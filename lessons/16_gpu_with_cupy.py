@@ -154,10 +154,9 @@ figure.savefig(viz.figures_dir() / "16_training_step.png", dpi=110)
 # set every block, the loss and Adam call; `"fast"` is the default. The names `ops.linear_forward`
 # and so on always stay the textbook functions; the active set is what the blocks run.
 #
-# Beside the op sets, the training step has a *fast path* (`npformer.fastpath`): the same blocks
-# run on the real tokens alone, packed side by side so that no work is spent on `<pad>`, with the
-# q, k and v projections fused into one product, and only the counted targets projected onto the
-# vocabulary. `train_step(..., only_counted_targets=True)` takes it (the trainer and
+# Beside the op sets, the training step has a *fast path*, a layout passed down the same blocks
+# (`nn.Packed`): they run on the real tokens alone, packed side by side so that no work is spent on
+# `<pad>`, and only the counted targets are projected onto the vocabulary. `train_step(..., only_counted_targets=True)` takes it (the trainer and
 # `npformer bench` do); the plain step runs the textbook forward and backward of the model.
 # Here are the two forms of the linear layer's forward pass, and the training step timed three
 # ways, from the same weights, on the batch above as training would see it: each sentence keeps 12

@@ -176,6 +176,23 @@ def with_blas_on_one_thread(function: Callable) -> Callable:
     return call
 
 
+def with_blas_on_one_thread_when(holds: Callable[[], bool]) -> Callable:
+    """Decorator factory: the function runs with BLAS held to one thread whenever ``holds()`` is true
+    at the time of the call. ``training.train_step`` and greedy and beam decoding wear it with
+    ``ops.holds_blas`` (the active set's products are npformer's threaded ones): one hold around all
+    their calls, beside each fast form's own (``with_blas_on_one_thread``)."""
+
+    def decorate(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with blas_on_one_thread(when=holds()):
+                return function(*args, **kwargs)
+
+        return call
+
+    return decorate
+
+
 def get_threads() -> int:
     """How many threads ``parallel_rows`` uses at most."""
     return _threads

@@ -1,6 +1,6 @@
 """The architecture's promises (DESIGN.md, "Layers and folders"), each checked directly.
 
-1. (The textbook attention against the fast path's fused products: ``tests/test_fastpath.py``.)
+1. (Three products against the attention block's fused q|k|v: ``tests/test_fastpath.py``.)
 2. Every op's backward is pure: calling it twice on one cache gives the same answer and leaves
    the cache as it was.
 3. ``Module.evaluating()`` and everything that runs a model in eval mode (decoding, translation,
@@ -306,3 +306,59 @@ def test_decoder_layer_returns_dx_and_d_memory_as_values(pre_norm):
     logits = model.forward(src, tgt)
     model.backward(f64(rng, *logits.shape))
     assert side_channels(model) == []
+
+
+def _calls_from_ops_upward(run):
+    """Every call made by a function of ``npformer/ops/`` into npformer above it while ``run()`` runs,
+    in every thread (the fast ops hand work to npformer's threads), decorators included: as
+    ``"caller -> callee"``. ``backend.py`` and ``threads.py`` sit below the ops and may be called."""
+    import sys
+    import threading
+    from pathlib import Path
+
+    package = Path(ops.__file__).resolve().parent.parent
+    ops_folder, below = package / "ops", {package / "backend.py", package / "threads.py", package / "allocator.py"}
+    upward = set()
+
+    def where(frame):
+        return Path(frame.f_code.co_filename).resolve()
+
+    def watch(frame, event, arg):
+        if event != "call" or frame.f_back is None:
+            return
+        caller, callee = where(frame.f_back), where(frame)
+        if ops_folder in caller.parents and package in callee.parents \
+                and ops_folder not in callee.parents and callee not in below:
+            upward.add(f"{caller.relative_to(package)}:{frame.f_back.f_code.co_name} -> "
+                       f"{callee.relative_to(package)}:{frame.f_code.co_name}")
+
+    threading.setprofile(watch)
+    sys.setprofile(watch)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    return sorted(upward)
+
+
+@pytest.mark.parametrize("op_set", ["fast", "textbook"])
+@pytest.mark.parametrize("counted_only", [True, False])
+def test_no_op_calls_above_the_ops_during_a_training_step(op_set, counted_only):
+    """The ops call nothing above them: a training step of the translator's model (padded, or packed
+    with the counted targets only) and of the decoder-only language model, pre- and post-norm, makes
+    no call from ``ops/`` into ``nn``, ``models``, ``training`` or anything else above."""
+    from npformer import optim
+    from npformer.training import train_step
+
+    model, src, tgt_in, tgt_out = gradcheck.model_case(seed=1, dropout=0.1, norm="pre")
+    language_model = models.LanguageModel(models.LanguageModelConfig(vocab=12, d_model=8, n_heads=2, d_ff=16))
+    ids = np.array([[1, 5, 6, 7, 0], [1, 8, 9, 0, 0]])
+
+    def steps():
+        with ops.using(op_set):
+            train_step(model, (src, tgt_in), tgt_out, optim.Adam(model), max_norm=1.0,
+                       only_counted_targets=counted_only)
+            train_step(language_model, (ids[:, :-1],), ids[:, 1:], optim.AdamW(language_model))
+
+    assert _calls_from_ops_upward(steps) == []

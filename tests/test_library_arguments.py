@@ -161,7 +161,7 @@ def test_numerical_gradient_rejects_an_x_it_cannot_perturb_in_place(x, error, wo
 
 
 def test_numerical_gradient_perturbs_a_view_where_it_lies():
-    """A column block of a larger array (the fused q|k|v weight's views, ``npformer.fastpath``): the
+    """A column block of a larger array (the fused q|k|v weight's views, ``nn.FusedLinear``): the
     differences reach the array the output reads, and the array is restored."""
     whole = backend.asarray(np.arange(12.0).reshape(3, 4))
     before = backend.to_numpy(whole).copy()
@@ -237,7 +237,7 @@ def test_check_loss_rejects_targets_smoothing_and_inputs_that_do_not_fit():
 def test_check_model_and_model_case_reject_unknown_keywords_and_bad_sizes():
     with raises(TypeError, "check_model", "config", "closest: d_model", "'d_modle'"):
         gradcheck.check_model(d_modle=8)
-    with raises(TypeError, "check_model", "config", "'fused'"):  # the fused form lives in npformer.fastpath
+    with raises(TypeError, "check_model", "config", "'fused'"):  # the attention blocks are always fused
         gradcheck.check_model(fused=True)
     with raises(ValueError, "model_case", "batch", "int >= 1", "0"):
         gradcheck.model_case(batch=0)

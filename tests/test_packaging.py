@@ -47,7 +47,6 @@ LAYERS = {
     "ops": 1, "data": 1,
     "nn": 2,
     "models": 3, "optim": 3,
-    "fastpath": 3.5,  # the training step's speed paths: packing, fused q|k|v, over the core's models
     "training": 4, "gradcheck": 4, "metrics": 4, "viz": 4, "interop": 4,
     "tasks": 5,
     "bench": 6, "course": 6,

@@ -93,6 +93,14 @@ class MultiHeadAttention(Module):
         self.__dict__.update(state)
         self.qkv = FusedLinear((self.q, self.k, self.v))
 
+    def split_heads(self, x: Any) -> Any:
+        """``(B, T, D)`` -> ``(B, H, T, Dh)``, contiguous (the padded layout's)."""
+        return split_heads(x, self.n_heads)
+
+    def merge_heads(self, x: Any) -> Any:
+        """``(B, H, T, Dh)`` -> ``(B, T, D)``: the inverse of ``split_heads``."""
+        return merge_heads(x)
+
     # -- attention over projected heads, then ``o``: the part both classes share ------------
 
     def attend_heads(self, q: Any, keys: Any, values: Any, mask: Any, layout: Padded = PADDED) -> Any:

@@ -36,8 +36,7 @@ from .rope import rope_backward, rope_forward
 from .softmax import log_softmax, logsumexp, softmax_backward, softmax_forward
 from .special import erf, erfc
 from .swiglu import swiglu_backward, swiglu_forward
-from .switch import (ACTIVATIONS, DEFAULT, OP_NAMES, POOLINGS, RULE_NAMES, OpSet, active, current, holds_blas, using,
-                     with_blas_on_one_thread_if_fast)
+from .switch import ACTIVATIONS, DEFAULT, OP_NAMES, POOLINGS, RULE_NAMES, OpSet, active, current, holds_blas, using
 
 __all__ = [
     "linear_forward", "linear_backward",
@@ -59,5 +58,5 @@ __all__ = [
     "positional_encoding", "padding_mask", "causal_mask", "log_softmax", "logsumexp",
     "adam_step", "erf", "erfc",
     "using", "current", "active", "OpSet", "DEFAULT", "ACTIVATIONS", "POOLINGS", "RULE_NAMES", "holds_blas",
-    "with_blas_on_one_thread_if_fast", "OP_NAMES",
+    "OP_NAMES",
 ]

@@ -56,7 +56,7 @@ from . import (adam, attention, cross_entropy, dropout, embedding, gelu, grouped
                masks, patches, pooling, positional, relu, rmsnorm, rope, softmax, swiglu)
 
 __all__ = ["OP_NAMES", "RULE_NAMES", "ACTIVATIONS", "POOLINGS", "OpSet", "current", "using", "active", "DEFAULT",
-           "holds_blas", "with_blas_on_one_thread_if_fast"]
+           "holds_blas"]
 
 DEFAULT = "fast"
 
@@ -231,17 +231,3 @@ def holds_blas() -> bool:
     op_set = current()
     linear_is_fast = op_set.linear_forward is fast.linear_forward and op_set.linear_backward is fast.linear_backward
     return linear_is_fast and threads.get_threads() > 1
-
-
-def with_blas_on_one_thread_if_fast(function: Callable) -> Callable:
-    """Decorator: ``function`` runs with BLAS held to one thread whenever ``holds_blas()`` is true
-    at the time of the call (``training.train_step``, greedy and beam decoding: one hold around all
-    their calls; each fast form also holds it itself, ``threads.with_blas_on_one_thread``)."""
-    from .. import threads
-
-    @functools.wraps(function)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        with threads.blas_on_one_thread(when=holds_blas()):
-            return function(*args, **kwargs)
-
-    return call

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .. import allocator, ops
+from .. import allocator, ops, threads
 from ..models import Transformer
 from ..optim import clip_grad_norm
 from ..tokens import PAD_ID
@@ -38,7 +38,7 @@ class StepResult:
     grad_norm: float
 
 
-@ops.with_blas_on_one_thread_if_fast  # the fast ops split over npformer's threads: BLAS keeps to one (npformer.threads)
+@threads.with_blas_on_one_thread_when(ops.holds_blas)  # the fast ops split over npformer's threads: BLAS keeps to one
 def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
                ignore_index: int | None = PAD_ID, label_smoothing: float = 0.0,
                max_norm: float | None = None, only_counted_targets: bool = False) -> StepResult:

@@ -70,7 +70,7 @@ def _strip(rows: Any) -> list[list[int]]:
     return out
 
 
-@ops.with_blas_on_one_thread_if_fast
+@threads.with_blas_on_one_thread_when(ops.holds_blas)
 def greedy_decode(model: Transformer, src_ids: Any, max_len: int,
                   record: AttentionRecord | None = None, unk_allowed: Any = None) -> list[list[int]]:
     """The most probable next token at each step. Returns one id list per source (no <eos>).
@@ -129,7 +129,7 @@ def top_k_log_probs(logits: Any, k: int) -> tuple[Any, Any]:
     return tokens, log_probs
 
 
-@ops.with_blas_on_one_thread_if_fast
+@threads.with_blas_on_one_thread_when(ops.holds_blas)
 def beam_search(model: Transformer, src_ids: Any, beam_size: int, max_len: int,
                 length_penalty: float = LENGTH_PENALTY, record: AttentionRecord | None = None,
                 unk_allowed: Any = None) -> list[list[int]]:

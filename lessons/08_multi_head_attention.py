@@ -384,16 +384,13 @@ assert cross_report.passed
 # same weights, same input, in float64:
 
 # %%
-from npformer.nn.attention import merge_heads, split_heads
-
-
 def three_products_forward_backward(block, x, mask, dout):
     """``block``'s self-attention with q, k and v as three products: the output, then ``dx``."""
     layers = (block.q, block.k, block.v)
-    q, k, v = (split_heads(layer.forward(x), block.n_heads) for layer in layers)       # (B, H, T, Dh) each
+    q, k, v = (block.split_heads(layer.forward(x)) for layer in layers)                # (B, H, T, Dh) each
     out = block.attend_heads(q, k, v, mask)
     dq, dk, dv = block.attend_heads_backward(dout)
-    return out, sum(layer.backward(merge_heads(grad)) for layer, grad in zip(layers, (dq, dk, dv)))
+    return out, sum(layer.backward(block.merge_heads(grad)) for layer, grad in zip(layers, (dq, dk, dv)))
 
 
 twin = nn.SelfAttention(d_model=8, n_heads=2, rng=np.random.default_rng(1), dtype=np.float64)

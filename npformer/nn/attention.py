@@ -113,8 +113,9 @@ class MultiHeadAttention(Module):
 
     def attend_heads_backward(self, dout: Any) -> tuple[Any, Any, Any]:
         """``dout`` rows ``(B, Tq, D)`` -> ``(dq, dk, dv)``, each ``(B, H, T, Dh)``."""
+        attention_cache = self._attention_cache                  # before a forward pass: says so in words
         d_context = self._query_layout.split_heads(self.o.backward(dout), 1, self.n_heads)[0]
-        return ops.current().attention_backward(d_context, self._attention_cache)
+        return ops.current().attention_backward(d_context, attention_cache)
 
     # -- cross-attention ------------------------------------------------------------------
 

@@ -27,37 +27,24 @@ import numpy
 
 from ..backend import xp
 from .attention import MultiHeadAttention, SelfAttention
-from .dropout import Dropout
+from .encoder import Stack, TransformerLayer
 from .feedforward import FeedForward
-from .layernorm import LayerNorm
 from .layout import PADDED, Padded
-from .module import Module, ModuleList
-from .residual import LayerInputs, Residual, ResidualLayer, rule, stack_backward_with_memory
+from .residual import LayerInputs, rule, stack_backward_with_memory
 
 
-class DecoderLayer(ResidualLayer):
+class DecoderLayer(TransformerLayer):
     """Children: ``self_attn``, ``norm1``, ``cross_attn``, ``norm2``, ``ffn``, ``norm3``."""
 
-    def __init__(self, d_model: int, *, n_heads: int, d_ff: int, dropout: float, dropout_rng: Any,
-                 pre_norm: bool, activation: str, rng: numpy.random.Generator,
-                 dtype: Any = None) -> None:
-        super().__init__()
-        self.pre_norm = pre_norm
-        self.self_attn = SelfAttention(d_model, n_heads, rng=rng, dtype=dtype)
-        self.norm1 = LayerNorm(d_model, dtype=dtype)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, dtype=dtype)
-        self.ffn = FeedForward(d_model, d_ff, activation, rng=rng, dtype=dtype)
-        self.norm3 = LayerNorm(d_model, dtype=dtype)
-        self.drop1 = Dropout(dropout, dropout_rng)
-        self.drop2 = Dropout(dropout, dropout_rng)
-        self.drop3 = Dropout(dropout, dropout_rng)
-        self.sublayers = [
-            Residual(self.self_attn, self.norm1, self.drop1, pre_norm, reads=("mask", "layout", "cache")),
-            Residual(self.cross_attn, self.norm2, self.drop2, pre_norm,
-                     reads=("memory", "memory_mask", "layout", "memory_layout", "memory_heads")),
-            Residual(self.ffn, self.norm3, self.drop3, pre_norm),
-        ]
+    def __init__(self, d_model: int, *, n_heads: int, d_ff: int, activation: str, rng: numpy.random.Generator,
+                 dtype: Any = None, **residual_options: Any) -> None:
+        """``residual_options``: ``dropout``, ``dropout_rng``, ``pre_norm`` (``TransformerLayer``)."""
+        super().__init__(d_model, dtype=dtype, **residual_options)
+        self.add("self_attn", SelfAttention(d_model, n_heads, rng=rng, dtype=dtype), "norm1", "drop1",
+                 reads=("mask", "layout", "cache"))
+        self.add("cross_attn", MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype), "norm2", "drop2",
+                 reads=("memory", "memory_mask", "layout", "memory_layout", "memory_heads"))
+        self.add("ffn", FeedForward(d_model, d_ff, activation, rng=rng, dtype=dtype), "norm3", "drop3")
 
     def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any, layout: Padded = PADDED,
                 memory_layout: Padded = PADDED) -> Any:
@@ -76,18 +63,12 @@ class DecoderLayer(ResidualLayer):
                                        memory_heads=(memory_keys, memory_values), memory_mask=memory_mask))
 
 
-class Decoder(Module):
+class Decoder(Stack):
     """A stack of ``DecoderLayer``s (``layers``), plus ``norm`` when pre-norm."""
 
-    def __init__(self, n_layers: int, d_model: int, *, pre_norm: bool, dtype: Any = None,
-                 **layer_options: Any) -> None:
-        """``layer_options``: the other keyword arguments of ``DecoderLayer``."""
-        super().__init__()
-        self.layers = ModuleList([
-            DecoderLayer(d_model, pre_norm=pre_norm, dtype=dtype, **layer_options)
-            for _ in range(n_layers)
-        ])
-        self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
+    def __init__(self, n_layers: int, d_model: int, **options: Any) -> None:
+        """``options``: ``pre_norm``, ``dtype`` and the other keyword arguments of ``DecoderLayer``."""
+        super().__init__(DecoderLayer, n_layers, d_model, **options)
 
     def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any, layout: Padded = PADDED,
                 memory_layout: Padded = PADDED) -> Any:

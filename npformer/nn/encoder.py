@@ -27,22 +27,36 @@ from .module import Module, ModuleList
 from .residual import LayerInputs, Residual, ResidualLayer
 
 
-class EncoderLayer(ResidualLayer):
-    """``(B, Ts, D)`` -> ``(B, Ts, D)``. Children: ``self_attn``, ``norm1``, ``ffn``, ``norm2``."""
+class TransformerLayer(ResidualLayer):
+    """What the encoder's and the decoder's layers share: each entry a sub-layer with its own
+    ``LayerNorm`` and ``Dropout``, all pre-norm or all post-norm."""
 
-    def __init__(self, d_model: int, *, n_heads: int, d_ff: int, dropout: float, dropout_rng: Any,
-                 pre_norm: bool, activation: str, rng: numpy.random.Generator,
-                 dtype: Any = None) -> None:
+    def __init__(self, d_model: int, *, dropout: float, dropout_rng: Any, pre_norm: bool, dtype: Any = None) -> None:
         super().__init__()
         self.pre_norm = pre_norm
-        self.self_attn = SelfAttention(d_model, n_heads, rng=rng, dtype=dtype)
-        self.norm1 = LayerNorm(d_model, dtype=dtype)
-        self.ffn = FeedForward(d_model, d_ff, activation, rng=rng, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, dtype=dtype)
-        self.drop1 = Dropout(dropout, dropout_rng)
-        self.drop2 = Dropout(dropout, dropout_rng)
-        self.sublayers = [Residual(self.self_attn, self.norm1, self.drop1, pre_norm, reads=("mask", "layout", "cache")),
-                          Residual(self.ffn, self.norm2, self.drop2, pre_norm)]
+        self._entry_options = d_model, dropout, dropout_rng, dtype
+        self.sublayers = []
+
+    def add(self, name: str, sublayer: Module, norm_name: str, dropout_name: str, reads: tuple[str, ...] = ()) -> None:
+        """The next entry: ``sublayer`` as the child ``name``, then its norm ``norm_name`` and its
+        dropout ``dropout_name`` (the parameter keys: ``self_attn.q.W``, ``norm1.gamma``)."""
+        d_model, dropout, dropout_rng, dtype = self._entry_options
+        norm, drop = LayerNorm(d_model, dtype=dtype), Dropout(dropout, dropout_rng)
+        for child_name, child in ((name, sublayer), (norm_name, norm), (dropout_name, drop)):
+            setattr(self, child_name, child)
+        self.sublayers.append(Residual(sublayer, norm, drop, self.pre_norm, reads))
+
+
+class EncoderLayer(TransformerLayer):
+    """``(B, Ts, D)`` -> ``(B, Ts, D)``. Children: ``self_attn``, ``norm1``, ``ffn``, ``norm2``."""
+
+    def __init__(self, d_model: int, *, n_heads: int, d_ff: int, activation: str, rng: numpy.random.Generator,
+                 dtype: Any = None, **residual_options: Any) -> None:
+        """``residual_options``: ``dropout``, ``dropout_rng``, ``pre_norm`` (``TransformerLayer``)."""
+        super().__init__(d_model, dtype=dtype, **residual_options)
+        self.add("self_attn", SelfAttention(d_model, n_heads, rng=rng, dtype=dtype), "norm1", "drop1",
+                 reads=("mask", "layout", "cache"))
+        self.add("ffn", FeedForward(d_model, d_ff, activation, rng=rng, dtype=dtype), "norm2", "drop2")
 
     def forward(self, x: Any, mask: Any, layout: Padded = PADDED) -> Any:
         """``x (B, Ts, D)`` (``(1, N, D)`` in a packed ``layout``), ``mask`` broadcastable to ``(B, H, Ts, Ts)``."""
@@ -57,18 +71,24 @@ class EncoderLayer(ResidualLayer):
         return self.run(x, LayerInputs(cache=(key_buffer, value_buffer, position)))
 
 
-class Encoder(Module):
+class Stack(Module):
+    """``n_layers`` layers of one class (``layers``), plus ``norm`` when pre-norm."""
+
+    def __init__(self, layer: type, n_layers: int, d_model: int, *, pre_norm: bool, dtype: Any = None,
+                 **layer_options: Any) -> None:
+        """``layer_options``: the other keyword arguments of ``layer``."""
+        super().__init__()
+        self.layers = ModuleList([layer(d_model, pre_norm=pre_norm, dtype=dtype, **layer_options)
+                                  for _ in range(n_layers)])
+        self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
+
+
+class Encoder(Stack):
     """A stack of ``EncoderLayer``s (``layers``), plus ``norm`` when pre-norm."""
 
-    def __init__(self, n_layers: int, d_model: int, *, pre_norm: bool, dtype: Any = None,
-                 **layer_options: Any) -> None:
-        """``layer_options``: the other keyword arguments of ``EncoderLayer``."""
-        super().__init__()
-        self.layers = ModuleList([
-            EncoderLayer(d_model, pre_norm=pre_norm, dtype=dtype, **layer_options)
-            for _ in range(n_layers)
-        ])
-        self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
+    def __init__(self, n_layers: int, d_model: int, **options: Any) -> None:
+        """``options``: ``pre_norm``, ``dtype`` and the other keyword arguments of ``EncoderLayer``."""
+        super().__init__(EncoderLayer, n_layers, d_model, **options)
 
     def forward(self, x: Any, mask: Any, layout: Padded = PADDED) -> Any:
         for layer in self.layers:

@@ -191,7 +191,7 @@ MUTANTS = [
          "tests/test_language_model.py::test_cached_greedy_generation_equals_the_full_forward_pass"),
     ),
     Mutant(
-        "layer-backward-in-forward-order", "npformer/nn/residual.py",
+        "layer-backward-in-forward-order", "npformer/nn/layer.py",
         "a layer's backward walks its list of residual blocks first to last instead of last to first",
         "        for residual in reversed(self.sublayers):\n            d, d_read = residual.backward(d)",
         "        for residual in self.sublayers:\n            d, d_read = residual.backward(d)",

@@ -272,3 +272,58 @@ def test_a_training_step_on_the_fast_path_keeps_the_model_equal_to_its_textbook_
     np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-10)
     for key, value in results[False][1].items():
         np.testing.assert_allclose(results[True][1][key], value, rtol=1e-8, atol=1e-10, err_msg=key)
+
+
+def test_decode_reads_the_layout_from_the_memory_it_is_given():
+    """``decode`` takes the memory's layout from its shape, not from whichever ``encode`` ran last."""
+    rng = np.random.default_rng(10)
+    src_a, tgt = sentence_pairs(rng, 2, 5, 5, [5, 2], [4, 1])
+    src_b, _ = sentence_pairs(rng, 2, 5, 5, [3, 5], [4, 1])
+    tgt_in = tgt[:, :-1]
+    only = tgt[:, 1:] != PAD_ID
+    model = make_model(2, "post", False, seed=7)
+    expected = model.forward(src_a, tgt_in)
+    for packed, only_at in ((True, only), (False, None), (True, None), (False, only)):
+        memory, mask = model.encode(src_a, packed=packed)
+        model.encode(src_b, packed=not packed)                      # another pass in between
+        logits = model.decode(tgt_in, memory, mask, only_at=only_at)
+        np.testing.assert_allclose(logits, expected if only_at is None else expected[only], rtol=1e-11, atol=1e-13)
+
+
+def test_cross_attention_over_given_heads_has_no_backward():
+    """Decoding's cross-attention reads keys and values computed once: its backward says so rather
+    than sending gradients from an earlier memory."""
+    from npformer import nn
+
+    rng = np.random.default_rng(11)
+    block = nn.MultiHeadAttention(8, 2, rng=rng, dtype=np.float64)
+    query, memory = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 4, 8))
+    with pytest.raises(nn.BackwardBeforeForwardError):
+        block.backward(query)
+    block.backward(block.forward(query, memory))                     # a full pass: fine
+    block.forward(query, None, memory_heads=block.project_keys_values(memory))
+    with pytest.raises(RuntimeError, match="memory_heads"):
+        block.backward(query)
+
+
+def test_a_built_in_set_runs_the_blocks_own_residual_rules():
+    """``ops.using("textbook")`` inside a student's set runs the blocks' own rules: a reference is
+    never computed with the student's ``residual_backward``."""
+    from npformer import nn
+
+    calls = []
+
+    def mine(*args):
+        calls.append(1)
+        return nn.residual_backward(*args)
+
+    layer = nn.EncoderLayer(8, n_heads=2, d_ff=12, dropout=0.0, dropout_rng=None, pre_norm=False,
+                            activation="relu", rng=np.random.default_rng(0), dtype=np.float64)
+    x = np.random.default_rng(1).standard_normal((1, 3, 8))
+    with ops.using({"residual_backward": mine}, name="yours"):
+        layer.backward(layer.forward(x, None))
+        assert len(calls) == 2 and ops.active()["residual_backward"] == "yours"
+        with ops.using("textbook"):
+            layer.backward(layer.forward(x, None))
+            assert "residual_backward" not in ops.active()
+    assert len(calls) == 2

@@ -98,6 +98,14 @@ class TransformerConfig:
         return asdict(self)
 
 
+def memory_layout(memory: Any, src_mask: Any) -> Any:
+    """The layout of the encoder's output: padded when it is ``(B, Ts, D)`` like the source mask
+    ``(B, 1, 1, Ts)``, else the source's real tokens packed, ``(1, Ns, D)``."""
+    if tuple(memory.shape[:2]) == (src_mask.shape[0], src_mask.shape[-1]):
+        return PADDED                               # (a packed batch of one unpadded sentence is the same)
+    return Packed(src_mask[:, 0, 0, :])
+
+
 class Transformer(Module):
     """Encoder-decoder Transformer. ``forward(src_ids, tgt_in_ids) -> logits (B, Tt, V_tgt)``."""
 
@@ -150,8 +158,9 @@ class Transformer(Module):
         return self.encoder.forward(x, src_mask, layout), src_mask
 
     def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any, only_at: Any = None) -> Any:
-        """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``; with ``only_at``
-        (``encode(..., packed=True)``'s memory), the logits of those positions only, ``(N, V_tgt)``."""
+        """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``; with ``only_at``, a
+        boolean ``(B, Tt)``, the logits of those positions only, ``(N, V_tgt)``, in the packed layout.
+        ``memory`` may be padded ``(B, Ts, D)`` or packed ``(1, Ns, D)``: its shape says which."""
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
         check_target_batch(tgt_in_ids, src_mask.shape[0])
         op_set = ops.current()
@@ -164,7 +173,7 @@ class Transformer(Module):
             self._chosen = layout.pack(only_at)[0]                     # (Nt,): the packed rows asked for
         self._target_layout = layout
         x = layout.pack(self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout))
-        decoded = self.decoder.forward(x, memory, tgt_mask, src_mask, layout, self._source_layout)
+        decoded = self.decoder.forward(x, memory, tgt_mask, src_mask, layout, memory_layout(memory, src_mask))
         return self.out_proj.forward(decoded if self._chosen is None else decoded[0, self._chosen])
 
     def forward(self, src_ids: Any, tgt_in_ids: Any, only_at: Any = None) -> Any:

@@ -12,11 +12,11 @@ from .feedforward import FeedForward
 from .fused import FusedLinear
 from .grouped_attention import GroupedQueryAttention, check_grouped_heads
 from .layernorm import LayerNorm
-from .layout import PADDED, Packed, Padded
+from .layout import PADDED, Layout, Packed, Padded
 from .linear import Linear
 from .modern_block import ModernBlock
-from .residual import (LayerInputs, Residual, ResidualLayer, residual_backward, residual_backward_with_memory,
-                       stack_backward_with_memory)
+from .layer import LayerInputs, ResidualLayer, Stack, TransformerLayer
+from .residual import Residual, residual_backward, residual_backward_with_memory, stack_backward_with_memory
 from .module import BackwardBeforeForwardError, Module, ModuleList
 from .rmsnorm import RMSNorm
 from .swiglu import SwiGLUFeedForward
@@ -25,7 +25,8 @@ __all__ = [
     "Module", "ModuleList", "BackwardBeforeForwardError", "Linear", "Embedding", "LearnedPositions", "LayerNorm", "Dropout",
     "FeedForward", "MultiHeadAttention", "SelfAttention", "check_heads",
     "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "kv_buffers",
-    "FusedLinear", "Padded", "Packed", "PADDED", "Residual", "ResidualLayer", "LayerInputs",
+    "FusedLinear", "Layout", "Padded", "Packed", "PADDED", "Residual", "ResidualLayer", "LayerInputs",
+    "TransformerLayer", "Stack",
     "residual_backward", "residual_backward_with_memory", "stack_backward_with_memory",
     "RMSNorm", "SwiGLUFeedForward", "GroupedQueryAttention", "ModernBlock", "check_grouped_heads",
 ]

@@ -45,7 +45,7 @@ import numpy
 
 from .. import ops
 from .fused import FusedLinear
-from .layout import PADDED, Padded
+from .layout import PADDED, Layout
 from .linear import Linear
 from .module import Module
 
@@ -88,6 +88,10 @@ class MultiHeadAttention(Module):
         self.qkv = FusedLinear((self.q, self.k, self.v))
         self.attn_weights = None
 
+    def __getstate__(self) -> dict:
+        """What a copy or a pickle keeps: everything but the fused arrays, which ``q``, ``k``, ``v`` hold."""
+        return {name: value for name, value in self.__dict__.items() if name != "qkv"}
+
     def __setstate__(self, state: dict) -> None:
         """A copied or unpickled block: its ``q``, ``k``, ``v`` become views of one fused weight again."""
         self.__dict__.update(state)
@@ -103,7 +107,7 @@ class MultiHeadAttention(Module):
 
     # -- attention over projected heads, then ``o``: the part both classes share ------------
 
-    def attend_heads(self, q: Any, keys: Any, values: Any, mask: Any, layout: Padded = PADDED) -> Any:
+    def attend_heads(self, q: Any, keys: Any, values: Any, mask: Any, layout: Layout = PADDED) -> Any:
         """Heads ``q (B, H, Tq, Dh)``, ``keys``, ``values (B, H, Tk, Dh)`` -> rows ``(B, Tq, D)``
         (``(1, Nq, D)`` packed)."""
         context, self._attention_cache = ops.current().attention_forward(q, keys, values, mask)
@@ -119,24 +123,31 @@ class MultiHeadAttention(Module):
 
     # -- cross-attention ------------------------------------------------------------------
 
-    def forward(self, query: Any, memory: Any, mask: Any = None, layout: Padded = PADDED,
-                memory_layout: Padded = PADDED, memory_heads: tuple | None = None) -> Any:
+    def forward(self, query: Any, memory: Any, mask: Any = None, layout: Layout = PADDED,
+                memory_layout: Layout = PADDED, memory_heads: tuple | None = None) -> Any:
         """``query (B, Tq, D)``, ``memory (B, Tk, D)``, ``mask`` broadcastable to ``(B, H, Tq, Tk)``
         -> ``(B, Tq, D)``; packed rows in a packed ``layout`` / ``memory_layout``. ``memory_heads``:
-        the memory's keys and values already split into heads (decoding computes them once)."""
+        the memory's keys and values already split into heads (decoding computes them once; no
+        backward then: ``memory`` is not read)."""
         projected, self._query_cache = self.qkv.forward(query, QUERY)                  # (B, Tq, D)
         q = layout.split_heads(projected, 1, self.n_heads)[0]                           # (B, H, Tq, Dh)
+        self._memory_cache = None                                 # memory_heads given: no memory to send back to
         if memory_heads is None:
-            keys_values, self._memory_cache = self.qkv.forward(memory, KEYS_VALUES)     # (B, Tk, 2D)
+            keys_values, projection_cache = self.qkv.forward(memory, KEYS_VALUES)      # (B, Tk, 2D)
             memory_heads = memory_layout.split_heads(keys_values, 2, self.n_heads)      # 2 x (B, H, Tk, Dh)
-            self._memory_layout = memory_layout
+            self._memory_cache = memory_layout, projection_cache
         return self.attend_heads(q, *memory_heads, mask, layout)
 
     def backward(self, dout: Any) -> tuple[Any, Any]:
         """``dout (B, Tq, D)`` -> ``(d_query, d_memory)``; adds every parameter's gradient."""
+        memory_cache = self._memory_cache                        # before a forward pass: says so in words
+        if memory_cache is None:
+            raise RuntimeError("MultiHeadAttention.backward: the last forward attended over given memory_heads "
+                               "(decoding), which has no backward; run forward(query, memory, ...) first")
+        memory_layout, projection_cache = memory_cache
         dq, dk, dv = self.attend_heads_backward(dout)
         d_query = self.qkv.backward(self._query_layout.merge_heads([dq]), self._query_cache, QUERY)
-        d_memory = self.qkv.backward(self._memory_layout.merge_heads([dk, dv]), self._memory_cache, KEYS_VALUES)
+        d_memory = self.qkv.backward(memory_layout.merge_heads([dk, dv]), projection_cache, KEYS_VALUES)
         return d_query, d_memory
 
     def project_keys_values(self, memory: Any) -> tuple[Any, Any]:
@@ -148,7 +159,7 @@ class MultiHeadAttention(Module):
 class SelfAttention(MultiHeadAttention):
     """Self-attention: ``x (B, T, D)`` attends over itself. ``backward`` returns one ``dx``."""
 
-    def forward(self, x: Any, mask: Any = None, layout: Padded = PADDED,  # type: ignore[override]
+    def forward(self, x: Any, mask: Any = None, layout: Layout = PADDED,  # type: ignore[override]
                 cache: tuple | None = None) -> Any:
         """``x (B, T, D)``, ``mask`` broadcastable to ``(B, H, T, T)`` -> ``(B, T, D)``; packed rows in a
         packed ``layout``. ``cache``: ``(key_buffer, value_buffer, position)`` when ``x (B, 1, D)`` is

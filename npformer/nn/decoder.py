@@ -6,8 +6,8 @@
     x = residual(x, CrossAttention(x, memory, source padding mask))      # norm2
     x = residual(x, FeedForward(x))                                      # norm3
 
-the list ``sublayers`` of three ``Residual`` entries (``nn/residual.py``), which forward, backward
-and the cached step walk.
+the list ``sublayers`` of three ``Residual`` entries (``nn/layer.py``), which forward, backward and
+the cached step walk.
 
 ``memory`` is the encoder output. Every layer reads it, so its gradient is
 the sum of the cross-attention gradients of all layers.
@@ -27,10 +27,10 @@ import numpy
 
 from ..backend import xp
 from .attention import MultiHeadAttention, SelfAttention
-from .encoder import Stack, TransformerLayer
 from .feedforward import FeedForward
-from .layout import PADDED, Padded
-from .residual import LayerInputs, rule, stack_backward_with_memory
+from .layer import LayerInputs, Stack, TransformerLayer
+from .layout import PADDED, Layout
+from .residual import rule, stack_backward_with_memory
 
 
 class DecoderLayer(TransformerLayer):
@@ -46,8 +46,8 @@ class DecoderLayer(TransformerLayer):
                  reads=("memory", "memory_mask", "layout", "memory_layout", "memory_heads"))
         self.add("ffn", FeedForward(d_model, d_ff, activation, rng=rng, dtype=dtype), "norm3", "drop3")
 
-    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any, layout: Padded = PADDED,
-                memory_layout: Padded = PADDED) -> Any:
+    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any, layout: Layout = PADDED,
+                memory_layout: Layout = PADDED) -> Any:
         """``x (B, Tt, D)``, ``memory (B, Ts, D)`` -> ``(B, Tt, D)`` (packed rows in packed layouts)."""
         return self.run(x, LayerInputs(mask=self_mask, layout=layout, memory=memory,
                                        memory_mask=memory_mask, memory_layout=memory_layout))
@@ -70,8 +70,8 @@ class Decoder(Stack):
         """``options``: ``pre_norm``, ``dtype`` and the other keyword arguments of ``DecoderLayer``."""
         super().__init__(DecoderLayer, n_layers, d_model, **options)
 
-    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any, layout: Padded = PADDED,
-                memory_layout: Padded = PADDED) -> Any:
+    def forward(self, x: Any, memory: Any, self_mask: Any, memory_mask: Any, layout: Layout = PADDED,
+                memory_layout: Layout = PADDED) -> Any:
         for layer in self.layers:
             x = layer.forward(x, memory, self_mask, memory_mask, layout, memory_layout)
         return x if self.norm is None else self.norm.forward(x)

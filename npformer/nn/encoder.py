@@ -5,8 +5,8 @@
     x = residual(x, SelfAttention(x, x, source padding mask))   # norm1
     x = residual(x, FeedForward(x))                              # norm2
 
-the list ``sublayers`` of two ``Residual`` entries (``nn/residual.py``), which forward, backward
-and the cached step walk.
+the list ``sublayers`` of two ``Residual`` entries (``nn/layer.py``), which forward, backward and
+the cached step walk.
 
 ``Encoder`` stacks the layers and, in pre-norm models, ends with a LayerNorm
 (``encoder.norm``): pre-norm residual streams are never normalised otherwise.
@@ -19,32 +19,9 @@ from typing import Any
 import numpy
 
 from .attention import SelfAttention
-from .dropout import Dropout
 from .feedforward import FeedForward
-from .layernorm import LayerNorm
-from .layout import PADDED, Padded
-from .module import Module, ModuleList
-from .residual import LayerInputs, Residual, ResidualLayer
-
-
-class TransformerLayer(ResidualLayer):
-    """What the encoder's and the decoder's layers share: each entry a sub-layer with its own
-    ``LayerNorm`` and ``Dropout``, all pre-norm or all post-norm."""
-
-    def __init__(self, d_model: int, *, dropout: float, dropout_rng: Any, pre_norm: bool, dtype: Any = None) -> None:
-        super().__init__()
-        self.pre_norm = pre_norm
-        self._entry_options = d_model, dropout, dropout_rng, dtype
-        self.sublayers = []
-
-    def add(self, name: str, sublayer: Module, norm_name: str, dropout_name: str, reads: tuple[str, ...] = ()) -> None:
-        """The next entry: ``sublayer`` as the child ``name``, then its norm ``norm_name`` and its
-        dropout ``dropout_name`` (the parameter keys: ``self_attn.q.W``, ``norm1.gamma``)."""
-        d_model, dropout, dropout_rng, dtype = self._entry_options
-        norm, drop = LayerNorm(d_model, dtype=dtype), Dropout(dropout, dropout_rng)
-        for child_name, child in ((name, sublayer), (norm_name, norm), (dropout_name, drop)):
-            setattr(self, child_name, child)
-        self.sublayers.append(Residual(sublayer, norm, drop, self.pre_norm, reads))
+from .layer import LayerInputs, Stack, TransformerLayer
+from .layout import PADDED, Layout
 
 
 class EncoderLayer(TransformerLayer):
@@ -58,7 +35,7 @@ class EncoderLayer(TransformerLayer):
                  reads=("mask", "layout", "cache"))
         self.add("ffn", FeedForward(d_model, d_ff, activation, rng=rng, dtype=dtype), "norm2", "drop2")
 
-    def forward(self, x: Any, mask: Any, layout: Padded = PADDED) -> Any:
+    def forward(self, x: Any, mask: Any, layout: Layout = PADDED) -> Any:
         """``x (B, Ts, D)`` (``(1, N, D)`` in a packed ``layout``), ``mask`` broadcastable to ``(B, H, Ts, Ts)``."""
         return self.run(x, LayerInputs(mask=mask, layout=layout))
 
@@ -71,18 +48,6 @@ class EncoderLayer(TransformerLayer):
         return self.run(x, LayerInputs(cache=(key_buffer, value_buffer, position)))
 
 
-class Stack(Module):
-    """``n_layers`` layers of one class (``layers``), plus ``norm`` when pre-norm."""
-
-    def __init__(self, layer: type, n_layers: int, d_model: int, *, pre_norm: bool, dtype: Any = None,
-                 **layer_options: Any) -> None:
-        """``layer_options``: the other keyword arguments of ``layer``."""
-        super().__init__()
-        self.layers = ModuleList([layer(d_model, pre_norm=pre_norm, dtype=dtype, **layer_options)
-                                  for _ in range(n_layers)])
-        self.norm = LayerNorm(d_model, dtype=dtype) if pre_norm else None
-
-
 class Encoder(Stack):
     """A stack of ``EncoderLayer``s (``layers``), plus ``norm`` when pre-norm."""
 
@@ -90,7 +55,7 @@ class Encoder(Stack):
         """``options``: ``pre_norm``, ``dtype`` and the other keyword arguments of ``EncoderLayer``."""
         super().__init__(EncoderLayer, n_layers, d_model, **options)
 
-    def forward(self, x: Any, mask: Any, layout: Padded = PADDED) -> Any:
+    def forward(self, x: Any, mask: Any, layout: Layout = PADDED) -> Any:
         for layer in self.layers:
             x = layer.forward(x, mask, layout)
         return x if self.norm is None else self.norm.forward(x)

@@ -13,7 +13,8 @@ gradients) become column views of them, so the layers keep their names (``q.W``,
 and values, the optimizer's in-place updates and ``load_state_dict`` reach the fused arrays, and a
 checkpoint never sees them (nanoGPT's ``c_attn``, kept under the paper's three names). Each row of
 a view is contiguous, which is all the optimizer's chunked update needs (``ops/fast/adam.py``).
-A consecutive run of the layers (cross-attention's ``k`` and ``v``) is one product too.
+A consecutive run of the layers (cross-attention's ``k`` and ``v``) is one product too. (The modern
+block's grouped-query attention keeps its three products: its ``k`` and ``v`` are narrower than ``q``.)
 """
 
 from __future__ import annotations

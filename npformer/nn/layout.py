@@ -30,7 +30,25 @@ from typing import Any
 from ..backend import xp
 
 
-class Padded:
+class Layout:
+    """Where a batch's rows are: ``pack`` a padded ``(B, T, ...)`` into this layout's rows, ``unpack``
+    them back (zeros where nothing was computed), and ``split_heads`` / ``merge_heads`` between the
+    rows of projections and attention's heads ``(B, H, T, Dh)``."""
+
+    def pack(self, padded: Any) -> Any:
+        raise NotImplementedError
+
+    def unpack(self, rows: Any) -> Any:
+        raise NotImplementedError
+
+    def split_heads(self, rows: Any, n_parts: int, n_heads: int) -> list:
+        raise NotImplementedError
+
+    def merge_heads(self, parts: list) -> Any:
+        raise NotImplementedError
+
+
+class Padded(Layout):
     """The batch as it is: rows ``(B, T, ...)``. ``PADDED`` is the one instance."""
 
     def pack(self, padded: Any) -> Any:
@@ -57,7 +75,7 @@ class Padded:
 PADDED = Padded()
 
 
-class Packed(Padded):
+class Packed(Layout):
     """The real tokens of a ``(B, T)`` batch side by side: ``keep (B, T)`` boolean, True = a real token.
 
     ``batch_index`` and ``time_index`` (``(N,)`` each) name the sentence and the position of the

@@ -6,7 +6,7 @@ feed-forward network, no biases and no dropout::
     x = x + attn(norm1(x), causal mask)        (B, T, D)
     x = x + ffn(norm2(x))                      (B, T, D)
 
-the list ``sublayers`` of two pre-norm ``Residual`` entries without dropout (``nn/residual.py``), which
+the list ``sublayers`` of two pre-norm ``Residual`` entries without dropout (``nn/layer.py``), which
 forward, backward and the cached step walk. Backward follows the two arrows out of each ``x``: the
 identity passes ``d`` straight through, the sub-layer path goes back through the sub-layer and its
 norm, and the two are added.
@@ -19,7 +19,8 @@ from typing import Any
 import numpy
 
 from .grouped_attention import GroupedQueryAttention
-from .residual import LayerInputs, Residual, ResidualLayer
+from .layer import LayerInputs, ResidualLayer
+from .residual import Residual
 from .rmsnorm import RMSNorm
 from .swiglu import SwiGLUFeedForward
 

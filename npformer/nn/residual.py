@@ -20,20 +20,16 @@ gradient (lesson 09 derives it). Cross-attention reads a second input, the encod
 (``residual_backward_with_memory``). Every decoder layer reads the same memory, so the memory's
 gradient is the sum of what each layer sends back (``stack_backward_with_memory``, lesson 10).
 
-A layer (``ResidualLayer``) is a list of ``Residual`` entries: its forward walks the list, its
-backward walks it in reverse, and its cached generation step walks it again with the caches as
-inputs, so a layer's order of operations is written once, in its constructor. An op set may bring
-its own three rules (a student's, ``ops.using``; ``ops.RULE_NAMES``); the blocks run them in place
-of the ones here.
+``Residual`` is one such block, as an entry of a layer's list (``nn/layer.py``). An op set may
+bring its own three rules (a student's, ``ops.using``; ``ops.RULE_NAMES``); the blocks run them in
+place of the ones here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from .. import ops
-from .layout import PADDED, Padded
 from .module import Module
 
 Backward = Callable[[Any], Any]
@@ -75,24 +71,6 @@ def rule(name: str, textbook: Callable) -> Callable:
     return getattr(ops.current(), name, textbook)
 
 
-@dataclass
-class LayerInputs:
-    """What a layer's sub-layers read besides the stream ``x``; each ``Residual`` names its fields.
-
-    ``mask``, ``layout``: self-attention's mask and the rows' layout (``nn/layout.py``); ``cache``:
-    ``(key_buffer, value_buffer, position)`` in a generation step. ``memory``, ``memory_mask``,
-    ``memory_layout``: what cross-attention reads; ``memory_heads``: the memory's keys and values,
-    computed once per source when decoding."""
-
-    mask: Any = None
-    layout: Padded = PADDED
-    cache: tuple | None = None
-    memory: Any = None
-    memory_mask: Any = None
-    memory_layout: Padded = PADDED
-    memory_heads: tuple | None = None
-
-
 class _Identity:
     """No dropout (the modern block's): forward and backward pass their input through."""
 
@@ -104,21 +82,22 @@ class _Identity:
 
 
 class Residual:
-    """``sublayer`` with its residual connection, ``norm`` and ``dropout`` (None: none); ``reads``
-    names the ``LayerInputs`` the sub-layer takes after its input, in order. Not a ``Module``: the
-    layer owns the three blocks under their own names (``self_attn``, ``norm1``, ...)."""
+    """``sublayer`` with its residual connection, ``norm`` and ``dropout`` (None: none). ``reads`` names
+    the layer's inputs (``nn.LayerInputs``) the sub-layer takes after ``x``, in the order of its
+    ``forward``'s parameters. Not a ``Module``: the layer owns the three blocks under their own names
+    (``self_attn``, ``norm1``, ...)."""
 
     def __init__(self, sublayer: Module, norm: Module, dropout: Module | None, pre_norm: bool,
                  reads: tuple[str, ...] = ()) -> None:
         self.sublayer, self.norm, self.pre_norm, self.reads = sublayer, norm, pre_norm, reads
         self.dropout = dropout if dropout is not None else _Identity()
 
-    def forward(self, x: Any, inputs: LayerInputs) -> Any:
-        """``x (rows, D)`` -> ``(rows, D)``."""
-        read = [getattr(inputs, name) for name in self.reads]
+    def forward(self, x: Any, *inputs: Any) -> Any:
+        """``x (B, T, D)`` (packed: ``(1, N, D)``) -> the same shape; ``inputs``: what the sub-layer
+        reads after ``x`` (a mask, the memory, ...)."""
         if self.pre_norm:
-            return x + self.dropout.forward(self.sublayer.forward(self.norm.forward(x), *read))
-        return self.norm.forward(x + self.dropout.forward(self.sublayer.forward(x, *read)))
+            return x + self.dropout.forward(self.sublayer.forward(self.norm.forward(x), *inputs))
+        return self.norm.forward(x + self.dropout.forward(self.sublayer.forward(x, *inputs)))
 
     def backward(self, dout: Any) -> tuple[Any, Any]:
         """``(dx, d_memory)``; ``d_memory`` is 0 unless the sub-layer reads the memory."""
@@ -126,23 +105,3 @@ class Residual:
         if "memory" in self.reads:
             return rule("residual_backward_with_memory", residual_backward_with_memory)(dout, *parts)
         return rule("residual_backward", residual_backward)(dout, *parts), 0
-
-
-class ResidualLayer(Module):
-    """A layer as a list of ``Residual`` entries, ``self.sublayers``, which the subclass builds."""
-
-    sublayers: list[Residual]
-
-    def run(self, x: Any, inputs: LayerInputs) -> Any:
-        """The forward pass (or a generation step): every entry in order."""
-        for residual in self.sublayers:
-            x = residual.forward(x, inputs)
-        return x
-
-    def run_backward(self, dout: Any) -> tuple[Any, Any]:
-        """``(dx, d_memory)``: every entry in reverse, the memory's gradients summed."""
-        d, d_memory = dout, 0
-        for residual in reversed(self.sublayers):
-            d, d_read = residual.backward(d)
-            d_memory = d_memory + d_read
-        return d, d_memory

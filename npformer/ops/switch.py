@@ -202,7 +202,10 @@ class using:  # noqa: N801 -- a function to its callers (like numpy.errstate)
 
     def __init__(self, impl: Any, *, name: str | None = None) -> None:
         resolved = _resolve(impl, name)
-        self.op_set = OpSet({**current().table(), **resolved})
+        inherited = current().table()
+        if isinstance(impl, str):   # a built-in set is whole: the blocks' own rules, not a student's, run under it
+            inherited = {op: entry for op, entry in inherited.items() if op not in RULE_NAMES}
+        self.op_set = OpSet({**inherited, **resolved})
         self._token = _active_set.set(self.op_set)
 
     def __enter__(self) -> "using":

@@ -77,9 +77,18 @@ def test_a_failing_final_without_steps_says_how_to_find_the_wrong_step():
 
 
 @pytest.mark.parametrize("steps, words", [((print,), "3 functions, in order"), ("abc", "3 functions"),
-                                          ((print, print, 3), r"steps\[2\]")])
+                                          ((print, print, 3), r"steps\[2\]"), (print, r"a tuple of one is \(f,\)")])
 def test_steps_are_checked_before_grading(steps, words):
     with pytest.raises((ValueError, TypeError), match=words):
         check("layernorm_backward", print, steps=steps)
     with pytest.raises(ValueError, match="not derived in steps"):
         check("relu_backward", print, steps=(print,))
+
+
+def test_a_derivation_of_one_step_takes_its_function_alone():
+    """``steps=(f)`` is ``f`` in Python: for a derivation of one step it means what it says."""
+    namespace = _namespace("softmax_backward")
+    (step_name,) = DERIVATIONS["softmax_backward"]
+    step = namespace[step_name] if step_name in namespace else _namespace(step_name)[step_name]
+    alone = check("softmax_backward", namespace["softmax_backward"], steps=(step))
+    assert alone.passed and len(alone.steps) == 1 and alone.steps[0].passed, alone

@@ -50,6 +50,8 @@ def test_the_wheel_ships_the_student_edition_and_nothing_of_the_instructors(whee
     readme = wheel_lessons["README.md"]
     assert readme == student_readme((LESSONS / "README.md").read_text(encoding="utf-8"))
     assert "instructor edition: the" not in readme and "These are your lessons" in readme
+    # a student's install holds no repository: the README points only to what it has
+    assert "repository's README" not in readme and "docs/instructor.md" not in readme
 
 
 def test_a_leaked_solution_line_is_found():

@@ -57,6 +57,18 @@ def test_the_lessons_own_functions_give_every_op_the_transformer_calls_and_pass_
     assert report.passed, report.table()
 
 
+def test_gradcheck_on_a_students_ops_counts_their_ops_alike_at_the_top_and_the_end(collected, capsys):
+    """One count of the student's ops: the forwards that only keep the inputs are npformer's in the
+    header and in the verdict alike (the verdict once counted them: "4 of 39" above, "6 of 39" below)."""
+    import re
+
+    assert main(["gradcheck", "--model", "--fast", "--ops", str(collected)]) == 0
+    output = capsys.readouterr().out
+    header = re.search(r"(\d+) of (\d+) ops are yours", output)
+    verdict = re.search(r"\((\d+) of (\d+) ops yours\)", output.strip().splitlines()[-1])
+    assert header and verdict and header.groups() == verdict.groups(), output
+
+
 def test_the_whole_collected_set_runs_lesson_28s_decoder_with_a_padded_row(collected):
     """Every op of the course yours at once (attention's backward included) under the modern decoder: its
     grouped attention keeps the textbook attention's cache, which the shared-head sum must go back through."""

@@ -27,3 +27,17 @@ def test_the_mistakes_that_used_to_pass_or_get_a_generic_message_are_named(mista
     [outcome] = wrong_solutions.run(mistakes=[mistake])
     assert outcome.caught and outcome.wrong.hint and outcome.named, outcome.report
     assert "wrong at every entry" not in str(outcome.report)
+
+
+def test_the_course_guide_counts_the_exercises_and_the_catalogue_as_they_are():
+    """docs/course.md's counts come from the code: the graded exercises, their points, the wrong
+    solutions and the classic ones (it once said 58 exercises and 187 wrong solutions)."""
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "course.md").read_text().split())
+    wrongs = wrong_solutions.catalogue()
+    assert f"{len(EXERCISES)} graded exercises" in text
+    assert f"{sum(exercise.points for exercise in EXERCISES.values())} in all" in text
+    assert (f"holds {len(wrongs)} realistic wrong solutions to the {len({w.exercise for w in wrongs})} "
+            f"exercises") in text
+    assert f"names the {sum(1 for w in wrongs if w.hint)} classic ones" in text

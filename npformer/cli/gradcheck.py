@@ -125,7 +125,7 @@ def _blame_student_ops(args: argparse.Namespace, student: Any, report: Any) -> s
     from ..course.student_ops import EXERCISE_OPS
 
     if report.passed:
-        return f"the model's gradients through your ops pass ({len(student)} of {len(ops.OP_NAMES)} ops yours)"
+        return f"the model's gradients through your ops pass ({len(student.yours())} of {len(ops.OP_NAMES)} ops yours)"
     failing = [entry for entry in student.exercises if entry.status == "failing"]  # allowed in, yet wrong
     culprits = [f"{entry.name} (lesson {entry.lesson})" for entry in failing]
     blamed_ops = {op for entry in failing for op in EXERCISE_OPS[entry.name]}

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     with ops.using(student) if student is not None else contextlib.nullcontext():
         status = train(options)
     if student is not None:
-        print(f"trained on your ops: {len(student)} of {len(ops.OP_NAMES)} ({args.ops}); the rest npformer's")
+        print(f"trained on your ops: {len(student.yours())} of {len(ops.OP_NAMES)} ({args.ops}); the rest npformer's")
     if student is not None and student.variants:
         _record_variants(student.variants, os.path.join(options.runs_dir, options.run_name()))
     return status

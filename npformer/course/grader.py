@@ -105,13 +105,13 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     the student's mistake: graded as a failure, not raised.
     """
     _check_arguments(name, student_fn, seed, strict, unseen_seed, time_limit)
-    _check_steps(name, steps)
+    steps = _check_steps(name, steps)
     variant = _checked_variant(name, variant)
     if unseen_seed is None:
         unseen_seed = new_seed()  # the exercise and its steps draw their unseen cases alike
     report = _grade_public(posed(name, variant), student_fn, seed, unseen_seed, time_limit)
     report.steps = [_grade_public(posed(step_name, variant), step_fn, seed, unseen_seed, time_limit)
-                    for step_name, step_fn in zip(DERIVATIONS.get(name, ()), steps or ())]
+                    for step_name, step_fn in zip(DERIVATIONS.get(name, ()), steps)]
     remember(report, strict, sys._getframe(1).f_globals.get("__name__") == "__main__")
     if strict is None:
         strict = os.environ.get("NPFORMER_GRADER") == "strict"
@@ -153,19 +153,24 @@ def _checked_variant(name: str, variant: Any) -> str:
     return variant
 
 
-def _check_steps(name: str, steps: Any) -> None:
-    """``steps``: None, or one callable per step of ``name``'s derivation, in order."""
+def _check_steps(name: str, steps: Any) -> tuple:
+    """``steps`` as a tuple: None gives none; else one callable per step of ``name``'s derivation, in
+    order. A derivation of one step also takes its function alone (``steps=(f)`` is ``f`` in Python)."""
     if steps is None:
-        return
+        return ()
     if name not in DERIVATIONS:
         derived = ", ".join(DERIVATIONS)
         raise ValueError(f"check: {name} is not derived in steps (those that are: {derived}); drop steps=")
     expected = DERIVATIONS[name]
+    if callable(steps) and len(expected) == 1:
+        steps = (steps,)
     if not isinstance(steps, (tuple, list)) or len(steps) != len(expected):
+        one = " ((f) is f itself: a tuple of one is (f,))" if callable(steps) else ""
         raise ValueError(f"check: steps must be {len(expected)} functions, in order: {', '.join(expected)}; "
-                         f"got {steps!r:.80}")
+                         f"got {steps!r:.80}{one}")
     for index, step in enumerate(steps):
         check_callable("check", f"steps[{index}] ({expected[index]})", step)
+    return tuple(steps)
 
 
 def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | None = None,

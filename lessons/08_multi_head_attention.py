@@ -114,15 +114,30 @@ for d_model, n_heads in ((512, 8), (512, 1), (32, 2)):
 # `(B, Tq, D)`, `memory` of shape `(B, Tm, D)`, the four weights of shape `(D, D)`, and `mask`
 # either None or a boolean array that broadcasts to `(B, H, Tq, Tm)`, True where a query may
 # attend to a key (a padding mask `(B, 1, 1, Tm)`, or a causal mask `(Tq, Tm)`). Return `out`, of
-# shape `(B, Tq, D)`. For step 3, call your own attention from lesson 7, pasted into the cell below
-# as `my_attention(q, k, v, mask)` with its backward pass `my_attention_backward(q, k, v, mask, dout)`
-# (npformer's `ops` cannot be called from graded code: the grader runs your function where npformer
-# is not importable). For steps 2 and 4, call
-# your `split_heads` and `merge_heads` from above, or write the reshapes inline.
+# shape `(B, Tq, D)`. For steps 2 and 4, call your `split_heads` and `merge_heads` from above, or
+# write the reshapes inline. For step 3, call your own attention from lesson 7, pasted into the cell
+# below (npformer's `ops` cannot be called from graded code: the grader runs your function where
+# npformer is not importable). Its three functions take the heads, `q` of shape `(B, H, Tq, Dh)`
+# and `k`, `v` of shape `(B, H, Tm, Dh)`, and the `mask`:
+#
+# * `my_attention(q, k, v, mask)` is your lesson 7 `attention`; it returns `out`, `(B, H, Tq, Dh)`;
+# * `my_attention_backward(q, k, v, mask, dout)` is your lesson 7 `attention_backward`; it returns
+#   `(dq, dk, dv)`, shaped like `q`, `k` and `v`;
+# * `my_attention_parts(q, k, v, mask)` is a helper the other two can share: it returns the pair
+#   `(out, weights)`, with `weights` the attention weights $P$, `(B, H, Tq, Tm)`, as your lesson 7
+#   `attention_weights` computes them. The backward receives the heads and the mask, not the
+#   weights, so it has to recompute them: one function that returns both spares writing that
+#   forward twice. With a variant (below), the backward needs your variant's weights, while
+#   `my_attention` stays the lesson's form. If your functions call other lesson 7 helpers instead,
+#   paste those too, renamed with `my_` in front as these are, and leave this one a stub: nothing
+#   else calls it.
+#
+# None of the three is graded on its own: `check` grades `multi_head_attention` and
+# `multi_head_attention_backward` together with every function of this lesson they call, so a
+# mistake in your pasted attention shows up there.
 
 # %%
-# Your attention and its backward pass from lesson 7, pasted here under these names: the
-# multi-head functions below call them.
+# Your attention from lesson 7, pasted here under these names: the multi-head functions below call them.
 def my_attention(q, k, v, mask):
     """softmax(q k^T / sqrt(Dh), masked) @ v, with all-zero weights for a fully masked query."""
     ### BEGIN SOLUTION
@@ -143,7 +158,7 @@ def my_attention_backward(q, k, v, mask, dout):
 
 
 def my_attention_parts(q, k, v, mask):
-    """(out, weights) of masked scaled dot-product attention."""
+    """(out, weights) of masked scaled dot-product attention: (B, H, Tq, Dh) and P, (B, H, Tq, Tm)."""
     ### BEGIN SOLUTION
     scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
     if mask is not None:
@@ -209,11 +224,13 @@ print(check("multi_head_attention", multi_head_attention))
 #
 # Write `multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout)`, with
 # the inputs of `multi_head_attention` and `dout` $= dY$ of shape `(B, Tq, D)`. Redo the forward
-# pass (keeping what the backward needs, the attention `cache` included), then return
+# pass, keeping what the backward needs (nothing is cached for you: `my_attention_backward` takes
+# the heads `q`, `k`, `v` and the mask, and recomputes the weights itself), then return
 # `(dquery, dmemory, dWq, dWk, dWv, dWo)`, shaped like `query`, `memory` and the four weights. A sum
 # over $b$ and $t$ is one matrix product once the batch and position axes are flattened:
-# `X.reshape(-1, D).T @ dQ.reshape(-1, D)`. As before, use your own `my_attention` and
-# `my_attention_backward` for the attention itself, and your own `split_heads`/`merge_heads`.
+# `X.reshape(-1, D).T @ dQ.reshape(-1, D)`. As before, use your own pasted attention functions for
+# the attention itself (with a variant, the forward you redo is your variant's), and your own
+# `split_heads`/`merge_heads`.
 
 # %% [markdown]
 # **Your variant.** Graded with variants, each student derives their own form of this lesson's

@@ -284,6 +284,27 @@ def _test_cells(points: dict[str, float]) -> dict[str, float]:
     return {name: score for name, score in points.items() if "_check_" in name}
 
 
+def test_the_nbgrader_course_is_built_only_from_the_lessons_with_their_solutions(tmp_path, monkeypatch, capsys):
+    """nbgrader's source is the solved assignment: from the student edition (the installed package's)
+    its "solved" source held the stubs and scored 0 of 7. That edition is refused in one line, exit
+    2, naming --lessons of a checkout; by default the checkout npformer was installed from is used."""
+    from npformer.cli import main
+    from npformer.course import edition
+
+    student_edition(LESSONS, tmp_path / "installed", only=list(syllabus.week(1).lessons))
+    monkeypatch.setattr(edition, "lessons_folder", lambda: tmp_path / "installed")
+    for checkout, lessons in ((None, ["--lessons", str(tmp_path / "installed")]), (None, [])):
+        monkeypatch.setattr(edition, "source_checkout_lessons", lambda: checkout)
+        assert main(["course", "nbgrader", str(tmp_path / "course"), "--set", "1", *lessons]) == 2
+        error = capsys.readouterr().err.strip()
+        assert "student edition (no solutions)" in error and "--lessons CLONE/lessons" in error, error
+        assert len(error.splitlines()) == 1 and not (tmp_path / "course").exists()
+    pytest.importorskip("jupytext")
+    monkeypatch.setattr(edition, "source_checkout_lessons", lambda: LESSONS)   # pip install . from a checkout
+    assert main(["course", "nbgrader", str(tmp_path / "course"), "--set", "1"]) == 0
+    assert all(BEGIN in path.read_text() for path in (tmp_path / "course" / "source" / "week01").glob("*.ipynb"))
+
+
 @pytest.mark.slow
 def test_nbgrader_releases_the_def_line_and_grades_a_class(tmp_path):
     """Week 1 through nbgrader itself: the released cell keeps the function's signature and docstring

@@ -281,7 +281,8 @@ def variant_files(args: argparse.Namespace) -> None:
 
 @action("nbgrader", "OUT", "an output folder", "--set --lessons")
 def nbgrader_folder(args: argparse.Namespace) -> None:
-    """A course folder for nbgrader, one assignment per week. --set N: week N only."""
+    """A course folder for nbgrader, one assignment per week. --set N: week N only. Its source holds
+    the solutions: built from the checkout npformer was installed from, or --lessons CLONE/lessons."""
     from ..course import nbgrader_course, syllabus
 
     check_folder_can_be_created(args.out)

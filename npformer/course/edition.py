@@ -142,25 +142,10 @@ def student_source(text: str, name: str = "lesson") -> str:
 def nbgrader_source(text: str, name: str = "lesson") -> str:
     """``text`` as nbgrader's source of an assignment: no ``instructor`` cell, and each exercise's body
     between nbgrader's markers, so that ``nbgrader generate_assignment`` keeps the ``def`` line and the
-    docstring and replaces only the body. The body is the published solution where ``text`` has it
-    (the instructor edition), else the stub (a lesson of the student edition)."""
+    docstring and replaces only the body, the published solution: ``text`` is the instructor edition
+    (a lesson of the student edition has no solution for nbgrader to grade against)."""
     _stub_solutions(text, name, keep=True)
-    kept = "".join(cell for cell in cells(text) if not is_instructor_cell(cell))
-    if BEGIN in kept:
-        return kept
-    lines, out = kept.splitlines(keepends=True), []
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        following = lines[index + 1] if index + 1 < len(lines) else ""
-        if line.strip() == STUB[0] and following.strip().startswith(STUB[1]):
-            indent = line[: len(line) - len(line.lstrip())]
-            out += [f"{indent}{BEGIN}\n", line, following, f"{indent}{END}\n"]
-            index += 2
-        else:
-            out.append(line)
-            index += 1
-    return "".join(out)
+    return "".join(cell for cell in cells(text) if not is_instructor_cell(cell))
 
 
 def instructor_only(text: str, name: str = "lesson") -> str:
@@ -245,21 +230,27 @@ def source_checkout_lessons() -> Path | None:
     return folder
 
 
-def instructor_edition(lessons_dir: str | Path | None, out_dir: str | Path,
-                       only: list[str] | None = None) -> list[Path]:
-    """Write the instructor edition (the lessons as they are: solutions, mistakes, answers) into
-    ``out_dir``. It is built only from a source checkout: the installed package carries the student
-    edition, so with ``lessons_dir`` None the lessons come from the checkout npformer was installed
-    from (``source_checkout_lessons``); without one this raises ``FileNotFoundError`` saying where to
-    get the instructor's."""
+def lessons_with_solutions(lessons_dir: str | Path | None, built: str = "the instructor edition",
+                           command: str = "instructor") -> str | Path | None:
+    """The lessons that hold the solutions, which ``built`` is made from: ``lessons_dir``, or with None
+    the installed ones, else (the installed package carries the student edition) the checkout npformer
+    was installed from (``source_checkout_lessons``). Raises ``FileNotFoundError`` in one line, naming
+    ``npformer course COMMAND OUT --lessons CLONE/lessons``, when they are the student edition."""
     if lessons_dir is None and is_student_edition(None):
         lessons_dir = source_checkout_lessons()
     if is_student_edition(lessons_dir):
         where = "the installed lessons are" if lessons_dir is None else f"{lessons_dir} is"
-        raise FileNotFoundError(f"{where} the student edition (no solutions): the instructor edition is built from a "
-                                "source checkout of npformer's repository, npformer course instructor OUT --lessons "
+        raise FileNotFoundError(f"{where} the student edition (no solutions): {built} is built from a source "
+                                f"checkout of npformer's repository, npformer course {command} OUT --lessons "
                                 "CLONE/lessons")
-    return _write_edition(lessons_dir, out_dir, student=False, only=only)
+    return lessons_dir
+
+
+def instructor_edition(lessons_dir: str | Path | None, out_dir: str | Path,
+                       only: list[str] | None = None) -> list[Path]:
+    """Write the instructor edition (the lessons as they are: solutions, mistakes, answers) into
+    ``out_dir``. It is built only from a source checkout (``lessons_with_solutions``)."""
+    return _write_edition(lessons_with_solutions(lessons_dir), out_dir, student=False, only=only)
 
 
 def graded_exercises(text: str) -> list[str]:

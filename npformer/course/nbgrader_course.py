@@ -5,11 +5,14 @@
     OUT/nbgrader_config.py               the course id, the assignments, and the settings the lessons need
     OUT/source/week01/01_....ipynb ...   one assignment per week of the syllabus, its lessons' notebooks
 
-Each notebook is nbgrader's *source*: every graded function's body sits between nbgrader's
-markers (the published solution where the lessons are the instructor edition, else the stub), so
-``nbgrader generate_assignment`` hands out the ``def`` line and the docstring with nbgrader's own
-stub; the cell that checks an exercise is an autograded test worth its points; the open questions
-get one manually graded answer cell (``notebooks.add_nbgrader_metadata``).
+Each notebook is nbgrader's *source*: every graded function's published solution sits between
+nbgrader's markers, so ``nbgrader generate_assignment`` hands out the ``def`` line and the
+docstring with nbgrader's own stub; the cell that checks an exercise is an autograded test worth
+its points; the open questions get one manually graded answer cell
+(``notebooks.add_nbgrader_metadata``). The source is nbgrader's solved assignment, so it is built
+only from lessons with their solutions, a source checkout's (``edition.lessons_with_solutions``):
+from the student edition that the installed package carries, the "solved" source held the stubs
+and scored 0 of week 1's 7 points, so that edition is refused in one line.
 
 Two settings, both written in the configuration with the reason beside them:
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import syllabus
+from .edition import lessons_with_solutions
 from .notebooks import lesson_notebooks
 
 TIMEOUT = 900  # seconds one cell may run under autograde (nbgrader's default: 30)
@@ -62,7 +66,11 @@ def assignment_name(week: int) -> str:
 def write_course(out: str | Path, weeks: list[int] | None = None, *, lessons_dir: str | Path | None = None,
                  course_id: str = "npformer") -> list[Path]:
     """Write nbgrader's course folder into ``out`` for ``weeks`` (default: all fourteen); returns the
-    notebooks written. Needs the course extra (jupytext, nbformat)."""
+    notebooks written. Needs the course extra (jupytext, nbformat) and the lessons with their solutions
+    (``lessons_dir``, default: the checkout npformer was installed from); ``FileNotFoundError`` from
+    the student edition."""
+    lessons_dir = lessons_with_solutions(lessons_dir, "an nbgrader course (its source holds the solutions)",
+                                         "nbgrader")
     out = Path(out)
     chosen = [syllabus.week(number) for number in (weeks or [w.number for w in syllabus.WEEKS])]
     written = []

@@ -191,10 +191,10 @@ MUTANTS = [
          "tests/test_language_model.py::test_cached_greedy_generation_equals_the_full_forward_pass"),
     ),
     Mutant(
-        "layer-backward-in-forward-order", "npformer/nn/layer.py",
-        "a layer's backward walks its list of residual blocks first to last instead of last to first",
-        "        for residual in reversed(self.sublayers):\n            d, d_read = residual.backward(d)",
-        "        for residual in self.sublayers:\n            d, d_read = residual.backward(d)",
+        "layer-backward-in-forward-order", "npformer/nn/residual.py",
+        "a layer's (and the decoder stack's) backward walks first to last instead of last to first",
+        "    for layer_backward in reversed(layer_backwards):\n",
+        "    for layer_backward in layer_backwards:\n",
         ("tests/test_nn_gradients.py", "tests/test_fastpath.py"),
     ),
     Mutant(

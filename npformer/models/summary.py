@@ -41,10 +41,12 @@ def _linear_flops(rows: int, d_in: int, d_out: int) -> int:
     return 2 * rows * d_in * d_out
 
 
-def _attention_flops(batch: int, q_len: int, k_len: int, d_model: int) -> int:
-    """Four projections plus scores and the weighted sum, over all heads."""
+def _attention_flops(batch: int, q_len: int, k_len: int, d_model: int, kv_width: int | None = None) -> int:
+    """Four projections plus scores and the weighted sum, over all heads; ``k`` and ``v`` are
+    ``kv_width`` wide (grouped-query attention's ``Hkv Dh``; default ``d_model``)."""
+    kv_width = d_model if kv_width is None else kv_width
     projections = 2 * _linear_flops(batch * q_len, d_model, d_model)  # q and o
-    projections += 2 * _linear_flops(batch * k_len, d_model, d_model)  # k and v
+    projections += 2 * _linear_flops(batch * k_len, d_model, kv_width)  # k and v
     return projections + 2 * (2 * batch * q_len * k_len * d_model)
 
 
@@ -53,9 +55,7 @@ def _sublayer_flops(sublayer: Any, batch: int, length: int, memory_length: int) 
     ``memory_length`` keys)."""
     rows = batch * length
     if isinstance(sublayer, GroupedQueryAttention):                 # k and v are Hkv Dh wide
-        d_model, kv_width = sublayer.q.d_in, sublayer.k.d_out
-        return (2 * _linear_flops(rows, d_model, d_model) + 2 * _linear_flops(rows, d_model, kv_width)
-                + 2 * (2 * batch * length * length * d_model))
+        return _attention_flops(batch, length, length, sublayer.q.d_in, sublayer.k.d_out)
     if isinstance(sublayer, MultiHeadAttention):
         keys = length if isinstance(sublayer, SelfAttention) else memory_length
         return _attention_flops(batch, length, keys, sublayer.d_model)

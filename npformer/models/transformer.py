@@ -157,10 +157,12 @@ class Transformer(Module):
         x = layout.pack(self._embed(src_ids, self.src_embed, self.src_dropout))
         return self.encoder.forward(x, src_mask, layout), src_mask
 
-    def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any, only_at: Any = None) -> Any:
+    def decode(self, tgt_in_ids: Any, memory: Any, src_mask: Any, only_at: Any = None,
+               source_layout: Any = None) -> Any:
         """``tgt_in_ids (B, Tt)`` and the encoder output -> logits ``(B, Tt, V_tgt)``; with ``only_at``, a
         boolean ``(B, Tt)``, the logits of those positions only, ``(N, V_tgt)``, in the packed layout.
-        ``memory`` may be padded ``(B, Ts, D)`` or packed ``(1, Ns, D)``: its shape says which."""
+        ``memory`` may be padded ``(B, Ts, D)`` or packed ``(1, Ns, D)``: ``source_layout`` says which
+        (``forward`` passes the one ``encode`` made), else its shape does."""
         check_token_ids("Transformer", "tgt_in_ids", tgt_in_ids, self.config.max_len)
         check_target_batch(tgt_in_ids, src_mask.shape[0])
         op_set = ops.current()
@@ -173,14 +175,16 @@ class Transformer(Module):
             self._chosen = layout.pack(only_at)[0]                     # (Nt,): the packed rows asked for
         self._target_layout = layout
         x = layout.pack(self._embed(tgt_in_ids, self.tgt_embed, self.tgt_dropout))
-        decoded = self.decoder.forward(x, memory, tgt_mask, src_mask, layout, memory_layout(memory, src_mask))
+        if source_layout is None:
+            source_layout = memory_layout(memory, src_mask)
+        decoded = self.decoder.forward(x, memory, tgt_mask, src_mask, layout, source_layout)
         return self.out_proj.forward(decoded if self._chosen is None else decoded[0, self._chosen])
 
     def forward(self, src_ids: Any, tgt_in_ids: Any, only_at: Any = None) -> Any:
         """Logits ``(B, Tt, V_tgt)`` for every target position (teacher forcing); with ``only_at``, a
         boolean ``(B, Tt)``, the logits ``(N, V_tgt)`` of its N positions, in the packed layout."""
         memory, src_mask = self.encode(src_ids, packed=only_at is not None)
-        return self.decode(tgt_in_ids, memory, src_mask, only_at)
+        return self.decode(tgt_in_ids, memory, src_mask, only_at, self._source_layout)
 
     def backward(self, dlogits: Any) -> None:
         """Add the gradient of every parameter for upstream ``dlogits``, shaped like the logits."""

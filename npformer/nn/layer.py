@@ -24,7 +24,7 @@ from .dropout import Dropout
 from .layernorm import LayerNorm
 from .layout import PADDED, Layout
 from .module import Module, ModuleList
-from .residual import Residual
+from .residual import Residual, stack_backward_with_memory
 
 
 @dataclass
@@ -61,12 +61,9 @@ class ResidualLayer(Module):
         return x
 
     def run_backward(self, dout: Any) -> tuple[Any, Any]:
-        """``(dx, d_memory)``: every entry in reverse, the memory's gradients summed."""
-        d, d_memory = dout, 0
-        for residual in reversed(self.sublayers):
-            d, d_read = residual.backward(d)
-            d_memory = d_memory + d_read
-        return d, d_memory
+        """``(dx, d_memory)``: every entry in reverse, the memory's gradients summed (the walk of
+        ``stack_backward_with_memory``, whose layers here are the entries)."""
+        return stack_backward_with_memory(dout, [residual.backward for residual in self.sublayers])
 
 
 class TransformerLayer(ResidualLayer):

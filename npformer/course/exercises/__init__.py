@@ -24,7 +24,8 @@
                             SwiGLU, the gradient sum of grouped-query attention's shared heads
 
 Each module lists its ``EXERCISES`` (and may list ``WRONG_SOLUTIONS``, realistic mistakes the
-grader must fail, beside ``course.wrong_solutions``'s catalogue).
+grader must fail, beside ``course.wrong_solutions``'s catalogue; ``DERIVATIONS``, the steps of its
+derivations; ``TEXTBOOK``, the compact forms shown once a final exercise passes).
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ from . import (attention_pieces, blocks_and_training, debugging, kv_cache, langu
                modern_parts, ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm,
                torch_layout_and_bpe)
 from .base import Case, Exercise, WrongSolution
-from .steps import DERIVATIONS, TEXTBOOK
 
 MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
            language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}
+
+# final exercise -> the names of its steps, in the order a student derives them (each module may list its own)
+DERIVATIONS: dict[str, tuple[str, ...]] = {
+    final: steps for module in MODULES for final, steps in getattr(module, "DERIVATIONS", {}).items()}
+
+# final exercise -> npformer's compact form, which the grader shows once the student's passes
+TEXTBOOK: dict[str, str] = {final: form for module in MODULES for final, form in getattr(module, "TEXTBOOK", {}).items()}
 
 __all__ = ["EXERCISES", "Exercise", "Case", "WrongSolution", "MODULES", "DERIVATIONS", "TEXTBOOK"]

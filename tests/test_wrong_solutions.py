@@ -1,5 +1,6 @@
-"""The grader against its catalogue of realistic wrong solutions: every one fails, every classic one
-is named by its hint, whatever unseen cases a check draws."""
+"""The grader against its catalogue of realistic wrong solutions: every one fails, every one gets a
+first-tier hint (what fails, not the fix), every classic one is named once the fixes are shown, whatever
+unseen cases a check draws."""
 
 import pytest
 
@@ -17,7 +18,8 @@ def test_the_grader_catches_every_wrong_solution_and_names_the_classic_ones(unse
     outcomes = wrong_solutions.run(unseen_seed)
     missed = [(o.wrong.exercise, o.wrong.mistake) for o in outcomes if not o.caught]
     unnamed = [(o.wrong.exercise, o.wrong.mistake, o.wrong.hint) for o in outcomes if not o.named]
-    assert not missed and not unnamed, (missed, unnamed)
+    unhinted = [(o.wrong.exercise, o.wrong.mistake) for o in outcomes if not o.hinted]
+    assert not missed and not unnamed and not unhinted, (missed, unnamed, unhinted)
 
 
 @pytest.mark.parametrize("mistake", ["the variance term with the wrong sign", "dgamma not summed over rows",

@@ -10,7 +10,7 @@ factor, a transpose, a sign, a missing sum).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy
@@ -18,6 +18,7 @@ import numpy
 from ..gradcheck.hints import diagnose
 from ..gradcheck.report import DEFAULT_TOL, TensorCheck, judge
 from .exercises import DERIVATIONS, TEXTBOOK, Case, Exercise
+from .hints import FIX_AFTER, fix_of
 from .replies import is_hidden
 from .variants import timed
 from .wire import Status
@@ -58,6 +59,9 @@ class ExerciseReport:
     steps: list = field(default_factory=list)  # the derivation's steps' reports (``check(..., steps=...)``)
     reason: str = ""  # the verdict's short form of ``message``
     detail: str = ""  # what the grade sheet says after the status's words (``Status.said``)
+    # the hints' second tier (``hints.Hint.fix``): None never mentioned (a class's grade sheet), False
+    # offered (``check``: on request or after ``hints.FIX_AFTER`` failed checks), True shown
+    reveal: bool | None = None
 
     @property
     def passed(self) -> bool:
@@ -130,8 +134,8 @@ class ExerciseReport:
             widths = [max(len(cell[i]) for cell in cells) for i in range(len(cells[0]))]
             for cell in cells:
                 lines.append("  " + "  ".join(text.ljust(width) for text, width in zip(cell, widths)).rstrip())
-            for row in self.hints():
-                lines.append(f"  hint for {row.tensor} ({row.case}): {row.hint}")
+            lines += [self._hint_line(row, "  ") for row in self.hints()]
+            lines += self._fix_offer(self.hints())
         verdicts = self.hidden_verdicts()
         if hidden_rows and verdicts:
             lines.append("  hidden cases: " + ", ".join(f"{case} {'passed' if passed else 'FAIL'}"
@@ -149,7 +153,8 @@ class ExerciseReport:
             step = self.first_wrong_step()
             if step is not None:
                 lines.append(f"  first wrong step: {step.exercise.name} ({step.exercise.signature})")
-                lines += [f"    hint for {row.tensor} ({row.case}): {row.hint}" for row in step.hints()]
+                lines += [step._hint_line(row, "    ") for row in step.hints()]
+                lines += step._fix_offer(step.hints(), "    ")
                 if step.message:
                     lines.append(f"    {step.message}")
         elif self.failed and name in DERIVATIONS:
@@ -161,6 +166,18 @@ class ExerciseReport:
             lines.append(f"  {whose}, now that yours passes: {TEXTBOOK[name]}")
         return lines
 
+    def _hint_line(self, row: Row, indent: str) -> str:
+        """A wrong tensor's hint: its first tier, and its second when the report reveals fixes."""
+        line = f"{indent}hint for {row.tensor} ({row.case}): {row.hint}"
+        return f"{line}\n{indent}  the fix: {fix_of(row.hint)}" if self.reveal and fix_of(row.hint) else line
+
+    def _fix_offer(self, rows: list[Row], indent: str = "  ") -> list[str]:
+        """How to see the fix that a hint holds back (only where ``check`` offers it)."""
+        if self.reveal is False and any(fix_of(row.hint) for row in rows):
+            return [f"{indent}(reason from the hint first; check(..., reveal=True), or {FIX_AFTER} failed checks "
+                    "of this exercise, also names the fix)"]
+        return []
+
     def hints(self) -> list[Row]:
         """One row per wrong tensor, for its hint: the first public case whose hint names a mistake
         of this exercise, else the first public case with a generic hint (a hidden case gives none)."""
@@ -171,6 +188,11 @@ class ExerciseReport:
             if row.tensor not in chosen or (row.named and not chosen[row.tensor].named):
                 chosen[row.tensor] = row
         return list(chosen.values())
+
+    def with_fixes(self) -> str:
+        """The report with its hints' second tier shown, as ``check(..., reveal=True)`` prints it."""
+        steps = [replace(step, reveal=True) for step in self.steps]
+        return replace(self, reveal=True, steps=steps).table()
 
     def __str__(self) -> str:
         return self.table()

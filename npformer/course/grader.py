@@ -38,6 +38,7 @@ of a built-in exception: never its inputs, shapes, values, hints, message or pri
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import time
@@ -47,6 +48,7 @@ from ..gradcheck.arguments import check_callable, check_int, check_known, check_
 from .cases import Prepared, new_seed, outputs, prepare, prepared_public, unseen_case
 from .inert import printable
 from .exercises import DERIVATIONS, EXERCISES, Exercise
+from .hints import FIX_AFTER
 from .isolation import IsolationUnavailable
 from .lesson_script import remember
 from .variant_file import my_variant
@@ -74,7 +76,7 @@ class UnknownExercise(KeyError, ValueError):
 
 def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = None,
           unseen_seed: int | None = None, time_limit: float = 60.0, steps: tuple | None = None,
-          variant: str | None = None) -> ExerciseReport:
+          variant: str | None = None, reveal: bool | None = None) -> ExerciseReport:
     """Grade ``student_fn`` for the exercise ``name`` (see ``exercises.EXERCISES``).
 
     The function runs in the grading worker (``course.worker``), a separate process where npformer
@@ -93,6 +95,9 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     textbook form of it. ``variant``: the form of the exercise to grade against (``course.variants``);
     None (the default) takes the student's from their variants file (``variant_file``: the one their
     instructor gave them, beside the lessons), else the lesson's own form ("textbook").
+    ``reveal``: the hints teach before they tell (``hints.Hint``): first what property of the answer
+    fails, the fix itself only with ``reveal=True``, or, with None (the default), once the exercise has
+    failed ``hints.FIX_AFTER`` checks in this session; False never names it.
 
     Called from a lesson run as a script (``python 04_layer_normalization.py``), the checks are
     remembered, and when the script ends a table of them is printed; the script then exits with
@@ -105,6 +110,8 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     the student's mistake: graded as a failure, not raised.
     """
     _check_arguments(name, student_fn, seed, strict, unseen_seed, time_limit)
+    if reveal is not None:
+        check_type("check", "reveal", reveal, bool, "a bool or None")
     steps = _check_steps(name, steps)
     variant = _checked_variant(name, variant)
     if unseen_seed is None:
@@ -112,6 +119,7 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     report = _grade_public(posed(name, variant), student_fn, seed, unseen_seed, time_limit)
     report.steps = [_grade_public(posed(step_name, variant), step_fn, seed, unseen_seed, time_limit)
                     for step_name, step_fn in zip(DERIVATIONS.get(name, ()), steps)]
+    _offer_fixes(report, reveal)
     remember(report, strict, sys._getframe(1).f_globals.get("__name__") == "__main__")
     if strict is None:
         strict = os.environ.get("NPFORMER_GRADER") == "strict"
@@ -126,6 +134,18 @@ def _grade_public(exercise: Exercise, function: Callable, seed: int, unseen_seed
     unseen, unseen_seed = unseen_case(exercise, unseen_seed)
     return grade(exercise, prepared_public(exercise, seed) + prepare(exercise, unseen), function=function,
                  time_limit=time_limit, unseen_seed=unseen_seed)
+
+
+_FAILED_CHECKS: collections.Counter = collections.Counter()  # exercise name -> failed checks in this session
+
+
+def _offer_fixes(report: ExerciseReport, reveal: bool | None) -> None:
+    """Whether the report (and its steps') names the fixes its hints hold back (see ``check``)."""
+    if report.failed:
+        _FAILED_CHECKS[report.exercise.name] += 1
+    shown = reveal if reveal is not None else _FAILED_CHECKS[report.exercise.name] >= FIX_AFTER
+    for each in (report, *report.steps):
+        each.reveal = shown
 
 
 def _check_arguments(name: Any, student_fn: Any, seed: Any, strict: Any, unseen_seed: Any, time_limit: Any) -> None:

@@ -2,8 +2,9 @@
 
 A hint is ``hint(got, expected, inputs, output) -> str``: ``got`` and ``expected`` are one
 returned tensor (float64, the same shape), ``inputs`` the case's inputs and ``output`` the
-tensor's name; it returns a sentence that names the mistake, or "" when the mistake is not its
-own. The grader tries an exercise's hints before ``gradcheck.hints.diagnose``'s generic ones.
+tensor's name; it returns a sentence about the mistake, or "" when the mistake is not its
+own. It teaches before it tells: a ``Hint`` says first what property of the answer fails, and
+names the fix only in its second tier (``Hint.fix``). The grader tries an exercise's hints before ``gradcheck.hints.diagnose``'s generic ones.
 
 Two ways to recognise a mistake, both from what a correct answer must be:
 
@@ -18,6 +19,29 @@ Two ways to recognise a mistake, both from what a correct answer must be:
 from __future__ import annotations
 
 import numpy
+
+FIX_AFTER = 3  # failed checks of one exercise, in one session, after which a hint names its fix
+
+
+class Hint(str):
+    """A hint in two tiers. The string itself is the first: a property the student's answer breaks (a
+    shape, a constant factor, a sum that is not zero, which cases pass), for the student to reason from.
+    ``fix`` is the second: the mistake named, shown by ``check`` only on request (``reveal=True``) or
+    after ``FIX_AFTER`` failed checks of the exercise, and never on a class's grade sheet. A plain
+    ``str`` hint is a first tier without a second."""
+
+    fix: str
+
+    def __new__(cls, sees: str, fix: str = "") -> "Hint":
+        hint = super().__new__(cls, sees)
+        hint.fix = fix
+        return hint
+
+
+def fix_of(hint: str) -> str:
+    """The second tier of ``hint`` ("" for a plain string)."""
+    return getattr(hint, "fix", "")
+
 
 MATCH = 1e-6  # a wrong formula explains ``got`` when it reproduces it to this fraction of its size
 
@@ -46,15 +70,18 @@ def layernorm_dx_hint(got, expected, inputs, output):
     if output != "dx" or got.shape != expected.shape or inputs["x"].shape[-1] < 2:
         return ""
     if not _rows_sum_to_zero(got, expected):
-        return ("the rows of dx do not sum to zero, but a right dx's rows do (shifting a whole row changes "
-                "nothing after normalisation): check the path through the mean (the step layernorm_dmean)")
+        return Hint("the rows of dx do not sum to zero, but a right dx's rows do (shifting a whole row changes "
+                    "nothing after normalisation)",
+                    "the path through the mean is lost or wrong: the step layernorm_dmean, or its factor "
+                    "dmean/dx_j = 1/D where the three paths are added")
     x_hat = layernorm_x_hat(inputs["x"])
     along_x_hat = numpy.abs((got * x_hat).sum(axis=-1)).max()
     allowed = numpy.abs((expected * x_hat).sum(axis=-1)).max() + 1e-6 * numpy.abs(expected).max() * x_hat.shape[-1]
     if along_x_hat > 10 * allowed:
-        return ("each row of dx sums to zero, but dx is not orthogonal to x_hat as a right dx is (rescaling a "
-                "row changes nothing after normalisation): check the path through the variance, its sign "
-                "and its form (the step layernorm_dvar)")
+        return Hint("each row of dx sums to zero, but dx is not orthogonal to x_hat as a right dx is (rescaling "
+                    "a row changes nothing after normalisation)",
+                    "the path through the variance: its sign or its form (the step layernorm_dvar), or its "
+                    "factor dvar/dx_j = 2 (x_j - mean) / D where the three paths are added")
     return ""
 
 
@@ -64,10 +91,12 @@ def summed_over_rows_hint(got, expected, inputs, output):
         return ""
     rows = inputs["dout"].size // expected.shape[0]
     if rows > 1 and explains(expected / rows, got):
-        return (f"{output} = (right answer) / {rows}: it is shared by all {rows} positions, so their gradients "
-                "add up (a sum over the rows, not a mean)")
+        return Hint(f"{output} = (right answer) / {rows}, and {rows} is the number of positions that share it",
+                    "a parameter shared by every position collects all their gradients: a sum over the rows, "
+                    "not a mean")
     if rows > 1 and any(explains(candidate, got) for candidate in _single_row_candidates(inputs, output)):
-        return f"{output} from one position only: sum the gradient over every row of the batch"
+        return Hint(f"{output} equals the gradient of one position alone, though every position uses it",
+                    "sum the gradient over every row of the batch")
     return ""
 
 
@@ -94,16 +123,20 @@ def softmax_diagonal_hint(got, expected, inputs, output):
         return ""
     p = softmax(inputs["x"])
     if explains(inputs["dout"] * p * (1 - p), got):
-        return ("only the diagonal of the Jacobian, p_i (1 - p_i): softmax mixes the row, so every dp_i "
-                "depends on every x_j (the step softmax_jacobian)")
+        return Hint("each dx_i depends on dout_i alone, but a softmax gradient's dx_i depends on every dout_j "
+                    "of its row (the step softmax_jacobian)",
+                    "only the diagonal of the Jacobian, p_i (1 - p_i): softmax mixes the row, so every p_i "
+                    "depends on every x_j")
     for axis in range(p.ndim - 1):
         if p.shape[axis] > 1 and explains(p * (inputs["dout"] - (inputs["dout"] * p).sum(axis=axis, keepdims=True)),
                                           got):
-            return (f"the sum over axis {axis}: softmax normalises each row over the last axis, so the sum that "
-                    "mixes the gradient runs over the last axis too")
+            return Hint(f"dx sums to zero along axis {axis}, where a softmax gradient's rows sum to zero along the "
+                        "last axis",
+                        "softmax normalises each row over the last axis, so the sum that mixes the gradient runs "
+                        "over the last axis too")
     if not _rows_sum_to_zero(got, expected):
-        return ("the rows of dx do not sum to zero, but a softmax gradient's rows do (softmax ignores a shift "
-                "shared by the whole row): the - sum(dout * p) term is missing or wrong")
+        return Hint("the rows of dx do not sum to zero, but a softmax gradient's rows do (softmax ignores a shift "
+                    "shared by the whole row)", "the - sum(dout * p) term is missing or wrong")
     return ""
 
 
@@ -126,18 +159,25 @@ def attention_backward_hint(got, expected, inputs, output):
         return ""
     q, k, scale, weights, d_weights, d_scores = attention_pieces(inputs)
     d_diagonal = weights * (1 - weights) * d_weights
-    wrong = {"dq": [(d_diagonal @ k * scale, "only the diagonal of the softmax Jacobian")],
-             "dk": [(d_scores @ q * scale, "dS Q instead of dS^T Q: the scores' rows are queries, so dk needs "
-                                           "the transpose of dS"),
-                    (d_diagonal.swapaxes(-1, -2) @ q * scale, "only the diagonal of the softmax Jacobian")],
-             "dv": [(weights @ inputs["dout"], "P dout instead of P^T dout: a transpose is missing")]}[output]
+    diagonal_only = Hint(f"{output} is what dS would give if its rows summed to anything but zero; the rows of a "
+                         "softmax's gradient dS sum to zero (the step attention_d_scores)",
+                         "only the diagonal of the softmax Jacobian")
+    by_query = ("row j of {0} belongs to key j and collects from every query that attended to that key; yours "
+                "gathers row j from query j (it has the right shape only because Tq == Tk here)")
+    wrong = {"dq": [(d_diagonal @ k * scale, diagonal_only)],
+             "dk": [(d_scores @ q * scale, Hint(by_query.format("dk"), "dS Q instead of dS^T Q: the scores' rows "
+                                                                      "are queries, so dk needs the transpose of dS")),
+                    (d_diagonal.swapaxes(-1, -2) @ q * scale, diagonal_only)],
+             "dv": [(weights @ inputs["dout"], Hint(by_query.format("dv"), "P dout instead of P^T dout: a transpose "
+                                                                           "is missing"))]}[output]
     for candidate, words in wrong:
         if explains(candidate, got):
             return words
     if output in ("dq", "dk") and explains(expected / scale, got):
-        return f"{output} without the 1/sqrt(d_head) = {scale:.4g} of the scores: the scale is part of the forward pass"
+        return Hint(f"{output} = (right answer) x sqrt(d_head) = {1 / scale:.4g} x",
+                    "the 1/sqrt(d_head) of the scores is part of the forward pass")
     if output in ("dq", "dk") and explains(expected * scale, got):
-        return f"{output} scaled twice by 1/sqrt(d_head)"
+        return Hint(f"{output} = (right answer) / sqrt(d_head) = {scale:.4g} x", "scaled twice by 1/sqrt(d_head)")
     return ""
 
 
@@ -152,8 +192,9 @@ def adam_eps_hint(got, expected, inputs, output):
     v = beta2 * inputs["v"] + (1 - beta2) * inputs["grad"] ** 2
     m_hat, v_hat = m / (1 - beta1**step), v / (1 - beta2**step)
     if explains(inputs["param"] - inputs["lr"] * m_hat / numpy.sqrt(v_hat + eps), got):
-        return ("eps under the square root: the rule is m_hat / (sqrt(v_hat) + eps); the two differ where the "
-                "gradients are tiny, exactly where eps matters")
+        return Hint("your update agrees with the right one where v_hat is large and departs from it where the "
+                    "gradients are tiny, where eps matters: look at where eps enters",
+                    "eps under the square root: the rule is m_hat / (sqrt(v_hat) + eps)")
     return ""
 
 
@@ -165,5 +206,6 @@ def causal_diagonal_hint(got, expected, inputs, output):
         return ""
     strict = numpy.tril(numpy.ones(expected.shape[-2:], dtype=bool), k=-1)
     if numpy.array_equal(got.astype(bool), expected.astype(bool) & strict):
-        return "False on the diagonal: a query may attend to its own position (key <= query, not key < query)"
+        return Hint("False on the diagonal: your mask hides each query's own position from it",
+                    "a query may attend to its own position: key <= query, not key < query")
     return ""

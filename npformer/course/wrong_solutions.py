@@ -77,7 +77,7 @@ def _gradients_and_basic_ops() -> list[WrongSolution]:
         W("softmax_backward", "the row sum without p", lambda x, dout: softmax(x) * (
             dout - dout.sum(-1, keepdims=True)), "sum to zero"),
         W("softmax_backward", "the row sum over the first axis", lambda x, dout: softmax(x) * (
-            dout - (dout * softmax(x)).sum(0, keepdims=True)), "the sum over axis 0"),
+            dout - (dout * softmax(x)).sum(0, keepdims=True)), "along axis 0"),
         W("softmax_backward", "a pass-through to npformer's", lazy_softmax, "npformer's own"),
 
         W("cross_entropy_backward", "averaged over every position, padding included",
@@ -214,8 +214,15 @@ class Outcome:
 
     @property
     def named(self) -> bool:
-        """The hint's words are in the report (always True for a mistake without expected words)."""
-        return not self.wrong.hint or self.wrong.hint in str(self.report)
+        """The hint's words are in the report, its hints' fixes shown (always True for a mistake without
+        expected words)."""
+        return not self.wrong.hint or self.wrong.hint in self.report.with_fixes()
+
+    @property
+    def hinted(self) -> bool:
+        """The report as a student first reads it (no fix named) says what fails beyond "wrong": a hint
+        (a property of the answer), or the error the function raised or was refused with."""
+        return bool(self.report.message) or "hint for " in str(self.report)
 
 
 def run(unseen_seed: int = 0, mistakes: list[str] | None = None) -> list[Outcome]:
@@ -226,7 +233,8 @@ def run(unseen_seed: int = 0, mistakes: list[str] | None = None) -> list[Outcome
         for wrong in catalogue():
             if mistakes is not None and wrong.mistake not in mistakes:
                 continue
-            outcomes.append(Outcome(wrong, check(wrong.exercise, wrong.function, strict=False, unseen_seed=unseen_seed)))
+            outcomes.append(Outcome(wrong, check(wrong.exercise, wrong.function, strict=False, unseen_seed=unseen_seed,
+                                                 reveal=False)))
     return outcomes
 
 

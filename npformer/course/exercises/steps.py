@@ -42,9 +42,10 @@ def _unseen_jacobian(rng):
 def _jacobian_hint(got, expected, inputs, output):
     p = hints.softmax(inputs["x"])
     if got.shape == expected.shape and numpy.allclose(got, numpy.diag(p * (1 - p)), rtol=1e-9, atol=1e-12):
-        return "only the diagonal: p_i depends on every x_j (through the sum in the denominator), not only on x_i"
+        return hints.Hint("zero off the diagonal: yet p_i changes when any x_j of the vector changes",
+                          "only the diagonal: p_i depends on every x_j (through the sum in the denominator)")
     if got.shape == expected.shape and numpy.allclose(got, -numpy.outer(p, p), rtol=1e-9, atol=1e-12):
-        return "the off-diagonal form everywhere: on the diagonal, x_i is in the numerator too"
+        return hints.Hint("right off the diagonal, wrong on it", "on the diagonal, x_i is in the numerator too")
     return ""
 
 
@@ -89,9 +90,10 @@ def _variance_hint(got, expected, inputs, output):
     centered, rstd, dx_hat = _layernorm_parts(inputs["x"], inputs["gamma"], inputs["dout"])
     without_half = -(dx_hat * centered).sum(axis=-1, keepdims=True) * rstd ** 3
     if got.shape == expected.shape and numpy.allclose(got, without_half, rtol=1e-9, atol=1e-14):
-        return "twice the right answer: the derivative of (var + eps)^(-1/2) brings a factor -1/2"
+        return hints.Hint("dvar = 2 x (right answer): a constant factor, the same in every row",
+                          "the derivative of (var + eps)^(-1/2) brings a factor -1/2")
     if got.shape == expected.shape and numpy.allclose(got, -expected, rtol=1e-9, atol=1e-14):
-        return "the sign: (var + eps)^(-1/2) falls as the variance grows"
+        return hints.Hint("dvar = -(right answer): the sign", "(var + eps)^(-1/2) falls as the variance grows")
     return _path_hint("variance")(got, expected, inputs, output)
 
 
@@ -126,16 +128,19 @@ def _d_scores_hint(got, expected, inputs, output):
     if got.shape != expected.shape:
         return ""
     if numpy.allclose(got, weights * (1 - weights) * d_weights, rtol=1e-9, atol=1e-12):
-        return "only the diagonal of the softmax Jacobian: each weight of a row depends on every score of the row"
+        return hints.Hint("the rows of dS do not sum to zero, yet the rows of a softmax's gradient do",
+                          "only the diagonal of the softmax Jacobian: each weight of a row depends on every score "
+                          "of the row")
     if numpy.allclose(got, expected * scale, rtol=1e-9, atol=1e-12):
-        return (f"scaled by 1/sqrt(d_head) = {scale:.4g}: the scale belongs to the scores' own inputs (q and k), "
-                "not to dS")
+        return hints.Hint(f"dS = (right answer) x {scale:.4g}, which is 1/sqrt(d_head)",
+                          "the scale belongs to the scores' own inputs (q and k), not to dS")
     return ""
 
 
 def _d_weights_hint(got, expected, inputs, output):
     if got.shape == expected.shape[:-2] + expected.shape[-2:][::-1]:
-        return "the transpose: dP has a row per query and a column per key, like P"
+        return hints.Hint("shape (..., Tk, Tq): dP has one row per query and one column per key, like P",
+                          "the transpose")
     return ""
 
 

@@ -46,7 +46,10 @@ class Exercise:
     what the exercise is worth in a class's grades (a backward pass 2, the rest 1). ``variant``: the
     name of the variant this exercise poses (``course.variants``; "" for the lesson's own form), whose
     reference is the finite differences of ``timed_forward``, the forward a backward pass's time is
-    compared with (the textbook's is ``forward``).
+    compared with (the textbook's is ``forward``). ``question``: the number of the open question (in
+    the lesson's ``## Exercises`` section) whose checkable part this exercise grades, 0 for none: a
+    question's number, shape, choice or short expression posed as a function of the question's
+    setting, so that its reference is computed, never stored.
     """
 
     name: str
@@ -66,6 +69,7 @@ class Exercise:
     points: int = 1
     timed_forward: Callable | None = None
     variant: str = ""
+    question: int = 0
 
 
 def normal(rng: numpy.random.Generator, *shape: int) -> numpy.ndarray:

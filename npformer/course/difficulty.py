@@ -1,5 +1,6 @@
 """How much each graded exercise asks of a student: its steps, the length of its published answer,
-and a rough estimate of the minutes it takes.
+and a rough estimate of the minutes it takes; and per lesson, its longest answer and how many of its
+open questions have an auto-graded part.
 
 The answer's length is measured: the lines of code between the solution markers of the instructor
 edition (blank lines and comments left out; a nested helper counts). The minutes are **not**
@@ -12,8 +13,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .edition import BEGIN, END, lesson_files
+from .edition import BEGIN, END, lesson_files, open_questions
 from .exercises import DERIVATIONS, EXERCISES
+
+SUBSTANTIAL_LINES = 8  # a graded lesson's longest answer should take at least this many lines of reasoning
 
 MINUTES_RULE = ("5 minutes to read the exercise, plus 3 per line of the published answer; doubled for a "
                 "backward pass (2 points), which is derived on paper first")
@@ -66,4 +69,27 @@ def difficulty_table(lessons_dir: str | Path | None = None) -> str:
         totals[exercise.lesson] = totals.get(exercise.lesson, 0) + estimate
         rows.append(f"| `{name}` | {exercise.lesson} | {exercise.points} | {steps} | {count} | {estimate} |")
     summary = ", ".join(f"{lesson}: {total}" for lesson, total in totals.items())
-    return "\n".join(rows) + f"\n\nEstimated minutes by lesson: {summary}; in all {sum(totals.values())}."
+    return ("\n".join(rows) + f"\n\nEstimated minutes by lesson: {summary}; in all {sum(totals.values())}.\n\n"
+            + lesson_table(lessons_dir, lines))
+
+
+def lesson_table(lessons_dir: str | Path | None = None, lines: dict[str, int] | None = None) -> str:
+    """A Markdown table, one row per graded lesson: its exercises, its longest answer (flagged under
+    ``SUBSTANTIAL_LINES``), its open questions and how many of them have an auto-graded part
+    (``Exercise.question``); then the totals."""
+    lines = answer_lines(lessons_dir) if lines is None else lines
+    questions = {path.stem[:2]: open_questions(path.read_text(encoding="utf-8")) for path in lesson_files(lessons_dir)}
+    rows = ["| lesson | exercises | longest answer (lines) | open questions | with an auto-graded part |",
+            "|---|---:|---:|---:|---:|"]
+    short, marked = [], 0
+    for lesson in sorted({exercise.lesson for exercise in EXERCISES.values()}):
+        names = [name for name, exercise in EXERCISES.items() if exercise.lesson == lesson]
+        longest = max(lines.get(name, 0) for name in names)
+        auto = len({EXERCISES[name].question for name in names if EXERCISES[name].question})
+        marked += auto
+        flag = "" if longest >= SUBSTANTIAL_LINES else " (short)"
+        short += [lesson] if flag else []
+        rows.append(f"| {lesson} | {len(names)} | {longest}{flag} | {questions.get(lesson, 0)} | {auto} |")
+    total = sum(questions.values())
+    return ("\n".join(rows) + f"\n\nOpen questions with an auto-graded part: {marked} of {total}. Graded lessons "
+            f"whose longest answer is under {SUBSTANTIAL_LINES} lines: {', '.join(short) or 'none'}.")

@@ -81,3 +81,21 @@ def test_reveal_must_be_a_bool():
 def test_a_hint_without_a_second_tier_is_a_plain_sentence():
     assert hints.fix_of("wrong at every entry") == "" and hints.fix_of(hints.Hint("a", "b")) == "b"
     assert str(hints.Hint("a", "b")) == "a"
+
+
+@pytest.mark.parametrize("reveal_fixes", [False, True])
+def test_course_grade_names_the_fix_only_when_the_instructor_asks(tmp_path, reveal_fixes):
+    import inspect
+
+    from npformer.course import grade_class
+
+    student = tmp_path / "class" / "ada"
+    student.mkdir(parents=True)
+    source = "import numpy as np\n\n\n" + inspect.getsource(attention_with_dv_untransposed)
+    (student / "07_scaled_dot_product_attention.py").write_text(source.replace("attention_with_dv_untransposed",
+                                                                               "attention_backward"))
+    [graded] = grade_class(tmp_path / "class", tmp_path / "grades.csv", seed=1, exercises=["attention_backward"],
+                           isolated=False, reveal_fixes=reveal_fixes)
+    feedback = graded.results["attention_backward"].report
+    assert "belongs to key j" in feedback and (FIX in feedback) == reveal_fixes
+    assert "reveal=True" not in feedback

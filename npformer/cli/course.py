@@ -231,7 +231,9 @@ def collect_functions(args: argparse.Namespace) -> None:
             "--out": dict(default="grades.csv", metavar="FILE",
                           help="the CSV to write, numbers only (default: %(default)s)"),
             "--reasons": dict(action="store_true", help="also write <out>_reasons.csv, why each exercise got its "
-                                                        "points")})
+                                                        "points"),
+            "--reveal-fixes": dict(action="store_true", help="the feedback's hints also name the fix (by default "
+                                                             "they say only what property of the answer fails)")})
 def grade_class(args: argparse.Namespace) -> None:
     """A class graded: one CSV row per student, feedback files beside the CSV. Every student folder
     of SUBMISSIONS is graded in fresh processes, a line per student printed; the sheet holds numbers
@@ -250,7 +252,7 @@ def grade_class(args: argparse.Namespace) -> None:
     graded = course.grade_class(args.submissions, args.out, timeout=args.timeout, seed=args.seed, secret=secret,
                                 exercises=exercises, reasons=args.reasons,
                                 progress=lambda name: print(f"grading {name} ...", flush=True),
-                                isolated=not args.no_isolation, variants=variants)
+                                isolated=not args.no_isolation, variants=variants, reveal_fixes=args.reveal_fixes)
     print(course.grading.summary(graded))
     print(f"wrote {args.out} (numbers only) and the feedback beside it")
 

@@ -134,7 +134,8 @@ def practice_under_variants(exercises: list[str] | None = None) -> list[str]:
 
 
 def _grade_student(folder: Path, prepared: ClassCases, timeout: float, worker: Worker, seed: int, name: str,
-                   variants: Variants | None = None, roster_names: tuple[str, ...] = ()) -> StudentGrades:
+                   variants: Variants | None = None, roster_names: tuple[str, ...] = (),
+                   reveal_fixes: bool = False) -> StudentGrades:
     """One student: their functions collected (parsed, never run here), each graded in the worker
     against their variants (none: the lesson's forms). Whatever their files hold, the result is their
     grades: only the machine's errors are raised."""
@@ -175,6 +176,7 @@ def _grade_student(folder: Path, prepared: ClassCases, timeout: float, worker: W
             report = f"exercise {name}: not graded: {Status.GRADING_ERROR.said(why)}"
             grades.results[name] = Result(name, exercise.points, Status.GRADING_ERROR, report, detail=why)
             continue
+        report.reveal = True if reveal_fixes else None  # the hints' fixes only where the instructor asks
         status, detail = _status(report)
         grades.results[name] = Result(name, exercise.points, status, printable(report, lines=True), report, detail)
     return grades
@@ -247,18 +249,19 @@ def write_secret(path: str | Path) -> str:
 def grade_submission(folder: str | Path, prepared: ClassCases, *, seed: int,
                      timeout: float = 30.0, worker: Worker | None = None, name: str | None = None,
                      isolated: bool = True, variants: Variants | None = None,
-                     roster_names: tuple[str, ...] = ()) -> StudentGrades:
+                     roster_names: tuple[str, ...] = (), reveal_fixes: bool = False) -> StudentGrades:
     """One student's folder graded on ``prepared`` (``prepared_cases``): what Gradescope's and
     GitHub Classroom's autograders run for each submission. A ``worker`` is started (and closed)
     when none is given, isolated by the kernel unless ``isolated=False`` (``worker.Worker``).
     ``variants``: graded against the variants of the roster's student for ``roster_names`` (default:
-    ``name``, the folder's whole name; Gradescope's submitters' ids and e-mails)."""
+    ``name``, the folder's whole name; Gradescope's submitters' ids and e-mails). ``reveal_fixes``: as
+    ``grade_class``'s."""
     folder = Path(folder)   # not a folder, or no lesson in it: every exercise "missing", and why
     own = worker is None
     worker = Worker(isolated=isolated) if own else worker
     try:
         return _grade_student(folder, prepared, timeout, worker, seed, folder.name if name is None else name,
-                              variants, roster_names)
+                              variants, roster_names, reveal_fixes)
     finally:
         if own:
             worker.close()
@@ -277,7 +280,8 @@ def autograde(submission: str | Path, exercises: list[str], *, seed: int, secret
 
 def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30.0, seed: int | None = None,
                 secret: str | None = None, exercises: list[str] | None = None, reasons: bool = False,
-                progress=None, isolated: bool = True, variants: Variants | None = None) -> list[StudentGrades]:
+                progress=None, isolated: bool = True, variants: Variants | None = None,
+                reveal_fixes: bool = False) -> list[StudentGrades]:
     """Grade every student folder of ``submissions``; write ``out`` (CSV, numbers only) and the
     feedback files.
 
@@ -290,6 +294,8 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
     kernel (``worker.Worker``; the default, and what a class needs); False only for work you trust.
     ``variants``: each student graded against their own variants (``roster.Variants``); the exercises
     without variants are then practice and left out, and ``<out>_variants.csv`` names each student's.
+    ``reveal_fixes``: the feedback's hints name their fixes too (``hints.Hint``); by default a grade
+    sheet's hints say only what property of the answer fails, as a student's first checks do.
     A student folder that is a symbolic link is not followed: every exercise "missing", and why.
     The files are written once every student is graded and the worker is closed.
     """
@@ -317,7 +323,7 @@ def grade_class(submissions: str | Path, out: str | Path, *, timeout: float = 30
                 graded.append(_refused(student.name, f"{student.name} is a symbolic link: not followed", prepared))
             else:
                 graded.append(grade_submission(student, prepared, seed=seed, timeout=timeout, worker=worker,
-                                               variants=variants))
+                                               variants=variants, reveal_fixes=reveal_fixes))
     finally:
         worker.close()
     _write(graded, list(prepared), out, seed, reasons)

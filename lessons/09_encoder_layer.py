@@ -50,15 +50,12 @@ assert np.array_equal(evaluated, ones)
 
 # %% [markdown]
 # For the backward pass, the mask is fixed: it was drawn in the forward pass and is part of what
-# the function is. Each output is then the input times a constant, $\text{out}_i = c_i x_i$ with
-# $c_i = \text{keep}_i / (1 - p)$, so $\partial\, \text{out}_i / \partial x_j = c_i\, \delta_{ij}$ and
-#
-# $$dx = \frac{d\text{out} \odot \text{keep}}{1 - p}$$
-#
-# A dropped number passes no gradient back; a kept one passes it back scaled by $1/(1-p)$, like
-# its value.
+# the function is, a constant like $p$. Each output entry is then a function of $x$ alone.
 #
 # ### Your turn
+#
+# Which entries of $x$ does $\text{out}_i$ depend on, and how? Write the loss's change as a sum over
+# the output's entries, and differentiate it with respect to one $x_j$.
 #
 # Write `dropout_backward(x, keep, p, dout)`: `x` the input (any shape), `keep` the boolean mask of
 # the same shape (True where the number was kept), `p` the drop probability, `dout` the upstream
@@ -89,6 +86,16 @@ def dropout_backward(x, keep, p, dout):
 print(check("dropout_backward", dropout_backward))
 
 # %% [markdown] tags=["instructor"]
+# ### The answer (instructor edition)
+#
+# With the mask fixed, $\text{out}_i = c_i x_i$ with $c_i = \text{keep}_i / (1 - p)$, so
+# $\partial\, \text{out}_i / \partial x_j = c_i\, \delta_{ij}$ and
+#
+# $$dx = \frac{d\text{out} \odot \text{keep}}{1 - p}$$
+#
+# A dropped number passes no gradient back; a kept one passes it back scaled by $1/(1-p)$, like
+# its value.
+#
 # **The classic mistake** is to remember the mask and forget the scale, which the forward pass
 # applied to every survivor. The grader recognises a gradient off by a constant factor:
 
@@ -102,8 +109,8 @@ print(mistake)
 assert not mistake.passed and {row.tensor for row in mistake.rows if not row.passed} == {"dx"}
 
 # %% [markdown]
-# npformer's `ops.dropout_backward` keeps $\text{keep}/(1-p)$ in its cache; it passes the
-# finite-difference check (with the same mask in every call: the mask is part of the function):
+# npformer's `ops.dropout_backward` passes the finite-difference check (with the same mask in every
+# call: the mask is part of the function):
 
 # %%
 library = gradcheck.check_op("dropout")
@@ -119,29 +126,30 @@ assert library.passed
 print(inspect.getsource(nn.Residual.forward))
 
 # %% [markdown]
-# The backward pass follows the two arrows out of $x$. The identity path passes the gradient
-# straight through; the sub-layer path goes back through dropout and the sub-layer $F$ (and the
-# norm); the two are added. Writing $J$ for a Jacobian and $D_p(g) = g \odot \text{keep} / (1-p)$
-# for dropout's backward, post-norm, with $s = x + \operatorname{Dropout}(F(x))$ and
-# $y = \operatorname{LN}(s)$, gives
+# With $F$ the sub-layer, $\operatorname{LN}$ the norm and $\operatorname{Drop}$ dropout (its mask
+# fixed), every tensor `(B, T, D)`, a post-norm block computes
 #
-# $$ds = J_{\mathrm{LN}}^\top\, dy, \qquad dx = ds + J_F^\top\, D_p(ds)$$
+# $$s = x + \operatorname{Drop}(F(x)), \qquad y = \operatorname{LN}(s)$$
 #
-# and pre-norm, $y = x + \operatorname{Dropout}(F(\operatorname{LN}(x)))$, gives
+# and a pre-norm block
 #
-# $$dx = dy + J_{\mathrm{LN}}^\top J_F^\top\, D_p(dy)$$
+# $$y = x + \operatorname{Drop}(F(\operatorname{LN}(x))).$$
 #
 # ### Your turn
 #
-# Write `residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm)`.
-# The three backward passes are given as functions of an upstream gradient: `sublayer_backward(g)`
-# is $J_F^\top g$, `norm_backward(g)` is $J_{\mathrm{LN}}^\top g$, `dropout_backward(g)` is
-# $D_p(g)$ (in a layer, they are the `.backward` methods of its blocks). Return $dx$, for a
-# post-norm block when `pre_norm` is False and a pre-norm block when it is True. The grader hands
-# your function linear maps with random matrices, so a missing path or a norm in the wrong place
-# changes the numbers. Your function is the rule every residual block's backward runs
-# (`nn.Residual.backward`): `ops.using({"residual_backward": yours})` makes every encoder and decoder
-# layer run yours (lesson 27 trains the model on yours).
+# Write `residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm)`,
+# which returns $dx = \partial L / \partial x$, `(B, T, D)`, given `dout`, $\partial L / \partial y$.
+# The three backward passes are given as functions of an upstream gradient, each `(B, T, D)` to
+# `(B, T, D)`: `sublayer_backward(g)` takes the gradient at $F$'s output and returns the one at its
+# input, `norm_backward(g)` does the same for the norm and `dropout_backward(g)` for dropout (in a
+# layer, they are the `.backward` methods of its blocks). `pre_norm` says which of the two blocks it is.
+#
+# Draw each forward pass as a graph: along how many paths does $x$ reach $y$, and which operations
+# lie on each? Which gradient does each function receive, and in which order must they be called?
+# The grader hands your function linear maps with random matrices, so a missing path or a function
+# called in the wrong place changes the numbers. Your function is the rule every residual block's
+# backward runs (`nn.Residual.backward`): `ops.using({"residual_backward": yours})` makes every
+# encoder and decoder layer run yours (lesson 27 trains the model on yours).
 
 # %%
 def residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm):
@@ -156,6 +164,23 @@ def residual_backward(dout, sublayer_backward, norm_backward, dropout_backward, 
 
 # %%
 print(check("residual_backward", residual_backward))
+
+# %% [markdown] tags=["instructor"]
+# ### The answer (instructor edition)
+#
+# The backward pass follows the two arrows out of $x$. The identity path passes the gradient
+# straight through; the sub-layer path goes back through dropout and the sub-layer $F$ (and the
+# norm); the two are added. Writing $J$ for a Jacobian and $D_p(g) = g \odot \text{keep} / (1-p)$
+# for dropout's backward, post-norm gives
+#
+# $$ds = J_{\mathrm{LN}}^\top\, dy, \qquad dx = ds + J_F^\top\, D_p(ds)$$
+#
+# and pre-norm gives
+#
+# $$dx = dy + J_{\mathrm{LN}}^\top J_F^\top\, D_p(dy).$$
+#
+# In post-norm the norm is the last operation, so its backward comes first and both paths start
+# from $ds$; in pre-norm the identity path meets no norm at all.
 
 # %% [markdown]
 # A layer is a list of residual blocks, `layer.sublayers`, written once: its forward walks the list,

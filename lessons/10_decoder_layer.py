@@ -78,16 +78,22 @@ print(inspect.getsource(nn.DecoderLayer.forward))
 print(inspect.getsource(nn.DecoderLayer.backward))
 
 # %% [markdown]
-# The layer's second block, cross-attention, reads two inputs: $x$ and the encoder's output, the
-# memory $M$. Its backward returns `(d_input, d_memory)`, and so must the residual block around
-# it: the identity path and the norm concern $x$ only, and the memory's gradient comes out of the
-# sub-layer as it is.
+# The layer's second block, cross-attention, reads two inputs: $x$, `(B, T, D)`, and the encoder's
+# output, the memory $M$, `(B, S, D)` (a source of $S$ positions). With $F$ the cross-attention
+# sub-layer, a post-norm block computes
+#
+# $$y = \operatorname{LN}\big(x + \operatorname{Drop}(F(x, M))\big)$$
+#
+# and a pre-norm block $y = x + \operatorname{Drop}(F(\operatorname{LN}(x), M))$. Its backward
+# returns the gradients of both inputs, `(dx, d_memory)`, and so does the sub-layer's:
+# `sublayer_backward(g)` takes the gradient at $F$'s output, `(B, T, D)`, and returns
+# `(d_input, d_memory)`, the gradients at its two inputs.
 #
 # ### Your turn (1)
 #
 # Write `residual_backward_with_memory(dout, sublayer_backward, norm_backward, dropout_backward,
-# pre_norm)`, lesson 9's `residual_backward` for a sub-layer whose backward returns
-# `(d_input, d_memory)`. Return `(dx, d_memory)`.
+# pre_norm)`, lesson 9's `residual_backward` for this block, returning `(dx, d_memory)`. Along which
+# of the block's paths does $M$ reach $y$, and which gradient reaches $F$'s output on that path?
 
 # %%
 def residual_backward_with_memory(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm):
@@ -106,20 +112,21 @@ def residual_backward_with_memory(dout, sublayer_backward, norm_backward, dropou
 print(check("residual_backward_with_memory", residual_backward_with_memory))
 
 # %% [markdown]
-# Every decoder layer reads the same `memory` $M$, so the encoder's output receives the **sum** of
-# the cross-attention gradients of all $N$ decoder layers,
+# A decoder is a stack of $N$ such layers, and every one of them reads the same memory:
 #
-# $$\frac{\partial L}{\partial M} = \sum_{l=1}^{N} J_{l}^\top\, d_l,$$
+# $$x_l = \operatorname{layer}_l(x_{l-1}, M), \quad l = 1, \dots, N, \qquad \text{output } x_N$$
 #
-# where $J_l$ is the Jacobian of layer $l$'s output with respect to $M$ and $d_l$ is the gradient
-# that reaches that output.
+# with every $x_l$ of shape `(B, T, D)` and $M$ of shape `(B, S, D)`.
 #
 # ### Your turn (2)
 #
-# Write `stack_backward_with_memory(dout, layer_backwards)`: `layer_backwards` holds each layer's
-# backward pass in the order of the forward pass, each a function from the gradient of the layer's
-# output to `(dx, d_memory)`. Go through the layers last first, and return the gradient of the
-# first layer's input and the memory's gradient summed over every layer.
+# Write `stack_backward_with_memory(dout, layer_backwards)`, which returns
+# `(dx, d_memory)`: the gradient at the first layer's input $x_0$ and at the memory $M$, given
+# `dout`, the gradient at $x_N$. `layer_backwards` holds each layer's backward pass in the order of
+# the forward pass, each a function from the gradient at the layer's output $x_l$ to the gradients at
+# its inputs, `(d x_{l-1}, d_memory)`, the second the share of $M$'s gradient that comes through this
+# layer. Which gradient must each layer's backward receive, so in which order can they be called? And
+# how does $M$, read by $N$ layers, collect its gradient?
 
 # %%
 def stack_backward_with_memory(dout, layer_backwards):
@@ -135,6 +142,23 @@ def stack_backward_with_memory(dout, layer_backwards):
 
 # %%
 print(check("stack_backward_with_memory", stack_backward_with_memory))
+
+# %% [markdown] tags=["instructor"]
+# ### The answers (instructor edition)
+#
+# The memory reaches a block's output through the sub-layer only: the identity path and the norm
+# concern $x$, so the block's `d_memory` is the sub-layer's, given the gradient that reaches $F$'s
+# output (post-norm: through the norm and dropout, $D_p(J_{\mathrm{LN}}^\top dy)$; pre-norm: $D_p(dy)$),
+# and `dx` is lesson 9's.
+#
+# In the stack, layer $l$'s backward needs the gradient at $x_l$, which only layer $l + 1$'s backward
+# gives: the layers are undone last first. Every layer reads $M$, so the memory's gradient is the
+# sum of what each sends back,
+#
+# $$\frac{\partial L}{\partial M} = \sum_{l=1}^{N} J_{l}^\top\, d_l,$$
+#
+# where $J_l$ is the Jacobian of layer $l$'s output with respect to $M$ and $d_l$ is the gradient
+# that reaches that output.
 
 # %% [markdown]
 # Both are rules the decoder runs (`nn.Residual.backward` for the cross-attention block,

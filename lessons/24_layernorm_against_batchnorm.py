@@ -365,32 +365,12 @@ assert min(offsets["one shared by all four"]) > 5 * max(offsets["one per residua
 # padded rows too, with the kept rows' statistics; nothing downstream reads them, and setting them
 # to 0 makes the output independent of whatever the padding holds.)
 #
-# A kept output depends on its own $x_i$ directly, and on every kept row through $\mu_d$ and
-# $\sigma_d^2$. That is lesson 4's derivation with the roles of the axes swapped: there, a mean over
-# the $D$ features of one position; here, a mean over the $N$ kept positions of one feature. With
-# $g = dy \odot \gamma$ and $r_d = 1/\sqrt{\sigma_d^2 + \epsilon}$, lesson 4's Jacobian with $N$ in
-# place of $D$, $\partial \hat x_i / \partial x_j = r\,(\delta_{ij} - \frac1N - \frac1N \hat x_i \hat x_j)$
-# for kept $i, j$ (one feature at a time), sums to the same compact form, at every kept position:
+# ### Your turn: the forward pass
 #
-# $$dx = r\left(g - \overline{g} - \hat x\, \overline{g \odot \hat x}\right), \qquad
-# \overline{g} = \frac{1}{N}\sum_{\text{kept } i} g_i, \quad
-# \overline{g \odot \hat x} = \frac{1}{N}\sum_{\text{kept } i} g_i \odot \hat x_i$$
-#
-# and $dx = 0$ at a padded position, whose output is 0 whatever it holds. The parameters collect
-# their gradient from the kept positions only: $d\gamma = \sum_{\text{kept}} dy \odot \hat x$ and
-# $d\beta = \sum_{\text{kept}} dy$.
-#
-# ### Your turn
-#
-# Write `batchnorm_forward(x, gamma, beta, keep)` and `batchnorm_backward(x, gamma, beta, keep, dout)`
-# for `x` of shape `(B, T, D)`, `keep` a boolean `(B, T)` array, `gamma` and `beta` of shape `(D,)`,
-# with the biased variance and $\epsilon = 10^{-5}$. The forward returns `y`, `(B, T, D)`, zero at
-# the padded positions; the backward recomputes the statistics from `x` and returns
-# `(dx, dgamma, dbeta)`, shaped like `x`, `gamma` and `beta`. `x[keep]` gives the kept positions as
-# an `(N, D)` array. The grader checks both against npformer's reference, and the backward also
-# against finite differences of the forward, on a padded tail, a sentence of padding only, a batch
-# without padding with a single feature, and padded positions that hold values near 50 (which must
-# change nothing).
+# Write `batchnorm_forward(x, gamma, beta, keep)` for `x` of shape `(B, T, D)`, `keep` a boolean
+# `(B, T)` array, `gamma` and `beta` of shape `(D,)`, with the biased variance and
+# $\epsilon = 10^{-5}$. It returns `y`, `(B, T, D)`, zero at the padded positions. `x[keep]` gives the
+# kept positions as an `(N, D)` array.
 
 # %% [markdown]
 # **Your variant.** Graded with variants, each student derives their own form of this lesson's
@@ -415,27 +395,140 @@ def batchnorm_forward(x, gamma, beta, keep, eps=1e-5):
     ### END SOLUTION
 
 
+# %%
+print(check("batchnorm_forward", batchnorm_forward))
+
+# %% [markdown]
+# ### Derivation, one path at a time
+#
+# The chain is lesson 4's, $x \to \mu \to \sigma^2 \to \hat x \to y$, with the roles of the axes
+# swapped: there, a mean over the $D$ features of one position; here, a mean over the $N$ kept
+# positions of one feature. A kept $x_{i,d}$ reaches the loss along three paths: directly, through
+# $x_{i,d} - \mu_d$ in $\hat x_{i,d}$; through the mean $\mu_d$, which every kept $\hat x_{j,d}$ of
+# the feature uses; and through the variance $\sigma_d^2$, which they all use too. (And a padded
+# $x_{i,d}$: along which paths does it reach the loss?) Each step below is graded on its own and
+# takes the final exercise's arguments, `(x, gamma, beta, keep, dout)`, recomputing what it needs from
+# `x`. Use $r_d = 1/\sqrt{\sigma_d^2 + \epsilon}$ as a shorthand.
+#
+# #### Step 1: back through the scale and shift
+#
+# $y = \gamma \odot \hat x + \beta$ at a kept position and $y = 0$ at a padded one. What is
+# $\partial L / \partial \hat x$ at every position, given $dy = \partial L / \partial y$ (`dout`)?
+# Write `batchnorm_dx_hat(x, gamma, beta, keep, dout)`, returning it in the shape of `x`.
+
+# %%
+def batchnorm_dx_hat(x, gamma, beta, keep, dout, eps=1e-5):
+    """dL/dx_hat, shaped like x: (B, T, D)."""
+    ### BEGIN SOLUTION
+    return dout * gamma * keep[..., None]
+    ### END SOLUTION
+
+
+# %%
+print(check("batchnorm_dx_hat", batchnorm_dx_hat))
+
+# %% [markdown]
+# #### Step 2: the variance
+#
+# $\sigma_d^2$ enters $\hat x_{i,d}$ through the factor $r_d$. Differentiate $\hat x_{i,d}$ with
+# respect to $\sigma_d^2$, holding $x$ and $\mu$ fixed, and add up the contributions of the positions
+# whose outputs depend on it (which are they?). Write `batchnorm_dvar(x, gamma, beta, keep, dout)`,
+# returning $\partial L / \partial \sigma^2$ with shape `(D,)`: one number per feature.
+
+# %%
+def batchnorm_dvar(x, gamma, beta, keep, dout, eps=1e-5):
+    """dL/dvar, one number per feature: shape (D,)."""
+    ### BEGIN SOLUTION
+    rows = x[keep]                                   # (N, D)
+    centered = x - rows.mean(axis=0)
+    rstd = 1.0 / np.sqrt(rows.var(axis=0) + eps)
+    dx_hat = batchnorm_dx_hat(x, gamma, beta, keep, dout, eps)
+    return -0.5 * (dx_hat * centered).reshape(-1, x.shape[-1]).sum(axis=0) * rstd ** 3
+    ### END SOLUTION
+
+
+# %%
+print(check("batchnorm_dvar", batchnorm_dvar))
+
+# %% [markdown]
+# #### Step 3: the mean
+#
+# $\mu_d$ reaches the loss along two paths: through $x_{i,d} - \mu_d$ in every kept $\hat x_{i,d}$, and
+# through the variance, $\sigma_d^2 = \frac{1}{N}\sum_{\text{kept } i} (x_{i,d} - \mu_d)^2$, whose
+# gradient you have from step 2. Add both. (One of the two is exactly zero: which, and why?) Write
+# `batchnorm_dmean(x, gamma, beta, keep, dout)`, returning $\partial L / \partial \mu$ with shape `(D,)`.
+
+# %%
+def batchnorm_dmean(x, gamma, beta, keep, dout, eps=1e-5):
+    """dL/dmean, one number per feature: shape (D,)."""
+    ### BEGIN SOLUTION
+    rows = x[keep]                                   # (N, D)
+    rstd = 1.0 / np.sqrt(rows.var(axis=0) + eps)
+    dx_hat = batchnorm_dx_hat(x, gamma, beta, keep, dout, eps)
+    direct = -(dx_hat * rstd).reshape(-1, x.shape[-1]).sum(axis=0)
+    d_var = batchnorm_dvar(x, gamma, beta, keep, dout, eps)
+    through_variance = d_var * (-2.0 * (rows - rows.mean(axis=0))).mean(axis=0)
+    return direct + through_variance
+    ### END SOLUTION
+
+
+# %%
+print(check("batchnorm_dmean", batchnorm_dmean))
+
+# %% [markdown]
+# #### Step 4: the three paths together
+#
+# Now $x_{i,d}$ itself, at a kept position: directly through $\hat x_{i,d}$ (step 1's gradient times
+# $\partial \hat x_{i,d} / \partial x_{i,d}$ with $\mu$ and $\sigma^2$ held fixed), through $\sigma_d^2$
+# (step 2's gradient times $\partial \sigma_d^2 / \partial x_{i,d}$) and through $\mu_d$ (step 3's
+# gradient times $\partial \mu_d / \partial x_{i,d}$). Add the three. What does a padded position
+# receive? And $\gamma_d$ and $\beta_d$, which every kept position of the batch uses?
+#
+# Write `batchnorm_backward(x, gamma, beta, keep, dout)`: it recomputes the statistics from `x` and
+# returns `(dx, dgamma, dbeta)`, shaped like `x`, `gamma` and `beta`. You may call your three steps.
+# The check below grades the steps again and names the first wrong one; it compares with npformer's
+# reference and with finite differences of the forward, on a padded tail, a sentence of padding only,
+# a batch without padding with a single feature, and padded positions that hold values near 50 (which
+# must change nothing). Once it passes, it shows npformer's compact form of the same gradient: compare
+# it with yours.
+
+# %%
 def batchnorm_backward(x, gamma, beta, keep, dout, eps=1e-5):
     """Gradients of batchnorm_forward with respect to x, gamma and beta."""
     ### BEGIN SOLUTION
     kept = keep[..., None]                           # (B, T, 1)
-    rows = x[keep]
+    rows = x[keep]                                   # (N, D)
+    count, d_model = len(rows), x.shape[-1]
+    centered = x - rows.mean(axis=0)
     rstd = 1.0 / np.sqrt(rows.var(axis=0) + eps)     # (D,)
-    x_hat = (x - rows.mean(axis=0)) * rstd
-    g = dout * gamma * kept                          # 0 at the padded positions
-    n = keep.sum()
-    g_mean = g.reshape(-1, x.shape[-1]).sum(axis=0) / n
-    gx_mean = (g * x_hat).reshape(-1, x.shape[-1]).sum(axis=0) / n
-    dx = kept * rstd * (g - g_mean - x_hat * gx_mean)
-    dgamma = (dout * x_hat * kept).reshape(-1, x.shape[-1]).sum(axis=0)
-    dbeta = (dout * kept).reshape(-1, x.shape[-1]).sum(axis=0)
+    direct = batchnorm_dx_hat(x, gamma, beta, keep, dout, eps) * rstd
+    through_variance = batchnorm_dvar(x, gamma, beta, keep, dout, eps) * 2.0 * centered / count
+    through_mean = batchnorm_dmean(x, gamma, beta, keep, dout, eps) / count
+    dx = kept * (direct + through_variance + through_mean)
+    dgamma = (dout * centered * rstd * kept).reshape(-1, d_model).sum(axis=0)
+    dbeta = (dout * kept).reshape(-1, d_model).sum(axis=0)
     return dx, dgamma, dbeta
     ### END SOLUTION
 
 
 # %%
-print(check("batchnorm_forward", batchnorm_forward))
-print(check("batchnorm_backward", batchnorm_backward))
+print(check("batchnorm_backward", batchnorm_backward, steps=(batchnorm_dx_hat, batchnorm_dvar, batchnorm_dmean)))
+
+# %% [markdown] tags=["instructor"]
+# ### The compact form (instructor edition)
+#
+# With $g = dy \odot \gamma$ at the kept positions (step 1), lesson 4's Jacobian with $N$ in place of
+# $D$, $\partial \hat x_{i,d} / \partial x_{j,d} = r_d\,(\delta_{ij} - \frac1N - \frac1N \hat x_{i,d} \hat x_{j,d})$
+# for kept $i, j$ (one feature at a time), sums to the same compact form, at every kept position:
+#
+# $$dx = r\left(g - \overline{g} - \hat x\, \overline{g \odot \hat x}\right), \qquad
+# \overline{g} = \frac{1}{N}\sum_{\text{kept } i} g_i, \quad
+# \overline{g \odot \hat x} = \frac{1}{N}\sum_{\text{kept } i} g_i \odot \hat x_i$$
+#
+# and $dx = 0$ at a padded position, whose output is 0 whatever it holds (and which is in no
+# statistic). The variance's path through the mean is zero, since $\sum_{\text{kept } i} (x_{i,d} - \mu_d) = 0$.
+# The parameters collect their gradient from the kept positions only:
+# $d\gamma = \sum_{\text{kept}} dy \odot \hat x$ and $d\beta = \sum_{\text{kept}} dy$.
 
 # %% [markdown]
 # Your forward pass, with $\gamma = 1$ and $\beta = 0$, is the lesson's `batch_norm(x, keep)` at
@@ -478,11 +571,12 @@ assert moved["batch norm"] > 1e-3 and moved["layer norm"] == 0
 
 # %% [markdown]
 # Under batch norm, sentence 1's gradient moves although nothing about sentence 1 changed: the
-# means $\overline{g}$ and $\overline{g \odot \hat x}$ run over every kept position of the batch, so
-# each sentence's gradient carries a share of every other sentence's. Under layer norm the means
-# run over one position's features, and the other sentences cannot reach it. In training, then,
-# batch norm couples the sentences of a batch twice: in the forward pass through the statistics,
-# and in the backward pass through these means.
+# gradients of a feature's mean and variance (your steps 3 and 2) are sums over every kept position
+# of the batch, and they reach every kept position's $dx$, so each sentence's gradient carries a
+# share of every other sentence's. Under layer norm the statistics are one position's own, and the
+# other sentences cannot reach it. In training, then, batch norm couples the sentences of a batch
+# twice: in the forward pass through the statistics, and in the backward pass through their
+# gradients.
 #
 # ## Exercises
 #

@@ -71,14 +71,25 @@ LESSON_08 = {
 
 # -- lesson 09 ---------------------------------------------------------------------------------------
 LESSON_09 = {
-    "dropout_backward": Posed((), ()),
-    "residual_backward": Posed((), ()),
+    "dropout_backward": Posed((), (r"\\frac\{d\\text\{out\}\\odot\\text\{keep\}\}", r"dout\*keep", r"keep\*dout",
+                                   r"dout\*mask", r"c_i\\,?\\delta_\{ij\}", r"\\text\{keep\}/\(1-p\)",
+                                   r"passesnogradientback", r"passesitbackscaled")),
+    "residual_backward": Posed((), (r"ds=J_\{\\mathrm\{LN\}\}", r"dx=ds\+J_F", r"dx=dy\+J_\{\\mathrm\{LN\}\}",
+                                    r"J_\{\\mathrm\{LN\}\}\^\\topJ_F\^\\top", r"D_p\(ds\)", r"D_p\(dy\)",
+                                    r"norm_backward\(sublayer_backward\(dropout_backward\(",
+                                    r"sublayer_backward\(dropout_backward\(d_sum", r"d_sum=norm_backward\(dout\)",
+                                    r"dout\+norm_backward\(", r"d_sum\+sublayer_backward",
+                                    r"identitypathpassesthegradient")),
 }
 
 # -- lesson 10 ---------------------------------------------------------------------------------------
 LESSON_10 = {
-    "residual_backward_with_memory": Posed((), ()),
-    "stack_backward_with_memory": Posed((), ()),
+    "residual_backward_with_memory": Posed((), (r"dout\+norm_backward\(d_input\)", r"d_sum\+d_input",
+                                                r"=sublayer_backward\(dropout_backward\(", r"D_p\(J_",
+                                                r"comesoutofthesub-?layerasitis", r"concern\$?x\$?only")),
+    "stack_backward_with_memory": Posed((), (r"\\sum_\{l=1\}\^\{?N\}?J_\{?l\}?\^\\top", r"reversed\(layer_backwards",
+                                             r"layer_backwards\[::-1\]", r"d_memory\+=", r"d_memory=d_memory\+",
+                                             r"lastfirst", r"summedovereverylayer", r"receivesthe\*\*sum\*\*")),
 }
 
 # -- lesson 12 ---------------------------------------------------------------------------------------
@@ -104,7 +115,12 @@ LESSON_20 = {
 
 # -- lesson 24 ---------------------------------------------------------------------------------------
 LESSON_24 = {
-    "batchnorm_backward": Posed((), ()),
+    "batchnorm_backward": Posed(("batchnorm_dx_hat", "batchnorm_dvar", "batchnorm_dmean"),
+                                (r"\\overline\{g\}", r"\\overline\{g\\odot", r"r\\left\(g-", r"r_d\\?,?\(g",
+                                 r"\\delta_\{ij\}-\\frac\{?1\}?\{?N", r"g_mean", r"gx_mean", r"x_hat\*gx",
+                                 r"d\\gamma=\\sum", r"d\\beta=\\sum", r"dout\*gamma\*kee?pt?",
+                                 r"rstd\*\*3", r"\*\*-1\.5", r"\^\{-3/2\}", r"\^\{3/2\}", r"dx=0\$?ata?padded",
+                                 r"r\^3", r"r_d\^3", r"\\sigma_d\^3")),
 }
 
 # -- lesson 28 ---------------------------------------------------------------------------------------

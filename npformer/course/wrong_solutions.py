@@ -197,9 +197,10 @@ def _attention_to_decoding() -> list[WrongSolution]:
 
         W("residual_backward", "the identity path forgotten", residual_without_identity, "identity path"),
         W("residual_backward", "the post-norm formula for both kinds", residual_always_post, "pre-norm"),
-        W("residual_backward_with_memory", "d_memory dropped", residual_memory_dropped),
-        W("stack_backward_with_memory", "only the last layer's memory gradient", stack_last_memory, "every layer"),
-        W("stack_backward_with_memory", "layers undone first to last", stack_wrong_order),
+        W("residual_backward_with_memory", "d_memory dropped", residual_memory_dropped, "d_memory is zero"),
+        W("stack_backward_with_memory", "only the last layer's memory gradient", stack_last_memory,
+          "layers of this case read it"),
+        W("stack_backward_with_memory", "layers undone first to last", stack_wrong_order, "first layer first"),
     ]
 
 

@@ -19,6 +19,7 @@
     patches.py              lesson 20: patch embeddings and their backward pass
     debugging.py            lessons 21-22: reading a gradient check, two bugs of the zoo fixed
     teacher_forcing_and_batchnorm.py  lessons 23-24: teacher forcing's shift, batch norm and its backward
+    batchnorm_steps.py      lesson 24: batch norm's backward in steps (through x_hat, the variance, the mean)
     torch_layout_and_bpe.py lessons 25-26: PyTorch's in_proj layout, BPE's merge step and segmentation
     modern_parts.py         lesson 28: RMSNorm (through 1/rms), rotary positions from a cache offset, SiLU and
                             SwiGLU, the gradient sum of grouped-query attention's shared heads
@@ -30,13 +31,14 @@ derivations; ``TEXTBOOK``, the compact forms shown once a final exercise passes)
 
 from __future__ import annotations
 
-from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
-               modern_parts, ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm,
-               torch_layout_and_bpe)
+from . import (attention_pieces, batchnorm_steps, blocks_and_training, debugging, kv_cache, language_models,
+               masked_pooling, modern_parts, ops_backward, patches, roofline, searches, steps,
+               teacher_forcing_and_batchnorm, torch_layout_and_bpe)
 from .base import Case, Exercise, WrongSolution
 
 MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
-           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts)
+           language_models, patches, debugging, teacher_forcing_and_batchnorm, batchnorm_steps, torch_layout_and_bpe,
+           modern_parts)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

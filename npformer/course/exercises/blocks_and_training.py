@@ -19,7 +19,8 @@ import numpy
 from ... import metrics, models, nn, ops, optim
 from ...tasks.translation.decoding import length_penalty_factor
 from .. import hints
-from .base import Case, Exercise, backward_cases, normal, size, with_dout
+from ..hints import explains
+from .base import Case, Exercise, WrongSolution, backward_cases, normal, size, with_dout
 
 # -- dropout ---------------------------------------------------------------------------------------
 
@@ -90,34 +91,75 @@ def _stack_cases(rng):
             Case("2 layers, (2, 1, 3), memory 4", {"dout": normal(rng, 2, 1, 3), "layer_backwards": layers(2, (2, 1, 3), 4)})]
 
 
-def _identity_path_hint(got, expected, inputs, output):
-    """The classic mistakes of a residual block: the identity path's gradient not added, or the
-    norm placed as in the other kind of block."""
-    if output != "dx":
-        return ""
-    def sublayer(d):  # the sub-layer's gradient to its input (cross-attention also returns d_memory)
+def _residual_parts(inputs):
+    """The block's three backward functions (the sub-layer's gradient to its input only: cross-attention's
+    also returns d_memory), ``dout`` and ``pre_norm``."""
+    def sublayer(d):
         result = inputs["sublayer_backward"](d)
         return result[0] if isinstance(result, tuple) else result
-    dout, norm, dropout, pre_norm = inputs["dout"], inputs["norm_backward"], inputs["dropout_backward"], inputs["pre_norm"]
+    return sublayer, inputs["norm_backward"], inputs["dropout_backward"], inputs["dout"], inputs["pre_norm"]
+
+
+def _identity_path_hint(got, expected, inputs, output):
+    """A property of dx that the classic mistakes of a residual block break: a path missing, the block
+    taken for the other kind, the backward functions called in the forward pass's order, dropout left
+    off the sub-layer's path."""
+    if output != "dx":
+        return ""
+    sublayer, norm, dropout, dout, pre_norm = _residual_parts(inputs)
+    kind, other = ("pre-norm", "post-norm") if pre_norm else ("post-norm", "pre-norm")
     only_sublayer = norm(sublayer(dropout(dout))) if pre_norm else sublayer(dropout(norm(dout)))
-    if numpy.allclose(got, only_sublayer, rtol=1e-9, atol=1e-12):
-        return "only the sub-layer's path: add the identity path's gradient too (x feeds the sum directly)"
-    other_kind = nn.residual_backward(dout, sublayer, norm, dropout, not pre_norm)
-    if numpy.allclose(got, other_kind, rtol=1e-9, atol=1e-12):
-        return "the post-norm formula for a pre-norm block (or the reverse): where is the norm in the forward pass?"
+    if explains(only_sublayer, got):
+        return ("dx is exactly what comes back through the sub-layer: the identity path, along which x reaches "
+                "the output without passing through the sub-layer, sends nothing")
+    if explains(nn.residual_backward(dout, sublayer, norm, dropout, not pre_norm), got):
+        return (f"dx is right for a {other} block, and this case is a {kind} one (pre_norm={pre_norm}): in its "
+                f"forward pass the norm sits elsewhere")
+    in_forward_order = (dout + dropout(sublayer(norm(dout))) if pre_norm
+                        else norm(dout + dropout(sublayer(dout))))
+    if explains(in_forward_order, got):
+        return ("the backward functions are called in the order the forward pass applies their operations, and a "
+                "gradient goes back through them in the reverse order")
+    without_dropout = nn.residual_backward(dout, sublayer, norm, lambda d: d, pre_norm)
+    if not explains(expected, without_dropout) and explains(without_dropout, got):
+        return ("dx does not depend on dropout_backward: the entries dropout set to 0 in the forward pass still "
+                "send gradient back through the sub-layer")
     return ""
 
 
-def _memory_summed_hint(got, expected, inputs, output):
-    """d_memory from one layer only: every layer's cross-attention reads the memory."""
-    if output != "d_memory" or len(inputs["layer_backwards"]) < 2:
+def _memory_hint(got, expected, inputs, output):
+    """d_memory of a residual block whose sub-layer reads the memory."""
+    if output != "d_memory":
+        return ""
+    sublayer, norm, dropout, dout, pre_norm = _residual_parts(inputs)
+    if not numpy.any(got) and numpy.any(expected):
+        return "d_memory is zero, but the sub-layer reads the memory: the loss changes when the memory does"
+    skipped_norm = inputs["sublayer_backward"](dropout(dout))[1]
+    if not pre_norm and explains(skipped_norm, got):
+        return ("d_memory is what the sub-layer sends back from dout itself: in this post-norm block the sub-layer's "
+                "output reaches y through the sum and the norm")
+    return ""
+
+
+def _stack_hint(got, expected, inputs, output):
+    """The stack's classic mistakes: the memory's gradient from one layer only, the layers undone in the
+    forward pass's order."""
+    layers = inputs["layer_backwards"]
+    if len(layers) < 2:
         return ""
     d_layer, each_layer = inputs["dout"], []
-    for layer_backward in reversed(inputs["layer_backwards"]):
+    for layer_backward in reversed(layers):
         d_layer, d_memory = layer_backward(d_layer)
         each_layer.append(d_memory)
-    if any(numpy.allclose(got, d_memory, rtol=1e-9, atol=1e-12) for d_memory in each_layer):
-        return "only one layer's memory gradient: every layer reads the memory, so add all of them"
+    if output == "d_memory" and any(explains(d_memory, got) for d_memory in each_layer):
+        return (f"d_memory is what one layer sends back to the memory, and all {len(layers)} layers of this case "
+                f"read it")
+    d_forward_order = inputs["dout"]
+    for layer_backward in layers:
+        d_forward_order = layer_backward(d_forward_order)[0]
+    if output == "dx" and explains(d_forward_order, got):
+        return ("dx is what the layers give when their backward passes are called first layer first: the first "
+                "layer's backward then receives the gradient of the last layer's output")
     return ""
 
 
@@ -346,8 +388,55 @@ EXERCISES: list[Exercise] = [
     Exercise("residual_backward_with_memory",
              "residual_backward_with_memory(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm) "
              "-> (dx, d_memory)", "10", nn.residual_backward_with_memory, _residual_memory_cases,
-             ("dx", "d_memory"), hints=(_identity_path_hint,), unseen=_unseen_residual_memory, points=2),
+             ("dx", "d_memory"), hints=(_identity_path_hint, _memory_hint), unseen=_unseen_residual_memory,
+             points=2),
     Exercise("stack_backward_with_memory", "stack_backward_with_memory(dout, layer_backwards) -> (dx, d_memory)",
              "10", nn.stack_backward_with_memory, _stack_cases, ("dx", "d_memory"),
-             hints=(_memory_summed_hint,), unseen=_unseen_stack, points=2),
+             hints=(_stack_hint,), unseen=_unseen_stack, points=2),
+]
+
+
+# What the grader shows once each backward pass passes: npformer's form of it.
+TEXTBOOK: dict[str, str] = {
+    "dropout_backward": "dx = dout * keep / (1 - p): the forward's mask and scale, applied to dout",
+    "residual_backward": ("post-norm: ds = norm_backward(dout), dx = ds + sublayer_backward(dropout_backward(ds)); "
+                          "pre-norm: dx = dout + norm_backward(sublayer_backward(dropout_backward(dout)))"),
+    "residual_backward_with_memory": ("d_input, d_memory = sublayer_backward(dropout_backward(ds)), ds = "
+                                      "norm_backward(dout) (post-norm) or dout (pre-norm); dx = ds + d_input "
+                                      "(post-norm) or dout + norm_backward(d_input) (pre-norm)"),
+    "stack_backward_with_memory": ("d, d_memory = dout, 0; for each layer, last first: d, d_layer = layer_backward(d), "
+                                   "d_memory += d_layer; return d, d_memory"),
+}
+
+# -- realistic wrong solutions (beside course.wrong_solutions' catalogue) --------------------------------
+
+def _residual_in_forward_order(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm):
+    if pre_norm:
+        return dout + dropout_backward(sublayer_backward(norm_backward(dout)))
+    return norm_backward(dout + dropout_backward(sublayer_backward(dout)))
+
+
+def _residual_without_dropout(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm):
+    if pre_norm:
+        return dout + norm_backward(sublayer_backward(dout))
+    d_sum = norm_backward(dout)
+    return d_sum + sublayer_backward(d_sum)
+
+
+def _memory_from_dout(dout, sublayer_backward, norm_backward, dropout_backward, pre_norm):
+    if pre_norm:
+        d_input, d_memory = sublayer_backward(dropout_backward(dout))
+        return dout + norm_backward(d_input), d_memory
+    d_sum = norm_backward(dout)
+    d_input = sublayer_backward(dropout_backward(d_sum))[0]
+    return d_sum + d_input, sublayer_backward(dropout_backward(dout))[1]
+
+
+WRONG_SOLUTIONS: list[WrongSolution] = [
+    WrongSolution("residual_backward", "the backward functions called in the forward pass's order",
+                  _residual_in_forward_order, "reverse order"),
+    WrongSolution("residual_backward", "dropout left off the sub-layer's path", _residual_without_dropout,
+                  "does not depend on dropout_backward"),
+    WrongSolution("residual_backward_with_memory", "post-norm: d_memory from dout, not from the sum's gradient",
+                  _memory_from_dout, "through the sum and the norm"),
 ]

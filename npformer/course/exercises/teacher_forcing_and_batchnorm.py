@@ -184,6 +184,33 @@ def _batchnorm_forward_hint(got, expected, inputs, output):
     return next((words for candidate, words in candidates if explains(candidate, got)), "")
 
 
+def _batchnorm_dx_hint(got, expected, keep, rstd, x_hat, g):
+    """dx: which cases pass, and the invariants a right dx keeps, per feature over the kept positions."""
+    kept, d_model = keep[..., None], got.shape[-1]
+    if (~keep).any() and numpy.abs(got[~keep]).max(initial=0.0) > 0 and explains(expected[keep], got[keep]):
+        return ("right at the kept positions, but dx is not 0 at the padded ones: their outputs are 0 whatever x "
+                "holds there")
+    every = keep.size
+    as_if_all_kept = kept * rstd * (g - g.reshape(-1, d_model).sum(0) / every
+                                    - x_hat * (g * x_hat).reshape(-1, d_model).sum(0) / every)
+    if (~keep).any() and explains(as_if_all_kept, got):
+        return ("dx would be right if every one of the B*T positions were kept (a case without padding passes): "
+                "the padded positions are counted where only the kept ones should be")
+    scale = numpy.abs(expected).max(initial=0.0) + 1e-300
+    column_sums = numpy.abs((got * kept).reshape(-1, d_model).sum(0)).max()
+    if keep.sum() > 1 and column_sums > 1e-6 * scale * keep.sum():
+        return ("the columns of dx do not sum to zero over the kept positions, but a right dx's do (adding the same "
+                "number to one feature at every kept position changes no output): check the path through the "
+                "mean (the step batchnorm_dmean)")
+    along_x_hat = numpy.abs((got * x_hat * kept).reshape(-1, d_model).sum(0)).max()
+    allowed = numpy.abs((expected * x_hat * kept).reshape(-1, d_model).sum(0)).max() + 1e-6 * scale * keep.sum()
+    if keep.sum() > 2 and along_x_hat > 10 * allowed:
+        return ("each column of dx sums to zero over the kept positions, but is not orthogonal to x_hat's as a right "
+                "dx's is (rescaling one feature about its mean changes no output, up to eps): check the path "
+                "through the variance (the step batchnorm_dvar)")
+    return ""
+
+
 def _batchnorm_backward_hint(got, expected, inputs, output):
     x, gamma, dout = inputs["x"], inputs["gamma"], inputs["dout"]
     keep = numpy.asarray(inputs["keep"], dtype=bool)
@@ -193,23 +220,7 @@ def _batchnorm_backward_hint(got, expected, inputs, output):
     if got.shape != expected.shape:
         return ""
     if output == "dx":
-        g = dout * gamma * kept
-        every = keep.size
-        all_rows = kept * rstd * (g - g.reshape(-1, d_model).sum(0) / every
-                                  - x_hat * (g * x_hat).reshape(-1, d_model).sum(0) / every)
-        candidates = [
-            (kept * rstd * g, "dx = gamma * dout / sigma treats the mean and the variance as constants: they are "
-                              "functions of every kept x, hence the two mean terms of the compact form"),
-            (all_rows, "the two means divide by all B*T positions: they are means over the N kept rows"),
-        ]
-        for candidate, words in candidates:
-            if explains(candidate, got):
-                return words
-        if (~keep).any() and numpy.abs(got[~keep]).max(initial=0.0) > 0 and explains(
-                expected[keep], got[keep]):
-            return ("right on the kept rows, but the padded rows get a gradient: their outputs are 0 whatever x "
-                    "holds there, so their dx is 0")
-        return ""
+        return _batchnorm_dx_hint(got, expected, keep, rstd, x_hat, gamma * dout * kept)
     if output in ("dgamma", "dbeta"):
         every = (dout * x_hat if output == "dgamma" else dout).reshape(-1, d_model).sum(axis=0)
         if (~keep).any() and explains(every, got):
@@ -311,6 +322,13 @@ def _bn_backward_params_over_padding(x, gamma, beta, keep, dout):
     return dx, (dout * x_hat).reshape(-1, d).sum(0), dout.reshape(-1, d).sum(0)
 
 
+def _bn_backward_variance_doubled(x, gamma, beta, keep, dout):
+    rstd, x_hat, kept, g = _bn_backward_pieces(x, gamma, keep, dout)
+    d, count = x.shape[-1], keep.sum()
+    dx = kept * rstd * (g - (g.reshape(-1, d).sum(0) + 2 * x_hat * (g * x_hat).reshape(-1, d).sum(0)) / count)
+    return dx, (dout * x_hat * kept).reshape(-1, d).sum(0), (dout * kept).reshape(-1, d).sum(0)
+
+
 WRONG_SOLUTIONS: list[WrongSolution] = [
     WrongSolution("shift_right", "not shifted: the targets as the input", _not_shifted, "nothing is shifted"),
     WrongSolution("shift_right", "sliced like pad_batch, without a <bos> to drop", _sliced_like_pad_batch,
@@ -326,10 +344,13 @@ WRONG_SOLUTIONS: list[WrongSolution] = [
                   "outputs must be 0"),
     WrongSolution("batchnorm_forward", "unbiased variance", _bn_unbiased, "unbiased variance"),
     WrongSolution("batchnorm_backward", "the statistics treated as constants", _bn_backward_constant_statistics,
-                  "treats the mean and the variance as constants"),
-    WrongSolution("batchnorm_backward", "means over all B*T rows", _bn_backward_all_rows, "all B*T positions"),
+                  "do not sum to zero"),
+    WrongSolution("batchnorm_backward", "means over all B*T rows", _bn_backward_all_rows,
+                  "a case without padding passes"),
     WrongSolution("batchnorm_backward", "padded rows get a gradient", _bn_backward_padded_gradient,
-                  "padded rows get a gradient"),
+                  "not 0 at the padded ones"),
+    WrongSolution("batchnorm_backward", "the variance's path without its factor -1/2", _bn_backward_variance_doubled,
+                  "orthogonal to x_hat"),
     WrongSolution("batchnorm_backward", "dgamma and dbeta summed over the padded rows too",
                   _bn_backward_params_over_padding, "sums over the padded rows too"),
 ]

@@ -121,6 +121,13 @@ def _patches(rng):
     return {"images": normal(rng, 2, 3, 32, 32), "patch_size": 4}
 
 
+def _batchnorm_features(rng):
+    keep = numpy.ones((2, 4), dtype=bool)
+    keep[1, 3] = False
+    return {"x": 1 + 2 * normal(rng, 2, 4, 2048), "gamma": 1 + 0.5 * normal(rng, 2048), "beta": normal(rng, 2048),
+            "keep": keep}
+
+
 def _layernorm_rows(rng):
     return {"x": 3 + 2 * normal(rng, 2048, 4), "gamma": 1 + 0.5 * normal(rng, 4), "beta": normal(rng, 4)}
 
@@ -129,7 +136,8 @@ LARGE = {"layernorm_dvar": _layernorm_rows, "layernorm_dmean": _layernorm_rows, 
          "attention_d_scores": _attention,
          "embedding_backward": _embedding, "dropout_backward": _dropout,
          "multi_head_attention_backward": _multi_head, "masked_mean_pool_backward": _pooling,
-         "masked_max_pool_backward": _pooling, "batchnorm_backward": _batchnorm, "rmsnorm_backward": _rmsnorm,
+         "masked_max_pool_backward": _pooling, "batchnorm_backward": _batchnorm,
+         "batchnorm_dvar": _batchnorm_features, "batchnorm_dmean": _batchnorm_features, "rmsnorm_backward": _rmsnorm,
          "rope_backward": _rope, "swiglu_backward": _swiglu, "silu_backward": _elementwise_gate,
          "repeat_kv_backward": _repeat_kv, "patches_backward": _patches,
          "linear_backward": _linear, "relu_backward": _elementwise, "gelu_backward": _elementwise,

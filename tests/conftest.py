@@ -71,6 +71,16 @@ def numpy_backend_float32_and_default_threads():
     threads.set_threads()
 
 
+@pytest.fixture(autouse=True)
+def a_fresh_grading_session():
+    """Every test starts a student's session afresh: no failed checks counted yet, so no hint names
+    its fix unless the test asks (``check``'s ``reveal``), whatever tests ran before in the worker."""
+    from npformer.course import grader
+
+    grader.failed_checks.clear()
+    yield
+
+
 # -- the suite never changes the repository ----------------------------------------------------------
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

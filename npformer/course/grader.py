@@ -136,14 +136,15 @@ def _grade_public(exercise: Exercise, function: Callable, seed: int, unseen_seed
                  time_limit=time_limit, unseen_seed=unseen_seed)
 
 
-_FAILED_CHECKS: collections.Counter = collections.Counter()  # exercise name -> failed checks in this session
+# exercise name -> its failed checks in this session (a student's kernel or script), for ``reveal``
+failed_checks: collections.Counter = collections.Counter()
 
 
 def _offer_fixes(report: ExerciseReport, reveal: bool | None) -> None:
     """Whether the report (and its steps') names the fixes its hints hold back (see ``check``)."""
     if report.failed:
-        _FAILED_CHECKS[report.exercise.name] += 1
-    shown = reveal if reveal is not None else _FAILED_CHECKS[report.exercise.name] >= FIX_AFTER
+        failed_checks[report.exercise.name] += 1
+    shown = reveal if reveal is not None else failed_checks[report.exercise.name] >= FIX_AFTER
     for each in (report, *report.steps):
         each.reveal = shown
 

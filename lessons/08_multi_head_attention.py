@@ -191,46 +191,22 @@ def multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask):
 print(check("multi_head_attention", multi_head_attention))
 
 # %% [markdown]
-# ## The backward pass
+# ## The backward pass, one step at a time
 #
-# The backward pass is the forward pass in reverse. Given $dY = \partial L / \partial Y$:
+# The upstream gradient $dY = \partial L / \partial Y$, of shape `(B, Tq, D)`, is given, and the other
+# gradients are written the same way ($dC = \partial L / \partial C$, and so on). The forward pass is a
+# chain,
 #
-# * **The output projection** (lesson 2). With $C' = \operatorname{merge}(C)$, the product
-#   $Y = C' W_o$ is done for every batch entry and position with the same $W_o$, so its gradient
-#   is summed over both:
+# $$X, M \;\to\; X W_q,\; M W_k,\; M W_v \;\xrightarrow{\ \operatorname{split}\ }\; q, k, v
+# \;\to\; C = \operatorname{Attention}(q, k, v) \;\xrightarrow{\ \operatorname{merge}\ }\; C'
+# \;\to\; Y = C' W_o$$
 #
-#   $$dW_o = \sum_{b,t} C'^{\top}_{bt}\, dY_{bt}, \qquad dC' = dY\, W_o^\top$$
-#
-#   where $C'_{bt}$ and $dY_{bt}$ are the rows ($1 \times D$) of position $t$ of sentence $b$, so
-#   each term of the sum is a $D \times D$ outer product.
-#
-# * **Merge and split.** Both only move numbers to other places, so the gradient moves back the same
-#   way: the gradient of a merge is a split, and the gradient of a split is a merge.
-#   $dC = \operatorname{split}(dC')$.
-# * **Attention** (lesson 7) turns $dC$ into $dQ_h$, $dK_h$ and $dV_h$, of shape `(B, H, T, Dh)`:
-#   your `my_attention_backward(q, k, v, mask, dC)`.
-# * **Merge** them back to $dQ$, $dK$, $dV$, of shape `(B, T, D)`.
-# * **The three input projections**, as for $W_o$:
-#
-#   $$dW_q = \sum_{b,t} X^\top_{bt}\, dQ_{bt}, \qquad dW_k = \sum_{b,t} M^\top_{bt}\, dK_{bt}, \qquad
-#   dW_v = \sum_{b,t} M^\top_{bt}\, dV_{bt}, \qquad dX = dQ\, W_q^\top$$
-#
-# * **The memory feeds two paths**, $K = M W_k$ and $V = M W_v$, so its gradient is the **sum**
-#   of both:
-#
-#   $$dM = dK\, W_k^\top + dV\, W_v^\top$$
-#
-# ### Your turn
-#
-# Write `multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout)`, with
-# the inputs of `multi_head_attention` and `dout` $= dY$ of shape `(B, Tq, D)`. Redo the forward
-# pass, keeping what the backward needs (nothing is cached for you: `my_attention_backward` takes
-# the heads `q`, `k`, `v` and the mask, and recomputes the weights itself), then return
-# `(dquery, dmemory, dWq, dWk, dWv, dWo)`, shaped like `query`, `memory` and the four weights. A sum
-# over $b$ and $t$ is one matrix product once the batch and position axes are flattened:
-# `X.reshape(-1, D).T @ dQ.reshape(-1, D)`. As before, use your own pasted attention functions for
-# the attention itself (with a variant, the forward you redo is your variant's), and your own
-# `split_heads`/`merge_heads`.
+# and the backward pass walks it from the end. Each step below takes the inputs of
+# `multi_head_attention` and `dout` $= dY$, redoes the forward pass as far as it needs (nothing is
+# cached for you: `my_attention_backward` takes the heads and the mask and recomputes the weights
+# itself), returns one intermediate gradient, and is graded on its own; the last one puts them
+# together. What you compose is yours: the linear layer of lesson 2, `split_heads` and `merge_heads`
+# from above, and your pasted attention (with a variant, the forward you redo is your variant's).
 
 # %% [markdown]
 # **Your variant.** Graded with variants, each student derives their own form of this lesson's
@@ -244,37 +220,129 @@ from npformer.course import show_variants
 
 print(show_variants("08"))
 
+# %% [markdown]
+# ### Step 1: through the output projection and the merge, to the heads' context
+#
+# $Y_{bti} = \sum_j C'_{btj}\, (W_o)_{ji}$, with the same $W_o$ for every sentence $b$ and position
+# $t$, and the merge only moves numbers: $C'_{bt,\,h D_h + d} = C_{bhtd}$. Which entries of $Y$
+# does $C_{bhtd}$ reach, and with which weights? Write
+# `multi_head_attention_d_context(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout)`, returning
+# $dC$ in the shape of the heads' context, `(B, H, Tq, Dh)`.
+
+# %%
+def multi_head_attention_d_context(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
+    """dL/dC, the heads' context before the merge: (B, H, Tq, Dh)."""
+    ### BEGIN SOLUTION
+    return split_heads(dout @ Wo.T, n_heads)
+    ### END SOLUTION
+
+
+# %%
+print(check("multi_head_attention_d_context", multi_head_attention_d_context))
+
+# %% [markdown]
+# ### Step 2: through each head's attention, to its queries, keys and values
+#
+# Head $h$ computes its context $C_h$ from $q_h$, $k_h$, $v_h$ and the mask by lesson 7's attention
+# (your variant's, if you have one), and from nothing else. Write
+# `multi_head_attention_d_heads(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout)`, returning
+# `(dq, dk, dv)`, the gradients of the heads, shaped like `q`, `(B, H, Tq, Dh)`, and like `k` and
+# `v`, `(B, H, Tm, Dh)`.
+
+# %%
+def multi_head_attention_d_heads(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
+    """(dq, dk, dv), the gradients of the heads q (B, H, Tq, Dh), k and v (B, H, Tm, Dh)."""
+    ### BEGIN SOLUTION
+    q, k, v = split_heads(query @ Wq, n_heads), split_heads(memory @ Wk, n_heads), split_heads(memory @ Wv, n_heads)
+    d_context = multi_head_attention_d_context(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout)
+    return my_attention_backward(q, k, v, mask, d_context)
+    ### END SOLUTION
+
+
+# %%
+print(check("multi_head_attention_d_heads", multi_head_attention_d_heads))
+
+# %% [markdown]
+# ### Step 3: through the split and the projections, to the two inputs
+#
+# $X W_q$ reads the query; $M W_k$ and $M W_v$ both read the memory. Through which of $q$, $k$ and
+# $v$ does each input reach the loss, and what does the chain rule make of an input that reaches it
+# along more than one path? The split only moves numbers, as the merge did. Write
+# `multi_head_attention_d_inputs(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout)`, returning
+# `(dquery, dmemory)`, shaped like `query`, `(B, Tq, D)`, and `memory`, `(B, Tm, D)`.
+
+# %%
+def multi_head_attention_d_inputs(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
+    """(dquery, dmemory), shaped like query (B, Tq, D) and memory (B, Tm, D)."""
+    ### BEGIN SOLUTION
+    dq, dk, dv = (merge_heads(d) for d in multi_head_attention_d_heads(query, memory, Wq, Wk, Wv, Wo, n_heads,
+                                                                       mask, dout))
+    return dq @ Wq.T, dk @ Wk.T + dv @ Wv.T
+    ### END SOLUTION
+
+
+# %%
+print(check("multi_head_attention_d_inputs", multi_head_attention_d_inputs))
+
+# %% [markdown]
+# ### Step 4: the four weights
+#
+# Each of $W_q$, $W_k$, $W_v$ and $W_o$ is one matrix used at every sentence and every position.
+# Write `multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout)`, returning
+# `(dquery, dmemory, dWq, dWk, dWv, dWo)`, shaped like `query`, `memory` and the four weights. You
+# may call your steps. The check grades them again and names the first wrong one; it compares with
+# npformer and with finite differences of the forward, and once yours passes it shows npformer's
+# form.
 
 # %%
 def multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
     """Gradients of ``multi_head_attention`` with respect to its two inputs and four weights."""
     ### BEGIN SOLUTION
-    def split(t):
-        batch, length, d_model = t.shape
-        return t.reshape(batch, length, n_heads, d_model // n_heads).transpose(0, 2, 1, 3)
-
-    def merge(t):
-        batch, heads, length, head_dim = t.shape
-        return t.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_dim)
-
-    def flat(t):
+    def rows(t):
         return t.reshape(-1, t.shape[-1])
 
-    q, k, v = split(query @ Wq), split(memory @ Wk), split(memory @ Wv)
-    merged = merge(my_attention(q, k, v, mask))
-    dWo = flat(merged).T @ flat(dout)
-    dq, dk, dv = (merge(d) for d in my_attention_backward(q, k, v, mask, split(dout @ Wo.T)))
-    dWq = flat(query).T @ flat(dq)
-    dWk = flat(memory).T @ flat(dk)
-    dWv = flat(memory).T @ flat(dv)
-    dquery = dq @ Wq.T
-    dmemory = dk @ Wk.T + dv @ Wv.T
-    return dquery, dmemory, dWq, dWk, dWv, dWo
+    arguments = (query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout)
+    q, k, v = split_heads(query @ Wq, n_heads), split_heads(memory @ Wk, n_heads), split_heads(memory @ Wv, n_heads)
+    merged = merge_heads(my_attention_parts(q, k, v, mask)[0])
+    dq, dk, dv = (merge_heads(d) for d in multi_head_attention_d_heads(*arguments))
+    dquery, dmemory = multi_head_attention_d_inputs(*arguments)
+    return (dquery, dmemory, rows(query).T @ rows(dq), rows(memory).T @ rows(dk), rows(memory).T @ rows(dv),
+            rows(merged).T @ rows(dout))
     ### END SOLUTION
 
 
 # %%
-print(check("multi_head_attention_backward", multi_head_attention_backward))
+print(check("multi_head_attention_backward", multi_head_attention_backward, steps=(multi_head_attention_d_context, multi_head_attention_d_heads, multi_head_attention_d_inputs)))
+
+# %% [markdown] tags=["instructor"]
+# ### The derivation (instructor edition)
+#
+# * **The output projection** (lesson 2). The product $Y = C' W_o$ is done for every batch entry and
+#   position with the same $W_o$, so its gradient is summed over both:
+#
+#   $$dW_o = \sum_{b,t} C'^{\top}_{bt}\, dY_{bt}, \qquad dC' = dY\, W_o^\top$$
+#
+#   where $C'_{bt}$ and $dY_{bt}$ are the rows ($1 \times D$) of position $t$ of sentence $b$, so
+#   each term of the sum is a $D \times D$ outer product.
+# * **Merge and split** only move numbers, so the gradient moves back the same way: the gradient of
+#   a merge is a split, and the gradient of a split is a merge. $dC = \operatorname{split}(dC')$
+#   (step 1).
+# * **Attention** (lesson 7) turns $dC$ into $dq_h$, $dk_h$ and $dv_h$, of shape `(B, H, T, Dh)`:
+#   `my_attention_backward(q, k, v, mask, dC)` (step 2). A variant changes only this step.
+# * **Merge** them back to $dQ$, $dK$, $dV$, of shape `(B, T, D)`; the query feeds one path, the
+#   memory two, $K = M W_k$ and $V = M W_v$, so its gradient is the **sum** of both (step 3):
+#
+#   $$dX = dQ\, W_q^\top, \qquad dM = dK\, W_k^\top + dV\, W_v^\top$$
+#
+# * **The three input projections**, as for $W_o$ (one product each once the batch and position
+#   axes are flattened, `X.reshape(-1, D).T @ dQ.reshape(-1, D)`):
+#
+#   $$dW_q = \sum_{b,t} X^\top_{bt}\, dQ_{bt}, \qquad dW_k = \sum_{b,t} M^\top_{bt}\, dK_{bt}, \qquad
+#   dW_v = \sum_{b,t} M^\top_{bt}\, dV_{bt}$$
+#
+# In self-attention the memory **is** the query, so $dX$ is the sum of the three paths,
+# `dquery + dmemory`.
+
 
 # %% [markdown] tags=["instructor"]
 # **The classic mistake** is to follow only one path back into the memory, here the values',
@@ -304,15 +372,29 @@ print(mistake)
 assert not mistake.passed and {row.tensor for row in mistake.rows if not row.passed} == {"dmemory"}
 
 # %% [markdown]
-# ## npformer's layer, the textbook form
+# ## npformer's layer
 #
-# `nn.SelfAttention(d_model, n_heads)` is the paper's self-attention layer, step by
-# step: what you just wrote, with `memory` the same `x` as `query` and a bias after each
-# projection. Its four children `q`, `k`, `v` and `o` are `Linear(D, D)` layers
-# ($Q = X W_q + b_q$, and so on). Here it is written out with the ops alone, reading the module's
-# weights:
+# `nn.SelfAttention(d_model, n_heads)` is the paper's self-attention layer, step by step: what you
+# just wrote, with `memory` the same `x` as `query` and a bias after each projection. Its four
+# children `q`, `k`, `v` and `o` are `Linear(D, D)` layers ($Q = X W_q + b_q$, and so on), and its
+# `backward(dout)` returns one gradient, `dx`. A question for you: how is that `dx` made of the
+# `dquery` and `dmemory` your function returns when `memory` is `query`?
+#
+# The module passes the finite-difference check, every parameter included (a padding mask on the
+# last key of the second sentence, as in lesson 6):
 
 # %%
+mask = ops.padding_mask(np.array([[5, 6, 7, 8, 9], [5, 6, 7, 8, 0], [5, 6, 7, 8, 9]]))
+report = gradcheck.check_module(attention, {"x": x}, forward=lambda x: attention.forward(x, mask))
+print(report)
+assert report.passed
+
+# %% [markdown] tags=["instructor"]
+# **The answer**: `dx = dquery + dmemory`, the sum of the three paths. Below, the layer written out
+# with the ops alone, reading the module's weights, against the module itself: each bias gets its
+# output's gradient summed over the batch and the positions (lesson 2).
+
+# %% tags=["instructor"]
 def textbook_forward(attention, x, mask=None):
     """Self-attention op by op; returns the output and what the backward pass needs."""
     split, merge = attention.split_heads, attention.merge_heads
@@ -324,12 +406,6 @@ def textbook_forward(attention, x, mask=None):
     return out, (q_cache, k_cache, v_cache, attention_cache, o_cache)
 
 
-# %% [markdown]
-# In self-attention the input $X$ feeds $Q$, $K$ **and** $V$, so its gradient is the **sum** of the
-# three paths, $dX = dQ\, W_q^\top + dK\, W_k^\top + dV\, W_v^\top$ (your `dquery + dmemory`). Each
-# bias gets its output's gradient summed over the batch and the positions (lesson 2).
-
-# %%
 def textbook_backward(attention, dout, cache):
     """The reverse of ``textbook_forward``: ``dx`` and the gradient of every parameter."""
     split, merge = attention.split_heads, attention.merge_heads
@@ -343,15 +419,7 @@ def textbook_backward(attention, dout, cache):
     return dx_q + dx_k + dx_v, grads
 
 
-# %% [markdown]
-# `SelfAttention` does exactly this, with each projection a `Linear` block
-# that keeps its own cache. The two give the same numbers, and the module passes the
-# finite-difference check, every parameter included (a padding mask on the last key of the
-# second sentence, as in lesson 6):
-
-# %%
-mask = ops.padding_mask(np.array([[5, 6, 7, 8, 9], [5, 6, 7, 8, 0], [5, 6, 7, 8, 9]]))
-dout = rng.standard_normal(x.shape)
+dout = np.random.default_rng(8).standard_normal(x.shape)
 out, cache = textbook_forward(attention, x, mask)
 dx, grads = textbook_backward(attention, dout, cache)
 attention.zero_grad()
@@ -361,10 +429,6 @@ same = {"output": np.allclose(module_out, out), "dx": np.allclose(module_dx, dx)
         "parameters": all(np.allclose(attention.grads()[key], grads[key]) for key in grads)}
 print("module against the ops written out, same:", same)
 assert all(same.values())
-
-report = gradcheck.check_module(attention, {"x": x}, forward=lambda x: attention.forward(x, mask))
-print(report)
-assert report.passed
 
 # %% [markdown]
 # One row deserves a look: `k.b`, the key bias, has a gradient of exactly zero. Adding the same
@@ -376,7 +440,7 @@ assert report.passed
 #
 # `nn.MultiHeadAttention` is the layer of your exercise, with the biases:
 # `forward(query, memory, mask)` projects $Q$ from `query` and $K$, $V$ from `memory`, and
-# `backward(dout)` returns `(d_query, d_memory)`; `d_memory` is the sum of the $K$ and $V$ paths.
+# `backward(dout)` returns `(d_query, d_memory)`.
 
 # %%
 cross = nn.MultiHeadAttention(d_model=8, n_heads=2, rng=rng, dtype=np.float64)
@@ -389,53 +453,66 @@ assert cross_report.passed
 #
 # The three projections of self-attention all read the same $X$. Placing $W_q$, $W_k$ and $W_v$
 # side by side gives one $D \times 3D$ matrix, and **one** product $X\,[W_q \mid W_k \mid W_v]$
-# computes $Q$, $K$ and $V$ together; its backward pass is one `linear_backward`, whose
-# $D \times 3D$ weight gradient is $[dW_q \mid dW_k \mid dW_v]$. (Cross-attention fuses $K$ and $V$
-# the same way: $M\,[W_k \mid W_v]$.) npformer's attention blocks compute it this way: from its
-# construction, a block's `q`, `k` and `v` are `Linear` layers whose `W` and `b` are column views of
-# one matrix the block owns (`block.qkv`, an `nn.FusedLinear`), so the parameters keep their names,
-# shapes and values, and an optimizer's update of `q.W` is an update of the fused matrix.
+# computes $Q$, $K$ and $V$ together. (Cross-attention fuses $K$ and $V$ the same way:
+# $M\,[W_k \mid W_v]$.) npformer's attention blocks compute it this way, in the forward pass and in
+# the backward pass: from its construction, a block's `q`, `k` and `v` are `Linear` layers whose `W`
+# and `b` are column views of one matrix the block owns (`block.qkv`, an `nn.FusedLinear`), so the
+# parameters keep their names, shapes and values, and an optimizer's update of `q.W` is an update
+# of the fused matrix.
 #
-# The two forms are the same function. Below, the three products of the equations above, written
-# with the block's own `q`, `k` and `v` layers, against the block's fused forward and backward:
-# same weights, same input, in float64:
+# The two forms are the same function. Below, the three products of the forward pass, written with
+# the block's own `q`, `k` and `v` layers, against the block's fused forward: same weights, same
+# input, in float64:
 
 # %%
-def three_products_forward_backward(block, x, mask, dout):
-    """``block``'s self-attention with q, k and v as three products: the output, then ``dx``."""
-    layers = (block.q, block.k, block.v)
-    q, k, v = (block.split_heads(layer.forward(x)) for layer in layers)                # (B, H, T, Dh) each
-    out = block.attend_heads(q, k, v, mask)
-    dq, dk, dv = block.attend_heads_backward(dout)
-    return out, sum(layer.backward(block.merge_heads(grad)) for layer, grad in zip(layers, (dq, dk, dv)))
+def three_products_forward(block, x, mask):
+    """``block``'s self-attention with q, k and v as three products."""
+    q, k, v = (block.split_heads(layer.forward(x)) for layer in (block.q, block.k, block.v))  # (B, H, T, Dh) each
+    return block.attend_heads(q, k, v, mask)
 
 
 twin = nn.SelfAttention(d_model=8, n_heads=2, rng=np.random.default_rng(1), dtype=np.float64)
 twin.load_state_dict(attention.state_dict())
 print("q.W is a view of the fused matrix:", attention.q.W.base is attention.qkv.weight, attention.qkv.weight.shape)
+out_fused = attention.forward(x, mask)
+out_three = three_products_forward(twin, x, mask)
+print(f"output: largest difference {np.abs(out_fused - out_three).max():.1e}")
+assert np.abs(out_fused - out_three).max() < 1e-12
+
+# %% [markdown] tags=["instructor"]
+# The backward passes agree too (the three paths' `dx` added, against the fused backward, which adds
+# their contributions inside one product, in another order), and so do the parameters' gradients:
+
+# %% tags=["instructor"]
+def three_products_backward(block, dout):
+    """The backward pass of ``three_products_forward``, last called on ``block``: ``dx``."""
+    dq, dk, dv = block.attend_heads_backward(dout)
+    return sum(layer.backward(block.merge_heads(grad)) for layer, grad in zip((block.q, block.k, block.v),
+                                                                               (dq, dk, dv)))
+
+
 attention.zero_grad()
 twin.zero_grad()
-out_fused = attention.forward(x, mask)
+attention.forward(x, mask)
 dx_fused = attention.backward(dout)
-out_textbook, dx_textbook = three_products_forward_backward(twin, x, mask, dout)
-print(f"output: largest difference {np.abs(out_fused - out_textbook).max():.1e}")
-print(f"dx:     largest difference {np.abs(dx_fused - dx_textbook).max():.1e}")
+three_products_forward(twin, x, mask)
+dx_three = three_products_backward(twin, dout)
+print(f"dx:   largest difference {np.abs(dx_fused - dx_three).max():.1e}")
 for key, grad in attention.grads().items():
-    print(f"{key:4s}:  largest difference {np.abs(twin.grads()[key] - grad).max():.1e}")
-assert np.abs(out_fused - out_textbook).max() < 1e-12 and np.abs(dx_fused - dx_textbook).max() < 1e-12
+    print(f"{key:4s}: largest difference {np.abs(twin.grads()[key] - grad).max():.1e}")
+assert np.abs(dx_fused - dx_three).max() < 1e-12
 assert all(np.abs(twin.grads()[key] - grad).max() < 1e-12 for key, grad in attention.grads().items())
 
 # %% [markdown]
 # Any difference printed is rounding, far below $10^{-12}$ (the cell asserts it): each column of the
-# fused product is one of the dot products of before, and the fused backward adds the three
-# paths' contributions to $dX$ inside one product, in another order than `dx_q + dx_k + dx_v`.
+# fused product is one of the dot products of before.
 #
 # Why fuse at all? One product with three times the columns can keep the processor busier than
-# three small ones; the fused form also pays for splitting $[Q \mid K \mid V]$ into heads and for
-# merging the three gradients. Whether it wins depends on the sizes and the machine. Here is
-# this machine's answer, for a batch of 32 sentences of 64 tokens with $D = 256$ and $H = 8$, in
-# float32 (the training step's fast path fuses inside its packed layout, where the heads are
-# unpacked from the product anyway; lesson 16 times that path):
+# three small ones; the fused form also pays for splitting $[Q \mid K \mid V]$ into heads. Whether it
+# wins depends on the sizes and the machine. Here is this machine's answer for the forward pass, for
+# a batch of 32 sentences of 64 tokens with $D = 256$ and $H = 8$, in float32 (the training step's
+# fast path fuses inside its packed layout, where the heads are unpacked from the product anyway;
+# lesson 16 times that path):
 
 # %%
 def milliseconds(step, repeats=3):
@@ -448,9 +525,18 @@ def milliseconds(step, repeats=3):
 
 big_x = rng.standard_normal((32, 64, 256)).astype(np.float32)
 big_block = nn.SelfAttention(256, 8, rng=np.random.default_rng(0))
-print(f"three products: {milliseconds(lambda: three_products_forward_backward(big_block, big_x, None, big_x)):6.1f} "
-      "ms per forward and backward")
+print(f"three products: {milliseconds(lambda: three_products_forward(big_block, big_x, None)):6.1f} ms per forward")
+print(f"fused:          {milliseconds(lambda: big_block.forward(big_x)):6.1f} ms per forward")
+
+# %% tags=["instructor"]
+def three_products_step():
+    three_products_forward(big_block, big_x, None)
+    three_products_backward(big_block, big_x)
+
+
+print(f"three products: {milliseconds(three_products_step):6.1f} ms per forward and backward")
 print(f"fused:          {milliseconds(lambda: big_block.backward(big_block.forward(big_x))):6.1f} ms per forward and backward")
+
 
 # %% [markdown]
 # What heads do shows only in a trained model. npformer ships one, `npformer.pretrained("toy")`: the

@@ -41,23 +41,21 @@ from npformer.tasks.translation import RunFolder
 # ## The KV cache
 #
 # Write $t = 1, \dots, T$ for the decoding steps of a translation of $T$ tokens. At step $t$ the
-# decoder's self-attention needs, in every layer, the keys and values of the $t$ positions written
-# so far (`<bos>` and the $t - 1$ words), and those of the first $t - 1$ do not change from step to
-# step.
+# decoder has $t$ positions (`<bos>` and the $t - 1$ words written so far) and reads the next word's
+# distribution at the last one.
 #
-# * **Without a cache**, each step re-runs the decoder on the whole prefix: the projections (and
-#   the feed-forward layers) of all $t$ positions again, and the attention of all $t$ queries over
-#   the $t$ keys. Summed over a sentence, that is $\sum_t t = T(T+1)/2$ positions through every
-#   layer, and $\sum_t t^2 = T(T+1)(2T+1)/6$ query-key products per layer and head.
-# * **With a cache**, each step computes the projections of the **new** position only and
-#   appends its key and value; the prefix's projections are never recomputed, so $T$ positions go
-#   through every layer. The new query still attends over all $t$ cached keys: attention over the
-#   prefix is $O(t)$ per new token and $O(T^2)$ per sentence, $\sum_t t = T(T+1)/2$ products.
+# **Without a cache**, each step re-runs the decoder on the whole prefix: the projections (and the
+# feed-forward layers) of all $t$ positions again, and the attention of all $t$ queries over the
+# $t$ keys. Summed over a sentence, that is $\sum_t t = T(T+1)/2$ positions through every layer,
+# and $\sum_t t^2 = T(T+1)(2T+1)/6$ query-key products per layer and head.
 #
-# The cache therefore removes the recomputation of the prefix; it does not make attention linear
-# in the length. The cross-attention keys and values of the source do not depend on the step at
-# all: they are computed once per sentence (`Transformer.start_decoding`). The cell below counts
-# both costs for the $T$ used here, then times the two decoders on a small random model.
+# Much of that work was already done at the step before. A **KV cache** keeps, from one step to
+# the next, the keys and values the decoder's self-attention computed in every layer, so that a
+# step computes only what is new. Why that is allowed, and what a step must still compute, is this
+# lesson's first exercise, below. (The cross-attention keys and values come from the source, which
+# does not change from step to step: they are computed once per sentence, by
+# `Transformer.start_decoding`.) The cell below counts the cost without a cache for the $T$ used
+# here, then times npformer's decoder without and with its cache, on a small random model.
 
 # %%
 model = models.Transformer(models.TransformerConfig(1000, 1000, d_model=128, n_heads=4, d_ff=512, n_layers=2,
@@ -67,8 +65,8 @@ src = backend.asarray(rng.integers(4, 1000, size=(32, 20)))
 LENGTH = 24
 T = LENGTH
 QUICK = os.environ.get("NPFORMER_QUICK") == "1"
-print(f"T = {T}: positions through each layer {T * (T + 1) // 2} without a cache, {T} with it; "
-      f"query-key products {T * (T + 1) * (2 * T + 1) // 6} without, {T * (T + 1) // 2} with")
+print(f"T = {T}, without a cache: {T * (T + 1) // 2} positions through each layer, "
+      f"{T * (T + 1) * (2 * T + 1) // 6} query-key products per layer and head")
 
 
 def decode_without_cache(model, src, length):
@@ -120,30 +118,35 @@ figure.savefig(viz.figures_dir() / "14_kv_cache.png", dpi=110)
 #
 # Take one layer and one head at step $t$, counting positions from $0$. The new position's input
 # gives, through the projections of lesson 8, a query $q_t$, a key $k_t$ and a value $v_t$, each of
-# shape `(B, H, 1, Dh)`. The cache holds the keys and values of the earlier positions,
-# $K_{<t}$ and $V_{<t}$, of shape `(B, H, t, Dh)` (empty, $t = 0$, at the first step). The step
+# shape `(B, H, 1, Dh)`. The cache holds the keys and values that the earlier steps computed,
+# $K_{<t} = [k_0; \dots; k_{t-1}]$ and $V_{<t}$, each of shape `(B, H, t, Dh)` (empty, $t = 0$, at
+# the first step).
 #
-# 1. appends the new key and value along the position axis (axis 2):
-#    $K = [K_{<t}; k_t]$ and $V = [V_{<t}; v_t]$, now `(B, H, t + 1, Dh)`;
-# 2. attends the one query over all $t + 1$ positions, as in lesson 7:
-#    $\mathrm{out} = \operatorname{softmax}\!\left(q_t K^\top / \sqrt{D_h}\right) V$, of shape `(B, H, 1, Dh)`.
+# The step must give what the decoder run on the whole prefix gives at position $t$: lesson 7's
+# attention under lesson 6's causal mask $A$, whose row $t$ is
 #
-# The new position is in $K$ before attending, because a position attends to itself. No mask is
-# needed: the cache holds only the past and the present, which is exactly what the causal mask of
-# lesson 6 lets position $t$ see. (npformer's `SelfAttention.forward_step` writes into buffers of
-# `max_len` positions made once by `start_decoding`, rather than growing arrays, so that no step
-# copies the cache; the arithmetic is the same.)
+# $$\mathrm{out}_t = \sum_{j:\, A_{tj}} P_{tj}\, v_j, \qquad
+# P_{tj} = \frac{\exp(q_t \cdot k_j / \sqrt{D_h})}{\sum_{l:\, A_{tl}} \exp(q_t \cdot k_l / \sqrt{D_h})}$$
+#
+# Work out, before writing any code:
+#
+# * which keys and values does the mask let $q_t$ see? Is the new position among them?
+# * why do the $k_j$ and $v_j$ of an earlier position $j < t$, computed at step $j$, never change at
+#   the later steps? (On which positions does position $j$'s input to this layer depend, in a
+#   decoder whose every layer is causal?)
+# * does the step need a mask of its own?
 #
 # ### Your turn
 #
-# Write `cached_attention_step(q, k_new, v_new, k_cache, v_cache) -> (out, k_cache, v_cache)`, with
-# the shapes above: return the output and the two grown caches, in plain NumPy. The next cell
+# Write `cached_attention_step(q, k_new, v_new, k_cache, v_cache) -> (out, k_cache, v_cache)`, in
+# plain NumPy: `out`, position $t$'s output row, of shape `(B, H, 1, Dh)`, and the caches the next
+# step needs, of shape `(B, H, t + 1, Dh)`, their positions in order along axis 2. The next cell
 # checks all three on an empty cache (the first step), one head, one cached position, and
 # `Dh = 1`.
 
 # %%
 def cached_attention_step(q, k_new, v_new, k_cache, v_cache):
-    """One decoding step of one attention layer's heads: append this position, attend over all."""
+    """One decoding step of one attention layer's heads: out (B, H, 1, Dh) and the caches (B, H, t + 1, Dh)."""
     ### BEGIN SOLUTION
     k_cache = np.concatenate([k_cache, k_new], axis=2)
     v_cache = np.concatenate([v_cache, v_new], axis=2)
@@ -157,31 +160,46 @@ def cached_attention_step(q, k_new, v_new, k_cache, v_cache):
 # %%
 print(check("cached_attention_step", cached_attention_step))
 
+# %% [markdown] tags=["instructor"]
+# **The answers.** The causal mask lets position $t$ see the keys $j \le t$: every earlier position
+# and itself. So the step appends the new key and value at the end of the caches (axis 2),
+# $K = [K_{<t}; k_t]$ and $V = [V_{<t}; v_t]$, of shape `(B, H, t + 1, Dh)`, and attends the one
+# query over all $t + 1$ positions: $\mathrm{out} = \operatorname{softmax}(q_t K^\top / \sqrt{D_h})\, V$.
+# It needs no mask: the cache holds only the past and the present, exactly what the mask lets
+# position $t$ see. The earlier keys and values never change because position $j$'s input to every
+# layer depends on positions $0, \dots, j$ only (every self-attention below is causal, and the
+# feed-forward layers and the norms work position by position), so what step $j$ computed for it
+# is what a later step would compute again. (npformer's `SelfAttention.forward_step` writes into
+# buffers of `max_len` positions made once by `start_decoding`, rather than growing arrays, so that
+# no step copies the cache; the arithmetic is the same.) With the cache, $T$ positions go through
+# every layer, and step $t$ makes $t$ query-key products: $T(T+1)/2$ per sentence, layer and head.
+# The cache removes the recomputation of the prefix; it does not make attention linear in the
+# length.
+
 # %% [markdown]
 # Decoding a sequence one position at a time with the cached step must give, position by
 # position, what causal attention over the whole sequence gives at once (lesson 7's
-# `attention_forward` with lesson 6's causal mask). The cell below runs your step when it passes,
-# and otherwise the same computation with npformer's `attention_forward`:
+# `attention_forward` with lesson 6's causal mask). The cell below runs your step on 7 positions,
+# once it passes:
 
 # %%
-def npformer_cached_step(q, k_new, v_new, k_cache, v_cache):
-    k_cache, v_cache = np.concatenate([k_cache, k_new], axis=2), np.concatenate([v_cache, v_new], axis=2)
-    return ops.attention_forward(q, k_cache, v_cache, None)[0], k_cache, v_cache
-
-
 passed = check("cached_attention_step", cached_attention_step, strict=False).passed  # yours, when it passes
-step = cached_attention_step if passed else npformer_cached_step
 step_rng = np.random.default_rng(14)
 q_all, k_all, v_all = (step_rng.standard_normal((2, 4, 7, 8)) for _ in range(3))  # (B, H, T, Dh)
-k_cache, v_cache = np.zeros((2, 4, 0, 8)), np.zeros((2, 4, 0, 8))
-outputs = []
-for t in range(7):
-    out, k_cache, v_cache = step(q_all[:, :, t:t + 1], k_all[:, :, t:t + 1], v_all[:, :, t:t + 1], k_cache, v_cache)
-    outputs.append(out)
 at_once = ops.attention_forward(q_all, k_all, v_all, ops.causal_mask(7))[0]
-print(f"{'your' if passed else 'npformer'} step, 7 positions: largest difference from causal attention "
-      f"{np.abs(np.concatenate(outputs, axis=2) - at_once).max():.1e}; cache {k_cache.shape}")
-assert np.allclose(np.concatenate(outputs, axis=2), at_once, atol=1e-12) and k_cache.shape == (2, 4, 7, 8)
+if passed:
+    k_cache, v_cache = np.zeros((2, 4, 0, 8)), np.zeros((2, 4, 0, 8))
+    outputs = []
+    for t in range(7):
+        out, k_cache, v_cache = cached_attention_step(q_all[:, :, t:t + 1], k_all[:, :, t:t + 1],
+                                                      v_all[:, :, t:t + 1], k_cache, v_cache)
+        outputs.append(out)
+    print(f"your step, 7 positions: largest difference from causal attention "
+          f"{np.abs(np.concatenate(outputs, axis=2) - at_once).max():.1e}; cache {k_cache.shape}")
+    assert np.allclose(np.concatenate(outputs, axis=2), at_once, atol=1e-12) and k_cache.shape == (2, 4, 7, 8)
+else:
+    print("cached_attention_step does not pass yet: this comparison runs once it does")
+
 
 # %% [markdown]
 # ## Greedy search
@@ -763,8 +781,9 @@ assert right["greedy"][d].sum() > right["beam"][d].sum() > 0
 # %% [markdown]
 # ## Exercises
 #
-# 1. Time the two decoders for 8, 24 and 64 tokens. How does the speed-up grow with length? Compare
-#    it with the counts of positions and of query-key products above.
+# 1. Count, as above, the positions through each layer and the query-key products per layer and
+#    head with the cache, and the ratios of the two decoders' counts. Time the two decoders for 8, 24
+#    and 64 tokens. How does the speed-up grow with length? Compare it with the ratios.
 # 2. Beam search with a beam of one, `decoding.beam_search(run.model, made_src, beam_size=1,
 #    max_len=MAX_LEN)`, must equal greedy search, `greedy_decode(run.model, made_src, MAX_LEN)`, on the
 #    pretrained translator and the made-up sentences. Check it.
@@ -780,8 +799,9 @@ assert right["greedy"][d].sum() > right["beam"][d].sum() > 0
 # 1. (Printed below, on the random model and the 32 sources of the timing section.) The speed-up
 #    grows steadily with the length, because the uncached decoder's work per step grows with $t$ while
 #    the cached step's hardly does.
-#    It stays far below both counted ratios, $(T + 1)/2$ for positions and $(2T + 1)/3$ for query-key
-#    products: a cached step works on one position per sentence, and such small matrix products are
+#    With the cache, $T$ positions go through each layer and $T(T+1)/2$ query-key products are made
+#    per layer and head, so the counted ratios are $(T + 1)/2$ for positions and $(2T + 1)/3$ for
+#    query-key products. The speed-up stays far below both: a cached step works on one position per sentence, and such small matrix products are
 #    dominated by fixed costs (Python, one call per op and per layer) that the counts ignore. Full
 #    marks: the three speed-ups, that they grow with $T$, and why they fall short of the counts.
 # 2. (Checked below.) They are equal. With $k = 1$ each step keeps the one best continuation of the one

@@ -29,8 +29,11 @@ def numerical_backward(forward, positions, *args, entries=None):
 
 def numerical_step(forward, node, *args):
     """A derivation's step by central differences: ``dL/d node`` for the intermediate ``node`` of a
-    forward written with ``node(name, value)`` marks, each of its entries perturbed in turn."""
+    forward written with ``node(name, value)`` marks, each of its entries perturbed in turn (a tuple
+    of names: each one's, in order)."""
     import numpy as np
+    if isinstance(node, tuple):
+        return tuple(numerical_step(forward, name, *args) for name in node)
     *inputs, dout = args
     held = {}
 

@@ -66,7 +66,13 @@ LESSON_07 = {
 
 # -- lesson 08 ---------------------------------------------------------------------------------------
 LESSON_08 = {
-    "multi_head_attention_backward": Posed((), (r"deftextbook_backward",)),
+    "multi_head_attention_backward": Posed(
+        ("multi_head_attention_d_context", "multi_head_attention_d_heads", "multi_head_attention_d_inputs"),
+        (r"deftextbook_backward", r"dW_[oqkv]=", r"dC'=", r"dC=\\operatorname\{split\}", r"d[XM]=d[QKV]",
+         r"W_[oqkv]\^(\\top|\{\\top\}|T)", r"[XMC]'?\^(\\top|\{\\top\})_\{?bt", r"@W[oqkv]\.T",
+         r"\.T@(rows|flat)?\(?d", r"reshape\(-1,D\)\.T@", r"gradient#?of#?a#?merge#?is#?a#?split", r"dx_q\+dx_k\+dx_v",
+         r"dquery\+dmemory", r"attend_heads_backward\(", r"layer\.backward\(block\.merge_heads",
+         r"linear_backward\(merge\(", r"my_attention_backward\(q,k,v,mask,split")),
 }
 
 # -- lesson 09 ---------------------------------------------------------------------------------------
@@ -99,7 +105,10 @@ LESSON_12 = {
 
 # -- lesson 14 ---------------------------------------------------------------------------------------
 LESSON_14 = {
-    "cached_attention_step": Posed((), ()),
+    "cached_attention_step": Posed((), (
+        r"concatenate\(\[[kv]_cache,[kv]_new\]", r"\[[KV]_\{<t\};#?[kv]_t\]", r"append[#\w]{0,16}key",
+        r"attends?[#\w]{0,24}overall", r"(?i)attends?#?to#?itself", r"(?i)no#?mask#?is#?(needed|required)", r"needs#?no#?mask",
+        r"q_t(\\,)?K\^", r"j\\(le|leq)#?t", r"defnpformer_cached_step")),
 }
 
 # -- lesson 17 ---------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@
                             softmax, the loss, layer norm, the embedding), the positional encoding
     attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
                             multi-head attention
+    multi_head_steps.py     lesson 8: the steps of multi-head attention's backward pass (the heads' context,
+                            the heads' q, k and v, the two inputs)
     blocks_and_training.py  lessons 9-15: dropout, the residual block, the decoder stack, the parameter
                             count, Adam and its schedule, BLEU's precision, the length penalty,
                             attention's entropy
@@ -31,14 +33,44 @@ derivations; ``TEXTBOOK``, the compact forms shown once a final exercise passes)
 
 from __future__ import annotations
 
-from . import (attention_pieces, batchnorm_steps, blocks_and_training, debugging, kv_cache, language_models,
-               masked_pooling, modern_parts, ops_backward, patches, roofline, searches, steps,
-               teacher_forcing_and_batchnorm, torch_layout_and_bpe)
+from . import (  # one module per line: each group of lessons adds its own
+    attention_pieces,
+    batchnorm_steps,
+    blocks_and_training,
+    debugging,
+    kv_cache,
+    language_models,
+    masked_pooling,
+    modern_parts,
+    multi_head_steps,
+    ops_backward,
+    patches,
+    roofline,
+    searches,
+    steps,
+    teacher_forcing_and_batchnorm,
+    torch_layout_and_bpe,
+)
 from .base import Case, Exercise, WrongSolution
 
-MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
-           language_models, patches, debugging, teacher_forcing_and_batchnorm, batchnorm_steps, torch_layout_and_bpe,
-           modern_parts)
+MODULES = (
+    steps,
+    ops_backward,
+    attention_pieces,
+    multi_head_steps,
+    blocks_and_training,
+    searches,
+    kv_cache,
+    roofline,
+    masked_pooling,
+    language_models,
+    patches,
+    debugging,
+    teacher_forcing_and_batchnorm,
+    batchnorm_steps,
+    torch_layout_and_bpe,
+    modern_parts,
+)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

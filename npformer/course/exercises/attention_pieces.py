@@ -178,7 +178,7 @@ def _multi_head_attention_cases(rng):
     return [Case(label, make(rng)) for label, make in _multi_head_attention_shapes()]
 
 
-def _multi_head_attention_backward_cases(rng):
+def multi_head_attention_backward_cases(rng):
     return backward_cases(rng, _multi_head_attention, _multi_head_attention_shapes())
 
 
@@ -249,7 +249,7 @@ def _unseen_multi_head_attention(rng):
     return [Case(label, inputs)]
 
 
-def _unseen_multi_head_attention_backward(rng):
+def unseen_multi_head_attention_backward(rng):
     label, inputs = _unseen_multi_head_attention_inputs(rng)
     return [Case(label, with_dout(rng, inputs, _multi_head_attention))]
 
@@ -281,7 +281,7 @@ EXERCISES: list[Exercise] = [
     Exercise("multi_head_attention_backward",
              "multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout) "
              "-> (dquery, dmemory, dWq, dWk, dWv, dWo)", "08", _multi_head_attention_backward,
-             _multi_head_attention_backward_cases, ("dquery", "dmemory", "dWq", "dWk", "dWv", "dWo"),
+             multi_head_attention_backward_cases, ("dquery", "dmemory", "dWq", "dWk", "dWv", "dWo"),
              _multi_head_attention, ("query", "memory", "Wq", "Wk", "Wv", "Wo"), hints=(_memory_paths_hint,),
-             unseen=_unseen_multi_head_attention_backward, points=2),
+             unseen=unseen_multi_head_attention_backward, points=2),
 ]

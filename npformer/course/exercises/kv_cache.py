@@ -44,25 +44,29 @@ def _unseen_cached_step(rng):
 
 
 def _cached_step_hint(got, expected, inputs, output):
+    """A property the answer breaks (which keys ``out`` saw, the scores' scale, the caches' order and
+    length), never the fix: the step is posed as a question."""
     q, k_new, v_new, k_cache, v_cache = (inputs[key] for key in ("q", "k_new", "v_new", "k_cache", "v_cache"))
     if output == "out":
-        earlier_only = ops.attention_forward(q, k_cache, v_cache, None)[0] if k_cache.shape[2] else None
-        if earlier_only is not None and numpy.allclose(got, earlier_only, rtol=1e-9, atol=1e-12):
-            return ("the query attends over the earlier positions only: append k_new and v_new first, then "
-                    "attend (a position attends to itself too)")
+        cached_only = ops.attention_forward(q, k_cache, v_cache, None)[0] if k_cache.shape[2] else None
+        if cached_only is not None and numpy.allclose(got, cached_only, rtol=1e-9, atol=1e-12):
+            return ("out is attention over the cached positions only: causal attention over the whole prefix "
+                    "gives another row at position t (which keys does its mask let q_t see?)")
         keys, values = numpy.concatenate([k_cache, k_new], 2), numpy.concatenate([v_cache, v_new], 2)
         scores = q @ keys.swapaxes(-1, -2)
         weights = numpy.exp(scores - scores.max(-1, keepdims=True))
         unscaled = weights / weights.sum(-1, keepdims=True) @ values
         if q.shape[-1] > 1 and numpy.allclose(got, unscaled, rtol=1e-9, atol=1e-12):
-            return "no 1/sqrt(d_head) scale on the scores"
+            return "out passes only where Dh = 1: your scores are sqrt(Dh) times lesson 7's"
         return ""
     cache = k_cache if output == "k_cache" else v_cache
     new = k_new if output == "k_cache" else v_new
     if cache.shape[2] and got.shape == expected.shape and numpy.array_equal(got, numpy.concatenate([new, cache], 2)):
-        return "the new position is put first: append it at the end of the cache (axis 2, position t)"
+        return (f"{output}'s positions are out of order: position t is in row 0 of axis 2, where position 0 "
+                "belongs")
     if got.shape == cache.shape:
-        return "the cache is returned without the new position: append this step's key and value along axis 2"
+        return (f"{output} comes back with the t positions it came in with: the next step needs t + 1, "
+                f"{expected.shape}")
     return ""
 
 
@@ -72,6 +76,14 @@ EXERCISES: list[Exercise] = [
              _cached_attention_step, _cached_step_cases, ("out", "k_cache", "v_cache"), hints=(_cached_step_hint,),
              one_token=("q", "k_new", "v_new"), unseen=_unseen_cached_step),
 ]
+
+# What the grader shows once the step passes: npformer's compact form.
+TEXTBOOK: dict[str, str] = {
+    "cached_attention_step": ("K = concatenate([k_cache, k_new], axis=2), V likewise (position t last); "
+                              "out = softmax(q K^T / sqrt(Dh)) V over all t + 1 positions, no mask: the cache holds "
+                              "only what the causal mask lets position t see, and an earlier position's key and "
+                              "value depend on positions up to it only, so they never change"),
+}
 
 
 # -- the mistakes students make -------------------------------------------------------------------------
@@ -111,10 +123,10 @@ def _lazy_step(q, k_new, v_new, k_cache, v_cache):
 
 WRONG_SOLUTIONS: list[WrongSolution] = [
     WrongSolution("cached_attention_step", "attends before appending the new position", _step_without_new,
-                  "earlier positions only"),
-    WrongSolution("cached_attention_step", "the new position prepended", _step_prepended, "at the end of the cache"),
-    WrongSolution("cached_attention_step", "no 1/sqrt(d_head) scale", _step_unscaled, "1/sqrt(d_head)"),
+                  "cached positions only"),
+    WrongSolution("cached_attention_step", "the new position prepended", _step_prepended, "out of order"),
+    WrongSolution("cached_attention_step", "no 1/sqrt(d_head) scale", _step_unscaled, "sqrt(Dh) times"),
     WrongSolution("cached_attention_step", "the caches returned unchanged", _step_cache_not_grown,
-                  "without the new position"),
+                  "the next step needs"),
     WrongSolution("cached_attention_step", "npformer's attention_forward", _lazy_step, "npformer's own"),
 ]

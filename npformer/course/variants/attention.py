@@ -80,15 +80,26 @@ ATTENTION = Family(
 
 
 # -- multi-head attention (lesson 8) --------------------------------------------------------------------
+# The same variants inside every head. The forward marks the heads ``q``, ``k``, ``v`` and their
+# ``context`` (before the merge): ``dL/dcontext = split(dout Wo^T)`` whatever the heads' attention is,
+# so ``multi_head_attention_d_context`` is practice under variants; the heads' gradients and the
+# inputs' change with the scores.
 
 def _multi_head(attend):
     def forward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, node=keep):
-        heads = (split_heads_reference(query @ Wq, n_heads), split_heads_reference(memory @ Wk, n_heads),
-                 split_heads_reference(memory @ Wv, n_heads))
-        return merge_heads_reference(attend(*heads, mask)) @ Wo
+        q = node("q", split_heads_reference(query @ Wq, n_heads))       # (B, H, Tq, Dh)
+        k = node("k", split_heads_reference(memory @ Wk, n_heads))      # (B, H, Tm, Dh)
+        v = node("v", split_heads_reference(memory @ Wv, n_heads))
+        context = node("context", attend(q, k, v, mask))                 # (B, H, Tq, Dh)
+        return merge_heads_reference(context) @ Wo
     return forward
 
 
-MULTI_HEAD_ATTENTION = Family("multi_head_attention", ("multi_head_attention_backward",), tuple(
-    Variant(variant.name, f"in every head, {variant.statement}", _multi_head(variant.forward))
-    for variant in ATTENTION.variants), drawn_with="attention")  # lesson 8 reuses the student's lesson 7
+MULTI_HEAD_ATTENTION = Family(
+    "multi_head_attention", ("multi_head_attention_d_context", "multi_head_attention_d_heads",
+                             "multi_head_attention_d_inputs", "multi_head_attention_backward"),
+    tuple(Variant(variant.name, f"in every head, {variant.statement}", _multi_head(variant.forward))
+          for variant in ATTENTION.variants),
+    nodes={"multi_head_attention_d_context": "context", "multi_head_attention_d_heads": ("q", "k", "v"),
+           "multi_head_attention_d_inputs": ("query", "memory")},
+    practice=("multi_head_attention_d_context",), drawn_with="attention")  # lesson 8 reuses the student's lesson 7

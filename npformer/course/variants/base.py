@@ -82,7 +82,7 @@ class Family:
     """A derivation and its variants. ``exercises``: the graded exercises the variants change, the
     final backward pass last; ``nodes``: for each step, the intermediate it differentiates (an input's
     name for a gradient with respect to that input, ``"jacobian"`` for the Jacobian of a one-vector
-    forward); ``practice``: steps whose answer no variant changes (``dL/dP = dout v^T`` whatever the
+    forward; a tuple of names for a step that returns several, in order); ``practice``: steps whose answer no variant changes (``dL/dP = dout v^T`` whatever the
     scores are), checked but worth no points when a class is graded with variants; ``drawn_with``: a
     family whose variant this one takes, variant for variant (the same names)."""
 
@@ -167,6 +167,8 @@ def _answers(family: Family, exercise: Exercise, variant: Variant) -> Callable:
         inputs = dict(zip(names, values))
         if node == "jacobian":
             return jacobian(forward, inputs["x"])
+        if isinstance(node, tuple):
+            return tuple(node_gradient(forward, inputs, name) for name in node)
         if node is not None:
             return node_gradient(forward, inputs, node)
         answers = input_gradients(forward, inputs, exercise.wrt)

@@ -10,8 +10,9 @@ forward passes, with the reason. The case's answer is checked too, on ``SAMPLED`
 tensor (finite differences of every entry would cost what the numerical student pays), to
 ``TOLERANCE``: the small cases hold the answer to 1e-6, this one only refuses a made-up answer.
 
-The steps of layer norm's and attention's derivations are timed the same way, against the whole
-forward pass (2,048 rows of 4 numbers for layer norm's per-row ``dL/dvar`` and ``dL/dmean``).
+The steps of layer norm's, attention's and multi-head attention's derivations are timed the same
+way, against the whole forward pass (2,048 rows of 4 numbers for layer norm's per-row ``dL/dvar``
+and ``dL/dmean``).
 Not caught: differences that perturb many entries at once where their effects do not mix (every
 entry of an elementwise op, a column of every row of the linear layer, every row's variance), which
 cost a few forward passes, like the derived answer; those exercises rest on their variants alone.
@@ -135,7 +136,8 @@ def _layernorm_rows(rng):
 LARGE = {"layernorm_dvar": _layernorm_rows, "layernorm_dmean": _layernorm_rows, "attention_dv": _attention,
          "attention_d_scores": _attention,
          "embedding_backward": _embedding, "dropout_backward": _dropout,
-         "multi_head_attention_backward": _multi_head, "masked_mean_pool_backward": _pooling,
+         "multi_head_attention_backward": _multi_head, "multi_head_attention_d_heads": _multi_head,
+         "multi_head_attention_d_inputs": _multi_head, "masked_mean_pool_backward": _pooling,
          "masked_max_pool_backward": _pooling, "batchnorm_backward": _batchnorm,
          "batchnorm_dvar": _batchnorm_features, "batchnorm_dmean": _batchnorm_features, "rmsnorm_backward": _rmsnorm,
          "rope_backward": _rope, "swiglu_backward": _swiglu, "silu_backward": _elementwise_gate,

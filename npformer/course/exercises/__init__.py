@@ -4,6 +4,8 @@
     steps.py                lessons 3, 4, 7 (and 28): the steps of the derivations (the softmax Jacobian; layer norm
                             through x_hat, the variance, the mean; attention through v, P and S), each
                             graded on its own, and DERIVATIONS, the order of each derivation's steps
+    ops_steps.py            lessons 2 and 5: the steps of their derivations (the linear layer for one row,
+                            GELU's gate, the embedding's one-hot form), and those lessons' compact forms
     ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
                             softmax, the loss, layer norm, the embedding), the positional encoding
     attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
@@ -31,12 +33,13 @@ derivations; ``TEXTBOOK``, the compact forms shown once a final exercise passes)
 from __future__ import annotations
 
 from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
-               modern_parts, ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm,
+               modern_parts, ops_backward, ops_steps, patches, roofline, searches, steps, teacher_forcing_and_batchnorm,
                torch_layout_and_bpe)
 from .base import Case, Exercise, WrongSolution
 
-MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
-           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts)
+MODULES = (steps, ops_steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline,
+           masked_pooling, language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe,
+           modern_parts)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

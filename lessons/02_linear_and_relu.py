@@ -17,36 +17,32 @@ from npformer.course import check
 rng = np.random.default_rng(0)
 
 # %% [markdown]
-# ## Deriving the backward pass
+# ## One row first
 #
-# Flatten the leading axes, so that $X$ is $N \times D_\text{in}$ (`(N, Din)`) and $Y = X W + b$
-# is $N \times D_\text{out}$, with $N$ the number of rows (every sentence and position). One
-# entry is
+# Take a single input row: $x$ holds $D_\text{in}$ numbers, and the layer returns $D_\text{out}$ numbers,
 #
-# $$Y_{nj} = \sum_i X_{ni} W_{ij} + b_j .$$
+# $$y_j = \sum_k x_k W_{kj} + b_j, \qquad j = 1, \dots, D_\text{out}.$$
 #
-# With the upstream gradient $dY = \partial L / \partial Y$, the chain rule sums over every entry of
-# $Y$ that an input touches:
+# The loss $L$ depends on $y$, and the upstream gradient $\texttt{dout}_j = \partial L / \partial y_j$ is
+# given. By the chain rule, the gradient of any input is a sum over the entries of $y$ that the
+# input appears in: each contributes $\texttt{dout}_j$ times $\partial y_j / \partial(\text{input})$. So
+# for each input, read off the formula above:
 #
-# * $X_{ni}$ appears in row $n$ of $Y$, once per column $j$:
-#   $$\frac{\partial L}{\partial X_{ni}} = \sum_j dY_{nj} W_{ij}, \qquad\text{that is}\qquad dX = dY\, W^\top;$$
-# * $W_{ij}$ appears in column $j$ of every row $n$:
-#   $$\frac{\partial L}{\partial W_{ij}} = \sum_n X_{ni}\, dY_{nj}, \qquad\text{that is}\qquad dW = X^\top dY,$$
-#   a sum over every row;
-# * $b_j$ appears in column $j$ of every row:
-#   $$\frac{\partial L}{\partial b_j} = \sum_n dY_{nj}.$$
+# * $W_{kj}$: in which entries $y_j$ does it appear, and multiplied by what?
+# * $x_k$: in which entries does it appear (how many terms), and multiplied by what in each?
+# * $b_j$: the same question.
 #
-# A shape check confirms each: $dY\,W^\top$ is $(N \times D_\text{out})(D_\text{out} \times D_\text{in})
-# = N \times D_\text{in}$, the shape of $X$, and $X^\top dY$ is $D_\text{in} \times D_\text{out}$, the
-# shape of $W$. Each is a single matrix product, with no loop over the batch.
+# Write each answer in index notation first, then as NumPy on whole arrays, and check it against
+# the shapes: $\partial L / \partial W$ has the shape of $W$, $(D_\text{in}, D_\text{out})$, with the
+# gradient of $W_{kj}$ at position $(k, j)$; $\partial L / \partial x$ has the shape of $x$.
 #
-# ### Your turn
+# ### Your turn: one row
 #
-# Write `linear_backward(x, W, b, dout)` for `x` of shape `(..., Din)` (any number of leading
-# axes) and `dout` of shape `(..., Dout)`. Reshape `x` and `dout` to 2-D arrays of rows
-# (`reshape(-1, Din)`), apply the three formulas, and return `(dx, dW, db)` with the shapes of `x`,
-# `W` and `b`. (`b` does not enter any of the gradients; it is an argument because the forward
-# pass takes it.) The grader checks a batch, a single token with a square `W`, and $D_\text{out} = 1$.
+# Write `linear_row_backward(x, W, b, dout)` for `x` of shape `(Din,)`, `W` of shape
+# `(Din, Dout)`, `b` of shape `(Dout,)` and `dout` of shape `(Dout,)`; return `(dx, dW, db)`, with
+# the shapes of `x`, `W` and `b`. (`b` is an argument because the forward pass takes it.) The
+# grader tries a square `W` too, where an answer laid out the wrong way round still has the right
+# shape, and $D_\text{out} = 1$.
 
 # %% [markdown]
 # **Your variant.** Graded with variants, each student derives their own form of this lesson's
@@ -59,6 +55,43 @@ rng = np.random.default_rng(0)
 from npformer.course import show_variants
 
 print(show_variants("02"))
+
+
+# %%
+def linear_row_backward(x, W, b, dout):
+    """Gradients of y = x @ W + b for one row x (Din,), with respect to x, W and b."""
+    ### BEGIN SOLUTION
+    dx = W @ dout
+    dW = np.outer(x, dout)
+    db = np.array(dout, dtype=float)
+    return dx, dW, db
+    ### END SOLUTION
+
+
+# %%
+print(check("linear_row_backward", linear_row_backward))
+
+# %% [markdown]
+# ## A batch of rows
+#
+# A real input has leading axes, `(..., Din)`: a batch of $B$ sentences of $T$ tokens is
+# `(B, T, Din)`. Flatten the leading axes, so that $X$ is $N \times D_\text{in}$ with $N$ rows (every
+# sentence and position) and $Y = X W + b$ is $N \times D_\text{out}$:
+#
+# $$Y_{nj} = \sum_k X_{nk} W_{kj} + b_j .$$
+#
+# Every row uses the same $W$ and $b$. Ask the questions of the single row again: in which entries
+# of $Y$ does $W_{kj}$ appear now, and $X_{nk}$, and $b_j$? What changes from your one-row answer
+# for each gradient, and what stays one row per example? Then write each as a single matrix
+# product or sum over the whole batch, with no loop over the rows, and check the shapes.
+#
+# ### Your turn
+#
+# Write `linear_backward(x, W, b, dout)` for `x` of shape `(..., Din)` (any number of leading
+# axes) and `dout` of shape `(..., Dout)`. Reshape `x` and `dout` to 2-D arrays of rows
+# (`reshape(-1, Din)`) and return `(dx, dW, db)` with the shapes of `x`, `W` and `b`. The check
+# below grades your one-row step again; it tries a batch, a single token with a square `W`, and
+# $D_\text{out} = 1$. Once yours passes, it shows npformer's compact form: compare it with yours.
 
 
 # %%
@@ -76,11 +109,31 @@ def linear_backward(x, W, b, dout):
 
 
 # %%
-print(check("linear_backward", linear_backward))
+print(check("linear_backward", linear_backward, steps=(linear_row_backward,)))
+
+# %% [markdown] tags=["instructor"]
+# ### The derivation (instructor edition)
+#
+# For one row, $W_{kj}$ appears in $y_j$ only, with coefficient $x_k$; $x_k$ appears in every $y_j$,
+# with coefficient $W_{kj}$; $b_j$ in $y_j$ only, with coefficient $1$:
+#
+# $$\frac{\partial L}{\partial W_{kj}} = x_k\, \texttt{dout}_j, \qquad
+# \frac{\partial L}{\partial x_k} = \sum_j W_{kj}\, \texttt{dout}_j, \qquad
+# \frac{\partial L}{\partial b_j} = \texttt{dout}_j,$$
+#
+# that is $dW = x\, \texttt{dout}^\top$ (an outer product), $dx = W\, \texttt{dout}$, $db = \texttt{dout}$.
+# For a batch, $W_{kj}$ appears in column $j$ of every row $n$, so the chain rule adds the rows'
+# contributions; $X_{nk}$ appears in row $n$ only, so $dX$ keeps one row per example:
+#
+# $$dX = dY\, W^\top \;(N \times D_\text{in}), \qquad dW = X^\top dY \;(D_\text{in} \times D_\text{out}),
+# \qquad db_j = \sum_n dY_{nj}.$$
+#
+# Each is a single matrix product (or sum), with no loop over the batch: $X^\top dY$ is the sum of
+# the rows' outer products.
 
 # %% [markdown]
 # Now that yours passes, compare it with npformer's own `linear_backward`, in `npformer/ops/linear.py`.
-# It computes the same three products from the cache that `linear_forward` keeps, and passes the
+# It computes the same three gradients from the cache that `linear_forward` keeps, and passes the
 # finite-difference check of lesson 1. `ops.linear_forward` and `ops.linear_backward` are always
 # those textbook functions. (Lesson 16 shows the fast forms that npformer's blocks run by default,
 # equal to them.)
@@ -95,15 +148,11 @@ assert report.passed, "linear_backward must pass the finite-difference check"
 # %% [markdown]
 # ## ReLU
 #
-# $\operatorname{relu}(x) = \max(x, 0)$, entry by entry, has derivative $1$ where $x > 0$ and $0$
-# where $x < 0$ (at exactly $x = 0$ we take $0$, as PyTorch does). Each output entry depends on
-# its own input entry only, so the Jacobian is diagonal and the backward pass is a product,
-# entry by entry:
-#
-# $$dx = \texttt{dout} \odot [x > 0],$$
-#
-# with $[x > 0]$ equal to $1$ where the condition holds and $0$ elsewhere: the gradient flows
-# through the units that were on.
+# $\operatorname{relu}(x) = \max(x, 0)$, entry by entry: $x$ where $x > 0$, and $0$ where $x < 0$. Each
+# output entry depends on its own input entry only. What does that make the Jacobian
+# $\partial y_i / \partial x_j$, and so how many terms does the chain rule's sum keep for each $x_i$?
+# Differentiate each of the two pieces. At exactly $x = 0$ the derivative is not defined; take the
+# left piece's there, as PyTorch does (the grader keeps its inputs away from $0$).
 #
 # ### Your turn
 #
@@ -121,11 +170,11 @@ def relu_backward(x, dout):
 print(check("relu_backward", relu_backward))
 
 # %% [markdown]
-# npformer's `ops.relu_backward` does the same, from a cache that keeps only the boolean mask
-# $[x > 0]$ (one byte per entry, instead of the eight of a float64 `x`).
+# npformer's `ops.relu_backward` computes the same from a cache that keeps only a boolean array
+# (one byte per entry, instead of the eight of a float64 `x`).
 #
 # Its finite-difference check must avoid the kink: an input within $2h$ of $0$ would straddle it,
-# and the difference quotient there is neither $0$ nor $1$.
+# and the difference quotient there blends the slopes of the two sides, matching neither.
 
 # %%
 x = rng.standard_normal((3, 5))
@@ -142,38 +191,82 @@ assert all(value.dtype == bool for value in relu_cache.values()), "ReLU's cache 
 # GELU, used by BERT and GPT, weights $x$ by the probability that a standard normal variable is
 # below it:
 #
-# $$\operatorname{gelu}(x) = x\,\Phi(x), \qquad \Phi(x) = \frac{1}{2}\left(1 + \operatorname{erf}\frac{x}{\sqrt 2}\right),$$
+# $$\operatorname{gelu}(x) = x\,\Phi(x), \qquad \Phi(x) = \frac{1}{2}\left(1 + \operatorname{erf}\frac{x}{\sqrt 2}\right),
+# \qquad \operatorname{erf}(z) = \frac{2}{\sqrt\pi}\int_0^z e^{-t^2}\,dt,$$
 #
-# with $\Phi$ the standard normal distribution function and
-# $\operatorname{erf}(z) = \frac{2}{\sqrt\pi}\int_0^z e^{-t^2}\,dt$. The derivative of $\Phi$ is the
-# normal density,
+# with $\Phi$ the standard normal distribution function. GELU is $x$ times a *gate*, $\Phi(x)$, that
+# rises from $0$ (for very negative $x$) to $1$ (for large $x$). Like ReLU it acts entry by entry, so
+# its backward pass is `dout` times its derivative, entry by entry; the derivation takes two steps.
 #
-# $$\Phi'(x) = \varphi(x) = \frac{e^{-x^2/2}}{\sqrt{2\pi}},$$
+# ### Step 1: the gate
 #
-# so by the product rule
+# Differentiate $\Phi$ alone: $\operatorname{erf}$ is an integral whose upper limit is its argument
+# (the fundamental theorem of calculus gives its derivative), and its argument here is
+# $z = x / \sqrt 2$ (the chain rule). One check of your result before the grader's: $\Phi$ rises from
+# $0$ to $1$, so its derivative is never negative and the area under it, over the whole real line,
+# is exactly $1$.
 #
-# $$\operatorname{gelu}'(x) = \Phi(x) + x\,\varphi(x), \qquad dx = \texttt{dout} \odot \operatorname{gelu}'(x).$$
+# Write `gelu_gate_backward(x, dout)`, the backward pass of $y = \Phi(x)$ alone: return `dx`, the
+# shape of `x`.
+
+# %% [markdown]
+# **Your variant.** If your variants file changes GELU, the cell at the top of this lesson printed
+# your form, $x\,g(x)$ with another gate $g$: step 1 is then the backward pass of your $g$.
+
+
+# %%
+def gelu_gate_backward(x, dout):
+    """Gradient of Phi(x), the standard normal distribution function, entry by entry."""
+    ### BEGIN SOLUTION
+    return dout * np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+    ### END SOLUTION
+
+
+# %%
+print(check("gelu_gate_backward", gelu_gate_backward))
+
+# %% [markdown]
+# ### Step 2: the product
 #
-# ### Your turn
+# $\operatorname{gelu}(x) = x\,\Phi(x)$ is a product of two factors that both depend on $x$. Write
+# `gelu_backward(x, dout)` for the exact GELU above (not the $\tanh$ approximation): return `dx`, the
+# shape of `x`. You may call your gate step. Before you grade it, two checks you can do by hand:
+# near $x = 0$, $\Phi(x) \approx 1/2$, so $\operatorname{gelu}(x) \approx x/2$; for large $x$,
+# $\operatorname{gelu}(x) \approx x$. What must your derivative be there?
 #
-# Write `gelu_backward(x, dout)` for the exact GELU above (not the $\tanh$ approximation): return
-# `dx`, the shape of `x`. NumPy has no $\operatorname{erf}$: Python's `math.erf` takes one number,
-# and `np.vectorize(math.erf)` applies it entry by entry to an array (npformer's `ops.erf` cannot be
+# NumPy has no $\operatorname{erf}$: Python's `math.erf` takes one number, and
+# `np.vectorize(math.erf)` applies it entry by entry to an array (npformer's `ops.erf` cannot be
 # called from graded code: the grader runs your function where npformer is not importable). The
-# grader includes inputs as large as $|x| \approx 13$.
+# grader includes inputs as large as $|x| \approx 13$. The check below grades your gate step again,
+# and once yours passes it shows npformer's compact form.
+
 
 # %%
 def gelu_backward(x, dout):
     """Gradient of the exact GELU, x * Phi(x), with respect to x."""
     ### BEGIN SOLUTION
     cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x / np.sqrt(2.0)))
-    density = np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
-    return dout * (cdf + x * density)
+    return dout * cdf + x * gelu_gate_backward(x, dout)
     ### END SOLUTION
 
 
 # %%
-print(check("gelu_backward", gelu_backward))
+print(check("gelu_backward", gelu_backward, steps=(gelu_gate_backward,)))
+
+# %% [markdown] tags=["instructor"]
+# ### The derivation (instructor edition)
+#
+# $\operatorname{erf}'(z) = \frac{2}{\sqrt\pi} e^{-z^2}$, and $dz/dx = 1/\sqrt 2$, so the gate's slope is the
+# normal density,
+#
+# $$\Phi'(x) = \frac{1}{2} \cdot \frac{2}{\sqrt\pi} e^{-x^2/2} \cdot \frac{1}{\sqrt 2} = \varphi(x)
+# = \frac{e^{-x^2/2}}{\sqrt{2\pi}},$$
+#
+# whose area is $1$. By the product rule,
+#
+# $$\operatorname{gelu}'(x) = \Phi(x) + x\,\varphi(x), \qquad dx = \texttt{dout} \odot \operatorname{gelu}'(x):$$
+#
+# $1/2$ at $x = 0$, and $1$ for large $x$, where $\Phi \to 1$ and $x\varphi(x) \to 0$.
 
 # %% [markdown]
 # npformer's `ops.gelu_backward` passes the finite-difference check too:
@@ -195,10 +288,7 @@ for name, forward, backward in (("ReLU", ops.relu_forward, ops.relu_backward),
     left.plot(grid, y, label=name)
     derivative = backward(np.ones_like(grid), cache)
     right.plot(grid, derivative, label=name)
-    if name == "ReLU":  # the prose: 1 where x > 0, 0 where x < 0, and 0 at exactly x = 0
-        assert np.all(derivative[grid > 0] == 1) and np.all(derivative[grid <= 0] == 0), \
-            "ReLU's derivative must be 1 for x > 0 and 0 for x <= 0"
-    else:  # GELU is smooth: no jump anywhere on the grid
+    if name == "GELU":  # smooth: no jump anywhere on the grid
         assert np.abs(np.diff(derivative)).max() < 0.05, "GELU's derivative must be smooth"
 left.set(title="activation", xlabel="x")
 right.set(title="derivative (the backward pass with dout = 1)", xlabel="x")
@@ -207,10 +297,15 @@ for axis in (left, right):
     axis.legend()
 figure.savefig(viz.figures_dir() / "02_relu_gelu.png", dpi=110)
 
+# %% tags=["instructor"]
+# The prose below, for ReLU: its slope is 1 where x > 0, 0 where x < 0, and 0 at exactly x = 0 (the
+# answer of relu_backward, so it stays out of the student edition).
+relu_slope = ops.relu_backward(np.ones_like(grid), ops.relu_forward(grid)[1])
+assert np.all(relu_slope[grid > 0] == 1) and np.all(relu_slope[grid <= 0] == 0), "ReLU's slope: 1 for x > 0, else 0"
+
 # %% [markdown]
-# ReLU's derivative jumps from $0$ to $1$ at $x = 0$; GELU's changes smoothly, dips below $0$ for
-# negative $x$ (where $x\,\varphi(x) < 0$ outweighs $\Phi(x)$), and rises slightly above $1$ for
-# positive $x$ before settling at $1$.
+# ReLU's derivative jumps at $x = 0$; GELU's changes smoothly, dips below $0$ for negative $x$, and
+# rises slightly above $1$ for positive $x$ before settling at $1$.
 
 # %%
 gelu_slope = ops.gelu_backward(np.ones_like(grid), ops.gelu_forward(grid)[1])

@@ -32,7 +32,8 @@ rng = np.random.default_rng(0)
 # one column per pair. Write $\sin$ of the angles into the columns `0::2` and $\cos$ into the
 # columns `1::2`. Note that the exponent uses the *even* column index $2i$ of the pair, and that
 # the sine and the cosine of a pair share it. The grader tries $d_{\text{model}} = 8$, a single
-# position with $d_{\text{model}} = 2$, and 50 positions with $d_{\text{model}} = 6$.
+# position with $d_{\text{model}} = 2$, 50 positions with $d_{\text{model}} = 6$, and an odd
+# $d_{\text{model}} = 5$, whose last pair has only its sine column.
 
 # %%
 def positional_encoding(max_len, d_model):
@@ -104,29 +105,48 @@ for position, k in ((3, 5), (20, 7)):  # the rotation property: PE[p + k] is PE[
 # embedding table $W$, of shape `(V, D)`, holds one learned row per word of the vocabulary, and
 # the forward pass is a lookup, `out = W[ids]`, of shape `(B, T, D)`:
 #
-# $$\text{out}_{b,t} = W_{\text{ids}_{b,t}}$$
+# $$\text{out}_{b,t} = W_{\text{ids}_{b,t}}.$$
 #
-# Each output row is a copy of one row of $W$:
-# $\partial\, \text{out}_{b,t,d} / \partial W_{v,e} = [\text{ids}_{b,t} = v]\; \delta_{de}$.
-# Summing over every position $(b, t)$ with the chain rule, row $v$ of the gradient is
+# A lookup is a matrix product in disguise. Let $O$ be the *one-hot* array of the ids, of shape
+# `(B, T, V)`: $O_{b,t,v} = 1$ where $\text{ids}_{b,t} = v$, and $0$ elsewhere. Each row $O_{b,t}$ has a
+# single $1$, so the product picks one row of $W$:
 #
-# $$\frac{\partial L}{\partial W_v} = \sum_{(b,t)\,:\ \text{ids}_{b,t} = v}
-# \frac{\partial L}{\partial\, \text{out}_{b,t}}$$
+# $$\text{out}_{b,t,d} = \sum_v O_{b,t,v}\, W_{v,d}, \qquad \text{out} = O\, W.$$
 #
-# A token that occurs $k$ times in the batch receives the *sum* of its $k$ upstream rows, and a
-# token that does not occur gets a row of zeros. The forward pass gathers rows; the backward
-# pass scatters them back and adds them up (a *scatter-add*). The ids themselves are integers
-# and have no gradient.
+# ### Step 1: the one-hot form
 #
-# ### Your turn
+# Write `embedding_one_hot(ids, W)` for `ids` of shape `(B, T)` (integers in $[0, V)$) and `W` of
+# shape `(V, D)`: return $O$, a float array of shape `(B, T, V)` (`W` is needed only for $V$). Check
+# it on your own before the grader does: `O @ W` must equal `W[ids]`. The grader tries ids that
+# repeat, a single token, and one id repeated five times.
+
+# %%
+def embedding_one_hot(ids, W):
+    """O (B, T, V): 1 where ids[b, t] = v, else 0, so that O @ W = W[ids]."""
+    ### BEGIN SOLUTION
+    return (ids[..., None] == np.arange(W.shape[0])).astype(float)
+    ### END SOLUTION
+
+
+# %%
+print(check("embedding_one_hot", embedding_one_hot))
+
+# %% [markdown]
+# ### Step 2: the gradient of the table
 #
-# Write `embedding_backward(ids, W, dout)` for `ids` of shape `(B, T)` (integers in $[0, V)$),
-# `W` of shape `(V, D)` and `dout` of shape `(B, T, D)`; return `dW`, of the shape of `W`
-# (`W` is needed only for its shape). Which rows of `dW` does one row of `dout` reach, and what
-# must happen when the same id appears twice in a batch? Test the NumPy you reach for on a tiny
-# example with a repeated index before trusting it: some of NumPy's ways of writing through an
-# index array keep one of the writes, not their sum. The grader tries ids that repeat, a single
-# token, and one id repeated five times.
+# With $\text{out} = O\, W$, the embedding is lesson 2's linear layer with $O$ as its input and no
+# bias. $O$ is made from integers and has no gradient, so only $\partial L / \partial W$ is asked for.
+# Before you write it, answer from the sum above: which entries of `out` does $W_{v,d}$ appear in?
+# Then, which rows of `dW` does one row of `dout` reach? What does row $v$ of `dW` hold when the id
+# $v$ appears at two positions of the batch, and when it appears at none?
+#
+# Write `embedding_backward(ids, W, dout)` for `ids` of shape `(B, T)`, `W` of shape `(V, D)` and
+# `dout` of shape `(B, T, D)`; return `dW`, of the shape of `W`. You may use your one-hot step, but
+# in the translator $V$ is in the tens of thousands and $O$ holds $B \cdot T \cdot V$ numbers, almost all
+# zero: find a way that never builds it. Test the NumPy you reach for against your one-hot form on
+# a tiny example with a repeated id before trusting it: some of NumPy's ways of writing through an
+# index array do not agree with the product when an index repeats. The check below grades your
+# one-hot step again, on the same cases, and once yours passes it shows npformer's compact form.
 
 # %% [markdown]
 # **Your variant.** Graded with variants, each student derives their own form of this lesson's
@@ -143,7 +163,7 @@ print(show_variants("05"))
 
 # %%
 def embedding_backward(ids, W, dout):
-    """dW (V, D) of out = W[ids]: each id's upstream rows added into its row."""
+    """dW (V, D) of out = W[ids]."""
     ### BEGIN SOLUTION
     d_model = W.shape[1]
     dW = np.zeros_like(W)
@@ -153,9 +173,22 @@ def embedding_backward(ids, W, dout):
 
 
 # %%
-print(check("embedding_backward", embedding_backward))
+print(check("embedding_backward", embedding_backward, steps=(embedding_one_hot,)))
 
 # %% [markdown] tags=["instructor"]
+# ### The derivation (instructor edition)
+#
+# $W_{v,d}$ appears in $\text{out}_{b,t,d}$ for every position with $\text{ids}_{b,t} = v$, with
+# coefficient $1$. The chain rule sums over those positions, so row $v$ of the gradient is
+#
+# $$\frac{\partial L}{\partial W_v} = \sum_{(b,t)\,:\ \text{ids}_{b,t} = v}
+# \frac{\partial L}{\partial\, \text{out}_{b,t}}, \qquad\text{that is}\qquad dW = O^\top \texttt{dout}$$
+#
+# (lesson 2's $X^\top dY$, with $O$ flattened to rows). A token that occurs $k$ times in the batch
+# receives the *sum* of its $k$ upstream rows, and a token that does not occur gets a row of zeros.
+# The forward pass gathers rows; the backward pass scatters them back and adds them up (a
+# *scatter-add*, `np.add.at`), without building $O$.
+#
 # **The classic mistake** is the assignment. It gives the right answer whenever no id repeats,
 # which is why a test with distinct ids does not catch it. The grader's cases repeat ids, and it
 # recognises the pattern of the error:
@@ -170,12 +203,20 @@ def embedding_backward_overwriting(ids, W, dout):
 mistake = check("embedding_backward", embedding_backward_overwriting, strict=False)
 print(mistake)
 assert not mistake.passed, "overwriting instead of adding must fail on repeated ids"
-assert any("add.at" in row.hint for row in mistake.rows if not row.passed), "the hint must name numpy.add.at"
+assert any("occur more than once" in row.hint for row in mistake.rows if not row.passed), \
+    "the hint must say which rows are wrong"
+demo_rng = np.random.default_rng(5)  # not the lesson's rng: the student edition draws the same numbers
+ids_demo, W_demo = np.array([[1, 3, 3, 0]]), demo_rng.standard_normal((5, 2))
+dout_demo = demo_rng.standard_normal((1, 4, 2))
+by_one_hot = embedding_one_hot(ids_demo, W_demo).reshape(-1, 5).T @ dout_demo.reshape(-1, 2)
+assert np.allclose(by_one_hot, embedding_backward(ids_demo, W_demo, dout_demo)), "O^T dout is the scatter-add"
+
+# %% [markdown] tags=["instructor"]
+# npformer's `ops.embedding_backward` does the same scatter-add, faster than `np.add.at` (it sorts
+# the ids so that equal ids form runs, then sums each run with one `np.add.reduceat`).
 
 # %% [markdown]
-# npformer's `ops.embedding_backward` does the same scatter-add, faster than `np.add.at` (it sorts
-# the ids so that equal ids form runs, then sums each run with one `np.add.reduceat`); it passes
-# the finite-difference check:
+# npformer's `ops.embedding_backward` passes the finite-difference check:
 
 # %%
 library = gradcheck.check_op("embedding")
@@ -207,6 +248,34 @@ table_rms = float(np.sqrt(np.mean(table**2)))
 print(f"std of sqrt(d_model) * W: {scaled_std:.3f}; root mean square of the sinusoid table: {table_rms:.3f}")
 assert abs(scaled_std - 1) < 0.05, "the scaled embeddings must have a standard deviation near 1"
 assert abs(table_rms - 1 / np.sqrt(2)) < 1e-12, "every pair of the table has sin^2 + cos^2 = 1"
+
+# %% [markdown]
+# ## Where the gradient of "embedding + positions" goes
+#
+# The translator's first layer reads, at each position $t$ of each sentence $b$ (then dropout),
+#
+# $$x_{b,t} = \sqrt{d_{\text{model}}}\; W_{\text{ids}_{b,t}} + PE_t .$$
+#
+# On the way back, the gradient $\partial L / \partial x$ that the first layer sends reaches this sum,
+# and the derivative of a sum with respect to each of its terms is $1$: each term receives the whole
+# of $\partial L / \partial x$. The sinusoid term is a fixed function of the positions, with no parameter
+# and nothing before it that needs a gradient, so its share stops there: npformer never computes
+# it. The token term's share goes on, back through the scale $\sqrt{d_{\text{model}}}$ and then
+# through the lookup, into the embedding's backward pass you wrote above. (With a learned table
+# $W_{\text{pos}}$ instead, its share would go on too, into the same kind of backward pass with the
+# positions as ids: exercise 3.) A small translator shows it: the only parameters at the input are
+# the two embedding tables, and the sinusoid table is a plain array, not a parameter.
+
+# %%
+from npformer.models import Transformer, TransformerConfig  # noqa: E402
+
+tiny = Transformer(TransformerConfig(src_vocab=12, tgt_vocab=12, d_model=8, n_heads=2, d_ff=16, n_layers=1,
+                                     max_len=10, dropout=0.0), dtype=np.float64)
+input_parameters = [name for name in tiny.grads() if "embed" in name or "pos" in name]
+print("parameters at the input:", input_parameters, f"(of {len(tiny.grads())})")
+print("the sinusoid table:", type(tiny.positions).__name__, tiny.positions.shape)
+assert input_parameters == ["src_embed.W", "tgt_embed.W"], "no parameter holds the sinusoid table"
+assert not any(value is tiny.positions for value in tiny.params().values())
 
 # %% [markdown]
 # ## Exercises
@@ -278,9 +347,6 @@ axis.legend()
 assert first_minimum[32] < first_minimum[128] < first_minimum[512]
 
 # %% tags=["instructor"]
-from npformer.models import Transformer, TransformerConfig  # noqa: E402
-
-
 class TransformerWithLearnedPositions(Transformer):
     """The translator with a learned position table per side instead of the sinusoids."""
 

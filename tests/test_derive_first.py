@@ -35,9 +35,20 @@ class Posed:
 
 # -- lesson 02 ---------------------------------------------------------------------------------------
 LESSON_02 = {
-    "linear_backward": Posed((), (r"dout@W\.T", r"x\.T@dout", r"W\^\\top", r"x\^\\top", r"W\^T", r"x\^T")),
-    "relu_backward": Posed((), (r"dout\*\(x>0\)", r"\(x>0\)\*dout")),
-    "gelu_backward": Posed((), ()),
+    "linear_row_backward": Posed((), (r"W@dout", r"outer\(x,dout\)", r"x_k\\,?\\texttt\{dout\}_j", r"=\\sum_jW_\{kj\}",
+                                      r"=x\\,?\\texttt\{dout\}\^", r"dx=W\\,?\\texttt\{dout\}")),
+    "linear_backward": Posed(("linear_row_backward",), (
+        r"dout@W\.T", r"x\.T@dout", r"W\^\\top", r"x\^\\top", r"W\^T", r"x\^T", r"X\^\\top", r"X\^T",
+        r"dY\\,?W", r"rows\.T@", r"\.T@dout", r"=\\sum_jdY_\{nj\}W", r"=\\sum_nX_\{n", r"=\\sum_ndY_\{nj\}")),
+    "relu_backward": Posed((), (r"dout\*\(x>0\)", r"\(x>0\)\*dout", r"dout\*\(x>=0\)", r"\\odot\[x>0\]",
+                                r"\[x>0\]\\odot", r"where\(x>0,dout", r"slope\[grid>0\]==1",
+                                r"derivative\[grid>0\]==1")),
+    "gelu_gate_backward": Posed((), (
+        r"\\Phi'\(x\)=\\varphi", r"=\\frac\{e\^\{-x\^2/2\}\}\{\\sqrt\{2\\pi\}\}", r"e\^\{-x\^2/2\}/\\sqrt\{2\\pi\}",
+        r"exp\(-0\.5\*x\*x\)", r"exp\(-0\.5\*x\*\*2\)", r"exp\(-x\*\*2/2\)", r"exp\(-x\*x/2\)",
+        r"\\operatorname\{erf\}'\(z\)=")),
+    "gelu_backward": Posed(("gelu_gate_backward",), (r"\\Phi\(x\)\+x\\?,?\\varphi", r"cdf\+x\*",
+                                                     r"Phi\(x\)\+x\*?phi\(x\)", r"\(cdf\+x")),
 }
 
 # -- lesson 03 ---------------------------------------------------------------------------------------
@@ -55,7 +66,10 @@ LESSON_04 = {
 
 # -- lesson 05 ---------------------------------------------------------------------------------------
 LESSON_05 = {
-    "embedding_backward": Posed((), (r"add\.at", r"np\.add\.at")),
+    "embedding_backward": Posed(("embedding_one_hot",), (
+        r"add\.at", r"np\.add\.at", r"O\^\\top", r"O\^T", r"one_hot\.T@", r"onehot\.T@", r"\.T@dout",
+        r"\.swapaxes\(-1,-2\)@dout", r"bincount", r"reduceat", r"dW\[ids\]\+=", r"scatter-add", r"\\sum_\{\(b,t\)",
+        r"receivesthe\*?sum")),
 }
 
 # -- lesson 07 ---------------------------------------------------------------------------------------

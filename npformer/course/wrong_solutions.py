@@ -63,11 +63,11 @@ def _gradients_and_basic_ops() -> list[WrongSolution]:
         W("relu_backward", "the mask inverted (x < 0)", lambda x, dout: dout * (x < 0)),
         W("relu_backward", "returns the mask without dout", lambda x, dout: (x > 0).astype(float)),
         W("gelu_backward", "the derivative of x * Phi(x) without the x * phi(x) term",
-          lambda x, dout: dout * 0.5 * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))),
+          lambda x, dout: dout * 0.5 * (1 + np.vectorize(math.erf)(x / np.sqrt(2))), "wrong in between"),
         W("gelu_backward", "the tanh approximation's derivative", lambda x, dout: dout * (
             0.5 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
             + 0.5 * x * (1 - np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)) ** 2)
-            * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x**2))),
+            * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x**2)), "close to this GELU"),
 
         W("softmax", "no max subtracted (overflows near 1000)", lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True)),
         W("softmax", "normalised over the first axis", lambda x: np.exp(x - x.max(0, keepdims=True))
@@ -126,7 +126,7 @@ def _positions_masks_and_dropout() -> list[WrongSolution]:
           & np.tril(np.ones((ids.shape[1],) * 2, dtype=bool))),
 
         W("embedding_backward", "dW[ids] = dout (repeats overwrite)", lambda ids, W_, dout: overwrite(ids, W_, dout),
-          "add.at"),
+          "occur more than once"),
         W("embedding_backward", "the gradient of W summed over the vocabulary",
           lambda ids, W_, dout: np.broadcast_to(rows(dout).sum(0), W_.shape).copy()),
         W("dropout_backward", "the 1/(1-p) scale forgotten", lambda x, keep, p, dout: dout * keep, "factor"),

@@ -4,6 +4,8 @@
     steps.py                lessons 3, 4, 7 (and 28): the steps of the derivations (the softmax Jacobian; layer norm
                             through x_hat, the variance, the mean; attention through v, P and S), each
                             graded on its own, and DERIVATIONS, the order of each derivation's steps
+    ops_steps.py            lessons 2 and 5: the steps of their derivations (the linear layer for one row,
+                            GELU's gate, the embedding's one-hot form), and those lessons' compact forms
     ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
                             softmax, the loss, layer norm, the embedding), the positional encoding
     attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
@@ -44,6 +46,7 @@ from . import (  # one module per line: each group of lessons adds its own
     modern_parts,
     multi_head_steps,
     ops_backward,
+    ops_steps,
     patches,
     roofline,
     searches,
@@ -55,6 +58,7 @@ from .base import Case, Exercise, WrongSolution
 
 MODULES = (
     steps,
+    ops_steps,
     ops_backward,
     attention_pieces,
     multi_head_steps,

@@ -92,6 +92,27 @@ def _gelu_backward(x, dout):
     return ops.gelu_backward(dout, ops.gelu_forward(x)[1])
 
 
+def _gelu_hint(got, expected, inputs, output):
+    """Which entries a wrong GELU slope gets right: x near 0, large |x|, or none but closely."""
+    x, dout = (numpy.asarray(inputs[name], dtype=numpy.float64) for name in ("x", "dout"))
+    if got.shape != expected.shape or not numpy.all(numpy.isfinite(got)) or not numpy.any(dout):
+        return ""
+    cdf = 0.5 * ops.erfc(-x / numpy.sqrt(2.0))
+    x_times_density = x * numpy.exp(-0.5 * x * x) / numpy.sqrt(2.0 * numpy.pi)
+    scale = float(numpy.abs(expected).max())
+    if hints.explains(dout * cdf, got):
+        return ("right where x is near 0 and where |x| is large, wrong in between (most near |x| = 1): "
+                "the error is a bump that vanishes at x = 0 and in both tails")
+    if hints.explains(dout * x_times_density, got):
+        return ("near x = 0 your slope is about 0, but gelu(x) is about x / 2 there, a slope of 1/2; and for "
+                "large x gelu(x) is about x, a slope of 1, where yours tends to 0")
+    error = float(numpy.abs(got - expected).max())
+    if 1e-6 * scale < error < 2e-3 * scale:
+        return (f"close to the answer at every entry, within {error:.1e}, but not equal: the slope of a function "
+                "close to this GELU, not of it")
+    return ""
+
+
 def _softmax(x):
     return ops.softmax_forward(x)[0]
 
@@ -169,7 +190,7 @@ def _embedding_backward(ids, W, dout):
     return ops.embedding_backward(dout, ops.embedding_forward(ids, W)[1])
 
 
-def _embedding_cases(rng):
+def embedding_cases(rng):
     return backward_cases(rng, _embedding, [
         ("ids with repeats, B=2, T=4, V=6", lambda r: {"ids": numpy.array([[1, 3, 3, 0], [3, 5, 1, 1]]),
                                                      "W": normal(r, 6, 3)}),
@@ -179,14 +200,17 @@ def _embedding_cases(rng):
 
 
 def _repeated_id_hint(got, expected, inputs, output):
+    """Wrong only in the rows of ids that occur more than once (a property, not the fix)."""
     ids = numpy.asarray(inputs["ids"]).reshape(-1)
     counts = numpy.bincount(ids, minlength=expected.shape[0])
     if got.shape != expected.shape:
         return ""
     wrong = numpy.any(numpy.abs(got - expected) > 1e-6 * numpy.abs(expected).max(), axis=-1)
     if wrong.any() and numpy.all(counts[wrong] > 1):
-        return ("wrong only in the rows of ids that occur more than once: a repeated id must add its "
-                "gradients up (numpy.add.at), not overwrite them (dW[ids] = dout keeps only the last)")
+        rows = numpy.flatnonzero(wrong).tolist()
+        return (f"wrong only in the rows of ids that occur more than once in ids (rows {rows}), "
+                "right in every row whose id occurs once: compare with the one-hot form on a tiny example "
+                "with a repeated id")
     return ""
 
 
@@ -256,7 +280,7 @@ def _unseen_positional(rng):
     return [Case(f"max_len={max_len}, d_model={d_model}", {"max_len": max_len, "d_model": d_model})]
 
 
-def _unseen_embedding(rng):
+def unseen_embedding(rng):
     vocab, batch, length = size(rng, 2, 6), size(rng, 1, 3), size(rng, 2, 6)
     inputs = {"ids": rng.integers(0, vocab, size=(batch, length)), "W": normal(rng, vocab, size(rng, 1, 4))}
     return [Case(f"V={vocab}, B={batch}, T={length}, ids drawn with repeats", with_dout(rng, inputs, _embedding))]
@@ -271,7 +295,8 @@ EXERCISES: list[Exercise] = [
     Exercise("relu_backward", "relu_backward(x, dout) -> dx", "02", _relu_backward,
              _elementwise_cases(_relu), ("dx",), _relu, ("x",), unseen=_unseen_elementwise(_relu, away_from_zero=True), points=2),
     Exercise("gelu_backward", "gelu_backward(x, dout) -> dx", "02", _gelu_backward,
-             _elementwise_cases(_gelu), ("dx",), _gelu, ("x",), unseen=_unseen_elementwise(_gelu), points=2),
+             _elementwise_cases(_gelu), ("dx",), _gelu, ("x",), hints=(_gelu_hint,), unseen=_unseen_elementwise(_gelu),
+             points=2),
     Exercise("softmax", "softmax(x) -> probabilities over the last axis", "03", _softmax,
              _softmax_cases, ("probabilities",), unseen=_unseen_softmax),
     Exercise("softmax_backward", "softmax_backward(x, dout) -> dx", "03", _softmax_backward,
@@ -294,5 +319,6 @@ EXERCISES: list[Exercise] = [
                                                 Case("max_len=7, d_model=5: odd", {"max_len": 7, "d_model": 5})],
              ("table",), unseen=_unseen_positional),
     Exercise("embedding_backward", "embedding_backward(ids, W, dout) -> dW", "05", _embedding_backward,
-             _embedding_cases, ("dW",), _embedding, ("W",), hints=(_repeated_id_hint,), unseen=_unseen_embedding, points=2),
+             embedding_cases, ("dW",), _embedding, ("W",), hints=(_repeated_id_hint,), unseen=unseen_embedding,
+             points=2),
 ]

@@ -2,6 +2,9 @@
 
 The lessons' forms: ``out[b, t] = W[ids[b, t]]`` (``ids (B, T)``, ``W (V, D)``); dropout
 ``out = x * keep / (1 - p)`` with ``keep`` the kept entries (True or False) and ``p`` the drop rate.
+The embedding's step, ``embedding_one_hot`` (the one-hot array ``O`` of the ids, ``W[ids] = O W``), is
+not in the family: it is a forward, the same in every variant, graded as the lesson poses it (as the
+positional encoding is), not a gradient a variant's forward could give.
 """
 
 from __future__ import annotations

@@ -257,6 +257,21 @@ def grade_class(args: argparse.Namespace) -> None:
     print(f"wrote {args.out} (numbers only) and the feedback beside it")
 
 
+@action("workload", "LOG", "a student's log (NPFORMER_WORKLOG); more with --logs", "--lessons", own={
+    "--logs": dict(nargs="*", default=[], metavar="LOG", help="more students' logs")})
+def workload(args: argparse.Namespace) -> None:
+    """How long each exercise took the students whose logs you have (NPFORMER_WORKLOG=FILE set while
+    they worked: every check appends its time and verdict), beside the difficulty rule's estimate."""
+    from ..course import difficulty, worklog
+
+    logs = [args.log, *args.logs]
+    require(args.log is not None, "course workload: give a student's log (the file NPFORMER_WORKLOG named)")
+    for log in logs:
+        require(Path(log).is_file(), f"course workload: {log}: no such file (a student's NPFORMER_WORKLOG)")
+    lines = difficulty.answer_lines(args.lessons)
+    print(worklog.workload_table(logs, lambda name: difficulty.minutes(name, lines.get(name, 0))))
+
+
 @action("secret", "FILE", "the file to write")
 def new_secret(args: argparse.Namespace) -> None:
     """A new instructor's secret, from which the hidden cases and the variants are drawn. Keep it

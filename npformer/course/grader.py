@@ -50,6 +50,7 @@ from .inert import printable
 from .exercises import DERIVATIONS, EXERCISES, Exercise
 from .hints import FIX_AFTER
 from .isolation import IsolationUnavailable
+from . import worklog
 from .lesson_script import remember
 from .variant_file import my_variant
 from .variants import FAMILY_OF, TEXTBOOK_FORM, posed, timed
@@ -120,6 +121,7 @@ def check(name: str, student_fn: Callable, seed: int = 0, strict: bool | None = 
     report.steps = [_grade_public(posed(step_name, variant), step_fn, seed, unseen_seed, time_limit)
                     for step_name, step_fn in zip(DERIVATIONS.get(name, ()), steps)]
     _offer_fixes(report, reveal)
+    worklog.record(report)
     remember(report, strict, sys._getframe(1).f_globals.get("__name__") == "__main__")
     if strict is None:
         strict = os.environ.get("NPFORMER_GRADER") == "strict"

@@ -22,6 +22,7 @@
     torch_layout_and_bpe.py lessons 25-26: PyTorch's in_proj layout, BPE's merge step and segmentation
     modern_parts.py         lesson 28: RMSNorm (through 1/rms), rotary positions from a cache offset, SiLU and
                             SwiGLU, the gradient sum of grouped-query attention's shared heads
+    modern_parts_steps.py   lesson 28: the steps (RMSNorm's mean square, one pair's rotation, SwiGLU's branches)
 
 Each module lists its ``EXERCISES`` (and may list ``WRONG_SOLUTIONS``, realistic mistakes the
 grader must fail, beside ``course.wrong_solutions``'s catalogue; ``DERIVATIONS``, the steps of its
@@ -31,12 +32,13 @@ derivations; ``TEXTBOOK``, the compact forms shown once a final exercise passes)
 from __future__ import annotations
 
 from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
-               modern_parts, ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm,
-               torch_layout_and_bpe)
+               modern_parts, modern_parts_steps, ops_backward, patches, roofline, searches, steps,
+               teacher_forcing_and_batchnorm, torch_layout_and_bpe)
 from .base import Case, Exercise, WrongSolution
 
 MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
-           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts)
+           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts,
+           modern_parts_steps)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

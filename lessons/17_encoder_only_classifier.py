@@ -12,12 +12,10 @@
 #    real tokens, so padding must not count. With $m_{b,t} = 1$ at a real token and $0$ at padding,
 #    and $n_b = \sum_t m_{b,t}$ real tokens in sentence $b$:
 #
-#    $$\text{out}_b = \frac{1}{n_b} \sum_t m_{b,t}\, h_{b,t}, \qquad
-#    \frac{\partial L}{\partial h_{b,t}} = \frac{m_{b,t}}{n_b}\, \frac{\partial L}{\partial \text{out}_b}$$
+#    $$s_b = \sum_t m_{b,t}\, h_{b,t}, \qquad \text{out}_b = \frac{s_b}{\max(n_b, 1)}$$
 #
-#    so the backward pass spreads $\partial L / \partial \text{out}_b$ evenly over the real positions
-#    only. (Or the feature-wise maximum, whose gradient goes to the position each maximum came from:
-#    you write both below.)
+#    (a sentence of padding only has $s_b = 0$ and pools to zeros). Or the feature-wise maximum over
+#    the real tokens. You derive the backward pass of both below.
 # 3. **A linear head** and softmax cross-entropy, as in lesson 3.
 
 # %%
@@ -38,26 +36,20 @@ print(gradcheck.check_op("masked_max_pool"))
 # %% [markdown]
 # ### Your turn
 #
-# Write the two backward passes, with `x` of shape `(B, T, D)`, `mask` a boolean array `(B, T)` (True
-# at a real token, False at padding) and `dout` of shape `(B, D)`, the gradient of the pooled vectors.
-# Each returns `dx`, shaped like `x`.
+# Write the two backward passes, with `x` of shape `(B, T, D)` (the $h$ above), `mask` a boolean array
+# `(B, T)` (True at a real token, False at padding) and `dout` of shape `(B, D)`, the gradient of the
+# pooled vectors. Each returns `dx`, shaped like `x`, and each is derived in one step first.
 #
-# * `masked_mean_pool_backward(x, mask, dout)`: the formula above, `dout[b] / n[b]` at each real
-#   position of sentence `b` and 0 at its padding. A sentence of padding only has $n_b = 0$: npformer
-#   pools it to zeros and gives it a zero gradient, never NaN, so divide by $\max(n_b, 1)$.
-# * `masked_max_pool_backward(x, mask, dout)`: the pooled vector is
-#   $\text{out}_{b,d} = \max_{t:\, m_{b,t} = 1} x_{b,t,d}$, each feature's maximum over the real
-#   positions. Only the position $t^*$ where that maximum sits changes it to first order, so
-#   $\partial L / \partial x_{b,t^*,d} = \partial L / \partial \text{out}_{b,d}$ and every other entry of
-#   `dx` is 0, padding included. Find $t^*$ with an argmax over the positions after setting the padded
-#   ones to $-\infty$ (`np.where`); `np.put_along_axis` writes `dout` there. A sentence of padding only
-#   pools to zeros, whatever `x` holds there, so its gradient is 0 (its argmax would be position 0).
-#   The grader's `x` has no ties, so each maximum sits at one position (with a tie, npformer gives it
-#   to the first).
+# The grader compares each answer with npformer's and with finite differences, on a batch with a
+# padded tail, a full sentence and a sentence of padding only (its padding holding the largest values of
+# `x`, so the mask must matter), on a single token, and on a sentence with one real token.
 #
-# The grader compares `dx` with npformer's and with finite differences, on a batch with a padded tail,
-# a full sentence and a sentence of padding only (its padding holding the largest values of `x`, so
-# the mask must matter), on a single token, and on a sentence with one real token.
+# ### The mean, step 1: the sum
+#
+# The forward pass is two stages: $x \to s \to \text{out}$. Hold $s$ as the only input of the second
+# stage: what is $\partial L / \partial s_b$, given `dout` $= \partial L / \partial \text{out}$? Write
+# `masked_mean_pool_d_sum(x, mask, dout)`, returning it with shape `(B, D)`. What does a sentence of
+# padding only get?
 
 # %% [markdown]
 # **Your variant.** Graded with variants, each student derives their own form of this lesson's
@@ -73,31 +65,92 @@ print(show_variants("17"))
 
 
 # %%
-def masked_mean_pool_backward(x, mask, dout):
-    """dx of out[b] = sum_t mask[b, t] x[b, t] / n[b]: dout[b] / n[b] at each real position, 0 at padding."""
+def masked_mean_pool_d_sum(x, mask, dout):
+    """dL/ds for out[b] = s[b] / max(n[b], 1), s[b] = sum_t mask[b, t] x[b, t]: shape (B, D)."""
     ### BEGIN SOLUTION
     counts = np.maximum(mask.sum(axis=1), 1)  # n, and 1 for a sentence of padding only (its mask is all 0)
-    return mask[:, :, None] * dout[:, None, :] / counts[:, None, None]
+    return dout / counts[:, None]
     ### END SOLUTION
 
 
 # %%
-print(check("masked_mean_pool_backward", masked_mean_pool_backward))
+print(check("masked_mean_pool_d_sum", masked_mean_pool_d_sum))
 
+# %% [markdown]
+# ### The mean, step 2: back to `x`
+#
+# Now the first stage, $s_b = \sum_t m_{b,t}\, x_{b,t}$: which entries of `x` does $s_b$ read, and with
+# what coefficient? Write `masked_mean_pool_backward(x, mask, dout)`. You may call your step. The check
+# grades the step again and shows npformer's compact form once yours passes.
+
+# %%
+def masked_mean_pool_backward(x, mask, dout):
+    """dx of out[b] = sum_t mask[b, t] x[b, t] / max(n[b], 1), shaped like x (B, T, D)."""
+    ### BEGIN SOLUTION
+    return mask[:, :, None] * masked_mean_pool_d_sum(x, mask, dout)[:, None, :]
+    ### END SOLUTION
+
+
+# %%
+print(check("masked_mean_pool_backward", masked_mean_pool_backward, steps=(masked_mean_pool_d_sum,)))
+
+# %% [markdown]
+# ### The maximum, step 1: its local derivative
+#
+# The pooled vector is $\text{out}_{b,d} = \max_{t:\, m_{b,t} = 1} x_{b,t,d}$, each feature's maximum
+# over the real positions; a sentence of padding only pools to zeros, whatever `x` holds there. Each
+# column $(b, d)$ pools on its own, so its derivative is one number per entry of `x`:
+#
+# $$J_{b,t,d} = \frac{\partial\, \text{out}_{b,d}}{\partial x_{b,t,d}}$$
+#
+# Write `masked_max_pool_jacobian(x, mask)`, returning $J$ with the shape of `x`. Nudge one entry
+# $x_{b,t,d}$ by a small $h$: when does $\text{out}_{b,d}$ move, and by how much? Decide three cases
+# before you write code: a padded position; a sentence of padding only; and a tie, two real positions
+# holding the same maximum. For a tie, npformer's forward takes the value at the first of them, so
+# treat $\text{out}_{b,d}$ as that entry. The grader's last public case has ties.
+
+# %%
+def masked_max_pool_jacobian(x, mask):
+    """J[b, t, d] = d out[b, d] / d x[b, t, d] for out[b, d] = max over the real t of x[b, t, d]: (B, T, D)."""
+    ### BEGIN SOLUTION
+    position = np.where(mask[:, :, None], x, -np.inf).argmax(axis=1)  # (B, D): the first real maximum
+    jacobian = (np.arange(x.shape[1])[None, :, None] == position[:, None, :]).astype(np.float64)
+    return jacobian * mask.any(axis=1)[:, None, None]  # a sentence of padding only: nothing moves out
+    ### END SOLUTION
+
+
+# %%
+print(check("masked_max_pool_jacobian", masked_max_pool_jacobian))
+
+# %% [markdown]
+# ### The maximum, step 2: the backward pass
+#
+# With $J$, write `masked_max_pool_backward(x, mask, dout)` (chain rule: each $\text{out}_{b,d}$ depends
+# on column $(b, d)$ of `x` only). The grader's `x` has no ties here. You may call your step.
 
 # %%
 def masked_max_pool_backward(x, mask, dout):
-    """dx of out[b, d] = max over the real t of x[b, t, d]: dout[b, d] where that maximum is, 0 elsewhere."""
+    """dx of out[b, d] = max over the real t of x[b, t, d] (0 for a sentence of padding only), shaped like x."""
     ### BEGIN SOLUTION
-    position = np.where(mask[:, :, None], x, -np.inf).argmax(axis=1)  # (B, D): t* of each feature
-    dx = np.zeros(x.shape, dtype=np.result_type(x, dout))
-    np.put_along_axis(dx, position[:, None, :], dout[:, None, :], axis=1)
-    return dx * mask.any(axis=1)[:, None, None]  # a sentence of padding only: no gradient at all
+    return masked_max_pool_jacobian(x, mask) * dout[:, None, :]
     ### END SOLUTION
 
 
 # %%
-print(check("masked_max_pool_backward", masked_max_pool_backward))
+print(check("masked_max_pool_backward", masked_max_pool_backward, steps=(masked_max_pool_jacobian,)))
+
+# %% [markdown] tags=["instructor"]
+# ### The compact forms (instructor edition)
+#
+# The mean: $\partial L / \partial s_b = dout_b / \max(n_b, 1)$, and $s_b$ reads $x_{b,t}$ with
+# coefficient $m_{b,t}$, so
+#
+# $$\frac{\partial L}{\partial x_{b,t}} = \frac{m_{b,t}}{\max(n_b, 1)}\, \frac{\partial L}{\partial \text{out}_b}:$$
+#
+# `dout` spread evenly over the real positions, nothing at padding. The maximum: only the position
+# $t^*$ where the maximum sits moves it to first order, so $J$ is 1 at $t^*$ (the first of a tie) and 0
+# elsewhere, padding and empty sentences included; `dx` is $J$ times `dout`, which is
+# `np.put_along_axis` of `dout` at the argmax of `np.where(mask, x, -inf)`.
 
 # %% [markdown]
 # The whole classifier, every parameter, against finite differences through its loss (a fully padded

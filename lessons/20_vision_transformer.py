@@ -8,8 +8,8 @@
 # (Dosovitskiy et al., 2021), built from the layers of this course plus one new op.
 #
 # **Patch extraction** is a pure rearrangement: $(B, C, H, W) \to (B, N, C p^2)$, with
-# $N = HW / p^2$ patches of $C p^2$ values each. Every pixel lands in exactly one patch, so its
-# backward pass is the inverse rearrangement, with no arithmetic.
+# $N = HW / p^2$ patches of $C p^2$ values each. It computes nothing: it only moves numbers. What
+# does its backward pass do? You derive it below, in two steps.
 
 # %%
 import os
@@ -26,10 +26,6 @@ patches, cache = ops.patches_forward(image, 2)
 print("image:\n", image[0, 0], "\npatches (one per row):\n", patches[0])
 assert patches.shape == (1, 4, 4), "(1, 1, 4, 4) in 2 x 2 patches: 4 patches of 1 * 2^2 values"
 assert np.array_equal(np.sort(patches.ravel()), image.ravel()), "every pixel must land in exactly one patch"
-assert np.array_equal(ops.patches_backward(patches, cache), image), "the backward pass must be the inverse rearrangement"
-report = gradcheck.check_op("patches")
-print(report)
-assert report.passed, "patches_backward must pass the finite-difference check"
 
 # %% [markdown]
 # The image's pixels are numbered 0 to 15 row by row, so each printed row shows where a patch comes
@@ -55,17 +51,7 @@ assert report.passed, "patches_backward must pass the finite-difference check"
 # axes. Work out which axes the output needs, in which order, and check yourself on the small image
 # above, whose pixels are numbered.
 #
-# `patches_backward(images, patch_size, dout)` returns `dimages`, shaped like `images`, for an
-# upstream gradient `dout` shaped like the patches. The forward pass moves entries and computes
-# nothing: output entry $m$ is the input entry $\pi(m)$, with $\pi$ a one-to-one map. So
-# $\partial L / \partial x_{\pi(m)} = $ `dout`$_m$: every pixel receives exactly one entry of
-# `dout`, the one it was moved to, and the backward pass is the inverse rearrangement: undo the
-# forward's steps in reverse order. Careful with the transpose: applying the forward's transpose
-# a second time does not, in general, undo it (try it on three axes).
-#
-# The grader tries the image above, three channels on a grid of $2 \times 3$ patches, one patch
-# covering the whole image, and patches of a single pixel ($p = 1$), then an unseen case; it also
-# checks `patches_backward` against finite differences of npformer's forward pass.
+# Then the backward pass, `patches_backward(images, patch_size, dout)`, derived in a step below.
 
 # %%
 def patches_forward(images, patch_size):
@@ -96,19 +82,74 @@ from npformer.course import show_variants
 print(show_variants("20"))
 
 
+# %% [markdown]
+# ### The backward pass, step 1: where each pixel goes
+#
+# Every entry of the patches is one pixel of the image, copied. Write `patches_destination(images,
+# patch_size)`: for each pixel $(b, c, h, w)$ of `images`, the index, in `patches.reshape(-1)`, of the
+# entry it becomes; an array shaped like `images`, of whole numbers (ints or floats). Which patch $n$ does
+# the pixel land in, at which place $k$ inside it, and where do the entries of image $b$ start in the
+# flattened patches? Try it by hand on the numbered image above first: where does pixel 4 go?
+#
+# The grader tries the image above, three channels on a grid of $2 \times 3$ patches, one patch
+# covering the whole image, and patches of a single pixel ($p = 1$), then an unseen case.
+
 # %%
-def patches_backward(images, patch_size, dout):
-    """dout (B, N, C * p * p) -> dimages (B, C, H, W): each entry back to the pixel it came from."""
+def patches_destination(images, patch_size):
+    """(B, C, H, W): for each pixel, its index in patches_forward(images, patch_size).reshape(-1)."""
     ### BEGIN SOLUTION
     batch, channels, height, width = images.shape
-    p = patch_size
-    grid = dout.reshape(batch, height // p, width // p, channels, p, p)
-    return grid.transpose(0, 3, 1, 4, 2, 5).reshape(batch, channels, height, width)  # argsort of (0, 2, 4, 1, 3, 5)
+    p, rows, cols = patch_size, height // patch_size, width // patch_size
+    b, c, h, w = np.indices(images.shape)
+    patch = (h // p) * cols + w // p                   # n: row by row over the grid of patches
+    place = c * p * p + (h % p) * p + w % p            # k: channel, then row, then column inside the patch
+    return (b * rows * cols + patch) * channels * p * p + place
     ### END SOLUTION
 
 
 # %%
-print(check("patches_backward", patches_backward))
+print(check("patches_destination", patches_destination))
+
+# %% [markdown]
+# ### Step 2: the backward pass
+#
+# `patches_backward(images, patch_size, dout)` returns `dimages`, shaped like `images`, for an upstream
+# gradient `dout` shaped like the patches. Write the loss's dependence on one pixel: which entries of
+# the patches change when that pixel changes, and by how much? You may call your step; a loop-free
+# answer with reshapes and a transpose exists too. The check
+# grades the step again, compares with npformer and with finite differences of the forward, on the
+# step's cases and an unseen one, and shows npformer's compact form once yours passes.
+
+# %%
+def patches_backward(images, patch_size, dout):
+    """dout (B, N, C * p * p) -> dimages (B, C, H, W), the gradient of the patches' rearrangement."""
+    ### BEGIN SOLUTION
+    return dout.reshape(-1)[patches_destination(images, patch_size)]
+    ### END SOLUTION
+
+
+# %%
+print(check("patches_backward", patches_backward, steps=(patches_destination,)))
+
+# %% [markdown] tags=["instructor"]
+# ### The compact form (instructor edition)
+#
+# Output entry $m$ of the forward is the pixel $\pi(m)$, with $\pi$ one-to-one, so
+# $\partial L / \partial x_{\pi(m)} = dout_m$: every pixel receives exactly one entry of `dout`, the one
+# it was moved to (`dout.reshape(-1)[destination]`). Without the index map: undo the forward's steps in
+# reverse order, reshape `dout` to the transposed grid $(B, H/p, W/p, C, p, p)$, transpose it back by the
+# inverse permutation $(0, 3, 1, 4, 2, 5)$ (the forward's $(0, 2, 4, 1, 3, 5)$ applied again does not
+# undo it) and reshape to $(B, C, H, W)$. npformer's backward pass, on the lesson's image, gives the image
+# back from its patches, and passes its finite-difference check:
+
+# %% tags=["instructor"]
+batch, channels, height, width = image.shape
+undone = patches.reshape(batch, 2, 2, channels, 2, 2).transpose(0, 3, 1, 4, 2, 5).reshape(image.shape)
+assert np.array_equal(undone, image) and np.array_equal(ops.patches_backward(patches, cache), image)
+assert np.array_equal(patches.reshape(-1)[patches_destination(image, 2)], image)
+report = gradcheck.check_op("patches")
+print(report)
+assert report.passed, "patches_backward must pass the finite-difference check"
 
 # %% [markdown]
 # ## Training on generated shapes

@@ -38,11 +38,11 @@ rng = np.random.default_rng(0)
 # Over the last axis, of size $D$, with $\epsilon = 10^{-5}$ (LLaMA 2's) inside the root, as PyTorch's
 # `rms_norm` puts it:
 #
-# $$r = \frac{1}{\sqrt{\frac{1}{D}\sum_i x_i^2 + \epsilon}}, \qquad \hat x_i = x_i\, r, \qquad y_i = \gamma_i\, \hat x_i$$
+# $$m = \frac{1}{D}\sum_i x_i^2, \qquad r = \frac{1}{\sqrt{m + \epsilon}}, \qquad \hat x_i = x_i\, r, \qquad y_i = \gamma_i\, \hat x_i$$
 #
-# with a learned scale $\gamma$ (`gamma`, shape `(D,)`) and no shift. One fewer statistic means one fewer path:
-# each $x_j$ reaches the loss directly, through $\hat x_j = x_j r$, and through $r$, which every
-# $\hat x_i$ of its row uses.
+# with a learned scale $\gamma$ (`gamma`, shape `(D,)`) and no shift: the chain $x \to m \to r \to \hat x \to y$.
+# One fewer statistic means one fewer path: each $x_j$ reaches the loss directly, through
+# $\hat x_j = x_j r$, and through the mean square $m$ and its $r$, which every $\hat x_i$ of its row uses.
 #
 # ### Step 1: the gradient of $r$
 #
@@ -75,12 +75,31 @@ def rmsnorm_d_rstd(x, gamma, dout):
 print(check("rmsnorm_d_rstd", rmsnorm_d_rstd))
 
 # %% [markdown]
-# ### Step 2: both paths together
+# ### Step 2: the mean square
 #
-# Now $\partial r / \partial x_j$ (differentiate $r = (m + \epsilon)^{-1/2}$ with
-# $m = \frac{1}{D}\sum_i x_i^2$), and the direct path. Write `rmsnorm_backward(x, gamma, dout)` for
+# One step further back: $m$ reaches the loss only through $r = (m + \epsilon)^{-1/2}$. Write
+# `rmsnorm_d_mean_square(x, gamma, dout)`, returning $\partial L / \partial m$, one number per row,
+# shape `(..., 1)`. You may call your step 1.
+
+# %%
+def rmsnorm_d_mean_square(x, gamma, dout):
+    """dL/dm for m = mean(x^2), r = 1/sqrt(m + eps): one number per row, shape (..., 1)."""
+    ### BEGIN SOLUTION
+    mean_square = (x * x).mean(axis=-1, keepdims=True)
+    return -0.5 * rmsnorm_d_rstd(x, gamma, dout) * (mean_square + 1e-5) ** -1.5
+    ### END SOLUTION
+
+
+# %%
+print(check("rmsnorm_d_mean_square", rmsnorm_d_mean_square))
+
+# %% [markdown]
+# ### Step 3: both paths together
+#
+# Now $x_j$ itself: directly through $\hat x_j = x_j r$ ($r$ held fixed), and through $m$ (step 2's
+# gradient times $\partial m / \partial x_j$). Write `rmsnorm_backward(x, gamma, dout)` for
 # `x` of shape `(..., D)`, returning `(dx, dgamma)` with `dgamma` of shape `(D,)` (every row uses the same
-# gamma). You may call your step. The check grades the step again, compares with npformer and with
+# gamma). You may call your steps. The check grades the steps again, compares with npformer and with
 # finite differences (on a batch, one token, and rows of two numbers), and shows npformer's compact
 # form once yours passes.
 
@@ -91,14 +110,14 @@ def rmsnorm_backward(x, gamma, dout):
     d_model = x.shape[-1]
     rstd = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-5)
     direct = dout * gamma * rstd
-    through_rstd = rmsnorm_d_rstd(x, gamma, dout) * (-rstd ** 3 * x / d_model)
+    through_mean_square = rmsnorm_d_mean_square(x, gamma, dout) * 2.0 * x / d_model
     dgamma = (dout * x * rstd).reshape(-1, d_model).sum(axis=0)
-    return direct + through_rstd, dgamma
+    return direct + through_mean_square, dgamma
     ### END SOLUTION
 
 
 # %%
-print(check("rmsnorm_backward", rmsnorm_backward, steps=(rmsnorm_d_rstd,)))
+print(check("rmsnorm_backward", rmsnorm_backward, steps=(rmsnorm_d_rstd, rmsnorm_d_mean_square)))
 
 # %% [markdown] tags=["instructor"]
 # ### The compact form (instructor edition)
@@ -160,16 +179,37 @@ figure.savefig(viz.figures_dir() / "28_rope_relative.png", dpi=110)
 # %% [markdown]
 # The left map is constant along every diagonal (the same distance $n - m$); the right one is not.
 #
-# ### The backward pass, and the cache's offset
+# ### Step 1: one pair
+#
+# Take one pair $(x_0, x_1)$ and one angle $\alpha$: $y = R(\alpha)\, x$, with $R(\alpha)$ the matrix
+# above. Write `rope_pair_backward(pair, angle, dout)` for `pair` of shape `(N, 2)` (one pair a row),
+# `angle` of shape `(N,)` (each pair its own) and `dout` $= \partial L / \partial y$ shaped like `pair`,
+# returning $\partial L / \partial x$, shaped like `pair`. Each pair is multiplied by a $2 \times 2$
+# matrix: what does lesson 2's backward pass of a matrix product send back, and what is that for this
+# matrix? Check your answer by hand on a quarter turn, $\alpha = \pi/2$, where $y = (-x_1, x_0)$.
+
+# %%
+def rope_pair_backward(pair, angle, dout):
+    """dL/dpair (N, 2) for y = R(angle) pair, each row (x0, x1) turned by its own angle (N,)."""
+    ### BEGIN SOLUTION
+    cos, sin = np.cos(angle), np.sin(angle)
+    return np.stack([cos * dout[:, 0] + sin * dout[:, 1], -sin * dout[:, 0] + cos * dout[:, 1]], axis=-1)
+    ### END SOLUTION
+
+
+# %%
+print(check("rope_pair_backward", rope_pair_backward))
+
+# %% [markdown]
+# ### Step 2: every pair of every row, and the cache's offset
 #
 # The forward pass is `ops.rope_forward(x, offset)` for `x` of shape `(B, H, T, Dh)`: row $t$ turns by
 # $(\text{offset} + t)\,\theta_i$. During generation a KV cache feeds one new position at a time, so a
 # step's single row sits at position `offset` = the number of positions already cached, and must turn
 # by exactly the angle the full forward pass gives that position.
 #
-# Write `rope_backward(x, offset, dout)`, returning `dx` shaped like `x`. Each pair is multiplied by a
-# $2 \times 2$ matrix: what does lesson 2's backward pass of a matrix product send back, and what is
-# that for this matrix? The grader's cases include one new position after nine cached ones.
+# Write `rope_backward(x, offset, dout)`, returning `dx` shaped like `x`. You may call your step on
+# every pair at once. The grader's cases include one new position after nine cached ones.
 
 # %%
 def rope_backward(x, offset, dout):
@@ -177,17 +217,16 @@ def rope_backward(x, offset, dout):
     ### BEGIN SOLUTION
     length, head_dim = x.shape[-2], x.shape[-1]
     theta = 10000.0 ** (-np.arange(0, head_dim, 2) / head_dim)
-    angles = (offset + np.arange(length))[:, None] * theta
-    cos, sin = np.cos(angles), np.sin(angles)
-    dx = np.empty_like(dout)
-    dx[..., 0::2] = dout[..., 0::2] * cos + dout[..., 1::2] * sin
-    dx[..., 1::2] = -dout[..., 0::2] * sin + dout[..., 1::2] * cos
-    return dx
+    angles = (offset + np.arange(length))[:, None] * theta                # (T, Dh/2): row t, pair i
+    pairs = dout.reshape(*dout.shape[:-1], head_dim // 2, 2)               # (..., T, Dh/2, 2)
+    angles = np.broadcast_to(angles, pairs.shape[:-1])
+    d_pairs = rope_pair_backward(pairs.reshape(-1, 2), angles.reshape(-1), pairs.reshape(-1, 2))
+    return d_pairs.reshape(x.shape)
     ### END SOLUTION
 
 
 # %%
-print(check("rope_backward", rope_backward))
+print(check("rope_backward", rope_backward, steps=(rope_pair_backward,)))
 
 # %% [markdown]
 # ## SwiGLU
@@ -221,20 +260,56 @@ def silu_backward(gate, dout):
 print(check("silu_backward", silu_backward))
 
 # %% [markdown]
-# ### Step 2: the gate, the linear branch and their weights
+# ### Step 2: the gate's pre-activation
+#
+# $a = x W_\text{gate}$ reaches $y$ only through $\operatorname{silu}(a)$, multiplied by $b$. Write
+# `swiglu_d_gate(x, W_gate, W_up, dout)`, returning $\partial L / \partial a$, shaped like $a$
+# (`(..., F)`), for `dout` $= \partial L / \partial y$. You may call your step 1.
+
+# %%
+def swiglu_d_gate(x, W_gate, W_up, dout):
+    """dL/da for y = silu(a) * b, a = x @ W_gate, b = x @ W_up: shaped like a (..., F)."""
+    ### BEGIN SOLUTION
+    return silu_backward(x @ W_gate, dout * (x @ W_up))
+    ### END SOLUTION
+
+
+# %%
+print(check("swiglu_d_gate", swiglu_d_gate))
+
+# %% [markdown]
+# ### Step 3: the linear branch
+#
+# And $b = x W_\text{up}$: write `swiglu_d_up(x, W_gate, W_up, dout)`, returning $\partial L / \partial b$,
+# shaped like $b$.
+
+# %%
+def swiglu_d_up(x, W_gate, W_up, dout):
+    """dL/db for y = silu(a) * b, a = x @ W_gate, b = x @ W_up: shaped like b (..., F)."""
+    ### BEGIN SOLUTION
+    gate = x @ W_gate
+    return dout * gate / (1.0 + np.exp(-gate))
+    ### END SOLUTION
+
+
+# %%
+print(check("swiglu_d_up", swiglu_d_up))
+
+# %% [markdown]
+# ### Step 4: the input and the weights
 #
 # Write `swiglu_backward(x, W_gate, W_up, dout)` for $y = \operatorname{silu}(x W_\text{gate}) \odot (x W_\text{up})$,
 # with `dout` of the shape of $y$, returning `(dx, dW_gate, dW_up)`. `x` may have any number of
 # leading axes (a batch of sequences, or rows); every row uses the same two matrices. You may call
-# your step.
+# your steps.
 
 # %%
 def swiglu_backward(x, W_gate, W_up, dout):
     """Gradients of y = silu(x @ W_gate) * (x @ W_up) with respect to x, W_gate and W_up."""
     ### BEGIN SOLUTION
     gate, up = x @ W_gate, x @ W_up
-    d_gate = silu_backward(gate, dout * up)
-    d_up = dout * gate / (1.0 + np.exp(-gate))
+    d_gate = swiglu_d_gate(x, W_gate, W_up, dout)
+    d_up = swiglu_d_up(x, W_gate, W_up, dout)
     rows = x.reshape(-1, x.shape[-1])
     dW_gate = rows.T @ d_gate.reshape(-1, gate.shape[-1])
     dW_up = rows.T @ d_up.reshape(-1, up.shape[-1])
@@ -243,7 +318,7 @@ def swiglu_backward(x, W_gate, W_up, dout):
 
 
 # %%
-print(check("swiglu_backward", swiglu_backward, steps=(silu_backward,)))
+print(check("swiglu_backward", swiglu_backward, steps=(silu_backward, swiglu_d_gate, swiglu_d_up)))
 
 # %% [markdown]
 # LLaMA's SwiGLU network is narrower than the 2017 one: $F \approx \frac{8}{3} D$ where the 2017 block

@@ -127,13 +127,22 @@ LESSON_14 = {
 
 # -- lesson 17 ---------------------------------------------------------------------------------------
 LESSON_17 = {
-    "masked_mean_pool_backward": Posed((), ()),
-    "masked_max_pool_backward": Posed((), ()),
+    "masked_mean_pool_backward": Posed(("masked_mean_pool_d_sum",), (
+        r"\\frac\{m_\{b,t\}\}\{n_b\}", r"\\frac\{m_\{b,t\}\}\{\\max\(n_b,1\)\}", r"m_\{b,t\}/n_b",
+        r"mask\[:,:,None\]\*dout", r"mask\*dout/", r"dout\[b\]/n\[b\]", r"dout/n\b", r"dout/counts",
+        r"dout/\\max\(n_b,1\)", r"spreads.{0,60}evenly", r"evenlyovertherealpositions")),
+    "masked_max_pool_backward": Posed(("masked_max_pool_jacobian",), (
+        r"put_along_axis", r"argmax", r"t\^\*", r"\\partialL/\\partialx_\{b,t", r"-np\.inf\)\.arg",
+        r"-\\infty", r"gradientgoestotheposition", r"onlythepositionwherethemaximum",
+        r"whereeachmaximumcamefrom", r"1atthe(first)?position")),
 }
 
 # -- lesson 20 ---------------------------------------------------------------------------------------
 LESSON_20 = {
-    "patches_backward": Posed((), ()),
+    "patches_backward": Posed(("patches_destination",), (
+        r"inverserearrangement", r"\(0,3,1,4,2,5\)", r"argsort", r"dout\.reshape\(-1\)\[", r"dout\.ravel\(\)\[",
+        r"x_\{\\pi\(m\)\}", r"undotheforward'ssteps", r"\(B,H/p,W/p,C,p,p\)", r"\(h//p\)\*", r"h%p",
+        r"\(h\\bmodp\)", r"c\*p\*p\+", r"cp\^2\+", r"receivesexactlyoneentryof`?dout")),
 }
 
 # -- lesson 24 ---------------------------------------------------------------------------------------
@@ -147,12 +156,23 @@ LESSON_24 = {
 }
 
 # -- lesson 28 ---------------------------------------------------------------------------------------
+_ROTATION_BACK = (r"R\^\\top", r"R\^T", r"R\(-\\alpha\)", r"R\(-angle\)", r"by-angle", r"by\$-",
+                  r"cos\*dout\[:,0\]\+sin", r"dout\[\.\.\.,0::2\]\*cos", r"\\cos\\alpha\\,dy_0\+",
+                  r"dx_0=", r"dx\[2i\]=")
 LESSON_28 = {
-    "rmsnorm_backward": Posed(("rmsnorm_d_rstd",), ()),
-    "rope_backward": Posed((), ()),
-    "silu_backward": Posed((), ()),
-    "swiglu_backward": Posed(("silu_backward",), ()),
-    "repeat_kv_backward": Posed((), ()),
+    "rmsnorm_backward": Posed(("rmsnorm_d_rstd", "rmsnorm_d_mean_square"), (
+        r"-r\^3x_j/D", r"r\^3", r"rstd\*\*3", r"\\operatorname\{mean\}\(g\\odot\\hatx\)", r"mean\(g\*x_hat\)",
+        r"g-\\hatx", r"\(m\+\\epsilon\)\^\{-3/2\}", r"\*\*-1\.5", r"\(dout\*gamma\*x\)\.sum", r"\\sum_ig_ix_i",
+        r"\\sum_idy_i\\gamma_ix_i", r"2x_j/D", r"-\\frac\{1\}\{2\}\(m")),
+    "rope_pair_backward": Posed((), _ROTATION_BACK),
+    "rope_backward": Posed(("rope_pair_backward",), _ROTATION_BACK + (r"dx\[\.\.\.,0::2\]=",)),
+    "silu_backward": Posed((), (r"\\sigma\(a\)\(1-\\sigma\(a\)\)", r"\\sigma\(1-\\sigma\)", r"sigmoid\*\(1\.0\+gate",
+                                r"1\+a\(1-", r"\\sigma'\(a\)=", r"sigmoid\*\(1-sigmoid\)")),
+    "swiglu_backward": Posed(("silu_backward", "swiglu_d_gate", "swiglu_d_up"), (
+        r"x\^\\topd", r"x\^Td", r"rows\.T@", r"d_gate@W_gate\.T", r"W_\\text\{gate\}\^\\top", r"W_\\text\{up\}\^\\top",
+        r"dout\*gate/\(1\.0\+np\.exp", r"dout\*\(x@W_up\)", r"dout\*up\)", r"\\operatorname\{silu\}'\(a\)\\odotb")),
+    "repeat_kv_backward": Posed((), (r"\.sum\(axis=2\)", r"reshape\(batch,kv_heads,n_rep", r"dout\.reshape\(B,Hkv,n_rep",
+                                     r"sumoverthe(group|copies|n_rep)", r"sumof(their|the)gradients")),
 }
 
 POSED: dict[str, Posed] = {**LESSON_02, **LESSON_03, **LESSON_04, **LESSON_05, **LESSON_07, **LESSON_08,

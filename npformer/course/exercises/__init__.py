@@ -27,6 +27,7 @@
     torch_layout_and_bpe.py lessons 25-26: PyTorch's in_proj layout, BPE's merge step and segmentation
     modern_parts.py         lesson 28: RMSNorm (through 1/rms), rotary positions from a cache offset, SiLU and
                             SwiGLU, the gradient sum of grouped-query attention's shared heads
+    modern_parts_steps.py   lesson 28: the steps (RMSNorm's mean square, one pair's rotation, SwiGLU's branches)
 
 Each module lists its ``EXERCISES`` (and may list ``WRONG_SOLUTIONS``, realistic mistakes the
 grader must fail, beside ``course.wrong_solutions``'s catalogue; ``DERIVATIONS``, the steps of its
@@ -44,6 +45,7 @@ from . import (  # one module per line: each group of lessons adds its own
     language_models,
     masked_pooling,
     modern_parts,
+    modern_parts_steps,
     multi_head_steps,
     ops_backward,
     ops_steps,
@@ -73,6 +75,7 @@ MODULES = (
     teacher_forcing_and_batchnorm,
     batchnorm_steps,
     torch_layout_and_bpe,
+    modern_parts_steps,
     modern_parts,
 )
 

@@ -57,10 +57,10 @@ def _unseen_rmsnorm(rng):
 
 def _d_rstd_hint(got, expected, inputs, output):
     if got.shape == inputs["x"].shape and got.shape != expected.shape:
-        return "one number per row: r is shared by the whole row, so sum dout_i gain_i x_i over it (keepdims)"
+        return "one number per row: r is shared by the whole row, so dL/dr is one number per row, shape (..., 1)"
     if got.shape == expected.shape and numpy.allclose(got, (inputs["dout"] * inputs["x"]).sum(-1, keepdims=True),
                                                       rtol=1e-9, atol=1e-12):
-        return "the gamma is missing: y_i = gain_i x_i r, so dL/dr sums dout_i gain_i x_i"
+        return "the gamma is missing: your dL/dr stays the same when gamma doubles, but y, and its slope in r, double"
     return ""
 
 
@@ -71,11 +71,13 @@ def _rmsnorm_hint(got, expected, inputs, output):
     rstd = _rstd(x)
     g, x_hat = dout * gamma, x * rstd
     candidates = [
-        (rstd * g, "dx = r * dout * gamma only: r depends on every x_i of the row too (the path through the root)"),
+        (rstd * g, "the direct path only: your dx_j ignores the row's other entries, but r depends on every x_i "
+                   "of the row (the path through the root)"),
         (rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)),
-         "a - mean(g) term: that is layer norm's, from the mean it subtracts; RMSNorm subtracts none"),
+         "a term that removes a shift of the row, as layer norm's does (from the mean it subtracts); RMSNorm's "
+         "forward subtracts no mean"),
         (rstd * (g - x_hat * (g * x_hat).sum(-1, keepdims=True)),
-         "the sum over the row where the mean belongs: mean(x^2) carries 1/D, so d r / d x_j = -r^3 x_j / D"),
+         "the path through the root D times too large, D the row's length: m = mean(x^2) carries a 1/D"),
     ]
     for candidate, hint in candidates:
         if numpy.allclose(got, candidate, rtol=1e-9, atol=1e-12):
@@ -127,8 +129,8 @@ def _rope_hint(got, expected, inputs, output):
     if got.shape != expected.shape:
         return ""
     if numpy.allclose(got, _rope(dout, offset), rtol=1e-9, atol=1e-12):
-        return ("dout turned by R(angle), as the forward turns x: the gradient goes back through R^T, "
-                "the rotation by -angle")
+        return ("dout turned by +angle, as the forward turns x: at a quarter turn the forward puts x[2i] in "
+                "y[2i+1], so a change of x[2i] moves the loss by dout[2i+1], and your dx[2i] is -dout[2i+1]")
     if offset and numpy.allclose(got, _rope_backward(x, 0, dout), rtol=1e-9, atol=1e-12):
         return ("the angles start at position 0: with a cache, row t of x sits at position offset + t")
     return ""
@@ -206,8 +208,10 @@ def _sigmoid_for_its_derivative(a):
     return _sigmoid(a) + a * _sigmoid(a)
 
 
-_SILU_MISTAKES = ((_sigmoid_only, "silu'(a) = sigmoid(a) drops a term: silu(a) = a sigmoid(a) is a product, so add a sigmoid'(a)"),
-                  (_sigmoid_for_its_derivative, "sigmoid'(a) = sigmoid(a) (1 - sigmoid(a)), not sigmoid(a)"))
+_SILU_MISTAKES = ((_sigmoid_only, "silu's slope taken as sigmoid(a), which is below 1 everywhere; at a = 2 silu rises "
+                                  "by about 1.09 per unit: silu(a) = a sigmoid(a) is a product"),
+                  (_sigmoid_for_its_derivative, "a slope that grows without bound (31 at a = 30), where silu(a) = a "
+                                                "sigmoid(a) tends to a, of slope 1: check the derivative of sigmoid"))
 
 
 def _silu_hint(got, expected, inputs, output):
@@ -275,10 +279,11 @@ def _repeat_kv_hint(got, expected, inputs, output):
     batch, kv_heads = k.shape[:2]
     grouped = dout.reshape(batch, kv_heads, n_rep, *dout.shape[2:])
     if numpy.allclose(got, grouped[:, :, 0], rtol=1e-9, atol=1e-12):
-        return ("only the first query head of each group: a key/value head serves n_rep query heads, and its "
-                "gradient is the sum of theirs")
+        return ("only the first query head of each group: key/value head j is read by n_rep query heads, and your "
+                "dk[:, j] does not change when the dout of the others does")
     if numpy.allclose(got, grouped.mean(axis=2), rtol=1e-9, atol=1e-12):
-        return "the mean over the group: every use adds its gradient, so sum them (no 1/n_rep)"
+        return ("n_rep times too small: each of a head's n_rep copies moves the loss in full when the head "
+                "changes (the forward has no 1/n_rep)")
     if kv_heads > 1 and numpy.allclose(got, dout.reshape(batch, n_rep, kv_heads, *dout.shape[2:]).sum(axis=1),
                                        rtol=1e-9, atol=1e-12):
         return ("grouped as numpy.tile: with numpy.repeat, query head h reads key/value head h // n_rep, so the "
@@ -304,6 +309,28 @@ EXERCISES: list[Exercise] = [
              _repeat_kv_cases, ("dk",), _repeat_kv, ("k",), hints=(_repeat_kv_hint,), unseen=_unseen_repeat_kv,
              points=2),
 ]
+
+
+# Each derivation's steps, in the order a student takes them (``modern_parts_steps`` holds the later ones).
+DERIVATIONS: dict[str, tuple[str, ...]] = {
+    "rmsnorm_backward": ("rmsnorm_d_rstd", "rmsnorm_d_mean_square"),
+    "rope_backward": ("rope_pair_backward",),
+    "swiglu_backward": ("silu_backward", "swiglu_d_gate", "swiglu_d_up"),
+}
+
+# npformer's compact forms, shown once the final exercise passes.
+TEXTBOOK: dict[str, str] = {
+    "rmsnorm_backward": ("dx = r * (g - x_hat * mean(g * x_hat)) with g = dout * gamma, r = 1/sqrt(mean(x^2) + eps), "
+                         "x_hat = x * r; dgamma = sum of dout * x_hat over every row"),
+    "rope_pair_backward": "d_pair = R(-angle) dout = R(angle)^T dout: (c d0 + s d1, -s d0 + c d1)",
+    "rope_backward": ("dx[2i] = dout[2i] cos + dout[2i+1] sin; dx[2i+1] = -dout[2i] sin + dout[2i+1] cos, "
+                      "angle = (offset + t) * 10000^(-2i/Dh): the rotation by -angle"),
+    "silu_backward": "d_gate = dout * s * (1 + a * (1 - s)), s = sigmoid(a)",
+    "swiglu_backward": ("a = x W_gate, b = x W_up, s = sigmoid(a); da = dout * b * s * (1 + a * (1 - s)), "
+                        "db = dout * a * s; dW_gate = x^T da, dW_up = x^T db (over every row); "
+                        "dx = da W_gate^T + db W_up^T"),
+    "repeat_kv_backward": "dk = dout.reshape(B, Hkv, n_rep, T, Dh).sum(axis=2)",
+}
 
 
 # -- the mistakes students make -------------------------------------------------------------------------
@@ -377,15 +404,15 @@ WRONG_SOLUTIONS: list[WrongSolution] = [
     WrongSolution("rmsnorm_d_rstd", "not summed over the row", _d_rstd_per_entry, "one number per row"),
     WrongSolution("rmsnorm_d_rstd", "the gamma forgotten", _d_rstd_without_gain, "the gamma is missing"),
     WrongSolution("rmsnorm_backward", "the path through the root forgotten", _rmsnorm_direct_only, "path through the root"),
-    WrongSolution("rmsnorm_backward", "layer norm's mean term", _rmsnorm_with_mean_term, "layer norm's"),
+    WrongSolution("rmsnorm_backward", "layer norm's mean term", _rmsnorm_with_mean_term, "as layer norm's"),
     WrongSolution("rmsnorm_backward", "a sum for the mean in d r / d x", _rmsnorm_sum_for_mean, "1/D"),
     WrongSolution("rmsnorm_backward", "dgamma averaged over the rows", _rmsnorm_dgain_averaged, "a sum over the rows"),
-    WrongSolution("rope_backward", "the forward rotation applied to dout", _rope_backward_forward_turn, "R^T"),
+    WrongSolution("rope_backward", "the forward rotation applied to dout", _rope_backward_forward_turn, "quarter turn"),
     WrongSolution("rope_backward", "the cache offset ignored", _rope_backward_from_zero, "offset + t"),
     WrongSolution("silu_backward", "silu' = sigmoid", _silu_backward_sigmoid_only, "is a product"),
     WrongSolution("swiglu_backward", "silu' = sigmoid", _swiglu_backward_sigmoid_only, "is a product"),
     WrongSolution("swiglu_backward", "dx through the gate only", _swiglu_backward_gate_path_only, "both paths"),
-    WrongSolution("repeat_kv_backward", "the first query head of each group", _repeat_kv_first_only, "sum of theirs"),
-    WrongSolution("repeat_kv_backward", "the mean over the group", _repeat_kv_mean, "no 1/n_rep"),
+    WrongSolution("repeat_kv_backward", "the first query head of each group", _repeat_kv_first_only, "does not change"),
+    WrongSolution("repeat_kv_backward", "the mean over the group", _repeat_kv_mean, "n_rep times too small"),
     WrongSolution("repeat_kv_backward", "grouped as numpy.tile", _repeat_kv_tiled, "h // n_rep"),
 ]

@@ -1,6 +1,7 @@
 """The exercises of lesson 20: patch embeddings, an image cut into patches, and the way back.
 
-    lesson 20   patches_forward, patches_backward: an image cut into patches, and the way back
+    lesson 20   patches_forward, patches_backward: an image cut into patches, and the way back; its step,
+                patches_destination: where each pixel lands in the patches (the rearrangement's index map)
 
 Patch extraction is a pure rearrangement, so its mistakes are arrangements too: a bare reshape,
 the channels last inside a patch, the patches numbered down the columns, the forward's transpose
@@ -94,6 +95,49 @@ _LAYOUTS = [
 ]
 
 
+def _destination(images, patch_size):
+    """For each pixel of ``images (B, C, H, W)``, the flat index in ``patches.reshape(-1)`` of the entry it
+    becomes (the forward's index map, pixel -> its patch n and its place k: b N C p^2 + n C p^2 + k)."""
+    numbered = numpy.arange(images.size, dtype=numpy.float64).reshape(images.shape)
+    source = _patches(numbered, patch_size).reshape(-1).astype(numpy.int64)     # entry m holds pixel source[m]
+    destination = numpy.empty(images.size, dtype=numpy.float64)
+    destination[source] = numpy.arange(images.size)
+    return destination.reshape(images.shape)
+
+
+def _destination_cases(rng):
+    return [Case(label, make(rng)) for label, make in _image_cases(rng)]
+
+
+def _source_map(images, patch):
+    """For each entry of the patches, the flat index of the pixel it holds, shaped like the image."""
+    return _arranged(numpy.arange(images.size, dtype=numpy.float64).reshape(images.shape), patch, _RIGHT).reshape(
+        images.shape)
+
+
+def _destination_of(images, patch, axes):
+    source = _arranged(numpy.arange(images.size, dtype=numpy.float64).reshape(images.shape), patch, axes)
+    destination = numpy.empty(images.size)
+    destination[source.reshape(-1).astype(numpy.int64)] = numpy.arange(images.size)
+    return destination.reshape(images.shape)
+
+
+def _destination_hint(got, expected, inputs, output):
+    images, patch = inputs["images"], inputs["patch_size"]
+    if got.shape != expected.shape:
+        return ""
+    if not numpy.array_equal(numpy.sort(got, axis=None), numpy.arange(images.size)):
+        return ("your numbers are not a permutation of 0 .. B C H W - 1: every pixel lands in one entry of the "
+                "patches, and every entry holds one pixel")
+    if explains(_source_map(images, patch), got):
+        return ("the map the other way: entry m of the patches holds pixel number m of your result; the step asks, "
+                "for each pixel, the entry it becomes")
+    for axes, words in _LAYOUTS:
+        if explains(_destination_of(images, patch, axes), got):
+            return words
+    return ""
+
+
 def _patches_hint(got, expected, inputs, output):
     images, patch = inputs["images"], inputs["patch_size"]
     if got.shape != expected.shape:
@@ -114,19 +158,19 @@ def _patches_backward_hint(got, expected, inputs, output):
     if got.shape != expected.shape:
         return ""
     if explains(dout.reshape(images.shape), got):
-        return ("a bare reshape of dout: undo the forward's steps in reverse order, reshape to the "
-                "transposed grid (B, H/p, W/p, C, p, p), transpose back, then reshape to (B, C, H, W)")
+        return ("a bare reshape of dout: pixel number i of the image (counted row by row) gets dout's entry number "
+                "i, not the entry that pixel was moved to")
     batch, channels, height, width = images.shape
     again = dout.reshape(batch, height // patch, width // patch, channels, patch, patch).transpose(_RIGHT)
     if explains(again.reshape(images.shape), got):
-        return ("the forward's transpose (0, 2, 4, 1, 3, 5) applied again: undoing a transpose needs the "
-                "inverse permutation, the one that puts every axis back where it came from")
+        return ("the forward's transpose (0, 2, 4, 1, 3, 5) applied again: applied twice it is (0, 4, 3, 2, 1, 5), "
+                "not the identity, so the axes do not come back where they were (no inverse permutation)")
     for axes, words in _LAYOUTS:
         if explains(_unarranged(dout, images, patch, axes), got):
             return "the inverse of another layout: " + words
     if numpy.allclose(numpy.sort(got, axis=None), numpy.sort(expected, axis=None), rtol=0, atol=1e-12):
-        return ("every entry of dout is there, but in the wrong place: each one must go back to the pixel "
-                "it came from (the inverse rearrangement)")
+        return ("every entry of dout is there, but some in the wrong place: a pixel's gradient is the entry of "
+                "dout at the place that pixel was moved to (your step's map)")
     return ""
 
 
@@ -134,10 +178,24 @@ def _patches_backward_hint(got, expected, inputs, output):
 EXERCISES: list[Exercise] = [
     Exercise("patches_forward", "patches_forward(images, patch_size) -> (B, N, C * patch_size^2) patches", "20",
              _patches, _patches_cases, ("patches",), hints=(_patches_hint,), unseen=_unseen_patches),
+    Exercise("patches_destination", "patches_destination(images, patch_size) -> (B, C, H, W): for each pixel, "
+             "the index in patches.reshape(-1) of the entry it becomes", "20", _destination, _destination_cases,
+             ("destination",), hints=(_destination_hint,), unseen=_unseen_patches),
     Exercise("patches_backward", "patches_backward(images, patch_size, dout) -> dimages", "20",
              _patches_backward, _patches_backward_cases, ("dimages",), _patches, ("images",),
              hints=(_patches_backward_hint,), unseen=_unseen_patches_backward, points=2),
 ]
+
+
+# The backward pass derived through the forward's index map first.
+DERIVATIONS: dict[str, tuple[str, ...]] = {"patches_backward": ("patches_destination",)}
+
+# npformer's compact form, shown once patches_backward passes.
+TEXTBOOK: dict[str, str] = {
+    "patches_backward": ("dimages = dout.reshape(B, H/p, W/p, C, p, p).transpose(0, 3, 1, 4, 2, 5).reshape(B, C, H, W): "
+                         "the forward's transpose (0, 2, 4, 1, 3, 5) undone by its inverse permutation; "
+                         "or dout.reshape(-1)[destination]"),
+}
 
 
 # == wrong solutions ==================================================================================
@@ -157,8 +215,17 @@ def _forward_transpose_again(images, patch_size, dout):
     return grid.transpose(0, 2, 4, 1, 3, 5).reshape(images.shape)
 
 
+def _destination_per_image(images, patch_size):
+    return _destination_of(images, patch_size, _RIGHT) % (images[0].size)
+
+
 W = WrongSolution
 WRONG_SOLUTIONS: list[WrongSolution] = [
+    W("patches_destination", "the map the other way (the pixel each entry holds)",
+      lambda images, p: _source_map(images, p), "the map the other way"),
+    W("patches_destination", "the channels last inside a patch",
+      lambda images, p: _destination_of(images, p, (0, 2, 4, 3, 5, 1)), "channels last"),
+    W("patches_destination", "numbered within each image only", _destination_per_image, "not a permutation"),
     W("patches_forward", "a bare reshape", lambda images, p: images.reshape(
         images.shape[0], -1, images.shape[1] * p * p), "bare reshape"),
     W("patches_forward", "the channels last inside a patch (einops' p1 p2 c)",
@@ -169,7 +236,7 @@ WRONG_SOLUTIONS: list[WrongSolution] = [
     W("patches_forward", "a pass-through to npformer's", _lazy_patches, "npformer's own"),
     W("patches_backward", "a bare reshape of dout", lambda images, p, dout: dout.reshape(images.shape),
       "bare reshape"),
-    W("patches_backward", "the forward's transpose applied again", _forward_transpose_again, "inverse permutation"),
+    W("patches_backward", "the forward's transpose applied again", _forward_transpose_again, "not the identity"),
     W("patches_backward", "the inverse of the channels-last layout",
       lambda images, p, dout: _unarranged(dout, images, p, (0, 2, 4, 3, 5, 1)), "channels last"),
     W("patches_backward", "a pass-through to npformer's", _lazy_patches_backward, "npformer's own"),

@@ -1,6 +1,7 @@
 """The steps of three derivations, each graded on its own: the softmax Jacobian (lesson 3), layer
 norm's backward pass through x_hat, the variance and the mean (lesson 4), and attention's backward
-pass through v, the weights and the scores (lesson 7).
+pass through v, the weights and the scores (lesson 7). (Other lessons keep their steps in their own
+modules: ``modern_parts_steps``, ``masked_pooling``, ``patches``.)
 
 A student derives a backward pass one intermediate gradient at a time; each step is an exercise
 with the final exercise's inputs and returns one intermediate result, so a student whose final
@@ -172,8 +173,6 @@ DERIVATIONS: dict[str, tuple[str, ...]] = {
     "softmax_backward": ("softmax_jacobian",),
     "layernorm_backward": ("layernorm_dx_hat", "layernorm_dvar", "layernorm_dmean"),
     "attention_backward": ("attention_dv", "attention_d_weights", "attention_d_scores"),
-    "rmsnorm_backward": ("rmsnorm_d_rstd",),
-    "swiglu_backward": ("silu_backward",),
 }
 
 # What the grader shows once a derivation's final exercise passes: npformer's compact form.
@@ -184,14 +183,6 @@ TEXTBOOK: dict[str, str] = {
                            "dbeta = sum of dout, over every row"),
     "attention_backward": ("dv = P^T dout; dP = dout v^T; dS = P * (dP - rowsum(dP * P)); "
                            "dq = dS k / sqrt(d_head); dk = dS^T q / sqrt(d_head)"),
-    "rmsnorm_backward": ("dx = r * (g - x_hat * mean(g * x_hat)) with g = dout * gamma, r = 1/sqrt(mean(x^2) + eps), "
-                         "x_hat = x * r; dgamma = sum of dout * x_hat over every row"),
-    "rope_backward": ("dx[2i] = dout[2i] cos + dout[2i+1] sin; dx[2i+1] = -dout[2i] sin + dout[2i+1] cos, "
-                      "angle = (offset + t) * 10000^(-2i/Dh): the rotation by -angle"),
-    "swiglu_backward": ("a = x W_gate, b = x W_up, s = sigmoid(a); da = dout * b * s * (1 + a * (1 - s)), "
-                        "db = dout * a * s; dW_gate = x^T da, dW_up = x^T db (over every row); "
-                        "dx = da W_gate^T + db W_up^T"),
-    "repeat_kv_backward": "dk = dout.reshape(B, Hkv, n_rep, T, Dh).sum(axis=2)",
 }
 
 

@@ -101,10 +101,15 @@ class Family:
         raise ValueError(f"{self.name} has no variant {name!r} (its variants: {TEXTBOOK_FORM}, {known})")
 
 
-def _upstream(inputs: dict) -> tuple[dict, numpy.ndarray]:
-    """A backward exercise's inputs split into the forward's inputs and the upstream gradient."""
+def _upstream(inputs: dict, forward: Callable) -> tuple[dict, numpy.ndarray]:
+    """A backward exercise's inputs split into the forward's inputs and the upstream gradient. A step
+    without one (a local derivative, ``d out[b, d] / d x[b, t, d]`` of a forward that maps each column on
+    its own) takes ones: the gradient of ``sum(forward(inputs))``."""
     forward_inputs = {key: value for key, value in inputs.items() if key not in ("dout", "dloss")}
-    return forward_inputs, numpy.asarray(inputs.get("dout", inputs.get("dloss")), dtype=numpy.float64)
+    upstream = inputs.get("dout", inputs.get("dloss"))
+    if upstream is None:
+        upstream = numpy.ones(numpy.shape(forward(*forward_inputs.values())))
+    return forward_inputs, numpy.asarray(upstream, dtype=numpy.float64)
 
 
 def _as_float64(inputs: dict, names) -> dict:
@@ -129,7 +134,7 @@ def _differences(output: Callable, x: numpy.ndarray, dout: numpy.ndarray, truste
 def input_gradients(forward: Callable, inputs: dict, wrt: tuple[str, ...], trusted: bool = True) -> tuple:
     """The gradient of ``sum(forward(inputs) * dout)`` with respect to each input named in ``wrt``
     (``_differences``: sampled on a timed case; where untrusted, NaN)."""
-    forward_inputs, dout = _upstream(inputs)
+    forward_inputs, dout = _upstream(inputs, forward)
     arrays = _as_float64(forward_inputs, wrt)
     return tuple(_differences(lambda: numpy.asarray(forward(*arrays.values())), arrays[name], dout, trusted)
                  for name in wrt)
@@ -138,7 +143,7 @@ def input_gradients(forward: Callable, inputs: dict, wrt: tuple[str, ...], trust
 def node_gradient(forward: Callable, inputs: dict, node: str) -> numpy.ndarray:
     """``dL/d node``: the gradient of ``sum(forward(inputs) * dout)`` with respect to the intermediate
     value ``node``, everything after it recomputed (see the module's docstring)."""
-    forward_inputs, dout = _upstream(inputs)
+    forward_inputs, dout = _upstream(inputs, forward)
     if node in forward_inputs:
         return input_gradients(forward, inputs, (node,))[0]
     held = Held(node)

@@ -3,10 +3,12 @@ unit (through SiLU) and grouped-query attention's shared heads.
 
 The lesson's forms::
 
-    rmsnorm:    r = 1 / sqrt(mean_i x_i^2 + eps),  y = gamma * x * r          (eps = 1e-5; the step: dL/dr,
-                practice under variants: dL/dr = sum_i dout_i gamma_i x_i whatever r is, but for one)
-    rope:       pairs (x[2i], x[2i+1]) turned by (offset + t) * 10000^(-2i/Dh)
-    swiglu:     y = silu(x W_gate) * (x W_up),  silu(a) = a sigmoid(a)       (the step: silu's backward)
+    rmsnorm:    m = mean_i x_i^2, r = 1 / sqrt(m + eps),  y = gamma * x * r   (eps = 1e-5; the steps: dL/dr,
+                practice under variants: dL/dr = sum_i dout_i gamma_i x_i whatever r is, but for one; dL/dm)
+    rope:       pairs (x[2i], x[2i+1]) turned by (offset + t) * 10000^(-2i/Dh)  (the step: one pair turned by
+                a given angle, the same in every variant: practice)
+    swiglu:     y = silu(a) * b, a = x W_gate, b = x W_up, silu(a) = a sigmoid(a)  (the steps: silu's backward,
+                dL/da, dL/db)
     repeat_kv:  each of the Hkv heads of k copied n_rep times in a row: (B, Hkv * n_rep, T, Dh)
 """
 
@@ -24,34 +26,38 @@ def _rms_output(x, gamma, rstd, node, gain_plus_one=False):
     return (1 + gamma if gain_plus_one else gamma) * x * rstd
 
 
+def _mean_square(x, node):
+    return node("mean_square", (x * x).mean(axis=-1, keepdims=True))             # m (..., 1)
+
+
 def rms_eps_outside(x, gamma, node=keep):
-    return _rms_output(x, gamma, 1.0 / (numpy.sqrt((x * x).mean(axis=-1, keepdims=True)) + 0.01), node)
+    return _rms_output(x, gamma, 1.0 / (numpy.sqrt(_mean_square(x, node)) + 0.01), node)
 
 
 def rms_gain_plus_one(x, gamma, node=keep):
-    return _rms_output(x, gamma, 1.0 / numpy.sqrt((x * x).mean(axis=-1, keepdims=True) + EPS), node, True)
+    return _rms_output(x, gamma, 1.0 / numpy.sqrt(_mean_square(x, node) + EPS), node, True)
 
 
 def mean_absolute(x, gamma, node=keep):
-    return _rms_output(x, gamma, 1.0 / (numpy.abs(x).mean(axis=-1, keepdims=True) + EPS), node)
+    return _rms_output(x, gamma, 1.0 / (node("mean_square", numpy.abs(x).mean(axis=-1, keepdims=True)) + EPS), node)
 
 
 def partial(x, gamma, node=keep):
     first = x[..., : (x.shape[-1] + 1) // 2]
-    return _rms_output(x, gamma, 1.0 / numpy.sqrt((first * first).mean(axis=-1, keepdims=True) + EPS), node)
+    return _rms_output(x, gamma, 1.0 / numpy.sqrt(_mean_square(first, node) + EPS), node)
 
 
-RMS_NORM = Family("rmsnorm", ("rmsnorm_d_rstd", "rmsnorm_backward"), (
-    Variant("eps-outside", "r = 1 / (sqrt(mean_i x_i^2) + eps') with eps' = 0.01 outside the root (in place of "
-                           "the lesson's eps)",
+RMS_NORM = Family("rmsnorm", ("rmsnorm_d_rstd", "rmsnorm_d_mean_square", "rmsnorm_backward"), (
+    Variant("eps-outside", "r = 1 / (sqrt(m) + eps') with eps' = 0.01 outside the root (in place of the lesson's "
+                           "eps); m = mean_i x_i^2 as in the lesson",
             rms_eps_outside),
-    Variant("gain-plus-one", "y = (1 + gamma) * x * r (Gemma's gain, 1 when gamma = 0); r as in the lesson",
+    Variant("gain-plus-one", "y = (1 + gamma) * x * r (Gemma's gain, 1 when gamma = 0); m and r as in the lesson",
             rms_gain_plus_one),
-    Variant("mean-absolute", "r = 1 / (mean_i |x_i| + eps): the mean absolute value, not the root mean "
-                             "square", mean_absolute),
-    Variant("partial", "r = 1 / sqrt(mean of x_i^2 over the first ceil(D/2) entries + eps) (partial "
-                       "RMSNorm); y = gamma * x * r over all D", partial)),
-    nodes={"rmsnorm_d_rstd": "rstd"}, practice=("rmsnorm_d_rstd",))
+    Variant("mean-absolute", "r = 1 / (m + eps) with m = mean_i |x_i|: the mean absolute value, not the mean "
+                             "square (the step's m is this one)", mean_absolute),
+    Variant("partial", "m = the mean of x_i^2 over the first ceil(D/2) entries only (partial RMSNorm), "
+                       "r = 1 / sqrt(m + eps); y = gamma * x * r over all D", partial)),
+    nodes={"rmsnorm_d_rstd": "rstd", "rmsnorm_d_mean_square": "mean_square"}, practice=("rmsnorm_d_rstd",))
 
 
 def _angles(length, head_dim, offset, base=10000.0, stretch=1.0):
@@ -88,15 +94,27 @@ def interpolated(x, offset, node=keep):
     return _interleaved(x, _angles(x.shape[-2], x.shape[-1], offset, stretch=4.0))
 
 
-ROPE = Family("rope", ("rope_backward",), (
-    Variant("base-100", "the angles (offset + t) * 100^(-2i/Dh): base 100, not 10000", base_100),
-    Variant("half-split", "pair i is (x[i], x[i + Dh/2]), not (x[2i], x[2i+1]) (GPT-NeoX's layout); the "
-                          "angles as in the lesson", half_split),
-    Variant("reversed-frequencies", "pair i turns at the frequency of pair Dh/2 - 1 - i: the angles "
-                                    "(offset + t) * 10000^(-2(Dh/2 - 1 - i)/Dh), the slowest pair first",
-            reversed_frequencies),
-    Variant("interpolated", "the angles ((offset + t) / 4) * 10000^(-2i/Dh): positions interpolated by 4",
-            interpolated)))
+def rotate_pair(pair, angle, node=keep):
+    """One pair (..., 2) turned by ``angle`` (...): the step every variant shares (only the angles and
+    the pairing change)."""
+    first, second = _turn(pair[..., 0], pair[..., 1], angle)
+    return numpy.stack([first, second], axis=-1)
+
+
+def _rope_variant(name, statement, forward):
+    return Variant(name, statement, forward, {"rope_pair_backward": rotate_pair})
+
+
+ROPE = Family("rope", ("rope_pair_backward", "rope_backward"), (
+    _rope_variant("base-100", "the angles (offset + t) * 100^(-2i/Dh): base 100, not 10000", base_100),
+    _rope_variant("half-split", "pair i is (x[i], x[i + Dh/2]), not (x[2i], x[2i+1]) (GPT-NeoX's layout); the "
+                                "angles as in the lesson", half_split),
+    _rope_variant("reversed-frequencies", "pair i turns at the frequency of pair Dh/2 - 1 - i: the angles "
+                                          "(offset + t) * 10000^(-2(Dh/2 - 1 - i)/Dh), the slowest pair first",
+                  reversed_frequencies),
+    _rope_variant("interpolated", "the angles ((offset + t) / 4) * 10000^(-2i/Dh): positions interpolated by 4",
+                  interpolated)),
+    practice=("rope_pair_backward",))
 
 
 def _sigmoid(z):
@@ -115,7 +133,7 @@ def _swiglu_variant(name):
     phi, words = ACTIVATIONS[name]
 
     def unit(x, W_gate, W_up, node=keep):
-        return phi(x @ W_gate) * (x @ W_up)
+        return phi(node("gate", x @ W_gate)) * node("up", x @ W_up)
 
     def gate(gate, node=keep):
         return phi(gate)
@@ -123,7 +141,8 @@ def _swiglu_variant(name):
                          "(x W_up)", unit, {"silu_backward": gate})
 
 
-SWIGLU = Family("swiglu", ("silu_backward", "swiglu_backward"), tuple(_swiglu_variant(name) for name in ACTIVATIONS))
+SWIGLU = Family("swiglu", ("silu_backward", "swiglu_d_gate", "swiglu_d_up", "swiglu_backward"),
+                tuple(_swiglu_variant(name) for name in ACTIVATIONS), nodes={"swiglu_d_gate": "gate", "swiglu_d_up": "up"})
 
 
 def _copies(k, n_rep, weights, tiled=False):

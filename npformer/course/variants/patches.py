@@ -1,13 +1,19 @@
 """The variants of lesson 20's patches: the Vision Transformer's images cut into patches, in another
-order or centred.
+order.
 
 The lesson's form: ``images (B, C, H, W)`` -> ``(B, N, C * p * p)``, the ``N = (H / p) (W / p)``
 patches in row-major order (left to right, then down), each flattened channel by channel, then row by
 row of its pixels.
+
+Every variant is a rearrangement too, so its step, ``patches_destination`` (for each pixel, the index in
+``patches.reshape(-1)`` of the entry it becomes), is the gradient with respect to ``images`` of
+``sum(forward(images) * numbered)``, ``numbered`` holding each entry's own flat index: the grader's
+differences of ``sum`` over the step's forward (``base._upstream``: no upstream gradient, ones).
 """
 
 from __future__ import annotations
 
+import numpy
 
 from .base import Family, Variant, keep
 
@@ -22,29 +28,34 @@ def _flat(grid, order):
     return arranged.reshape(arranged.shape[0], arranged.shape[1] * arranged.shape[2], -1)
 
 
-def column_major(images, patch_size, node=keep):
-    return _flat(_grid(images, patch_size), (0, 4, 2, 1, 3, 5))
+def _arrangement(order):
+    def forward(images, patch_size, node=keep):
+        return _flat(_grid(images, patch_size), order)
+    return forward
 
 
-def channels_last(images, patch_size, node=keep):
-    return _flat(_grid(images, patch_size), (0, 2, 4, 3, 5, 1))
+def _numbered(forward):
+    """The step's forward: each entry of the patches times its own flat index."""
+    def numbered(images, patch_size, node=keep):
+        patches = forward(images, patch_size)
+        return patches * numpy.arange(patches.size, dtype=numpy.float64).reshape(patches.shape)
+    return numbered
 
 
-def both_orders(images, patch_size, node=keep):
-    return _flat(_grid(images, patch_size), (0, 4, 2, 3, 5, 1))
+def _variant(name, statement, order):
+    forward = _arrangement(order)
+    return Variant(name, statement, forward, {"patches_destination": _numbered(forward)})
 
 
-def centred(images, patch_size, node=keep):
-    patches = _flat(_grid(images, patch_size), (0, 2, 4, 1, 3, 5))
-    return patches - patches.mean(axis=-1, keepdims=True)
-
-
-PATCHES = Family("patches", ("patches_backward",), (
-    Variant("column-major", "the patches numbered down each column first, then across; each flattened "
-                            "as in the lesson", column_major),
-    Variant("channels-last", "each patch flattened pixel by pixel, the C channels of a pixel together "
-                             "(order (row, column, channel)); the patches in the lesson's order",
-            channels_last),
-    Variant("both-orders", "the patches numbered down each column first, each flattened pixel by pixel "
-                           "with a pixel's channels together", both_orders),
-    Variant("centred", "each flattened patch minus its own mean (over its C * p * p entries)", centred)))
+PATCHES = Family("patches", ("patches_destination", "patches_backward"), (
+    _variant("column-major", "the patches numbered down each column first, then across; each flattened "
+                             "as in the lesson", (0, 4, 2, 1, 3, 5)),
+    _variant("channels-last", "each patch flattened pixel by pixel, the C channels of a pixel together "
+                              "(order (row, column, channel)); the patches in the lesson's order",
+             (0, 2, 4, 3, 5, 1)),
+    _variant("both-orders", "the patches numbered down each column first, each flattened pixel by pixel "
+                            "with a pixel's channels together", (0, 4, 2, 3, 5, 1)),
+    _variant("columns-inside", "each patch flattened channel by channel, and inside a channel column by "
+                               "column (each p x p square transposed); the patches in the lesson's order",
+             (0, 2, 4, 1, 5, 3))),
+    nodes={"patches_destination": "images"})

@@ -4,6 +4,10 @@ The lesson's forms, over the real positions of each row (``mask (B, T)`` True at
 ``n`` of them; a row of padding only pools to zeros)::
 
     mean:  out[b] = sum_t mask[b, t] x[b, t] / n          max:  out[b, d] = max over real t of x[b, t, d]
+
+The mean's step differentiates the sum its forward divides (``node("sum", ...)``, the numerator); the
+maximum's step is its local derivative ``d out[b, d] / d x[b, t, d]``, the gradient of ``sum(out)``
+with respect to ``x`` (each column pools on its own), which every variant changes.
 """
 
 from __future__ import annotations
@@ -17,35 +21,40 @@ def _counts(mask):
     return mask.sum(axis=1, keepdims=True)                                   # (B, 1)
 
 
+def _masked_sum(x, mask, node):
+    return node("sum", (x * mask[..., None]).sum(axis=1))                    # s (B, D)
+
+
 def root_n(x, mask, node=keep):
-    return (x * mask[..., None]).sum(axis=1) / numpy.sqrt(numpy.maximum(_counts(mask), 1))
+    return _masked_sum(x, mask, node) / numpy.sqrt(numpy.maximum(_counts(mask), 1))
 
 
 def plus_one(x, mask, node=keep):
-    return (x * mask[..., None]).sum(axis=1) / (_counts(mask) + 1)
+    return _masked_sum(x, mask, node) / (_counts(mask) + 1)
 
 
-def _weighted(x, mask, weights):
+def _weighted(x, mask, weights, node):
     weights = mask * weights                                                 # (B, T): 0 at padding
     total = weights.sum(axis=1, keepdims=True)
-    return (x * (weights / numpy.where(total > 0, total, 1.0))[..., None]).sum(axis=1)
+    return node("sum", (x * weights[..., None]).sum(axis=1)) / numpy.where(total > 0, total, 1.0)
 
 
 def position_weighted(x, mask, node=keep):
-    return _weighted(x, mask, numpy.arange(1, x.shape[1] + 1))               # w_t = t + 1
+    return _weighted(x, mask, numpy.arange(1, x.shape[1] + 1), node)         # w_t = t + 1
 
 
 def decayed(x, mask, node=keep):
-    return _weighted(x, mask, 0.8 ** numpy.arange(x.shape[1]))               # w_t = 0.8^t
+    return _weighted(x, mask, 0.8 ** numpy.arange(x.shape[1]), node)         # w_t = 0.8^t
 
 
-MEAN_POOL = Family("masked_mean_pool", ("masked_mean_pool_backward",), (
-    Variant("root-n", "out[b] = sum over real t of x[b, t] / sqrt(n)", root_n),
-    Variant("plus-one", "out[b] = sum over real t of x[b, t] / (n + 1): a smoothed mean", plus_one),
-    Variant("position-weighted", "out[b] = sum over real t of w_t x[b, t] / sum w_t with "
-                                 "w_t = t + 1 (t = 0..T-1)", position_weighted),
-    Variant("decayed", "out[b] = sum over real t of w_t x[b, t] / sum w_t with w_t = 0.8^t "
-                       "(t = 0..T-1): earlier tokens count more", decayed)))
+MEAN_POOL = Family("masked_mean_pool", ("masked_mean_pool_d_sum", "masked_mean_pool_backward"), (
+    Variant("root-n", "out[b] = s[b] / sqrt(max(n, 1)), s[b] = sum over real t of x[b, t]", root_n),
+    Variant("plus-one", "out[b] = s[b] / (n + 1), s[b] = sum over real t of x[b, t]: a smoothed mean", plus_one),
+    Variant("position-weighted", "out[b] = s[b] / sum w_t, s[b] = sum over real t of w_t x[b, t], with "
+                                 "w_t = t + 1 (t = 0..T-1; the sums over real t)", position_weighted),
+    Variant("decayed", "out[b] = s[b] / sum w_t, s[b] = sum over real t of w_t x[b, t], with w_t = 0.8^t "
+                       "(t = 0..T-1; the sums over real t): earlier tokens count more", decayed)),
+    nodes={"masked_mean_pool_d_sum": "sum"})
 
 
 def _real(x, mask, fill):
@@ -80,11 +89,12 @@ def minimum(x, mask, node=keep):
     return _empty_rows_zero(numpy.nan_to_num(_real(x, mask, numpy.inf).min(axis=1), posinf=0.0), mask)
 
 
-MAX_POOL = Family("masked_max_pool", ("masked_max_pool_backward",), (
+MAX_POOL = Family("masked_max_pool", ("masked_max_pool_jacobian", "masked_max_pool_backward"), (
     Variant("log-sum-exp", "out[b, d] = log(sum over real t of exp(2 x[b, t, d])) / 2: a smooth "
                            "maximum", log_sum_exp),
     Variant("top-two", "out[b, d] = the mean of the two largest x[b, t, d] over real t (the largest "
                        "alone when the row has one real token)", top_two),
     Variant("largest-magnitude", "out[b, d] = the x[b, t, d] of largest |x[b, t, d]| over real t, "
                                  "with its sign", largest_magnitude),
-    Variant("minimum", "out[b, d] = min over real t of x[b, t, d]", minimum)))
+    Variant("minimum", "out[b, d] = min over real t of x[b, t, d]", minimum)),
+    nodes={"masked_max_pool_jacobian": "x"})

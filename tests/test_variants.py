@@ -230,6 +230,11 @@ def _numerical_student(forward, positions):
     return functools.partial(numerical_backward, forward, positions)
 
 
+def test_every_exercise_graded_with_variants_has_a_timed_case_or_says_why_not():
+    graded = {name for name in EXERCISES if graded_with_variants(name)}
+    assert graded - set(timed.LARGE) == set(timed.UNTIMED), "give it a timed case (timed.LARGE)"
+
+
 @pytest.mark.parametrize("name", sorted(timed.LARGE))
 def test_a_numerical_gradient_of_the_variants_forward_scores_nothing(name):
     family = FAMILY_OF[name]

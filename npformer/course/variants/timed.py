@@ -129,6 +129,20 @@ def _batchnorm_features(rng):
             "keep": keep}
 
 
+def _rmsnorm_rows(rng):
+    return {"x": 1 + 2 * normal(rng, 2048, 4), "gamma": 1 + 0.5 * normal(rng, 4)}
+
+
+def _pooling_wide(rng):
+    """Many (sentence, feature) pairs: a step whose answer is one number per pair."""
+    mask = numpy.arange(4)[None, :] < rng.integers(1, 5, size=64)[:, None]
+    return {"x": normal(rng, 64, 4, 256), "mask": mask}
+
+
+def _linear_row(rng):
+    return {"x": normal(rng, 128), "W": normal(rng, 128, 96), "b": normal(rng, 96)}
+
+
 def _layernorm_rows(rng):
     return {"x": 3 + 2 * normal(rng, 2048, 4), "gamma": 1 + 0.5 * normal(rng, 4), "beta": normal(rng, 4)}
 
@@ -146,7 +160,14 @@ LARGE = {"layernorm_dvar": _layernorm_rows, "layernorm_dmean": _layernorm_rows, 
          "gelu_gate_backward": _elementwise,
          "softmax_backward": _softmax, "cross_entropy_backward": _loss(False),
          "smoothed_cross_entropy_backward": _loss(True), "layernorm_backward": _layernorm,
-         "attention_backward": _attention}
+         "attention_backward": _attention, "linear_row_backward": _linear_row, "masked_mean_pool_d_sum": _pooling_wide,
+         "rmsnorm_d_mean_square": _rmsnorm_rows, "swiglu_d_gate": _swiglu, "swiglu_d_up": _swiglu}
+
+# The graded steps without a timed case, and why: their answer is not the gradient of a loss, so there
+# is no upstream gradient to draw (each final they lead to is timed).
+UNTIMED = {"softmax_jacobian": "the Jacobian of one short vector",
+           "masked_max_pool_jacobian": "a 0/1 Jacobian of the max, not a gradient",
+           "patches_destination": "an index map, not a gradient"}
 
 
 def timed_case(exercise, seed: int) -> list[Case]:

@@ -4,10 +4,13 @@
     steps.py                lessons 3, 4, 7 (and 28): the steps of the derivations (the softmax Jacobian; layer norm
                             through x_hat, the variance, the mean; attention through v, P and S), each
                             graded on its own, and DERIVATIONS, the order of each derivation's steps
+    loss_steps.py           lesson 3: the steps of cross-entropy's derivation (through the mean over the counted
+                            positions, through the log-probabilities, with and without label smoothing)
     ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
                             softmax, the loss, layer norm, the embedding), the positional encoding
     attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
                             multi-head attention
+    adam_steps.py           lesson 12: Adam's bias correction, the step of its update that is derived
     blocks_and_training.py  lessons 9-15: dropout, the residual block, the decoder stack, the parameter
                             count, Adam and its schedule, BLEU's precision, the length penalty,
                             attention's entropy
@@ -30,13 +33,14 @@ derivations; ``TEXTBOOK``, the compact forms shown once a final exercise passes)
 
 from __future__ import annotations
 
-from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
-               modern_parts, ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm,
-               torch_layout_and_bpe)
+from . import (adam_steps, attention_pieces, blocks_and_training, debugging, kv_cache, language_models, loss_steps,
+               masked_pooling, modern_parts, ops_backward, patches, roofline, searches, steps,
+               teacher_forcing_and_batchnorm, torch_layout_and_bpe)
 from .base import Case, Exercise, WrongSolution
 
-MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
-           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts)
+MODULES = (steps, loss_steps, ops_backward, attention_pieces, adam_steps, blocks_and_training, searches, kv_cache,
+           roofline, masked_pooling, language_models, patches, debugging, teacher_forcing_and_batchnorm,
+           torch_layout_and_bpe, modern_parts)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

@@ -134,6 +134,7 @@ LARGE = {"layernorm_dvar": _layernorm_rows, "layernorm_dmean": _layernorm_rows, 
          "repeat_kv_backward": _repeat_kv, "patches_backward": _patches,
          "linear_backward": _linear, "relu_backward": _elementwise, "gelu_backward": _elementwise,
          "softmax_backward": _softmax, "cross_entropy_backward": _loss(False),
+         "cross_entropy_d_log_probs": _loss(False), "smoothed_cross_entropy_d_log_probs": _loss(True),
          "smoothed_cross_entropy_backward": _loss(True), "layernorm_backward": _layernorm,
          "attention_backward": _attention}
 

@@ -166,47 +166,103 @@ assert report.passed, "softmax_backward must pass the finite-difference check"
 # is what keeps logits of $10^4$ finite: there, $\operatorname{softmax}(z)$ rounds most
 # probabilities to $0$.
 #
-# The gradient is beautifully simple. The shift $m$ changes nothing, so differentiate
-# $\ell = -z_t + \log \sum_k e^{z_k}$:
-#
-# $$\frac{\partial \ell}{\partial z_j} = -[j = t] + \frac{e^{z_j}}{\sum_k e^{z_k}} = p_j - [j = t],
-# \qquad\text{that is}\qquad dz = p - \operatorname{onehot}(t).$$
-#
 # A batch has logits of shape `(B, T, V)` and targets of shape `(B, T)`. Padding positions
-# (target `<pad>` = 0) are ignored: they add nothing to the loss and get zero gradient. The loss
-# is the mean over the $N$ positions that count,
+# (target `<pad>` = 0) are ignored: they add nothing to the loss. The loss is the mean over the $N$
+# positions that count (and $0$ when none does):
 #
-# $$L = \frac{1}{N} \sum_{n:\ t_n \neq 0} \ell_n,
-# \qquad\text{so}\qquad
-# \frac{\partial L}{\partial z_n} = \frac{\texttt{dloss}}{N}\,\bigl(p_n - \operatorname{onehot}(t_n)\bigr)$$
+# $$L = \frac{1}{\max(N, 1)} \sum_{n:\ t_n \neq 0} \ell_n .$$
 #
-# at a position $n$ that counts, and $0$ at a padding position, with $\texttt{dloss}$ the upstream
-# gradient of the scalar loss ($1$ when $L$ is the final loss).
+# Its upstream gradient $\texttt{dloss} = \partial(\text{final loss}) / \partial L$ is a number
+# ($1$ when $L$ is the final loss). Written as a chain of named quantities, position by position,
 #
-# ### Your turn
+# $$z \;\to\; \log p = z - \log \sum_k e^{z_k} \;\to\; \ell_n = -\log p_{n, t_n} \;\to\; L,$$
 #
-# Write `cross_entropy_backward(logits, targets, dloss)`: `logits` of shape `(..., V)`, `targets`
-# of shape `(...)` (integers, `0` for `<pad>`), `dloss` a number. Return `dlogits`, the shape of
-# `logits`, from the formula above: $p$ by a stable softmax, $\operatorname{onehot}(t)$ by
-# `np.eye(V)[targets]`, a factor `targets != 0` that zeroes the padding positions, and $N$ their
-# count (when no position counts, the loss is 0 and so is its gradient: divide by
-# $\max(N, 1)$). The grader includes a row of padding only and a single target.
+# the backward pass walks it from the end, one intermediate gradient at a time, each graded on its
+# own: if your final `dlogits` is wrong, the check names the first wrong step.
+#
+# ### Step 1: back through the mean
+#
+# $L$ is a weighted sum of the per-position losses $\ell_n$. What is $\partial L / \partial \ell_n$
+# at a position that counts, and at a padding position? Write
+# `cross_entropy_d_position_losses(logits, targets, dloss)`: `logits` of shape `(..., V)`, `targets`
+# of shape `(...)` (integers, `0` for `<pad>`), `dloss` a number; return one number per position,
+# an array the shape of `targets`. The cases include a row of padding only and a single target.
+
+# %% [markdown]
+# **Your variant.** The loss has variants too (`show_variants("03")` above printed yours): each
+# step is then the gradient of your variant's loss with respect to the same named quantity.
+
+# %%
+def cross_entropy_d_position_losses(logits, targets, dloss):
+    """dL/d loss_pos: one number per position, the shape of targets."""
+    ### BEGIN SOLUTION
+    counted = targets != 0
+    return dloss * counted / max(int(counted.sum()), 1)
+    ### END SOLUTION
+
+
+# %%
+print(check("cross_entropy_d_position_losses", cross_entropy_d_position_losses))
+
+# %% [markdown]
+# ### Step 2: back through the loss of a position
+#
+# $\ell_n = -\log p_{n, t_n}$. Which entries of position $n$'s row of $\log p$ does $\ell_n$
+# depend on, and how? Write `cross_entropy_d_log_probs(logits, targets, dloss)`, returning
+# $\partial L / \partial \log p$, the shape of `logits` (you may call your step 1;
+# `np.eye(V)[targets]` builds a row of the identity for each position).
+
+# %%
+def cross_entropy_d_log_probs(logits, targets, dloss):
+    """dL/d log p, the shape of logits."""
+    ### BEGIN SOLUTION
+    d_position = cross_entropy_d_position_losses(logits, targets, dloss)
+    return -d_position[..., None] * np.eye(logits.shape[-1])[targets]
+    ### END SOLUTION
+
+
+# %%
+print(check("cross_entropy_d_log_probs", cross_entropy_d_log_probs))
+
+# %% [markdown]
+# ### Step 3: back through the log-softmax
+#
+# $\log p_j = z_j - \log \sum_k e^{z_k}$: every $\log p_j$ of a row depends on every $z_k$ of it,
+# through the sum. Differentiate $\log p_j$ with respect to $z_k$ (once for $j = k$, once for
+# $j \ne k$, in terms of $p$), then apply the chain rule with step 2's gradient $g$:
+# $dz_k = \sum_j g_j\, \partial \log p_j / \partial z_k$. Simplify until no $V \times V$ matrix is left.
+#
+# Write `cross_entropy_backward(logits, targets, dloss)`, returning `dlogits`, the shape of `logits`
+# ($p$ by a stable softmax; you may call your steps). The check grades both steps again and names
+# the first wrong one; once it passes, it shows npformer's compact form: compare it with yours.
 
 # %%
 def cross_entropy_backward(logits, targets, dloss):
     """Gradient of the mean cross-entropy over the non-<pad> targets, with respect to the logits."""
     ### BEGIN SOLUTION
-    vocab_size = logits.shape[-1]
+    g = cross_entropy_d_log_probs(logits, targets, dloss)
     p = np.exp(logits - logits.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
-    counts = (targets != 0)[..., None]
-    n_counted = max(int(counts.sum()), 1)
-    return dloss * (p - np.eye(vocab_size)[targets]) * counts / n_counted
+    return g - p * g.sum(axis=-1, keepdims=True)
     ### END SOLUTION
 
 
 # %%
-print(check("cross_entropy_backward", cross_entropy_backward))
+print(check("cross_entropy_backward", cross_entropy_backward, steps=(cross_entropy_d_position_losses, cross_entropy_d_log_probs)))
+
+# %% [markdown] tags=["instructor"]
+# ### The derivation (instructor edition)
+#
+# Step 1: $\partial L / \partial \ell_n = \texttt{dloss} / \max(N, 1)$ where $t_n \ne 0$, and $0$ at
+# padding. Step 2: $\ell_n$ reads one entry of its row, so
+# $\partial L / \partial \log p_{n, j} = -\frac{\texttt{dloss}}{N} [j = t_n]$ at a counted position.
+# Step 3: $\partial \log p_j / \partial z_k = \delta_{jk} - p_k$, so
+# $dz_k = g_k - p_k \sum_j g_j$, and with step 2's $g$ (whose row sums to $-\texttt{dloss}/N$),
+#
+# $$\frac{\partial L}{\partial z_n} = \frac{\texttt{dloss}}{N}\,\bigl(p_n - \operatorname{onehot}(t_n)\bigr)$$
+#
+# at a counted position, $0$ at padding. The classic mistakes: dividing by every position
+# ($B \cdot T$) instead of $N$, and padding positions left with a gradient.
 
 # %% [markdown]
 # ## Label smoothing
@@ -216,45 +272,70 @@ print(check("cross_entropy_backward", cross_entropy_backward))
 # $$q = (1 - \varepsilon)\,\operatorname{onehot}(t) + \frac{\varepsilon}{V}$$
 #
 # instead of a one-hot vector ($\varepsilon / V$ goes to every class, the target included, as in
-# PyTorch). The loss of one position is $\ell = -\sum_j q_j \log p_j$. Since
-# $\log p_j = z_j - \log \sum_k e^{z_k}$ and $\sum_j q_j = 1$,
+# PyTorch). The loss of one position is $\ell = -\sum_j q_j \log p_j$, and $L$ is still the mean over
+# the $N$ positions that count. The model is discouraged from ever becoming certain: the paper
+# reports that this hurts perplexity but improves accuracy and BLEU.
 #
-# $$\ell = -\sum_j q_j z_j + \log \sum_k e^{z_k},
-# \qquad\text{so}\qquad
-# \frac{\partial \ell}{\partial z_j} = p_j - q_j, \qquad dz = p - q .$$
+# ### Step 2 again, with the smoothed targets
 #
-# With $\varepsilon = 0$ this is the gradient above. The model is discouraged from ever becoming
-# certain: the paper reports that this hurts perplexity but improves accuracy and BLEU.
+# Steps 1 and 3 of the walk above do not change: only the loss of a position does. Which entries of
+# its row of $\log p$ does $\ell_n$ depend on now, and how? Write
+# `smoothed_cross_entropy_d_log_probs(logits, targets, label_smoothing, dloss)`, with
+# `label_smoothing` the $\varepsilon$ above, returning $\partial L / \partial \log p$, the shape of
+# `logits`; padding positions still get $0$. With $\varepsilon = 0$ it must be your
+# `cross_entropy_d_log_probs`.
+
+# %%
+def smoothed_cross_entropy_d_log_probs(logits, targets, label_smoothing, dloss):
+    """dL/d log p with the smoothed targets, the shape of logits."""
+    ### BEGIN SOLUTION
+    vocab_size = logits.shape[-1]
+    q = (1 - label_smoothing) * np.eye(vocab_size)[targets] + label_smoothing / vocab_size
+    return -cross_entropy_d_position_losses(logits, targets, dloss)[..., None] * q
+    ### END SOLUTION
+
+
+# %%
+print(check("smoothed_cross_entropy_d_log_probs", smoothed_cross_entropy_d_log_probs))
+
+# %% [markdown]
+# ### Step 3 again: the gradient of the logits
 #
-# ### Your turn
-#
-# Write `smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss)`, with
-# `label_smoothing` the $\varepsilon$ above: the same as `cross_entropy_backward`, with $q$ in place
-# of $\operatorname{onehot}(t)$. Return `dlogits`, the shape of `logits`; padding positions still get
-# $0$, and the mean is still over the $N$ positions that count.
+# Write `smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss)`: back through the
+# log-softmax as in step 3 above, from your new step. Return `dlogits`, the shape of `logits`. What
+# does each row of $q$ sum to, and what does that do to your answer?
 
 # %%
 def smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss):
     """Gradient of the label-smoothed mean cross-entropy over the non-<pad> targets."""
     ### BEGIN SOLUTION
-    vocab_size = logits.shape[-1]
+    g = smoothed_cross_entropy_d_log_probs(logits, targets, label_smoothing, dloss)
     p = np.exp(logits - logits.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
-    q = (1 - label_smoothing) * np.eye(vocab_size)[targets] + label_smoothing / vocab_size
-    counts = (targets != 0)[..., None]
-    n_counted = max(int(counts.sum()), 1)
-    return dloss * (p - q) * counts / n_counted
+    return g - p * g.sum(axis=-1, keepdims=True)
     ### END SOLUTION
 
 
 # %%
-print(check("smoothed_cross_entropy_backward", smoothed_cross_entropy_backward))
+print(check("smoothed_cross_entropy_backward", smoothed_cross_entropy_backward, steps=(smoothed_cross_entropy_d_log_probs,)))
+
+# %% [markdown] tags=["instructor"]
+# ### The derivation (instructor edition)
+#
+# $\ell = -\sum_j q_j \log p_j$ reads every entry of its row, so step 2 gives
+# $\partial L / \partial \log p_{n} = -\frac{\texttt{dloss}}{N}\, q_n$ at a counted position. Each row
+# of $q$ sums to $(1 - \varepsilon) + V \cdot \varepsilon / V = 1$, so back through the log-softmax
+#
+# $$\frac{\partial L}{\partial z_n} = \frac{\texttt{dloss}}{N}\,(p_n - q_n),$$
+#
+# which is the gradient above for $\varepsilon = 0$.
 
 # %% [markdown]
 # npformer's `ops.cross_entropy_forward` and `ops.cross_entropy_backward` fuse all of this
 # (`ignore_index=0` names `<pad>`, `label_smoothing` is $\varepsilon$). Below, their loss with and
-# without smoothing, and checks of claims above: zero gradient at padding, a gradient that sums to
-# $0$ over the vocabulary, padding adding nothing to the loss, finite losses for logits of $10^4$.
+# without smoothing, and checks: zero gradient at padding, a gradient that sums to $0$ over the
+# vocabulary (exercise 1 below asks why), padding adding nothing to the loss, finite losses for
+# logits of $10^4$.
 
 # %%
 logits = 2 * rng.standard_normal((2, 4, 7))
@@ -266,7 +347,7 @@ for eps in (0.0, 0.1):
     smoothed_losses[eps] = float(loss)
     dz = ops.cross_entropy_backward(1.0, cache)
     assert np.all(dz[targets == 0] == 0), "padding positions must get zero gradient"
-    assert np.abs(dz.sum(-1)).max() < 1e-12, "dz = p - q sums to 0 over the vocabulary at every position"
+    assert np.abs(dz.sum(-1)).max() < 1e-12, "the gradient must sum to 0 over the vocabulary at every position"
 assert smoothed_losses[0.1] > smoothed_losses[0.0], "label smoothing raises the loss here"
 padded_away = ops.cross_entropy_forward(np.where(targets[..., None] == 0, 1e4, logits), targets, ignore_index=0)[0]
 assert abs(float(padded_away) - smoothed_losses[0.0]) < 1e-12, "padding positions must add nothing to the loss"

@@ -1,19 +1,17 @@
 # %% [markdown]
 # # Lesson 12 — Adam and the warm-up schedule
 #
-# **Adam** (Kingma and Ba, 2015) keeps running averages of the gradient ($m$) and of its square
-# ($v$), and steps by $m / \sqrt{v}$: each parameter gets its own step size, large where gradients
-# are consistently small and small where they are noisy. At step $t = 1, 2, \dots$, with gradient
-# $g_t$ and $m_0 = v_0 = 0$:
+# **Adam** (Kingma and Ba, 2015) keeps, for every entry of every parameter, running averages of the
+# gradient and of its square, and uses them to give each entry its own step size: large where
+# gradients are consistently small, small where they are noisy.
 #
-# $$m_t = \beta_1 m_{t-1} + (1 - \beta_1)\, g_t, \qquad v_t = \beta_2 v_{t-1} + (1 - \beta_2)\, g_t^2$$
+# The two averages are *exponential moving averages*. At step $t = 1, 2, \dots$, with gradient $g_t$,
+# starting from $m_0 = v_0 = 0$:
 #
-# $$\hat m_t = \frac{m_t}{1 - \beta_1^t}, \qquad \hat v_t = \frac{v_t}{1 - \beta_2^t}, \qquad
-# \theta_t = \theta_{t-1} - \eta\, \frac{\hat m_t}{\sqrt{\hat v_t} + \epsilon}$$
+# $$m_t = \beta_1 m_{t-1} + (1 - \beta_1)\, g_t, \qquad v_t = \beta_2 v_{t-1} + (1 - \beta_2)\, g_t^2,$$
 #
-# with learning rate $\eta$, and every operation elementwise. The factors $1 - \beta^t$ correct
-# the bias of averages that start at zero: after one step $m_1 = (1 - \beta_1) g_1$, far smaller
-# than $g_1$, and $\hat m_1 = g_1$ exactly.
+# every operation elementwise, with $0 < \beta_1, \beta_2 < 1$ (the paper's Transformer uses
+# $\beta_1 = 0.9$ and $\beta_2 = 0.98$). $m_t$ estimates the gradient's mean, $v_t$ its mean square.
 
 # %%
 import matplotlib.pyplot as plt
@@ -23,13 +21,54 @@ from npformer import nn, optim, viz
 from npformer.course import check
 
 # %% [markdown]
+# ## Step 1: the bias of a start at zero
+#
+# An average that starts at $0$ is too small on the first steps: after one step $m_1$ holds only a
+# fraction of $g_1$. Suppose every gradient so far was the same $g$. Unroll the recursion of $m_t$
+# back to $m_0 = 0$ (a geometric sum), and find the factor $c_t$, a number that depends on $\beta_1$
+# and $t$ only, for which $c_t\, m_t = g$ exactly. The same factor, with $\beta_2$ in place of
+# $\beta_1$, does it for $v_t$ when every squared gradient was $g^2$. Adam's corrected moments are
+#
+# $$\hat m_t = c_t(\beta_1)\, m_t, \qquad \hat v_t = c_t(\beta_2)\, v_t .$$
+#
+# Write `adam_bias_correction(beta, step)`: the factor $c_t$ for $\beta$ = `beta` at $t$ = `step`
+# ($\ge 1$), a float. Before you run the check: what must $c_t$ tend to as $t$ grows, and why?
+
+# %%
+def adam_bias_correction(beta, step):
+    """The factor c_t that makes c_t * m_t equal g when every gradient so far was g (from m_0 = 0)."""
+    ### BEGIN SOLUTION
+    return 1.0 / (1.0 - beta**step)
+    ### END SOLUTION
+
+
+# %%
+print(check("adam_bias_correction", adam_bias_correction))
+
+# %% [markdown]
+# ## Step 2: the update
+#
+# Adam moves each entry against its corrected first moment $\hat m_t$, times the learning rate
+# $\eta$, divided by a scale of that entry's gradients taken from its corrected second moment
+# $\hat v_t$. Choose that scale from two requirements:
+#
+# - multiplying every gradient by a number $k > 0$ leaves the update unchanged ($\hat m_t$ scales as
+#   $k$ and $\hat v_t$ as $k^2$: which power of $\hat v_t$ scales as $k$?);
+# - when every gradient so far was the same $g$, every entry moves by exactly $\eta$, against the
+#   sign of $g$, from the first step on.
+#
+# A small $\epsilon$ ($10^{-8}$ or $10^{-9}$) keeps the division finite where an entry's gradients
+# vanish. It has the units of a gradient, not of a squared gradient: add it where the units agree.
+#
 # ### Your turn
 #
 # Write `adam_step(param, grad, m, v, step, lr, beta1, beta2, eps)`: one update of one parameter
 # array. `grad`, `m` and `v` have the shape of `param`; `step` is $t$, the number of the update
-# being taken (1 on the first). Update $m$ and $v$, correct them with $\beta_1^t$ and $\beta_2^t$
-# of **this** step, and return `(param, m, v)`, the three new arrays. The next cell checks it on a
-# first step from $m = v = 0$, on step 7 and on step 1000, where the correction has faded.
+# being taken (1 on the first). Update $m$ and $v$, correct them with your step 1 at **this** step,
+# and return `(param, m, v)`: the new parameter and the new moments $m_t$, $v_t$ (uncorrected: the
+# next step continues from them). The check grades your step 1 again, then your update on a first
+# step from $m = v = 0$, on step 7, on step 1000 and on gradients near $10^{-7}$, where $\epsilon$
+# matters. Once it passes, it shows the paper's form of the update.
 
 # %%
 def adam_step(param, grad, m, v, step, lr, beta1, beta2, eps):
@@ -37,15 +76,28 @@ def adam_step(param, grad, m, v, step, lr, beta1, beta2, eps):
     ### BEGIN SOLUTION
     m = beta1 * m + (1 - beta1) * grad
     v = beta2 * v + (1 - beta2) * grad * grad
-    m_hat = m / (1 - beta1**step)
-    v_hat = v / (1 - beta2**step)
+    m_hat = m * adam_bias_correction(beta1, step)
+    v_hat = v * adam_bias_correction(beta2, step)
     param = param - lr * m_hat / (np.sqrt(v_hat) + eps)
     return param, m, v
     ### END SOLUTION
 
 
 # %%
-print(check("adam_step", adam_step))
+print(check("adam_step", adam_step, steps=(adam_bias_correction,)))
+
+# %% [markdown] tags=["instructor"]
+# ### The paper's algorithm (instructor edition)
+#
+# Unrolled from $m_0 = 0$, $m_t = (1 - \beta_1) \sum_{i=1}^{t} \beta_1^{t-i} g_i$; with every
+# $g_i = g$ the geometric sum gives $m_t = (1 - \beta_1^t)\, g$, so $c_t = 1 / (1 - \beta_1^t)$,
+# which tends to $1$ as the start at zero is forgotten. The update is then
+#
+# $$\hat m_t = \frac{m_t}{1 - \beta_1^t}, \qquad \hat v_t = \frac{v_t}{1 - \beta_2^t}, \qquad
+# \theta_t = \theta_{t-1} - \eta\, \frac{\hat m_t}{\sqrt{\hat v_t} + \epsilon} :$$
+#
+# $\sqrt{\hat v_t}$ scales as the gradients do, and with a constant $g$ the ratio is
+# $g / |g| = \operatorname{sign}(g)$ (for $\epsilon \to 0$), a step of exactly $\eta$.
 
 # %% [markdown] tags=["instructor"]
 # **Forgetting the bias correction** changes the early steps most. The grader recognises it:
@@ -59,14 +111,19 @@ def adam_step_without_correction(param, grad, m, v, step, lr, beta1, beta2, eps)
 
 mistake = check("adam_step", adam_step_without_correction, strict=False)
 print(mistake)
-assert not mistake.passed and "no bias correction" in str(mistake)
+assert not mistake.passed and "a factor that tends to 1" in str(mistake)
 
 # %% [markdown]
-# The correction matters most on the first steps. Without it the first step would be
-# $\eta (1 - \beta_1) / \sqrt{1 - \beta_2}$ in every coordinate (for $\epsilon \to 0$), not $\eta$:
-# too small with the paper's $\beta_2 = 0.98$ and too large with PyTorch's default $\beta_2 = 0.999$:
+# The correction matters most on the first steps. Without it, how large would the first step be,
+# in units of $\eta$ (for $\epsilon \to 0$), with the paper's $\beta_2 = 0.98$ and with PyTorch's
+# default $\beta_2 = 0.999$, both with $\beta_1 = 0.9$? Too small, or too large?
 
-# %%
+# %% [markdown] tags=["instructor"]
+# Without the correction the first step is $\eta (1 - \beta_1) / \sqrt{1 - \beta_2}$ in every
+# coordinate (for $\epsilon \to 0$), not $\eta$: too small with the paper's $\beta_2 = 0.98$ and too
+# large with PyTorch's default $\beta_2 = 0.999$:
+
+# %% tags=["instructor"]
 for beta2 in (0.98, 0.999):
     print(f"beta1 = 0.9, beta2 = {beta2}: uncorrected first step = {(1 - 0.9) / np.sqrt(1 - beta2):.2f} x lr")
 
@@ -104,7 +161,7 @@ for name, losses in histories.items():
     print(f"{name:15s} loss {losses[0]:.1f} -> {losses[-1]:.1e} after {len(losses)} steps")
     assert losses[-1] < 1e-2 * losses[0], f"{name} must descend the valley"
 
-# Adam's first step is lr * sign(g) for every parameter (m / sqrt(v) = g / |g| after bias correction),
+# Adam's first step is lr for every parameter (the second requirement of step 2, with the first gradient),
 # although the two gradients differ a hundredfold: each parameter gets its own step size.
 model = Valley()
 optimizer = optim.Adam(model, lr=0.05)
@@ -212,7 +269,7 @@ assert np.isclose(cosine(4000), 7e-4) and cosine(30000) < 1e-9, "the cosine sche
 #
 # `AdamW` (Loshchilov and Hutter) takes weight decay out of the gradient: each step it shrinks a
 # parameter directly, $p \leftarrow p\,(1 - \eta \lambda)$, before the Adam update, so the decay is
-# not divided by $\sqrt{\hat v}$ as an L2 term in the gradient would be. npformer's `AdamW` shrinks
+# not divided by Adam's per-entry scale as an L2 term in the gradient would be. npformer's `AdamW` shrinks
 # the weight matrices and embedding tables (two or more axes) and leaves the gains and biases
 # alone: pulling a layer norm's $\gamma$ towards 0 would shrink the whole layer's output, and a
 # bias carries no capacity worth limiting. (PyTorch's `AdamW` decays whatever it is given; its

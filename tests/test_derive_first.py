@@ -52,10 +52,16 @@ LESSON_02 = {
 }
 
 # -- lesson 03 ---------------------------------------------------------------------------------------
+# the cross-entropy family's closed forms: p - onehot(t), p - q, g - p sum(g), dloss / N at a counted position
+_CROSS_ENTROPY = (r"p-\\mathrm\{onehot\}", r"p-\\operatorname\{onehot\}", r"p_n-\\operatorname\{onehot\}",
+                  r"p_j-\[j=t\]", r"-\[j=t\]\+", r"p-y", r"probs-onehot", r"p-onehot", r"p-np\.eye",
+                  r"\(p-q\)", r"\(p_n-q_n\)", r"p_j-q_j", r"dz=p-q", r"g-p\*g\.sum", r"g_k-p_k\\sum",
+                  r"\\delta_\{jk\}-p_k", r"\\frac\{\\texttt\{dloss\}\}\{N\}", r"dloss\*counted/",
+                  r"dloss/max\(N", r"\*counts/n_counted", r"-d_position\[")
 LESSON_03 = {
     "softmax_backward": Posed(("softmax_jacobian",), (r"p\*\(dout-", r"p\\odot\(")),
-    "cross_entropy_backward": Posed((), (r"p-\\mathrm\{onehot\}", r"p-y", r"probs-onehot")),
-    "smoothed_cross_entropy_backward": Posed((), ()),
+    "cross_entropy_backward": Posed(("cross_entropy_d_position_losses", "cross_entropy_d_log_probs"), _CROSS_ENTROPY),
+    "smoothed_cross_entropy_backward": Posed(("smoothed_cross_entropy_d_log_probs",), _CROSS_ENTROPY),
 }
 
 # -- lesson 04 ---------------------------------------------------------------------------------------
@@ -114,7 +120,11 @@ LESSON_10 = {
 
 # -- lesson 12 ---------------------------------------------------------------------------------------
 LESSON_12 = {
-    "adam_step": Posed((), (r"m_hat/\(sqrt\(v_hat\)\+eps\)", r"\\hat\{m\}_t/\(\\sqrt\{\\hat\{v\}_t\}\+")),
+    "adam_step": Posed(("adam_bias_correction",), (
+        r"m_hat/\(sqrt\(v_hat\)\+eps\)", r"\\hat\{m\}_t/\(\\sqrt\{\\hat\{v\}_t\}\+", r"\\frac\{\\hat\{?m\}?_t\}\{\\sqrt",
+        r"\\sqrt\{\\hat\{?v\}?_t\}\+\\epsilon", r"sqrt\(v_hat\)\+eps", r"m/\(np\.sqrt\(v\)", r"m/sqrt\(v\)",
+        r"1-\\beta_?\{?[12]?\}?\^\{?t", r"1-beta[12]?\*\*step", r"1-beta[12]?\*\*t\b", r"\\frac\{m_t\}\{1-",
+        r"/\(1-beta", r"\(1-\\beta_1\)/\\sqrt\{1-\\beta_2\}", r"\(1-0\.9\)/np\.sqrt\(1-beta2\)")),
 }
 
 # -- lesson 14 ---------------------------------------------------------------------------------------

@@ -184,16 +184,19 @@ def attention_backward_hint(got, expected, inputs, output):
 # -- the optimiser ---------------------------------------------------------------------------------
 
 def adam_eps_hint(got, expected, inputs, output):
-    """Adam's update with eps under the square root, or added to v before the bias correction."""
+    """Adam's update with eps in the wrong place (under the square root), or without eps: what it does."""
     if output != "param":
         return ""
     beta1, beta2, step, eps = inputs["beta1"], inputs["beta2"], inputs["step"], inputs["eps"]
     m = beta1 * inputs["m"] + (1 - beta1) * inputs["grad"]
     v = beta2 * inputs["v"] + (1 - beta2) * inputs["grad"] ** 2
     m_hat, v_hat = m / (1 - beta1**step), v / (1 - beta2**step)
+    if explains(inputs["param"] - inputs["lr"] * m_hat / numpy.sqrt(v_hat), got):
+        return Hint("your update does not depend on eps: it is right where the gradients are far above eps and "
+                    "wrong where they are tiny", "eps is added to sqrt(v_hat), below the fraction")
     if explains(inputs["param"] - inputs["lr"] * m_hat / numpy.sqrt(v_hat + eps), got):
-        return Hint("your update agrees with the right one where v_hat is large and departs from it where the "
-                    "gradients are tiny, where eps matters: look at where eps enters",
+        return Hint("right where the gradients are far above eps, wrong where they are tiny (near 1e-7): there "
+                    "your eps acts on the scale of a squared gradient, not of a gradient",
                     "eps under the square root: the rule is m_hat / (sqrt(v_hat) + eps)")
     return ""
 

@@ -6,12 +6,15 @@
                             graded on its own, and DERIVATIONS, the order of each derivation's steps
     ops_steps.py            lessons 2 and 5: the steps of their derivations (the linear layer for one row,
                             GELU's gate, the embedding's one-hot form), and those lessons' compact forms
+    loss_steps.py           lesson 3: the steps of cross-entropy's derivation (through the mean over the counted
+                            positions, through the log-probabilities, with and without label smoothing)
     ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
                             softmax, the loss, layer norm, the embedding), the positional encoding
     attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
                             multi-head attention
     multi_head_steps.py     lesson 8: the steps of multi-head attention's backward pass (the heads' context,
                             the heads' q, k and v, the two inputs)
+    adam_steps.py           lesson 12: Adam's bias correction, the step of its update that is derived
     blocks_and_training.py  lessons 9-15: dropout, the residual block, the decoder stack, the parameter
                             count, Adam and its schedule, BLEU's precision, the length penalty,
                             attention's entropy
@@ -37,12 +40,14 @@ derivations; ``TEXTBOOK``, the compact forms shown once a final exercise passes)
 from __future__ import annotations
 
 from . import (  # one module per line: each group of lessons adds its own
+    adam_steps,
     attention_pieces,
     batchnorm_steps,
     blocks_and_training,
     debugging,
     kv_cache,
     language_models,
+    loss_steps,
     masked_pooling,
     modern_parts,
     modern_parts_steps,
@@ -60,10 +65,12 @@ from .base import Case, Exercise, WrongSolution
 
 MODULES = (
     steps,
+    loss_steps,
     ops_steps,
     ops_backward,
     attention_pieces,
     multi_head_steps,
+    adam_steps,
     blocks_and_training,
     searches,
     kv_cache,

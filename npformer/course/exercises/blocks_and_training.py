@@ -213,18 +213,21 @@ def _adam_cases(rng):
 
 
 def _adam_step_hint(got, expected, inputs, output):
+    """What a wrong bias correction does to the update (never the fix)."""
     if output != "param":
         return ""
-    for shifted, words in ((inputs["step"] - 1, "step - 1"), (inputs["step"] + 1, "step + 1")):
+    for shifted, words in ((inputs["step"] - 1, "behind"), (inputs["step"] + 1, "ahead")):
         if shifted >= 1:
             wrong = _adam_step(*{**inputs, "step": shifted}.values())[0]
             if numpy.allclose(got, wrong, rtol=1e-9, atol=1e-12):
-                return f"the bias correction uses {words}: use the step being taken (1 on the first step)"
+                return (f"your update at step {inputs['step']} is the one the correction of step {shifted} gives: "
+                        f"the correction is one step {words} (it matters less as the steps grow)")
     uncorrected = inputs["param"] - inputs["lr"] * (
         (inputs["beta1"] * inputs["m"] + (1 - inputs["beta1"]) * inputs["grad"])
         / (numpy.sqrt(inputs["beta2"] * inputs["v"] + (1 - inputs["beta2"]) * inputs["grad"] ** 2) + inputs["eps"]))
     if numpy.allclose(got, uncorrected, rtol=1e-9, atol=1e-12):
-        return "no bias correction: divide m by 1 - beta1^step and v by 1 - beta2^step"
+        return ("off on the first steps by a factor that tends to 1 as the step grows (right where the step is "
+                "large, as at step 1000): the moments start at 0")
     return ""
 
 

@@ -159,7 +159,7 @@ def _smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss):
     return ops.cross_entropy_backward(dloss, cache)
 
 
-def _loss_cases(smoothing):
+def loss_cases(smoothing):
     def cases(rng):
         def make(batch, length, vocab, padded):
             def inputs(r):
@@ -256,7 +256,7 @@ def _unseen_softmax(rng):
     return [Case(f"shape {shape}, scores around 500", {"x": 500 + 3 * normal(rng, *shape)})]
 
 
-def _unseen_loss(smoothing):
+def unseen_loss(smoothing):
     def cases(rng):
         batch, length, vocab = size(rng, 2, 4), size(rng, 1, 5), size(rng, 2, 7)
         targets = rng.integers(1, vocab, size=(batch, length))
@@ -303,12 +303,12 @@ EXERCISES: list[Exercise] = [
              _elementwise_cases(_softmax), ("dx",), _softmax, ("x",), hints=(hints.softmax_diagonal_hint,),
              unseen=_unseen_elementwise(_softmax), points=2),
     Exercise("cross_entropy_backward", "cross_entropy_backward(logits, targets, dloss) -> dlogits", "03",
-             _cross_entropy_backward, _loss_cases(False), ("dlogits",), _cross_entropy, ("logits",),
-             unseen=_unseen_loss(False), points=2),
+             _cross_entropy_backward, loss_cases(False), ("dlogits",), _cross_entropy, ("logits",),
+             unseen=unseen_loss(False), points=2),
     Exercise("smoothed_cross_entropy_backward",
              "smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss) -> dlogits", "03",
-             _smoothed_cross_entropy_backward, _loss_cases(True), ("dlogits",), _cross_entropy, ("logits",),
-             unseen=_unseen_loss(True), points=2),
+             _smoothed_cross_entropy_backward, loss_cases(True), ("dlogits",), _cross_entropy, ("logits",),
+             unseen=unseen_loss(True), points=2),
     Exercise("layernorm_backward", "layernorm_backward(x, gamma, beta, dout) -> (dx, dgamma, dbeta)", "04",
              _layernorm_backward, layernorm_cases, ("dx", "dgamma", "dbeta"), _layernorm, ("x", "gamma", "beta"),
              hints=(hints.layernorm_dx_hint, hints.summed_over_rows_hint), unseen=unseen_layernorm, points=2),

@@ -159,6 +159,7 @@ LARGE = {"layernorm_dvar": _layernorm_rows, "layernorm_dmean": _layernorm_rows, 
          "linear_backward": _linear, "relu_backward": _elementwise, "gelu_backward": _elementwise,
          "gelu_gate_backward": _elementwise,
          "softmax_backward": _softmax, "cross_entropy_backward": _loss(False),
+         "cross_entropy_d_log_probs": _loss(False), "smoothed_cross_entropy_d_log_probs": _loss(True),
          "smoothed_cross_entropy_backward": _loss(True), "layernorm_backward": _layernorm,
          "attention_backward": _attention, "linear_row_backward": _linear_row, "masked_mean_pool_d_sum": _pooling_wide,
          "rmsnorm_d_mean_square": _rmsnorm_rows, "swiglu_d_gate": _swiglu, "swiglu_d_up": _swiglu}

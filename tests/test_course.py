@@ -282,9 +282,10 @@ def test_collect_takes_a_solved_notebook_over_the_stub_script_of_the_same_lesson
 
 
 def test_the_difficulty_table_in_the_course_page_is_current():
-    from npformer.course.difficulty import answer_lines, difficulty_table
+    from npformer.course.difficulty import answer_lines, derivation_table, difficulty_table
 
     page = (LESSONS.parent / "docs" / "course.md").read_text(encoding="utf-8")
     assert difficulty_table(LESSONS) in page, "regenerate: npformer.course.difficulty.difficulty_table()"
+    assert derivation_table() in page, "regenerate: npformer.course.difficulty.derivation_table()"
     lines = answer_lines(LESSONS)
     assert set(lines) == set(EXERCISES) and lines["layernorm_backward"] >= 8

@@ -89,7 +89,18 @@ def lesson_table(lessons_dir: str | Path | None = None, lines: dict[str, int] | 
         marked += auto
         flag = "" if longest >= SUBSTANTIAL_LINES else " (short)"
         short += [lesson] if flag else []
-        rows.append(f"| {lesson} | {len(names)} | {longest}{flag} | {questions.get(lesson, 0)} | {auto} |")
+        rows.append(f"| lesson {lesson} | {len(names)} | {longest}{flag} | {questions.get(lesson, 0)} | {auto} |")
     total = sum(questions.values())
     return ("\n".join(rows) + f"\n\nOpen questions with an auto-graded part: {marked} of {total}. Graded lessons "
             f"whose longest answer is under {SUBSTANTIAL_LINES} lines: {', '.join(short) or 'none'}.")
+
+
+def derivation_table() -> str:
+    """A Markdown table: each backward pass derived in graded steps, its lesson and its steps in order,
+    each with what it returns (the part of its signature after ``->``)."""
+    rows = ["| derivation | lesson | its steps, in order (what each returns) |", "|---|---|---|"]
+    for final, steps in sorted(DERIVATIONS.items(), key=lambda item: (EXERCISES[item[0]].lesson, item[0])):
+        shown = "; ".join(f"`{step}` ({EXERCISES[step].signature.partition('->')[2].strip()})" for step in steps)
+        rows.append(f"| `{final}` | {EXERCISES[final].lesson} | {shown} |")
+    return "\n".join(rows)
+

@@ -212,3 +212,94 @@ def causal_diagonal_hint(got, expected, inputs, output):
         return Hint("False on the diagonal: your mask hides each query's own position from it",
                     "a query may attend to its own position: key <= query, not key < query")
     return ""
+
+
+# -- ReLU, the positions, the heads ----------------------------------------------------------------
+
+def relu_hint(got, expected, inputs, output):
+    """relu_backward: the mask taken from dout, or dout forgotten."""
+    x, dout = inputs["x"], inputs["dout"]
+    if output != "dx" or got.shape != x.shape:
+        return ""
+    if explains(dout * (dout > 0), got):
+        return Hint("your dx does not depend on x: it keeps dout where dout is positive, whatever x was",
+                    "the mask comes from the forward's input, x > 0, not from dout")
+    if explains((x > 0).astype(float), got):
+        return Hint("your dx does not change when dout does: it is 1 or 0 whatever the upstream gradient",
+                    "the chain rule multiplies the local slope by dout")
+    return ""
+
+
+def positional_encoding_hint(got, expected, inputs, output):
+    """positional_encoding: which columns are right says which part of the formula is wrong."""
+    if got.shape != expected.shape or got.ndim != 2 or got.shape[1] < 2:
+        return ""
+    right = numpy.all(numpy.abs(got - expected) <= 1e-6 * (1 + numpy.abs(expected)), axis=0)
+    if right.all():
+        return ""
+    wrong = [int(column) for column in numpy.flatnonzero(~right)]
+    if right[0] and right[1] and not right[2:].all():
+        return Hint(f"columns 0 and 1 are right and columns {wrong[:6]} wrong: the first pair's frequency is 1 for "
+                    "any exponent; look at how the later pairs' frequencies fall with the column",
+                    "pair i (columns 2i and 2i+1) has frequency 1 / 10000^(2i / d_model), the same for both")
+    if right[1::2].all() != right[0::2].all():
+        return Hint(f"the {'even' if right[0::2].all() else 'odd'} columns are right and the others wrong",
+                    "sin in the even columns (2i), cos in the odd ones (2i + 1), both at pair i's frequency")
+    return ""
+
+
+def heads_order_hint(split: bool):
+    """split_heads / merge_heads: the head axis and the feature axis in the wrong order."""
+    def hint(got, expected, inputs, output):
+        x = inputs["x"]
+        if got.shape != expected.shape:
+            return ""
+        if split:
+            batch, length, width = x.shape
+            heads = expected.shape[1]
+            bare = x.reshape(batch, heads, length, width // heads)
+            strided = x.reshape(batch, length, width // heads, heads).transpose(0, 3, 1, 2)
+        else:
+            batch, heads, length, head_width = x.shape
+            bare = x.reshape(batch, length, heads * head_width)
+            strided = x.transpose(0, 2, 3, 1).reshape(batch, length, heads * head_width)
+        if explains(bare, got):
+            return Hint("the right shape, but a position's numbers are spread over several rows: a reshape alone "
+                        "never moves an entry, and the positions and the heads must trade places",
+                        "reshape to (B, T, H, Dh), then swap the T and H axes" if split else
+                        "swap the H and T axes back first, to (B, T, H, Dh), then reshape to (B, T, H * Dh)")
+        if explains(strided, got):
+            return Hint("each head should hold one contiguous block of Dh features; yours holds features spaced H "
+                        "apart" if split else "the heads' features are interleaved: head h's block should be "
+                        "features h*Dh to (h+1)*Dh - 1, one after the other",
+                        "reshape to (B, T, H, Dh), not (B, T, Dh, H)" if split else
+                        "transpose to (B, T, H, Dh) before the reshape, not to (B, T, Dh, H)")
+        return ""
+    return hint
+
+
+def multi_head_scale_hint(forward):
+    """multi_head_attention: the scores scaled by 1/sqrt(D), the model's width, not the head's."""
+    def hint(got, expected, inputs, output):
+        heads = inputs["n_heads"]
+        if heads < 2 or got.shape != expected.shape:
+            return ""
+        arguments = {**inputs, "Wq": inputs["Wq"] / numpy.sqrt(heads)}  # 1/sqrt(D) = 1/sqrt(Dh) / sqrt(H)
+        if explains(forward(*arguments.values()), got):
+            return Hint("right with one head, wrong with several: your scale depends on the number of heads",
+                        "each head's scores are scaled by 1/sqrt(Dh), the head's width, not 1/sqrt(D)")
+        return ""
+    return hint
+
+
+def shared_weight_averaged_hint(got, expected, inputs, output):
+    """A weight matrix used at every position whose gradient was averaged over the positions."""
+    if got.shape != expected.shape or got.ndim != 2 or "dout" not in inputs:
+        return ""
+    counts = {int(numpy.prod(value.shape[:-1])) for name, value in inputs.items()
+              if name in ("x", "query", "memory", "dout") and getattr(value, "ndim", 0) >= 2}
+    for rows in sorted(counts - {1}):
+        if explains(expected / rows, got):
+            return Hint(f"{output} = (right answer) / {rows}, and {rows} is the number of positions that use the "
+                        "weight", "a weight shared by every position collects all their gradients: a sum, not a mean")
+    return ""

@@ -175,7 +175,8 @@ class ExerciseReport:
         """How to see the fix that a hint holds back (only where ``check`` offers it)."""
         if self.reveal is False and any(fix_of(row.hint) for row in rows):
             return [f"{indent}(reason from the hint first; check(..., reveal=True), or {FIX_AFTER} failed checks "
-                    "of this exercise, also names the fix)"]
+                    "of this exercise in one session (a notebook's kernel: a script run starts afresh), also "
+                    "names the fix)"]
         return []
 
     def hints(self) -> list[Row]:

@@ -4,16 +4,23 @@
     steps.py                lessons 3, 4, 7 (and 28): the steps of the derivations (the softmax Jacobian; layer norm
                             through x_hat, the variance, the mean; attention through v, P and S), each
                             graded on its own, and DERIVATIONS, the order of each derivation's steps
+    finite_difference_steps.py  lesson 1 (question 2): the step at which a finite difference is most accurate
     ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
                             softmax, the loss, layer norm, the embedding), the positional encoding
     attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
                             multi-head attention
+    attention_questions.py  lessons 6-7 (questions): a prefix language model's mask for a padded batch, the cost
+                            of scaling Q or the scores, a query whose scores are all equal, the bytes of P
     blocks_and_training.py  lessons 9-15: dropout, the residual block, the decoder stack, the parameter
                             count, Adam and its schedule, BLEU's precision, the length penalty,
                             attention's entropy
+    model_size.py           lesson 11 (questions 4, 5): the vocabulary at which the embeddings and the output
+                            layer outgrow the layers, the length at which attention's N^2 terms catch up
     searches.py             lesson 14: greedy search, one step of beam search, the whole beam search
     kv_cache.py             lesson 14: the KV-cached decoding step
-    roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
+    alignments.py           lesson 15 (questions 1, 3): crossing links, one head's alignment error rate
+    roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches), the
+                            matrix products of the forward pass
     masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
     language_models.py      lessons 18-19: top-k, sampling, BERT's masking rule
     patches.py              lesson 20: patch embeddings and their backward pass
@@ -30,13 +37,14 @@ derivations; ``TEXTBOOK``, the compact forms shown once a final exercise passes)
 
 from __future__ import annotations
 
-from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
-               modern_parts, ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm,
-               torch_layout_and_bpe)
+from . import (alignments, attention_pieces, attention_questions, blocks_and_training, debugging,
+               finite_difference_steps, kv_cache, language_models, masked_pooling, model_size, modern_parts,
+               ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm, torch_layout_and_bpe)
 from .base import Case, Exercise, WrongSolution
 
-MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
-           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts)
+MODULES = (steps, finite_difference_steps, ops_backward, attention_pieces, attention_questions, blocks_and_training,
+           model_size, searches, kv_cache, alignments, roofline, masked_pooling, language_models, patches, debugging,
+           teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

@@ -321,8 +321,9 @@ print(check("head_aer", head_aer))
 #
 # 1. (Printed below.) Yes: in "the small cat eats the apple." French keeps the English order, `le
 #    petit chat`, so the gold links run down the diagonal and nothing crosses (asserted on the gold
-#    alignment). A head that aligns then shows a diagonal, `petit` on "small" and `chat` on "cat". That
-#    needs a trained run: after 40 steps the model's picks are not yet an alignment.
+#    alignment, and counted by `crossing_links`, graded by `check`). A head that aligns then shows a
+#    diagonal, `petit` on "small" and `chat` on "cat". That needs a trained run: after 40 steps the
+#    model's picks are not yet an alignment.
 #    Full marks: a prenominal sentence (`small`, `big`, `beautiful` are the embedded corpus's
 #    prenominal adjectives), its heatmap from an aligning head, and the observation that the
 #    crossing follows the French word order, not the attention mechanism.
@@ -332,7 +333,8 @@ print(check("head_aer", head_aer))
 #    neighbour, determiners and adjectives reading their noun (the information French agreement
 #    needs: `le`/`la`/`les`, `petit`/`petite`), and rows resting on the final punctuation when there
 #    is nothing useful to read. After 40 steps the rows are nearly uniform and no pattern is clear.
-# 3. (Printed below.) After 40 steps no explanation is good yet: every head, both head averages,
+# 3. (Printed below; one head's AER is what `head_aer`, graded by `check`, computes.) After 40 steps
+#    no explanation is good yet: every head, both head averages,
 #    the rollout and the saliency have AERs far above that of a trivial diagonal alignment (French
 #    word $i$ linked to English word $\approx i T_s / T_t$), because the cross-attention rows are still
 #    close to uniform and the model translates badly; saliency, which asks the model, has nothing

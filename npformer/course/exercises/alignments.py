@@ -96,7 +96,8 @@ def _aer_inputs(rng, source_lengths, target_lengths, sharpness):
 
 def _aer_cases(rng):
     return [Case("B=1, Ts=6, Tt=7: one pair, no padding", _aer_inputs(rng, [6], [7], 1.0)),
-            Case("B=3: lengths (6, 7), (4, 3), (2, 5): padded keys and queries", _aer_inputs(rng, [6, 4, 2], [7, 3, 5], 2.0)),
+            Case("B=3: lengths (6, 7), (4, 3), (2, 5): padded keys and queries",
+                 _aer_inputs(rng, [6, 4, 2], [7, 3, 5], 2.0)),
             Case("B=2: a long pair and a one-word pair", _aer_inputs(rng, [9, 1], [8, 1], 0.5))]
 
 

@@ -57,7 +57,8 @@ def _unseen_step(rng):
 
 def _step_hint(got, expected, inputs, output):
     got = float(numpy.asarray(got))
-    truncation, power, rounding, roundoff = (inputs[key] for key in ("truncation", "power", "rounding", "unit_roundoff"))
+    truncation, power = inputs["truncation"], inputs["power"]
+    rounding, roundoff = inputs["rounding"], inputs["unit_roundoff"]
     if output == "step" and got > 0 and not numpy.isclose(got, expected, rtol=1e-6, atol=0):
         if numpy.isclose(truncation * got ** power, rounding * roundoff / got, rtol=1e-6, atol=0):
             return Hint(f"at your step the two errors are equal, yet E's slope there is not zero: the "

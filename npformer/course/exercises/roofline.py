@@ -132,7 +132,7 @@ def _forward_products(d_model, n_heads, d_ff, n_layers, tgt_vocab, pairs, src_le
     for name, weight in model.params().items():
         if weight.ndim != 2 or "embed" in name:
             continue
-        reads_source = name.startswith("encoder") or ("cross" in name and name.split(".")[-2] in ("w_k", "w_v", "k", "v"))
+        reads_source = name.startswith("encoder") or ("cross" in name and name.split(".")[-2] in ("k", "v"))
         tokens = pairs * (src_len if reads_source else tgt_len)
         products[name] = (1, tokens, *weight.shape)
     for name in (row.name for row in models.summary_rows(model, pairs, src_len, tgt_len) if row.name.endswith("attn")):

@@ -208,7 +208,27 @@ assert all_ops.passed, "every op of npformer must pass the finite-difference che
 # 2. Derive the step $h$ at which the central difference is most accurate, by balancing its
 #    truncation error $\propto h^2$ against its rounding error $\propto \varepsilon / h$. Then find
 #    the minimum of `central_error` over `steps` and compare. Do the same for the fourth-order form
-#    ($h^4$ against $\varepsilon / h$).
+#    ($h^4$ against $\varepsilon / h$). Auto-graded: for the error model
+#    $E(h) = a\,h^p + b\,\varepsilon / h$, write `most_accurate_step(truncation, power, rounding,
+#    unit_roundoff)` ($a$, $p$, $b$, $\varepsilon$) returning the step $h^* > 0$ at which $E$ is
+#    smallest and $E(h^*)$, from your derivation (no search over $h$). The comparison with the
+#    measured minima stays for the rubric.
+
+# %%
+def most_accurate_step(truncation, power, rounding, unit_roundoff):
+    """(step, smallest_error): the h > 0 minimising E(h) = truncation * h**power + rounding * unit_roundoff / h."""
+    ### BEGIN SOLUTION
+    # dE/dh = power * truncation * h**(power - 1) - rounding * unit_roundoff / h**2 = 0
+    step = (rounding * unit_roundoff / (power * truncation)) ** (1 / (power + 1))
+    smallest_error = truncation * step ** power + rounding * unit_roundoff / step
+    return step, smallest_error
+    ### END SOLUTION
+
+
+# %%
+print(check("most_accurate_step", most_accurate_step))
+
+# %% [markdown]
 # 3. Check `ops.softmax_forward` (`from npformer import ops`) on an `x` of shape `(2, 5)` with a
 #    backward pass that returns zeros, `lambda dout, cache: np.zeros_like(dout)`, and an all-ones
 #    upstream gradient: `gradcheck.check_gradients(ops.softmax_forward, zeros_backward, {"x": x},
@@ -230,7 +250,8 @@ assert all_ops.passed, "every op of npformer must pass the finite-difference che
 #    against $\varepsilon/h$ gives $h^* \sim \varepsilon^{1/5} \approx 7 \cdot 10^{-4}$ and an error
 #    of order $\varepsilon^{4/5} \approx 3 \cdot 10^{-13}$. The measured minima over `steps` agree
 #    with these to within the grid's spacing and the constants (printed below). Full marks needs
-#    the balancing step, both exponents $1/3$ and $1/5$, and the comparison.
+#    the balancing step, both exponents $1/3$ and $1/5$ (`most_accurate_step`, graded by `check`),
+#    and the comparison.
 # 3. $\sum_k \operatorname{softmax}(x)_k = 1$ for every $x$, so the exact gradient is $0$. With
 #    `dout` all ones, the scalar that the check differentiates is this constant: the zeros
 #    backward is exactly right, the correct backward returns $p \odot (1 - \sum_k p_k)$, zero up

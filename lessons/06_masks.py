@@ -167,7 +167,32 @@ assert all(np.all(gradient == 0) for gradient in gradients), "an all-padding row
 #
 # 1. Why is no mask needed over *queries* that are padding? (Hint: what happens to their outputs?)
 # 2. Build the mask for a prefix language model: the first $P$ positions see each other freely,
-#    the rest are causal.
+#    the rest are causal. Auto-graded: write it for a padded batch whose sentences each have their
+#    own prefix, `prefix_lm_mask(ids, prefix_lengths)` with `ids` of shape `(B, T)` (`<pad>` is 0)
+#    and `prefix_lengths` of shape `(B,)`, returning the boolean mask of shape `(B, 1, T, T)` that
+#    attention takes, True where query $i$ of sentence $b$ may attend to key $j$. A prefix of 0 is
+#    a plain causal sentence.
+
+# %%
+def prefix_lm_mask(ids, prefix_lengths):
+    """Boolean (B, 1, T, T): in sentence b, the first prefix_lengths[b] positions see each other, the
+    rest is causal, and no query sees a <pad> key. ids: (B, T) integers; prefix_lengths: (B,)."""
+    ### BEGIN SOLUTION
+    length = ids.shape[1]
+    positions = np.arange(length)
+    causal = positions[None, :] <= positions[:, None]                       # (T, T): key j <= query i
+    in_prefix = positions[None, :] < np.asarray(prefix_lengths)[:, None]   # (B, T): position in b's prefix
+    both_in_prefix = in_prefix[:, :, None] & in_prefix[:, None, :]          # (B, Tq, Tk)
+    sees = causal[None, :, :] | both_in_prefix                              # (B, Tq, Tk)
+    real_keys = ids != 0                                                     # (B, Tk)
+    return (sees & real_keys[:, None, :])[:, None, :, :]                    # (B, 1, Tq, Tk)
+    ### END SOLUTION
+
+
+# %%
+print(check("prefix_lm_mask", prefix_lm_mask))
+
+# %% [markdown]
 # 3. Test that appending padding leaves every real output of `attention_forward` unchanged.
 
 # %% [markdown] tags=["instructor"]
@@ -181,9 +206,10 @@ assert all(np.all(gradient == 0) for gradient in gradients), "an all-padding row
 #    gives a finite, harmless row (a fully masked row gives zeros, lesson 7). Full marks: rows are
 #    independent, and the padded output is masked as a key downstream and ignored by the loss.
 # 2. Query $i$ may see key $j$ when $j \le i$ or both are in the prefix ($i < P$ and $j < P$). For
-#    $i \ge P$ every prefix key already has $j < P \le i$, so the mask is simply
-#    `causal_mask(T) | (np.arange(T) < P)[None, :]` (shape `(T, T)`, combined with the padding mask
-#    by `&` as before). Reference code and a check against the definition below.
+#    $i \ge P$ every prefix key already has $j < P \le i$, so for one sentence the mask is simply
+#    `causal_mask(T) | (np.arange(T) < P)[None, :]` (shape `(T, T)`); for the batch, each sentence's
+#    prefix on the keys' axis, then `&` with the keys' padding, as in `prefix_lm_mask` above (graded
+#    by `check`). Full marks: the rule, and a mask that passes; the check against the definition is below.
 # 3. Reference test below: the same sentences with $3$ padding positions appended (random vectors
 #    there, with the padding mask extended), then every real query's output must be unchanged. The
 #    appended keys get weight exactly $0$, so the outputs agree to rounding at worst (a matrix
@@ -192,16 +218,14 @@ assert all(np.all(gradient == 0) for gradient in gradients), "an all-padding row
 #    vectors that are not zero (so that the test would catch a leak).
 
 # %% tags=["instructor"]
-def prefix_lm_mask(length, prefix):
-    """Boolean (T, T): the first `prefix` positions see each other, the rest is causal."""
-    return ops.causal_mask(length) | (np.arange(length) < prefix)[None, :]
-
-
-prefix_mask = prefix_lm_mask(6, 3)
-by_definition = np.array([[j <= i or (i < 3 and j < 3) for j in range(6)] for i in range(6)])
+prefix_ids = np.array([[5, 6, 7, 8, 9, 4], [5, 6, 7, 8, 0, 0]])
+prefix_mask = prefix_lm_mask(prefix_ids, np.array([3, 2]))
+for row, prefix in enumerate((3, 2)):
+    by_definition = np.array([[(j <= i or (i < prefix and j < prefix)) and prefix_ids[row, j] != 0
+                               for j in range(6)] for i in range(6)])
+    assert np.array_equal(prefix_mask[row, 0], by_definition)
 print("answer 2: T = 6, P = 3:")
-print(prefix_mask.astype(int))
-assert np.array_equal(prefix_mask, by_definition)
+print(prefix_mask[0, 0].astype(int))
 
 # %% tags=["instructor"]
 answer_rng = np.random.default_rng(6)

@@ -590,10 +590,68 @@ assert list(cache["weights"][0, 0].argmax(-1)) == [2, 1, 0, 4, 3], "each query m
 # ## Exercises
 #
 # 1. Show that scaling $Q$ by $s$ before the product, $S = (sQ) K^\top$, gives the same gradients
-#    $dQ$ and $dK$. Which order is cheaper, and why?
+#    $dQ$ and $dK$. Which order is cheaper, and why? Auto-graded: the costs, as
+#    `scaling_multiplications(query_length, key_length, head_dim)`, the multiplications one head
+#    spends scaling $Q$ and those it spends scaling the scores, a pair of integers. The proof and
+#    the "why" stay for the rubric.
+
+# %%
+def scaling_multiplications(query_length, key_length, head_dim):
+    """(multiplications to scale Q, multiplications to scale the scores S), for one head."""
+    ### BEGIN SOLUTION
+    scale_q = query_length * head_dim          # Q holds (Tq, Dh) numbers
+    scale_scores = query_length * key_length   # S holds (Tq, Tk) numbers
+    return scale_q, scale_scores
+    ### END SOLUTION
+
+
+# %%
+print(check("scaling_multiplications", scaling_multiplications))
+
+# %% [markdown]
 # 2. A query whose scores are all equal (for example $q = 0$): what is its output? Is its gradient
 #    $dQ$ zero? Derive it from the formulas above, then check with your `attention_backward`.
+#    Auto-graded: `flat_query(keys, values, dout, scale)` for one head and the query $q = 0$, with
+#    `keys` of shape `(Tk, Dh)`, `values` `(Tk, Dv)`, the upstream gradient `dout` of its output
+#    `(Dv,)` and the scale $s$ of the scores $s\,q \cdot k_j$, returns the query's output `(Dv,)` and
+#    its gradient $dq$ `(Dh,)`, from your derivation (NumPy only). Whether $dQ$ is zero, and why,
+#    stays for the rubric.
+
+# %%
+def flat_query(keys, values, dout, scale):
+    """(output (Dv,), dq (Dh,)) of the query q = 0 over keys (Tk, Dh) and values (Tk, Dv); dout: (Dv,)."""
+    ### BEGIN SOLUTION
+    key_count = len(keys)
+    weights = np.full(key_count, 1 / key_count)               # every score is 0: uniform weights
+    output = weights @ values                                  # (Dv,): the mean of the values
+    d_weights = values @ dout                                  # (Tk,): dP_j = dout . v_j
+    d_scores = weights * (d_weights - weights @ d_weights)     # the softmax's Jacobian at uniform weights
+    dq = scale * d_scores @ keys                               # (Dh,): through S_j = s q . k_j
+    return output, dq
+    ### END SOLUTION
+
+
+# %%
+print(check("flat_query", flat_query))
+
+# %% [markdown]
 # 3. Memory: for $B = 64$, $H = 8$, $T = 512$, how big is $P$ in float32? Why does that matter?
+#    Auto-graded: `attention_weights_bytes(batch, heads, length, itemsize)`, the bytes of $P$ for
+#    self-attention over `length` tokens with numbers of `itemsize` bytes (4 for float32). Why it
+#    matters stays for the rubric.
+
+# %%
+def attention_weights_bytes(batch, heads, length, itemsize):
+    """The bytes of the attention weights P of one self-attention: an int."""
+    ### BEGIN SOLUTION
+    return batch * heads * length * length * itemsize
+    ### END SOLUTION
+
+
+# %%
+print(check("attention_weights_bytes", attention_weights_bytes))
+
+# %% [markdown]
 # 4. Attention without parameters in higher dimensions: repeat it on random vectors of length
 #    $\sqrt{D}$ for $D = 64$ and $D = 512$. How much weight does each word keep for itself? Why does
 #    attention without parameters come closer to copying each word unchanged as $D$ grows?
@@ -609,7 +667,8 @@ assert list(cache["weights"][0, 0].argmax(-1)) == [2, 1, 0, 4, 3], "each query m
 #    scaling), and $dK = dS^\top \tilde Q = s\,dS^\top Q$: the same two formulas. Scaling $Q$ costs
 #    $T_q D_h$ multiplications per head, scaling $S$ costs $T_q T_k$; with $D_h < T_k$ (for example
 #    $D_h = 64$ against $T_k = 512$) scaling $Q$ is cheaper, and in a full model the scale can even
-#    be folded into $W_q$ for free. Full marks: the chain-rule step and the two sizes compared.
+#    be folded into $W_q$ for free (the two counts: `scaling_multiplications`, graded by `check`).
+#    Full marks: the chain-rule step and the two sizes compared.
 # 2. All scores equal give $P_{ij} = 1/T_k$ (over the keys it may see), so the output is the plain
 #    mean of the values, $\bar v$. The gradient is not zero in general: $dP_{ij} = dO_i \cdot v_j$,
 #    so $dS_{ij} = \frac{1}{T_k}\, dO_i \cdot (v_j - \bar v)$ and
@@ -617,14 +676,15 @@ assert list(cache["weights"][0, 0].argmax(-1)) == [2, 1, 0, 4, 3], "each query m
 #    special cases (all values equal, all keys equal, or $dO_i$ orthogonal to every $v_j - \bar v$):
 #    a small change of $q$ moves weight between the keys, which changes the output unless the
 #    values are all equal. Full marks: the mean of the values, "not zero", and the formula for
-#    $dQ_i$. Checked below.
+#    $dQ_i$ (its code: `flat_query`, graded by `check`). Checked below.
 # 3. $P$ has $B H T^2 = 64 \cdot 8 \cdot 512^2 = 134{,}217{,}728$ entries: $536{,}870{,}912$ bytes,
 #    $512$ MiB in float32, for one attention sublayer. It must be kept for the backward pass, and
 #    the base model has 18 attention sublayers (6 encoder self-attentions, 6 decoder
 #    self-attentions, 6 cross-attentions), so about 9 GiB of weights alone, and the backward pass
 #    makes $dP$ and $dS$ of the same size. It grows like $T^2$: doubling the length quadruples it.
 #    This is why long sequences run out of memory, and why fused kernels (FlashAttention) never
-#    store $P$ but recompute it in blocks. Full marks: the number and the quadratic growth.
+#    store $P$ but recompute it in blocks. Full marks: the number (`attention_weights_bytes`, graded
+#    by `check`) and the quadratic growth.
 # 4. For random vectors of length $\sqrt D$, $s_{ii} = \sqrt D$ while $s_{ij} = \sqrt D \cos\theta_{ij}$
 #    with $\cos\theta_{ij}$ of order $1/\sqrt D$ (random directions are nearly orthogonal), so the
 #    other scores stay of unit size. The weight on itself is then about

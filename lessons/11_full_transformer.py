@@ -399,11 +399,47 @@ figure.savefig(viz.figures_dir() / "11_compute.png", dpi=110)
 #    vocabularies)? Use your `transformer_parameters`, then check with `models.Transformer(...).num_params()`.
 # 4. At which vocabulary size (the same for both languages, untied) do the embeddings and the output
 #    layer hold as many parameters as the 12 layers of the base model? Solve it by hand, then check
-#    the two sides with your `transformer_parameters`.
+#    the two sides with your `transformer_parameters`. Auto-graded: `break_even_vocabulary(d_model,
+#    d_ff, n_layers)`, the smallest vocabulary size $V$ (an int) whose embeddings and output layer
+#    hold at least as many parameters as the `n_layers` encoder and decoder layers.
+
+# %%
+def break_even_vocabulary(d_model, d_ff, n_layers):
+    """The smallest V (both languages, untied) at which the embeddings and the output layer hold at least
+    as many parameters as the layers: an int."""
+    ### BEGIN SOLUTION
+    attention = 4 * (d_model * d_model + d_model)
+    feed_forward = 2 * d_model * d_ff + d_ff + d_model
+    layer_norm = 2 * d_model
+    layers = n_layers * (3 * attention + 2 * feed_forward + 5 * layer_norm)
+    per_entry = 2 * d_model + d_model + 1      # a row of each embedding, a column and a bias of the output layer
+    return -(-layers // per_entry)             # the ceiling: V * per_entry >= layers
+    ### END SOLUTION
+
+
+# %%
+print(check("break_even_vocabulary", break_even_vocabulary))
+
+# %% [markdown]
 # 5. At which length $N$ do the $N^2$ terms of the claims' full-width block ($H = 10$,
 #    $D_h = 768$, $F = 3{,}072$) cost as much as its feed-forward block (it need not be a whole
 #    number)? Work it out from the terms above, then check with `block_flops` on the two whole
-#    lengths around it. Why is it so much shorter than for the BERT-base block?
+#    lengths around it. Why is it so much shorter than for the BERT-base block? Auto-graded:
+#    `crossing_length(d_model, n_heads, head_dim, d_ff)`, that length as a float, for any block.
+#    The "why" stays for the rubric.
+
+# %%
+def crossing_length(d_model, n_heads, head_dim, d_ff):
+    """The length N at which one encoder block's N^2 terms take as many FLOPs as its feed-forward block."""
+    ### BEGIN SOLUTION
+    squared_per_n2 = 2 * (2 * n_heads * head_dim)   # Q K^T and P V: 2 N N D_h FLOPs each, per head
+    feed_forward_per_n = 2 * (2 * d_model * d_ff)   # fc1 and fc2: 2 N d F FLOPs each
+    return feed_forward_per_n / squared_per_n2
+    ### END SOLUTION
+
+
+# %%
+print(check("crossing_length", crossing_length))
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
@@ -433,7 +469,7 @@ figure.savefig(viz.figures_dir() / "11_compute.png", dpi=110)
 #    $V = 44{,}138{,}496 / 1537 \approx 28{,}717.3$: vocabularies of 28,717 tokens hold slightly
 #    fewer parameters than the layers, and 28,718 slightly more. The check (below) evaluates both
 #    sides with `transformer_parameters`: the vocabulary side with `n_layers=0`, the layers' side as
-#    the difference between 6 layers and 0.
+#    the difference between 6 layers and 0; `break_even_vocabulary` (graded by `check`) returns 28,718.
 # 5. $N^2$ terms $4 B H N^2 D_h$ against the feed-forward block's $4 B N d F$: equal at
 #    $N = dF / (H D_h) = 768 \cdot 3072 / (10 \cdot 768) = F / H = 307.2$. `block_flops` (below)
 #    puts the $N^2$ terms under the feed-forward block at $N = 307$ and over it at $N = 308$. For
@@ -491,6 +527,7 @@ for vocab in (28717, 28718):
     print(f"answer 4: V = {vocab:,}: embeddings and output layer {vocabulary_side:,}, 12 layers {layers_side:,}")
     assert layers_side == layers == 44_138_496
     assert (vocabulary_side < layers_side) == (vocab == 28717)
+assert break_even_vocabulary(512, 2048, 6) == 28718
 
 # %% tags=["instructor"]
 crossing = d * d_ff / (claimed_heads * d)
@@ -501,3 +538,4 @@ for length in (307, 308):
           f"feed-forward {counts['feed-forward'] / 1e9:.3f} GFLOP")
     assert (counts["N^2 terms"] < counts["feed-forward"]) == (length == 307)
 assert crossing == d_ff / claimed_heads == 307.2
+assert np.isclose(crossing_length(d, claimed_heads, d, d_ff), crossing)

@@ -261,9 +261,57 @@ print(f"worst head (layer {worst[0]}, head {worst[1]}), {total} rows: "
 # ## Exercises
 #
 # 1. Find a sentence with a prenominal adjective ("the small house"). Does the crossing disappear?
+#    Auto-graded: `crossing_links(links)`, with `links` of shape `(L, 2)`, one `(english, french)`
+#    row of token indices per link, returns how many pairs of links cross (an int). The sentence
+#    and its heatmap stay for the rubric.
+
+# %%
+def crossing_links(links):
+    """How many pairs of links cross; links: (L, 2) integers, one (english, french) row per link."""
+    ### BEGIN SOLUTION
+    english, french = np.asarray(links).reshape(-1, 2).T
+    before_in_english = english[:, None] < english[None, :]   # (L, L): link a's English word comes first
+    after_in_french = french[:, None] > french[None, :]       # (L, L): and its French word comes later
+    return int((before_in_english & after_in_french).sum())
+    ### END SOLUTION
+
+
+# %%
+print(check("crossing_links", crossing_links))
+
+# %% [markdown]
 # 2. Draw the encoder self-attention (`npformer attention --kind encoder`). What does each head do?
 # 3. Score the heads of a run of 40 steps (`TrainOptions(max_steps=40)`) with `score_alignments`.
-#    Which explanation is already good, and which needs training?
+#    Which explanation is already good, and which needs training? Auto-graded: what
+#    `score_alignments` computes for one head, `head_aer(weights, source_lengths, target_lengths,
+#    sure, possible)`: `weights` of shape `(B, Tt, Ts)` are the head's rows for a padded batch (row
+#    $i$ of sentence $b$ is French token $i$ over the English tokens), `source_lengths` and
+#    `target_lengths` of shape `(B,)` the real lengths, `sure` and `possible` booleans of shape
+#    `(B, Tt, Ts)` the gold links; return the AER, as a float, of the alignment that links each
+#    French token to its largest weight, over the whole batch. Which explanation is good stays for
+#    the rubric.
+
+# %%
+def head_aer(weights, source_lengths, target_lengths, sure, possible):
+    """The batch's AER of one head's argmax alignment. weights: (B, Tt, Ts); lengths: (B,);
+    sure, possible: (B, Tt, Ts) booleans."""
+    ### BEGIN SOLUTION
+    proposed = sure_found = possible_found = 0
+    for b in range(len(weights)):
+        rows = weights[b, : target_lengths[b], : source_lengths[b]]   # real French tokens over real English ones
+        links = np.zeros(sure[b].shape, dtype=bool)
+        links[np.arange(len(rows)), rows.argmax(axis=-1)] = True     # one link per French token
+        proposed += len(rows)
+        sure_found += (links & sure[b]).sum()
+        possible_found += (links & possible[b]).sum()
+    return 1 - (sure_found + possible_found) / (proposed + sure.sum())
+    ### END SOLUTION
+
+
+# %%
+print(check("head_aer", head_aer))
+
+# %% [markdown]
 # 4. With your `attention_entropy`, compare the mean entropy of each head of lesson 13's run of 600
 #    steps (run without quick mode) with that of a run of 40 steps (`TrainOptions(max_steps=40)`).
 #    Does the entropy of a head predict its AER?
@@ -273,8 +321,9 @@ print(f"worst head (layer {worst[0]}, head {worst[1]}), {total} rows: "
 #
 # 1. (Printed below.) Yes: in "the small cat eats the apple." French keeps the English order, `le
 #    petit chat`, so the gold links run down the diagonal and nothing crosses (asserted on the gold
-#    alignment). A head that aligns then shows a diagonal, `petit` on "small" and `chat` on "cat". That
-#    needs a trained run: after 40 steps the model's picks are not yet an alignment.
+#    alignment, and counted by `crossing_links`, graded by `check`). A head that aligns then shows a
+#    diagonal, `petit` on "small" and `chat` on "cat". That needs a trained run: after 40 steps the
+#    model's picks are not yet an alignment.
 #    Full marks: a prenominal sentence (`small`, `big`, `beautiful` are the embedded corpus's
 #    prenominal adjectives), its heatmap from an aligning head, and the observation that the
 #    crossing follows the French word order, not the attention mechanism.
@@ -284,7 +333,8 @@ print(f"worst head (layer {worst[0]}, head {worst[1]}), {total} rows: "
 #    neighbour, determiners and adjectives reading their noun (the information French agreement
 #    needs: `le`/`la`/`les`, `petit`/`petite`), and rows resting on the final punctuation when there
 #    is nothing useful to read. After 40 steps the rows are nearly uniform and no pattern is clear.
-# 3. (Printed below.) After 40 steps no explanation is good yet: every head, both head averages,
+# 3. (Printed below; one head's AER is what `head_aer`, graded by `check`, computes.) After 40 steps
+#    no explanation is good yet: every head, both head averages,
 #    the rollout and the saliency have AERs far above that of a trivial diagonal alignment (French
 #    word $i$ linked to English word $\approx i T_s / T_t$), because the cross-attention rows are still
 #    close to uniform and the model translates badly; saliency, which asks the model, has nothing
@@ -313,6 +363,7 @@ def crosses(links):
 
 small_en, small_fr, small_gold = sentence_pair("statement", noun_phrase("cat", "small"), "eat", noun_phrase("apple"))
 assert crosses(gold.sure) and not crosses(small_gold.sure), "black cat crosses, small cat does not"
+assert crossing_links(np.array(sorted(gold.sure))) > 0 == crossing_links(np.array(sorted(small_gold.sure)))
 small_best = explain(run.model, run.src_vocab, run.tgt_vocab, [small_en], [small_fr])["cross"][best[0]][0, best[1]]
 picks = small_best[: len(small_fr), : len(small_en)].argmax(axis=1)
 print(f"answer 1: {' '.join(small_en)} -> {' '.join(small_fr)}; the gold links do not cross; best head "

@@ -291,53 +291,77 @@ def roofline(shapes, itemsize, peak_flops, bandwidth, launch_seconds):
 print(check("roofline", roofline))
 
 # %% [markdown]
-# Now the model's forward pass, product by product, in its textbook form (q, k and v three products).
-# In every layer each of the four projections of an attention is one product over the tokens it reads
-# (cross-attention's k and v read the source, its q and o the target), the attention itself is two
-# batches of $B \cdot H$ small products (the scores $Q K^\top$, then the weighted sum with $V$), and the
-# feed-forward is two products; the output layer is the last one. The cell lists them for any
-# configuration, checks that the list holds every weight matrix of the lesson's model, and estimates
-# each with your `roofline` (npformer's when yours does not pass yet), without launches:
+# Now the model's forward pass, product by product. Write `forward_products`: every matrix product
+# that npformer's Transformer makes in its forward pass (its textbook form: q, k and v are three
+# products), as a dict from a name of your choice to `(batch, m, k, n)`, for a batch of `pairs`
+# sentence pairs of `src_len` source and `tgt_len` target tokens. Go through the model's modules
+# (lesson 11) and ask of each product how many tokens it reads, from which side, and how many
+# heads and sentences repeat it. The check compares the set of shapes, not the names. Then the
+# cell checks that the list holds every weight matrix of the lesson's model, and estimates each
+# product with your `roofline` (npformer's when yours does not pass yet), without launches:
+
+# %%
+def forward_products(d_model, n_heads, d_ff, n_layers, tgt_vocab, pairs, src_len, tgt_len):
+    """Every matrix product of the Transformer's forward pass: name -> (batch, m, k, n)."""
+    ### BEGIN SOLUTION
+    n_src, n_tgt, d_head = pairs * src_len, pairs * tgt_len, d_model // n_heads
+    products = {}
+
+    def attention(prefix, queries, tq, keys, tk):
+        for name, tokens in (("q", queries), ("k", keys), ("v", keys), ("o", queries)):
+            products[f"{prefix} {name}"] = (1, tokens, d_model, d_model)
+        products[f"{prefix} scores"] = (pairs * n_heads, tq, d_head, tk)         # Q K^T, per sentence and head
+        products[f"{prefix} weighted sum"] = (pairs * n_heads, tq, tk, d_head)   # P V
+
+    for i in range(n_layers):
+        attention(f"encoder.{i} self", n_src, src_len, n_src, src_len)
+        products[f"encoder.{i} fc1"] = (1, n_src, d_model, d_ff)
+        products[f"encoder.{i} fc2"] = (1, n_src, d_ff, d_model)
+    for i in range(n_layers):
+        attention(f"decoder.{i} self", n_tgt, tgt_len, n_tgt, tgt_len)
+        attention(f"decoder.{i} cross", n_tgt, tgt_len, n_src, src_len)        # k and v read the source
+        products[f"decoder.{i} fc1"] = (1, n_tgt, d_model, d_ff)
+        products[f"decoder.{i} fc2"] = (1, n_tgt, d_ff, d_model)
+    products["output layer"] = (1, n_tgt, d_model, tgt_vocab)
+    return products
+    ### END SOLUTION
+
+
+# %%
+print(check("forward_products", forward_products))
 
 # %%
 from npformer.course import EXERCISES  # noqa: E402
 
 
-def forward_products(config, pairs, src_len, tgt_len):
-    """Every matrix product of the Transformer's forward pass: name -> (batch, m, k, n)."""
-    d, heads, d_ff = config.d_model, config.n_heads, config.d_ff
-    n_src, n_tgt, d_head = pairs * src_len, pairs * tgt_len, d // heads
-    products = {}
+products_of = forward_products if check("forward_products", forward_products, strict=False).passed \
+    else EXERCISES["forward_products"].reference  # yours, when it passes
 
-    def attention(prefix, queries, tq, keys, tk):
-        for name, tokens in (("q", queries), ("k", keys), ("v", keys), ("o", queries)):
-            products[f"{prefix} {name}"] = (1, tokens, d, d)
-        products[f"{prefix} scores"] = (pairs * heads, tq, d_head, tk)           # Q K^T, per sentence and head
-        products[f"{prefix} weighted sum"] = (pairs * heads, tq, tk, d_head)     # P V
 
-    for i in range(config.n_layers):
-        attention(f"encoder.{i} self", n_src, src_len, n_src, src_len)
-        products[f"encoder.{i} fc1"], products[f"encoder.{i} fc2"] = (1, n_src, d, d_ff), (1, n_src, d_ff, d)
-    for i in range(config.n_layers):
-        attention(f"decoder.{i} self", n_tgt, tgt_len, n_tgt, tgt_len)
-        attention(f"decoder.{i} cross", n_tgt, tgt_len, n_src, src_len)
-        products[f"decoder.{i} fc1"], products[f"decoder.{i} fc2"] = (1, n_tgt, d, d_ff), (1, n_tgt, d_ff, d)
-    products["output layer"] = (1, n_tgt, d, config.tgt_vocab)
-    return products
+def model_products(config, pairs, src_len, tgt_len):
+    """The forward pass's products (`products_of`) for a model's configuration."""
+    return products_of(config.d_model, config.n_heads, config.d_ff, config.n_layers, config.tgt_vocab,
+                       pairs, src_len, tgt_len)
+
+
+def kind_of(shape, config):
+    """Which part of the model a product (batch, m, k, n) belongs to: a weight matrix's shape, or attention."""
+    batch, m, k, n = shape
+    d, d_ff = config.d_model, config.d_ff
+    weights = {(d, d): "projections q, k, v, o", (d, d_ff): "feed-forward", (d_ff, d): "feed-forward",
+               (d, config.tgt_vocab): "output layer"}
+    attention = "attention: scores, weighted sums"
+    return weights.get((k, n), attention) if batch == 1 else attention
 
 
 passed = check("roofline", roofline, strict=False).passed  # yours, when it passes
 floor = roofline if passed else EXERCISES["roofline"].reference
-products = forward_products(model.config, src.shape[0], src.shape[1], tgt_in.shape[1])
+products = model_products(model.config, src.shape[0], src.shape[1], tgt_in.shape[1])
 weights = sorted(value.shape for name, value in model.params().items() if value.ndim == 2 and "embed" not in name)
 assert sorted((k, n) for batch, m, k, n in products.values() if batch == 1) == weights, "one product per weight matrix"
 shapes = np.array(list(products.values()))
 flops, bytes_moved, seconds, compute_bound = floor(shapes, 4, launch_seconds=0.0, **H100_CARD)
-kind_of = {"q": "projections q, k, v, o", "k": "projections q, k, v, o", "v": "projections q, k, v, o",
-           "o": "projections q, k, v, o", "scores": "attention: scores, weighted sums",
-           "sum": "attention: scores, weighted sums", "fc1": "feed-forward", "fc2": "feed-forward",
-           "layer": "output layer"}
-kinds = np.array([kind_of[name.split()[-1]] for name in products])
+kinds = np.array([kind_of(shape, model.config) for shape in products.values()])
 print(f"{'products':33s} {'count':>5s} {'GFLOP':>6s} {'MB':>6s} {'FLOP/B':>6s} {'floor ms':>8s} {'memory-bound':>12s}")
 for kind in dict.fromkeys(kinds):
     rows = kinds == kind
@@ -462,7 +486,7 @@ print(f"Adam on the small preset: {RECORDED_H100_FUSED['small_adam_textbook_ms']
 # %% tags=["instructor"]
 for d_model in (256, 512, 1024):
     wider = models.TransformerConfig(4000, 4000, d_model=d_model, n_heads=8, d_ff=4 * d_model, n_layers=2)
-    wider_shapes = np.array(list(forward_products(wider, src.shape[0], src.shape[1], tgt_in.shape[1]).values()))
+    wider_shapes = np.array(list(model_products(wider, src.shape[0], src.shape[1], tgt_in.shape[1]).values()))
     wider_flops, _, wider_seconds, wider_bound = floor(wider_shapes, 4, launch_seconds=0.0, **H100_CARD)
     floor_ms = wider_seconds.sum() * 1e3
     print(f"answer 1: d_model {d_model:4d}: products {wider_flops.sum():.2e} FLOPs, floor {floor_ms:.2f} ms "

@@ -13,7 +13,8 @@ class that already runs nbgrader can use them as they are:
   exercise's points; it ends with an ``assert`` that the exercise passes, because nbgrader
   gives a test cell its points when it runs without an error;
 * after the ``## Exercises`` section, one **manually graded** answer cell, worth one point
-  per open question;
+  per open question (after each markdown cell of the section that asks questions, where a
+  question's auto-graded part splits the section with its code cells);
 * every other cell is **locked** (read-only; nbgrader restores it before grading).
 """
 
@@ -75,7 +76,7 @@ def _nbgrader(grade_id: str, *, grade: bool = False, solution: bool = False, loc
 
 def add_nbgrader_metadata(notebook: Any, lesson: str, nbformat: Any) -> Any:
     """Mark a student notebook's cells for nbgrader (see the module's docstring); returns it."""
-    cells = []
+    cells, in_exercises, answered = [], False, False
     for index, cell in enumerate(notebook.cells):
         source = cell.source
         graded = graded_exercises(source) if cell.cell_type == "code" else []
@@ -92,13 +93,18 @@ def add_nbgrader_metadata(notebook: Any, lesson: str, nbformat: Any) -> Any:
         else:
             cell.metadata["nbgrader"] = _nbgrader(f"{lesson}_cell{index}", locked=True)
         cells.append(cell)
-        questions = _QUESTION.findall(source.split("## Exercises", 1)[1]) if cell.cell_type == "markdown" \
-            and "## Exercises" in source else []
+        if cell.cell_type == "markdown" and "## Exercises" in source:
+            in_exercises, source = True, source.split("## Exercises", 1)[1]
+        # a question with an auto-graded part is followed by its code cells, so the questions after
+        # it sit in later markdown cells: each such cell gets an answer cell of its own
+        questions = _QUESTION.findall(source) if cell.cell_type == "markdown" and in_exercises else []
         if questions:
             answer = nbformat.v4.new_markdown_cell("YOUR ANSWER HERE")
-            answer.metadata["nbgrader"] = _nbgrader(f"{lesson}_answers", grade=True, solution=True,
+            first = "" if not answered else f"_{questions[0].strip().rstrip('.')}"
+            answer.metadata["nbgrader"] = _nbgrader(f"{lesson}_answers{first}", grade=True, solution=True,
                                                     points=len(questions))
             cells.append(answer)
+            answered = True
     notebook.cells = cells
     return notebook
 

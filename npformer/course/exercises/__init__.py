@@ -8,6 +8,7 @@
                             GELU's gate, the embedding's one-hot form), and those lessons' compact forms
     loss_steps.py           lesson 3: the steps of cross-entropy's derivation (through the mean over the counted
                             positions, through the log-probabilities, with and without label smoothing)
+    finite_difference_steps.py  lesson 1 (question 2): the step at which a finite difference is most accurate
     ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
                             softmax, the loss, layer norm, the embedding), the positional encoding
     attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
@@ -15,12 +16,18 @@
     multi_head_steps.py     lesson 8: the steps of multi-head attention's backward pass (the heads' context,
                             the heads' q, k and v, the two inputs)
     adam_steps.py           lesson 12: Adam's bias correction, the step of its update that is derived
+    attention_questions.py  lessons 6-7 (questions): a prefix language model's mask for a padded batch, the cost
+                            of scaling Q or the scores, a query whose scores are all equal, the bytes of P
     blocks_and_training.py  lessons 9-15: dropout, the residual block, the decoder stack, the parameter
                             count, Adam and its schedule, BLEU's precision, the length penalty,
                             attention's entropy
+    model_size.py           lesson 11 (questions 4, 5): the vocabulary at which the embeddings and the output
+                            layer outgrow the layers, the length at which attention's N^2 terms catch up
     searches.py             lesson 14: greedy search, one step of beam search, the whole beam search
     kv_cache.py             lesson 14: the KV-cached decoding step
-    roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
+    alignments.py           lesson 15 (questions 1, 3): crossing links, one head's alignment error rate
+    roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches), the
+                            matrix products of the forward pass
     masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
     language_models.py      lessons 18-19: top-k, sampling, BERT's masking rule
     patches.py              lesson 20: patch embeddings and their backward pass
@@ -41,14 +48,18 @@ from __future__ import annotations
 
 from . import (  # one module per line: each group of lessons adds its own
     adam_steps,
+    alignments,
     attention_pieces,
+    attention_questions,
     batchnorm_steps,
     blocks_and_training,
     debugging,
+    finite_difference_steps,
     kv_cache,
     language_models,
     loss_steps,
     masked_pooling,
+    model_size,
     modern_parts,
     modern_parts_steps,
     multi_head_steps,
@@ -84,6 +95,10 @@ MODULES = (
     torch_layout_and_bpe,
     modern_parts_steps,
     modern_parts,
+    alignments,
+    attention_questions,
+    finite_difference_steps,
+    model_size,
 )
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(

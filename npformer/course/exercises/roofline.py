@@ -1,4 +1,5 @@
-"""The exercise of lesson 16: the roofline of a matrix product on a GPU, ``roofline``, graded without a GPU.
+"""The exercises of lesson 16, graded without a GPU: the roofline of a matrix product on a GPU,
+``roofline``, and the list of the matrix products of a Transformer's forward pass, ``forward_products``.
 
 Each op is ``batch`` products of an ``(m, k)`` matrix by a ``(k, n)`` matrix, one row
 ``(batch, m, k, n)`` of ``shapes``: a linear layer on ``N`` tokens is ``(1, N, D_in, D_out)``, attention's
@@ -18,15 +19,22 @@ however little the kernel does::
     seconds       = max(flops / peak_flops, bytes_moved / bandwidth) + launch_seconds
     compute_bound = flops / peak_flops > bytes_moved / bandwidth
 
-Lesson 16 applies it to every matrix product of its model's forward pass and compares the sum with
-the times recorded on an H100.
+Lesson 16 applies it to every matrix product of its model's forward pass (``forward_products``, one
+``(batch, m, k, n)`` per product, in the textbook form: q, k and v three products) and compares the sum
+with the times recorded on an H100. The products are compared as a set of shapes, whatever their names;
+the reference counts npformer's own model: one product per weight matrix (``params()``), and attention's
+two batches of per-head products where its ``summary_rows`` puts their FLOPs.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy
 
-from .base import Case, Exercise, WrongSolution
+from ... import models
+from ..hints import Hint
+from .base import Case, Exercise, WrongSolution, size
 
 
 def roofline(shapes, itemsize, peak_flops, bandwidth, launch_seconds):
@@ -110,12 +118,84 @@ def _roofline_hint(got, expected, inputs, output):
     return ""
 
 
+# -- the forward pass's matrix products ---------------------------------------------------------------------
+
+def _forward_products(d_model, n_heads, d_ff, n_layers, tgt_vocab, pairs, src_len, tgt_len):
+    """name -> (batch, m, k, n): a product per weight matrix of npformer's model, over the tokens its
+    module reads (the source in the encoder and in cross-attention's k and v), and per attention the
+    scores Q K^T and the weighted sum P V, batches of pairs * n_heads products."""
+    config = models.TransformerConfig(8, tgt_vocab, d_model=d_model, n_heads=n_heads, d_ff=d_ff, n_layers=n_layers,
+                                      max_len=max(src_len, tgt_len))
+    model = models.Transformer(config, seed=0, dtype=numpy.float16)
+    head = d_model // n_heads
+    products = {}
+    for name, weight in model.params().items():
+        if weight.ndim != 2 or "embed" in name:
+            continue
+        reads_source = name.startswith("encoder") or ("cross" in name and name.split(".")[-2] in ("k", "v"))
+        tokens = pairs * (src_len if reads_source else tgt_len)
+        products[name] = (1, tokens, *weight.shape)
+    for name in (row.name for row in models.summary_rows(model, pairs, src_len, tgt_len) if row.name.endswith("attn")):
+        queries = src_len if name.startswith("encoder") else tgt_len
+        keys = src_len if name.startswith("encoder") or "cross" in name else tgt_len
+        products[f"{name} scores"] = (pairs * n_heads, queries, head, keys)
+        products[f"{name} weighted sum"] = (pairs * n_heads, queries, keys, head)
+    return products
+
+
+def _product_rows(result, inputs):
+    """The products as a sorted (ops, 4) integer array: the grader compares the set, not the names."""
+    shapes = numpy.array([tuple(int(x) for x in shape) for shape in dict(result).values()], dtype=numpy.int64)
+    return (shapes[numpy.lexsort(shapes.T[::-1])] if shapes.size else shapes.reshape(0, 4),)
+
+
+def _sizes(d_model=32, n_heads=4, d_ff=64, n_layers=2, tgt_vocab=40, pairs=3, src_len=5, tgt_len=7):
+    return {"d_model": d_model, "n_heads": n_heads, "d_ff": d_ff, "n_layers": n_layers, "tgt_vocab": tgt_vocab,
+            "pairs": pairs, "src_len": src_len, "tgt_len": tgt_len}
+
+
+def _product_cases(rng):
+    return [Case("D=32, H=4, F=64, 2 layers, V=40; 3 pairs of 5 -> 7 tokens", _sizes()),
+            Case("one layer, one head, source and target of one length", _sizes(16, 1, 32, 1, 20, 2, 6, 6)),
+            Case("a source longer than the target", _sizes(24, 3, 96, 3, 50, 1, 9, 2))]
+
+
+def _unseen_products(rng):
+    heads = size(rng, 1, 4)
+    sizes = _sizes(heads * size(rng, 1, 8), heads, 4 * size(rng, 1, 16), size(rng, 1, 3), size(rng, 8, 60),
+                   size(rng, 1, 4), size(rng, 1, 9), size(rng, 1, 9))
+    return [Case(", ".join(f"{key}={value}" for key, value in sizes.items()), sizes)]
+
+
+def _products_hint(got, expected, inputs, output):
+    got = numpy.asarray(got)
+    if got.ndim != 2 or got.shape[1:] != (4,):
+        return Hint(f"the products have the shape {got.shape}: each must be four integers (batch, m, k, n)")
+    mine, theirs = Counter(map(tuple, got.tolist())), Counter(map(tuple, expected.tolist()))
+    missing, extra = theirs - mine, mine - theirs
+    source_projection = (1, inputs["pairs"] * inputs["src_len"], inputs["d_model"], inputs["d_model"])
+    if missing[source_projection] and inputs["src_len"] != inputs["tgt_len"]:
+        return Hint(f"{missing[source_projection]} fewer projections over the source's tokens than the forward "
+                    f"pass makes: not every product of the decoder reads the target's tokens")
+    if len(got) != len(expected):
+        return Hint(f"{len(got)} products where the forward pass makes {len(expected)}")
+    if extra:
+        return Hint(f"{sum(extra.values())} of your products are not the forward pass's, for example "
+                    f"{min(extra)} (batch, m, k, n)")
+    return ""
+
+
 EXERCISES: list[Exercise] = [
     Exercise("roofline",
              "roofline(shapes, itemsize, peak_flops, bandwidth, launch_seconds) -> "
              "(flops, bytes_moved, seconds, compute_bound)",
              "16", roofline, _roofline_cases, ("flops", "bytes_moved", "seconds", "compute_bound"),
              hints=(_roofline_hint,), unseen=_unseen_roofline),
+    Exercise("forward_products",
+             "forward_products(d_model, n_heads, d_ff, n_layers, tgt_vocab, pairs, src_len, tgt_len) -> "
+             "dict name -> (batch, m, k, n), every matrix product of the forward pass",
+             "16", _forward_products, _product_cases, ("products",), exact=True, hints=(_products_hint,),
+             convert=_product_rows, unseen=_unseen_products),
 ]
 
 
@@ -154,9 +234,39 @@ def _reversed(shapes, itemsize, peak_flops, bandwidth, launch_seconds):
     return flops, moved, numpy.maximum(compute, memory) + launch_seconds, compute < memory
 
 
+def _listed(d_model, n_heads, d_ff, n_layers, tgt_vocab, pairs, src_len, tgt_len, cross_reads_source=True,
+            weighted_sum=True):
+    head, products = d_model // n_heads, {}
+    attentions = [("encoder", "self", src_len, src_len), ("decoder", "self", tgt_len, tgt_len),
+                  ("decoder", "cross", tgt_len, src_len if cross_reads_source else tgt_len)]
+    for layer in range(n_layers):
+        for side, kind, queries, keys in attentions:
+            for matrix, length in (("q", queries), ("k", keys), ("v", keys), ("o", queries)):
+                products[f"{side}.{layer} {kind} {matrix}"] = (1, pairs * length, d_model, d_model)
+            products[f"{side}.{layer} {kind} scores"] = (pairs * n_heads, queries, head, keys)
+            if weighted_sum:
+                products[f"{side}.{layer} {kind} weighted sum"] = (pairs * n_heads, queries, keys, head)
+        for side, length in (("encoder", src_len), ("decoder", tgt_len)):
+            products[f"{side}.{layer} fc1"] = (1, pairs * length, d_model, d_ff)
+            products[f"{side}.{layer} fc2"] = (1, pairs * length, d_ff, d_model)
+    products["output layer"] = (1, pairs * tgt_len, d_model, tgt_vocab)
+    return products
+
+
+def _cross_reads_target(d_model, n_heads, d_ff, n_layers, tgt_vocab, pairs, src_len, tgt_len):
+    return _listed(d_model, n_heads, d_ff, n_layers, tgt_vocab, pairs, src_len, tgt_len, cross_reads_source=False)
+
+
+def _no_weighted_sum(d_model, n_heads, d_ff, n_layers, tgt_vocab, pairs, src_len, tgt_len):
+    return _listed(d_model, n_heads, d_ff, n_layers, tgt_vocab, pairs, src_len, tgt_len, weighted_sum=False)
+
+
 WRONG_SOLUTIONS: list[WrongSolution] = [
     WrongSolution("roofline", "a multiply-add counted as one FLOP", _one_flop_per_term, "two FLOPs"),
     WrongSolution("roofline", "the result's write left out of the traffic", _result_not_written, "result is not counted"),
     WrongSolution("roofline", "arithmetic and traffic added", _added, "overlap"),
     WrongSolution("roofline", "compute-bound reversed", _reversed, "reversed"),
+    WrongSolution("forward_products", "cross-attention read as self-attention on the target", _cross_reads_target,
+                  "projections over the source"),
+    WrongSolution("forward_products", "attention's product with V forgotten", _no_weighted_sum, "products where"),
 ]

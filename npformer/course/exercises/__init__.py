@@ -12,11 +12,15 @@
                             multi-head attention
     multi_head_steps.py     lesson 8: the steps of multi-head attention's backward pass (the heads' context,
                             the heads' q, k and v, the two inputs)
+    multi_head_questions.py lesson 8's open questions, their auto-graded parts: the key and value biases'
+                            gradients, one head against lesson 7's attention, the multiply-adds
     blocks_and_training.py  lessons 9-15: dropout, the residual block, the decoder stack, the parameter
                             count, Adam and its schedule, BLEU's precision, the length penalty,
                             attention's entropy
     searches.py             lesson 14: greedy search, one step of beam search, the whole beam search
     kv_cache.py             lesson 14: the KV-cached decoding step
+    decoding_questions.py   lesson 14's open questions, their auto-graded parts: what the cache saves,
+                            sampling with a temperature, the length penalty's choices
     roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
     masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
     language_models.py      lessons 18-19: top-k, sampling, BERT's masking rule
@@ -24,6 +28,8 @@
     debugging.py            lessons 21-22: reading a gradient check, two bugs of the zoo fixed
     teacher_forcing_and_batchnorm.py  lessons 23-24: teacher forcing's shift, batch norm and its backward
     batchnorm_steps.py      lesson 24: batch norm's backward in steps (through x_hat, the variance, the mean)
+    batchnorm_questions.py  lesson 24's open questions, their auto-graded parts: the backward pass of batch norm
+                            that normalises the padding too, the padding share of batches
     torch_layout_and_bpe.py lessons 25-26: PyTorch's in_proj layout, BPE's merge step and segmentation
     modern_parts.py         lesson 28: RMSNorm (through 1/rms), rotary positions from a cache offset, SiLU and
                             SwiGLU, the gradient sum of grouped-query attention's shared heads
@@ -37,13 +43,16 @@ from __future__ import annotations
 
 from . import (  # one module per line: each group of lessons adds its own
     attention_pieces,
+    batchnorm_questions,
     batchnorm_steps,
     blocks_and_training,
     debugging,
+    decoding_questions,
     kv_cache,
     language_models,
     masked_pooling,
     modern_parts,
+    multi_head_questions,
     multi_head_steps,
     ops_backward,
     ops_steps,
@@ -62,9 +71,11 @@ MODULES = (
     ops_backward,
     attention_pieces,
     multi_head_steps,
+    multi_head_questions,
     blocks_and_training,
     searches,
     kv_cache,
+    decoding_questions,
     roofline,
     masked_pooling,
     language_models,
@@ -72,6 +83,7 @@ MODULES = (
     debugging,
     teacher_forcing_and_batchnorm,
     batchnorm_steps,
+    batchnorm_questions,
     torch_layout_and_bpe,
     modern_parts,
 )

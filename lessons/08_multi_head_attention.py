@@ -571,15 +571,67 @@ assert head_gap > 0.05, "the two heads must attend differently"
 # %% [markdown]
 # ## Exercises
 #
-# 1. Prove that the key bias $b_k$ gets zero gradient. Does the value bias $b_v$?
+# 1. Prove that the key bias $b_k$ gets zero gradient. Does the value bias $b_v$? Auto-graded part:
+#    `key_and_value_bias_grads` below returns the gradients $db_k$ and $db_v$ of the biases added to
+#    `memory @ Wk` and `memory @ Wv` (at $b = 0$), for the lesson's attention
+#    $\operatorname{softmax}(q k^\top / \sqrt{D_h})$, whatever your variant; the proof stays for the
+#    rubric.
 # 2. With $H = 1$ and $D_h = D$, is multi-head attention the same as lesson 7's attention plus
-#    four linear layers? Check it numerically.
+#    four linear layers? Check it numerically. Auto-graded part:
+#    `same_as_one_attention(d_model, n_heads)` below says, for any number of heads, whether the layer
+#    equals lesson 7's attention (one head of width $D$) between the same four linear layers for
+#    every choice of weights; your numerical check and the reason stay for the rubric.
 # 3. Count the multiply-adds of one multi-head attention (the forward pass) in terms of $B$, $T$,
-#    $D$ and $H$. Which terms depend on $H$?
+#    $D$ and $H$. Which terms depend on $H$? Auto-graded part: `multi_head_attention_multiply_adds`
+#    below returns the counts of self-attention ($T_q = T_m = T$) as three ints: the four
+#    projections, the scores $q k^\top$ and the weighted sum of the values; which terms depend on
+#    $H$, and why, stays for the rubric.
 # 4. Add the four biases $b_q, b_k, b_v, b_o$ to your `multi_head_attention` and
 #    `multi_head_attention_backward` (which then also return $db_q, \dots, db_o$), and compare
 #    them with `nn.MultiHeadAttention(...)`: copy its `q.W`, `q.b`, ... into your
 #    arguments, and compare with its `forward`, its `backward` and its `grads()`.
+
+# %%
+def key_and_value_bias_grads(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
+    """Question 1: (db_k, db_v), each (D,), the gradients of biases added to memory @ Wk and memory @ Wv."""
+    ### BEGIN SOLUTION
+    db_k = np.zeros(Wk.shape[1])  # b_k shifts every score of a row by one amount, which softmax ignores
+    db_v = (dout @ Wo.T).sum(axis=(0, 1))  # a row's weights sum to 1, so b_v reaches the context as it is
+    return db_k, db_v
+    ### END SOLUTION
+
+
+# %%
+print(check("key_and_value_bias_grads", key_and_value_bias_grads))
+
+
+# %%
+def same_as_one_attention(d_model, n_heads):
+    """Question 2: whether the layer with n_heads heads is lesson 7's attention between four linear layers."""
+    ### BEGIN SOLUTION
+    return n_heads == 1  # with more heads, each takes its own softmax over a D / H wide slice of the scores
+    ### END SOLUTION
+
+
+# %%
+print(check("same_as_one_attention", same_as_one_attention))
+
+
+# %%
+def multi_head_attention_multiply_adds(batch, length, d_model, n_heads):
+    """Question 3: (projections, scores, weighted_sum), the multiply-adds of self-attention's forward pass."""
+    ### BEGIN SOLUTION
+    head_dim = d_model // n_heads
+    projections = 4 * batch * length * d_model * d_model  # four (B T, D) @ (D, D) products
+    scores = n_heads * batch * length * length * head_dim  # per head, (T, Dh) @ (Dh, T)
+    weighted_sum = n_heads * batch * length * length * head_dim  # per head, (T, T) @ (T, Dh)
+    return projections, scores, weighted_sum
+    ### END SOLUTION
+
+
+# %%
+print(check("multi_head_attention_multiply_adds", multi_head_attention_multiply_adds))
+
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)

@@ -783,15 +783,72 @@ assert right["greedy"][d].sum() > right["beam"][d].sum() > 0
 #
 # 1. Count, as above, the positions through each layer and the query-key products per layer and
 #    head with the cache, and the ratios of the two decoders' counts. Time the two decoders for 8, 24
-#    and 64 tokens. How does the speed-up grow with length? Compare it with the ratios.
+#    and 64 tokens. How does the speed-up grow with length? Compare it with the ratios. Auto-graded
+#    part: `kv_cache_counts(length)` below returns the two counts with the cache and the two ratios
+#    (the count without the cache over the count with it); the timings and the comparison stay for
+#    the rubric.
 # 2. Beam search with a beam of one, `decoding.beam_search(run.model, made_src, beam_size=1,
 #    max_len=MAX_LEN)`, must equal greedy search, `greedy_decode(run.model, made_src, MAX_LEN)`, on the
 #    pretrained translator and the made-up sentences. Check it.
 # 3. Implement sampling with a temperature $\tau$: replace `argmax` with a draw from
-#    $\operatorname{softmax}(z / \tau)$ of the logits $z$.
+#    $\operatorname{softmax}(z / \tau)$ of the logits $z$. Auto-graded part: one step's draw for a
+#    batch, `sample_with_temperature(logits, temperature, u)` below: `logits` `(B, V)`, one uniform
+#    draw `u[b]` in $(0, 1)$ per row, and row $b$'s token is the first whose cumulative probability
+#    exceeds `u[b]` (the grader tries $\tau$ from $10^{-8}$ to $3$, and logits near 1000); the decoder
+#    that calls it at every step stays for the rubric.
 # 4. The length-penalty section ran `decoding.beam_search` on the made-up sentences with the argument
 #    `length_penalty` set to $0$, $0.6$ and $1$ (`chosen`). How does the mean length of the chosen
 #    translations change with $\alpha$, and why? On how many sentences does the choice change at all?
+#    Auto-graded part: `length_penalty_choices(log_probs, lengths, alphas)` below makes the final
+#    choice from each sentence's finished hypotheses, `log_probs` and `lengths` `(N, K)` (lengths
+#    with `<eos>`, as `length_penalty` reads them), at each $\alpha$ of `alphas`, and returns the
+#    mean length of the chosen hypotheses at each $\alpha$ and the number of sentences whose choice at
+#    the last $\alpha$ differs from the one at the first; the why stays for the rubric.
+
+# %%
+def kv_cache_counts(length):
+    """Question 1: (positions, products, positions_ratio, products_ratio) for a translation of T = length tokens."""
+    ### BEGIN SOLUTION
+    positions_without, products_without = length * (length + 1) // 2, length * (length + 1) * (2 * length + 1) // 6
+    positions, products = length, length * (length + 1) // 2  # one new position per step, t keys at step t
+    return positions, products, positions_without / positions, products_without / products
+    ### END SOLUTION
+
+
+# %%
+print(check("kv_cache_counts", kv_cache_counts))
+
+
+# %%
+def sample_with_temperature(logits, temperature, u):
+    """Question 3: tokens (B,), row b's drawn from softmax(logits[b] / temperature) by the uniform draw u[b]."""
+    ### BEGIN SOLUTION
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    p = np.exp(z - z.max(axis=-1, keepdims=True))  # the row maximum subtracted: no overflow, same softmax
+    cumulative = np.cumsum(p / p.sum(axis=-1, keepdims=True), axis=-1)
+    cumulative /= cumulative[:, -1:]
+    return (cumulative <= np.asarray(u)[:, None]).sum(axis=-1)
+    ### END SOLUTION
+
+
+# %%
+print(check("sample_with_temperature", sample_with_temperature))
+
+
+# %%
+def length_penalty_choices(log_probs, lengths, alphas):
+    """Question 4: (mean_lengths (A,), changed): the final choice among finished hypotheses at each alpha."""
+    ### BEGIN SOLUTION
+    rows = np.arange(len(lengths))
+    chosen = [np.argmax(log_probs / ((5 + lengths) / 6) ** alpha, axis=-1) for alpha in alphas]
+    mean_lengths = np.array([lengths[rows, best].mean() for best in chosen])
+    return mean_lengths, int((chosen[0] != chosen[-1]).sum())
+    ### END SOLUTION
+
+
+# %%
+print(check("length_penalty_choices", length_penalty_choices))
+
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)

@@ -587,12 +587,51 @@ assert moved["batch norm"] > 1e-3 and moved["layer norm"] == 0
 #    normalises them too, with the kept rows' statistics ($\gamma = 1$, $\beta = 0$). Derive the
 #    backward pass of that version and check it with `gradcheck.check_gradients`, with and without
 #    `keep`: what do the padded positions receive now, and over which positions do the two sums of
-#    the compact form run?
+#    the compact form run? Auto-graded part: `batchnorm_padding_normalised_backward(x, keep, dout)`
+#    below returns $dx$, `(B, T, D)`, for `batch_norm(x, keep)` as the lesson wrote it
+#    ($\epsilon = 10^{-5}$); the two answers in words stay for the rubric.
 # 3. Run `BatchNorm` in training mode on a batch of one sentence, then on a single position, as
 #    `Transformer.decode_step` would give it. What does it return, and why?
 # 4. Measure the padding share of `make_batches` for token budgets from 64 to 16384, and of
 #    batches of random sentences of the same sizes. What does the length bucketing buy, and for
-#    which budgets does it buy most?
+#    which budgets does it buy most? Auto-graded part: `padding_share(lengths, batch_of)` below,
+#    the share of `<pad>` among all the positions of a set of batches (`lengths[i]` the length of
+#    sentence `i`, `batch_of[i]` its batch; each batch is padded to its longest sentence); the
+#    table and its reading stay for the rubric.
+
+# %%
+def batchnorm_padding_normalised_backward(x, keep, dout, eps=1e-5):
+    """Question 2: dx (B, T, D) of batch_norm(x, keep), every position normalised with the kept rows' statistics."""
+    ### BEGIN SOLUTION
+    rows, count, width = x[keep], keep.sum(), x.shape[-1]
+    rstd = 1.0 / np.sqrt(rows.var(axis=0) + eps)
+    x_hat = (x - rows.mean(axis=0)) * rstd
+    g_mean = dout.reshape(-1, width).sum(axis=0) / count  # over every position: each output reads the statistics
+    gx_mean = (dout * x_hat).reshape(-1, width).sum(axis=0) / count
+    return rstd * (dout - keep[..., None] * (g_mean + x_hat * gx_mean))  # a padded position: its direct term
+    ### END SOLUTION
+
+
+# %%
+print(check("batchnorm_padding_normalised_backward", batchnorm_padding_normalised_backward))
+
+
+# %%
+def padding_share(lengths, batch_of):
+    """Question 4: the share of <pad> among the positions of the batches, each padded to its longest."""
+    ### BEGIN SOLUTION
+    padded = positions = 0
+    for batch in np.unique(batch_of):
+        batch_lengths = lengths[batch_of == batch]
+        positions += batch_lengths.max() * len(batch_lengths)
+        padded += (batch_lengths.max() - batch_lengths).sum()
+    return padded / positions
+    ### END SOLUTION
+
+
+# %%
+print(check("padding_share", padding_share))
+
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)

@@ -163,6 +163,10 @@ LESSON_24 = {
                                  r"d\\gamma=\\sum", r"d\\beta=\\sum", r"dout\*gamma\*kee?pt?",
                                  r"rstd\*\*3", r"\*\*-1\.5", r"\^\{-3/2\}", r"\^\{3/2\}", r"dx=0\$?ata?padded",
                                  r"r\^3", r"r_d\^3", r"\\sigma_d\^3")),
+    "batchnorm_padding_normalised_backward": Posed((), (
+        r"dx_p=r", r"r\\?,?g_p", r"rstd\*dout", r"keep\[\.\.\.,None\]\*\(g", r"S_1=\\frac\{?1\}?\{?N",
+        r"S_2=\\frac\{?1\}?\{?N", r"(?i)over\**every\**position", r"directterm(alone|only)",
+        r"\(g_i-S_1-\\hatx_iS_2\)")),
 }
 
 # -- lesson 28 ---------------------------------------------------------------------------------------

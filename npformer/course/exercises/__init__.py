@@ -18,6 +18,8 @@
     adam_steps.py           lesson 12: Adam's bias correction, the step of its update that is derived
     attention_questions.py  lessons 6-7 (questions): a prefix language model's mask for a padded batch, the cost
                             of scaling Q or the scores, a query whose scores are all equal, the bytes of P
+    multi_head_questions.py lesson 8's open questions, their auto-graded parts: the key and value biases'
+                            gradients, one head against lesson 7's attention, the multiply-adds
     blocks_and_training.py  lessons 9-15: dropout, the residual block, the decoder stack, the parameter
                             count, Adam and its schedule, BLEU's precision, the length penalty,
                             attention's entropy
@@ -28,12 +30,17 @@
     alignments.py           lesson 15 (questions 1, 3): crossing links, one head's alignment error rate
     roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches), the
                             matrix products of the forward pass
+    decoding_questions.py   lesson 14's open questions, their auto-graded parts: what the cache saves,
+                            sampling with a temperature, the length penalty's choices
+    roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
     masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
     language_models.py      lessons 18-19: top-k, sampling, BERT's masking rule
     patches.py              lesson 20: patch embeddings and their backward pass
     debugging.py            lessons 21-22: reading a gradient check, two bugs of the zoo fixed
     teacher_forcing_and_batchnorm.py  lessons 23-24: teacher forcing's shift, batch norm and its backward
     batchnorm_steps.py      lesson 24: batch norm's backward in steps (through x_hat, the variance, the mean)
+    batchnorm_questions.py  lesson 24's open questions, their auto-graded parts: the backward pass of batch norm
+                            that normalises the padding too, the padding share of batches
     torch_layout_and_bpe.py lessons 25-26: PyTorch's in_proj layout, BPE's merge step and segmentation
     modern_parts.py         lesson 28: RMSNorm (through 1/rms), rotary positions from a cache offset, SiLU and
                             SwiGLU, the gradient sum of grouped-query attention's shared heads
@@ -55,6 +62,8 @@ from . import (  # one module per line: each group of lessons adds its own
     blocks_and_training,
     debugging,
     finite_difference_steps,
+    batchnorm_questions,
+    decoding_questions,
     kv_cache,
     language_models,
     loss_steps,
@@ -62,6 +71,7 @@ from . import (  # one module per line: each group of lessons adds its own
     model_size,
     modern_parts,
     modern_parts_steps,
+    multi_head_questions,
     multi_head_steps,
     ops_backward,
     ops_steps,
@@ -82,9 +92,11 @@ MODULES = (
     attention_pieces,
     multi_head_steps,
     adam_steps,
+    multi_head_questions,
     blocks_and_training,
     searches,
     kv_cache,
+    decoding_questions,
     roofline,
     masked_pooling,
     language_models,
@@ -92,6 +104,7 @@ MODULES = (
     debugging,
     teacher_forcing_and_batchnorm,
     batchnorm_steps,
+    batchnorm_questions,
     torch_layout_and_bpe,
     modern_parts_steps,
     modern_parts,

@@ -151,19 +151,28 @@ def _attention_to_decoding() -> list[WrongSolution]:
         W("attention_backward", "a pass-through to npformer's", lazy_attention, "npformer's own"),
 
         W("split_heads", "a bare reshape", lambda x, n_heads: x.reshape(
-            x.shape[0], n_heads, x.shape[1], x.shape[2] // n_heads), "bare reshape"),
+            x.shape[0], n_heads, x.shape[1], x.shape[2] // n_heads), "a reshape alone"),
         W("split_heads", "heads taken from interleaved columns", lambda x, n_heads: x.reshape(
-            x.shape[0], x.shape[1], x.shape[2] // n_heads, n_heads).transpose(0, 3, 1, 2)),
-        W("merge_heads", "a bare reshape", lambda x: x.reshape(x.shape[0], x.shape[2], -1), "bare reshape"),
+            x.shape[0], x.shape[1], x.shape[2] // n_heads, n_heads).transpose(0, 3, 1, 2), "spaced H apart"),
+        W("merge_heads", "a bare reshape", lambda x: x.reshape(x.shape[0], x.shape[2], -1), "a reshape alone"),
+        W("merge_heads", "features interleaved across heads", lambda x: x.transpose(0, 2, 3, 1).reshape(
+            x.shape[0], x.shape[2], -1), "interleaved"),
+        W("multi_head_attention", "scores scaled by 1/sqrt(D), not 1/sqrt(Dh)",
+          lambda query, memory, Wq, Wk, Wv, Wo, n_heads, mask: merge_heads(attention_weights(
+              split_heads(query @ Wq, n_heads) / np.sqrt(n_heads), split_heads(memory @ Wk, n_heads), mask)
+              @ split_heads(memory @ Wv, n_heads)) @ Wo, "depends on the number of heads"),
         W("multi_head_attention", "no output projection", lambda query, memory, Wq, Wk, Wv, Wo, n_heads, mask: merge_heads(
             attention_weights(split_heads(query @ Wq, n_heads), split_heads(memory @ Wk, n_heads), mask) @ split_heads(memory @ Wv, n_heads))),
         W("multi_head_attention", "keys and values from the query, not the memory",
           lambda query, memory, Wq, Wk, Wv, Wo, n_heads, mask: merge_heads(attention_weights(
               split_heads(query @ Wq, n_heads), split_heads(query @ Wk, n_heads), None) @ split_heads(query @ Wv, n_heads)) @ Wo),
         W("multi_head_attention_backward", "dmemory from the values' path only",
-          lambda *args: mha_backward(*args, paths=("v",)), "values' path"),
+          lambda *args: mha_backward(*args, paths=("v",)), "through the values alone"),
         W("multi_head_attention_backward", "dmemory from the keys' path only",
-          lambda *args: mha_backward(*args, paths=("k",)), "keys' path"),
+          lambda *args: mha_backward(*args, paths=("k",)), "through the keys alone"),
+        W("multi_head_attention_backward", "dWq averaged over the positions", lambda *args: tuple(
+            grad / rows(args[0]).shape[0] if index == 2 else grad for index, grad in enumerate(mha_backward(*args))),
+          "the number of positions that use the weight"),
         W("multi_head_attention_backward", "Wo skipped on the way back", lambda *args: mha_backward(*args, no_wo=True)),
 
         W("transformer_parameters", "no biases", lambda *sizes: transformer_parameters(*sizes, biases=False)),

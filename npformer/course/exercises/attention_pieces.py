@@ -101,15 +101,6 @@ def _split_cases(rng):
             Case("B=1, T=2, D=6, 3 heads", {"x": normal(rng, 1, 2, 6), "n_heads": 3})]
 
 
-def _transpose_forgotten_hint(got, expected, inputs, output):
-    """split_heads or merge_heads written as a bare reshape, without moving the head axis."""
-    x = inputs["x"]
-    if got.shape == expected.shape and numpy.array_equal(got, x.reshape(expected.shape)):
-        return ("a bare reshape, without the transpose: the values land in the right shape but heads and "
-                "positions are mixed (reshape to (B, T, H, Dh), then swap the T and H axes)")
-    return ""
-
-
 def _merge_cases(rng):
     return [Case(case.label, {"x": split_heads_reference(case.inputs["x"], case.inputs["n_heads"])})
             for case in _split_cases(rng)]
@@ -150,8 +141,10 @@ def _memory_paths_hint(got, expected, inputs, output):
     _, dk, dv = ops.attention_backward(split_heads_reference(d_merged, inputs["n_heads"]), attention_cache)
     for d_head, cache, path in ((dk, caches[1], "keys'"), (dv, caches[2], "values'")):
         if hints.explains(ops.linear_backward(merge_heads_reference(d_head), cache)[0], got):
-            return (f"only the {path} path: the memory feeds both the keys and the values, so dmemory is the "
-                    "sum of the two paths' gradients")
+            return hints.Hint(f"dmemory is what the memory gets through the {path[:-2]}s alone; the memory reaches "
+                              "the output along another path as well",
+                              "the memory feeds both the keys and the values, so dmemory is the sum of the two "
+                              "paths' gradients")
     return ""
 
 
@@ -168,7 +161,7 @@ def _multi_head_attention_shapes():
     return [
         ("B=2, Tq=2, Tm=3, D=4, 2 heads, padded memory",
          lambda r: _multi_head_attention_inputs(r, 2, 2, 3, 4, 2, padded_memory)),
-        ("B=1, Tq=1, Tm=1, D=3, 1 head", lambda r: _multi_head_attention_inputs(r, 1, 1, 1, 3, 1, None)),
+        ("B=1, Tq=1, Tm=2, D=3, 1 head", lambda r: _multi_head_attention_inputs(r, 1, 1, 2, 3, 1, None)),
         ("B=1, Tq=3, Tm=3, D=6, 3 heads, causal",
          lambda r: _multi_head_attention_inputs(r, 1, 3, 3, 6, 3, ops.causal_mask(3))),
     ]
@@ -272,16 +265,18 @@ EXERCISES: list[Exercise] = [
              _attention_backward, attention_backward_cases, ("dq", "dk", "dv"), _attention, ("q", "k", "v"),
              hints=(hints.attention_backward_hint,), unseen=unseen_attention_backward, points=2),
     Exercise("split_heads", "split_heads(x, n_heads) -> (B, H, T, D / H)", "08", split_heads_reference, _split_cases,
-             ("heads",), hints=(_transpose_forgotten_hint,), unseen=_unseen_split),
+             ("heads",), hints=(hints.heads_order_hint(split=True),), unseen=_unseen_split),
     Exercise("merge_heads", "merge_heads(x) -> (B, T, H * Dh)", "08", merge_heads_reference, _merge_cases, ("merged",),
-             hints=(_transpose_forgotten_hint,), unseen=_unseen_merge),
+             hints=(hints.heads_order_hint(split=False),), unseen=_unseen_merge),
     Exercise("multi_head_attention",
              "multi_head_attention(query, memory, Wq, Wk, Wv, Wo, n_heads, mask) -> out", "08",
-             _multi_head_attention, _multi_head_attention_cases, ("out",), unseen=_unseen_multi_head_attention),
+             _multi_head_attention, _multi_head_attention_cases, ("out",),
+             hints=(hints.multi_head_scale_hint(_multi_head_attention),), unseen=_unseen_multi_head_attention),
     Exercise("multi_head_attention_backward",
              "multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout) "
              "-> (dquery, dmemory, dWq, dWk, dWv, dWo)", "08", _multi_head_attention_backward,
              multi_head_attention_backward_cases, ("dquery", "dmemory", "dWq", "dWk", "dWv", "dWo"),
-             _multi_head_attention, ("query", "memory", "Wq", "Wk", "Wv", "Wo"), hints=(_memory_paths_hint,),
+             _multi_head_attention, ("query", "memory", "Wq", "Wk", "Wv", "Wo"),
+             hints=(_memory_paths_hint, hints.shared_weight_averaged_hint),
              unseen=unseen_multi_head_attention_backward, points=2),
 ]

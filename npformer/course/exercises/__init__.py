@@ -12,6 +12,7 @@
                             count, Adam and its schedule, BLEU's precision, the length penalty,
                             attention's entropy
     searches.py             lesson 14: greedy search, one step of beam search, the whole beam search
+    training_loop.py        lesson 13: the training loop (global-norm clipping, the step count, Adam, in place)
     kv_cache.py             lesson 14: the KV-cached decoding step
     roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
     masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
@@ -32,11 +33,12 @@ from __future__ import annotations
 
 from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
                modern_parts, ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm,
-               torch_layout_and_bpe)
+               torch_layout_and_bpe, training_loop)
 from .base import Case, Exercise, WrongSolution
 
-MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
-           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts)
+MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, training_loop, searches, kv_cache, roofline,
+           masked_pooling, language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe,
+           modern_parts)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

@@ -6,7 +6,7 @@
 # the positional table, the residual blocks of the encoder and decoder layers (lessons 9 and 10),
 # and Adam's update. Each was graded alone. This lesson puts them together:
 # your functions become the ops that npformer's blocks call, and the translator of lesson 13 trains
-# on them.
+# on them, with your training loop of lesson 13 taking the steps.
 #
 # 1. **Collect** your graded functions from your lessons into one module, `my_npformer.py`.
 # 2. **Plug them in**: `course.student_ops` turns each function that passes its exercise into an op
@@ -14,7 +14,7 @@
 #    `ops.using(...)` makes every block, the loss and Adam call them. What you have not written, or
 #    not yet got right, stays npformer's, and the report says which is which.
 # 3. **Check** the whole model's gradients through your ops against finite differences.
-# 4. **Train** the translator on your ops and on npformer's, and compare the two runs.
+# 4. **Train** the translator on your ops and your loop, and on npformer's, and compare the two runs.
 # 5. **Break** one backward pass on purpose, and see what the check and the training say.
 #
 # The same three steps are commands: `npformer course collect LESSONS --out my_npformer.py`,
@@ -86,7 +86,9 @@ assert model_check.passed, "the whole model's gradients must pass through your o
 # ## 4. Train on your ops, and on npformer's
 #
 # The same command twice: `npformer train` on the embedded corpus (lesson 13), once on your ops and
-# once on npformer's, from the same seed.
+# once on npformer's, from the same seed. When your lessons hold a `train_loop` that passes its
+# exercise (lesson 13), your run's steps are taken by it (`train(..., loop=...)`, what `npformer train
+# --ops` does), and the line printed after the runs says whose loop it was.
 
 # %%
 FULL_RUN = {"max_steps": 900, "eval_every": 300, "test_sentences": 1000}
@@ -101,8 +103,8 @@ def run(name, op_set):
     settings = QUICK_RUN if QUICK else FULL_RUN
     options = TrainOptions(name=name, runs_dir="runs", log_every=5, **settings)
     start = time.perf_counter()
-    with ops.using(op_set):
-        assert train(options, stream=io.StringIO()) == 0
+    with ops.using(op_set):  # your train_loop of lesson 13 takes the steps when your op set holds one
+        assert train(options, stream=io.StringIO(), loop=getattr(op_set, "train_loop", None)) == 0
     seconds = time.perf_counter() - start
     with open(os.path.join("runs", name, "metrics.jsonl"), encoding="utf-8") as file:
         records = [json.loads(line) for line in file]
@@ -112,7 +114,8 @@ def run(name, op_set):
 
 
 results = {"yours": run("lesson-27-yours", yours), "npformer's": run("lesson-27-npformer", "fast")}
-print(f"{n_yours} of {len(ops.OP_NAMES)} ops were yours")
+print(f"{n_yours} of {len(ops.OP_NAMES)} ops were yours; the training loop was "
+      + ("yours (train_loop, lesson 13)" if yours.train_loop is not None else "npformer's"))
 for label, (losses, bleu, seconds) in results.items():
     print(f"{label:10s} last training loss {list(losses.values())[-1]:.5f}, test BLEU (greedy) {bleu:.1f}, "
           f"{seconds:.0f} s")

@@ -91,10 +91,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(with_flags(str(error), HELP, FLAGS)) from None
     student = student_ops(args)
+    loop = student.train_loop if student is not None else None
     with ops.using(student) if student is not None else contextlib.nullcontext():
-        status = train(options)
+        status = train(options, loop=loop)
     if student is not None:
-        print(f"trained on your ops: {len(student.yours())} of {len(ops.OP_NAMES)} ({args.ops}); the rest npformer's")
+        whose = "yours (train_loop, lesson 13)" if loop is not None else "npformer's"
+        print(f"trained on your ops: {len(student.yours())} of {len(ops.OP_NAMES)} ({args.ops}); the rest npformer's; "
+              f"the training loop {whose}")
     if student is not None and student.variants:
         _record_variants(student.variants, os.path.join(options.runs_dir, options.run_name()))
     return status

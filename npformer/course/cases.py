@@ -53,7 +53,8 @@ def outputs(exercise: Exercise, result: Any, inputs: dict) -> tuple:
 def _call_here(exercise: Exercise, function: Callable, inputs: dict) -> tuple:
     """Call npformer's reference in this process (never the student's function), as the worker
     calls the student's."""
-    return outputs(exercise, sandbox.call(function, copy.deepcopy(inputs), exercise.pointwise), inputs)
+    return outputs(exercise, sandbox.call(function, copy.deepcopy(inputs), exercise.pointwise,
+                                                 exercise.in_place), inputs)
 
 
 def _finite_differences(exercise: Exercise, case: Case) -> dict[str, numpy.ndarray]:

@@ -215,6 +215,7 @@ def grade(exercise: Exercise, prepared: list[Prepared], *, function: Callable | 
         seconds = max(1.0, deadline - time.monotonic())
         if items and not _graded(report, items, worker, own_lines, time_limit, function=function, source=source,
                                  name=exercise.name, filename=filename, pointwise=exercise.pointwise,
+                                 in_place=exercise.in_place,
                                  time_limit=seconds):
             break
     if report.passed and not all(row.passed for row in report.rows):

@@ -128,9 +128,12 @@ def _load(job: dict):
     return namespace[job["name"]]
 
 
-def call(function, inputs: dict, pointwise: str | None):
+def call(function, inputs: dict, pointwise: str | None, in_place: tuple = ()):
     """``function(*inputs.values())``, or with ``pointwise`` one call per point of that input, by
-    keyword (the grader calls its references the same way)."""
+    keyword (the grader calls its references the same way); with ``in_place``, the names of inputs
+    the function updates, ``(result, *those inputs after the call)``."""
+    if in_place:
+        return (function(*inputs.values()), *(inputs[name] for name in in_place))
     if pointwise is None:
         return function(*inputs.values())
     rest = {key: value for key, value in inputs.items() if key != pointwise}
@@ -185,7 +188,7 @@ def run_job(job: dict, reply_fd: int) -> None:
     for index, inputs in enumerate(cases):
         try:
             started = time.perf_counter()
-            output = call(function, inputs, job.get("pointwise"))
+            output = call(function, inputs, job.get("pointwise"), tuple(job.get("in_place") or ()))
             microseconds = int((time.perf_counter() - started) * 1e6)
             entry = {"status": "returned", "output": encode(output), "microseconds": microseconds}
         except NotImplementedError:

@@ -13,6 +13,10 @@ active before), and ``StudentOps.report()`` says which is which. A variant's for
 variant (``student_variants``), so that the student's backward is the gradient of what the model
 computes. ``allow_failing=True`` uses a failing function anyway (a lesson that shows what a wrong
 gradient does to training).
+
+The student's training loop (lesson 13's ``train_loop``) is not an op: graded the same way, it is
+``StudentOps.train_loop`` (None when missing or failing), which ``npformer train --ops`` hands to
+the trainer to take the steps (``tasks.translation.student_loop``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from .student_variants import FORWARDS, NOT_IN_THE_MODEL, with_variants
 from .variant_file import my_variant
 from .variants import TEXTBOOK_FORM
 
-__all__ = ["StudentOps", "student_ops", "load_student_ops", "EXERCISE_OPS", "StudentOpsError"]
+__all__ = ["StudentOps", "student_ops", "load_student_ops", "EXERCISE_OPS", "StudentOpsError", "TRAINING_LOOP"]
 
 
 class StudentOpsError(ValueError):
@@ -62,6 +66,8 @@ EXERCISE_OPS: dict[str, tuple[str, ...]] = {
     "repeat_kv_backward": ("grouped_query_attention_backward",),
 }
 
+TRAINING_LOOP = "train_loop"  # the exercise whose function takes npformer train's steps, not an op
+
 
 @dataclass
 class ExerciseStatus:
@@ -81,15 +87,19 @@ class StudentOps(dict):
     """``{op name: function}`` built from a student's functions; ``ops.using`` labels them "yours".
 
     ``exercises`` has one ``ExerciseStatus`` per exercise that could feed an op; ``report()``
-    prints them with the ops they give.
+    prints them with the ops they give, and ``loop_exercise``, the training loop's (``train_loop``:
+    the function, when it is used).
     """
 
     name = "yours"
 
     def __init__(self, functions: dict[str, Callable], exercises: list[ExerciseStatus], source: str,
-                 variants: dict[str, str] | None = None) -> None:
+                 variants: dict[str, str] | None = None, train_loop: Callable | None = None,
+                 loop_exercise: ExerciseStatus | None = None) -> None:
         super().__init__(functions)
-        self.exercises = exercises
+        self.exercises = exercises  # the exercises that give ops
+        self.train_loop = train_loop  # the student's training loop, used (it passed, or failing is allowed), or None
+        self.loop_exercise = loop_exercise  # its status (None: not looked for)
         self.source = source
         self.variants = variants or {}  # exercise -> the student's variant, whose forward the op set runs
         # A forward op made only to keep the inputs for the student's backward computes npformer's
@@ -112,8 +122,10 @@ class StudentOps(dict):
         lines = [f"{len(owned)} of {len(ops.OP_NAMES)} ops are yours (from {self.source}); "
                  f"the others are npformer's ({ops.DEFAULT} set; {len(self) - len(owned)} of them npformer's "
                  "forward keeping the inputs for your backward)"]
-        for entry in self.exercises:
-            gives = ", ".join(EXERCISE_OPS[entry.name])
+        if self.loop_exercise is not None:
+            lines[0] += "; the training loop is " + ("yours" if self.train_loop is not None else "npformer's")
+        for entry in self.exercises + ([self.loop_exercise] if self.loop_exercise is not None else []):
+            gives = ", ".join(EXERCISE_OPS.get(entry.name, ("the training loop (npformer train's steps)",)))
             verdict = {"passed": "yours", "failing": "yours, FAILING its exercise (allowed)"}.get(
                 entry.status, f"npformer's ({entry.status}{': ' + entry.message if entry.message else ''})")
             if entry.name in self.variants and entry.status in ("passed", "failing"):
@@ -139,9 +151,10 @@ def _check_signature(source: str, name: str, function: Callable) -> None:
 
 
 def _collect(module: Any) -> dict[str, Callable]:
+    names = (*EXERCISE_OPS, TRAINING_LOOP)
     if isinstance(module, dict):
-        return {name: value for name, value in module.items() if name in EXERCISE_OPS and callable(value)}
-    return {name: getattr(module, name) for name in EXERCISE_OPS if callable(getattr(module, name, None))}
+        return {name: value for name, value in module.items() if name in names and callable(value)}
+    return {name: getattr(module, name) for name in names if callable(getattr(module, name, None))}
 
 
 def student_ops(module: Any, *, allow_failing: bool = False, source: str | None = None) -> StudentOps:
@@ -155,35 +168,36 @@ def student_ops(module: Any, *, allow_failing: bool = False, source: str | None 
     found = _collect(module)
     if not found:
         raise StudentOpsError(f"{source}: defines none of the graded functions that make ops "
-                              f"({', '.join(EXERCISE_OPS)})")
+                              f"({', '.join(EXERCISE_OPS)}), nor {TRAINING_LOOP}")
     for name, function in found.items():
         _check_signature(source, name, function)
     exercises, usable, variants = [], {}, {}
     for name in sorted(EXERCISE_OPS, key=lambda name: EXERCISES[name].lesson):
-        lesson = EXERCISES[name].lesson
-        if name not in found:
-            exercises.append(ExerciseStatus(name, lesson, "missing"))
-            continue
-        variant = my_variant(name)
-        if variant != TEXTBOOK_FORM and name in NOT_IN_THE_MODEL:
-            exercises.append(ExerciseStatus(name, lesson, "not run", f"your variant '{variant}' is not what the "
-                                                                     "model's op computes"))
-            continue
-        if variant != TEXTBOOK_FORM:
-            variants[name] = variant
-        report = check(name, found[name], strict=False, variant=variant)
-        if report.passed:
-            exercises.append(ExerciseStatus(name, lesson, "passed"))
+        status = _graded(name, found, allow_failing)
+        exercises.append(status)
+        if status.status in ("passed", "failing"):
             usable[name] = found[name]
-        elif report.status is Status.NOT_IMPLEMENTED:
-            exercises.append(ExerciseStatus(name, lesson, "not implemented"))
-        elif allow_failing:
-            exercises.append(ExerciseStatus(name, lesson, "failing", _first_line(report)))
-            usable[name] = found[name]
-        else:
-            exercises.append(ExerciseStatus(name, lesson, "failed", _first_line(report)))
-    chosen = {name: variant for name, variant in variants.items() if name in usable}
-    return StudentOps(with_variants(ops_from(usable), chosen), exercises, str(source), chosen)
+            if my_variant(name) != TEXTBOOK_FORM:
+                variants[name] = my_variant(name)
+    loop = _graded(TRAINING_LOOP, found, allow_failing)
+    return StudentOps(with_variants(ops_from(usable), variants), exercises, str(source), variants,
+                      found[TRAINING_LOOP] if loop.status in ("passed", "failing") else None, loop)
+
+
+def _graded(name: str, found: dict[str, Callable], allow_failing: bool) -> ExerciseStatus:
+    """Exercise ``name``'s status: the student's function graded (against their variant), or why not."""
+    lesson = EXERCISES[name].lesson
+    if name not in found:
+        return ExerciseStatus(name, lesson, "missing")
+    variant = my_variant(name)
+    if variant != TEXTBOOK_FORM and name in NOT_IN_THE_MODEL:
+        return ExerciseStatus(name, lesson, "not run", f"your variant '{variant}' is not what the model's op computes")
+    report = check(name, found[name], strict=False, variant=variant)
+    if report.passed:
+        return ExerciseStatus(name, lesson, "passed")
+    if report.status is Status.NOT_IMPLEMENTED:
+        return ExerciseStatus(name, lesson, "not implemented")
+    return ExerciseStatus(name, lesson, "failing" if allow_failing else "failed", _first_line(report))
 
 
 def _first_line(report: Any) -> str:
@@ -216,7 +230,7 @@ def load_student_ops(path: str, *, allow_failing: bool = False) -> StudentOps:
     except Exception as error:  # the student's module: any error is theirs, reported in one line
         raise StudentOpsError(f"{path}: importing it raised {type(error).__name__}: {error}") from None
     student = student_ops(module, allow_failing=allow_failing, source=str(path))
-    failed = [entry for entry in student.exercises if entry.status == "failed"]
+    failed = [entry for entry in [*student.exercises, student.loop_exercise] if entry and entry.status == "failed"]
     if failed:
         first = failed[0]
         raise StudentOpsError(

@@ -180,13 +180,14 @@ class Worker:
 
     def run(self, cases: list[dict], *, function: Callable | None = None, source: str | None = None,
             name: str = "", filename: str = "<submission>", pointwise: str | None = None,
-            time_limit: float = 60.0, memory_mb: int = MEMORY_MB) -> JobResult:
+            in_place: tuple = (), time_limit: float = 60.0, memory_mb: int = MEMORY_MB) -> JobResult:
         """Run one job: ``function`` (an object) or ``source`` (text defining ``name``) on ``cases``."""
         result = JobResult()
         with self._lock:
             process = self._start()
             job = {"cases": [_pickled(inputs) for inputs in cases], "name": name, "filename": filename,
-                   "source": source, "pointwise": pointwise, "time_limit": time_limit, "memory_mb": memory_mb,
+                   "source": source, "pointwise": pointwise, "in_place": list(in_place), "time_limit": time_limit,
+                   "memory_mb": memory_mb,
                    "function": None, "isolated": self.mode is not None,
                    "seccomp": isolation.job_filter() if isolation.filters_unavailable() is None else None}
             if function is not None:

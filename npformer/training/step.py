@@ -59,6 +59,21 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
     A non-finite loss skips the update (nothing is changed) and is returned as it is,
     so that the caller can stop and keep its last good checkpoint.
     """
+    loss = loss_and_gradients(model, inputs, targets, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                              only_counted_targets=only_counted_targets)
+    if not math.isfinite(loss):
+        return StepResult(loss, math.nan)
+    grad_norm = clip_grad_norm(model, max_norm) if max_norm is not None else math.nan
+    optimizer.step()
+    return StepResult(loss, grad_norm)
+
+
+@threads.with_blas_on_one_thread_when(ops.holds_blas)
+def loss_and_gradients(model: Any, inputs: tuple, targets: Any, *, ignore_index: int | None = PAD_ID,
+                       label_smoothing: float = 0.0, only_counted_targets: bool = False) -> float:
+    """The first half of ``train_step`` (its arguments): forward, the active op set's loss, and the
+    backward pass, which fills ``model.grads()``; returns the loss. A non-finite loss is returned
+    before any gradient is computed (the model's gradients are then those of the step before)."""
     allocator.keep_freed_memory()  # once per process: each step reuses the last one's memory
     if only_counted_targets and ignore_index is not None:
         if not isinstance(model, Transformer):
@@ -75,11 +90,9 @@ def train_step(model: Any, inputs: tuple, targets: Any, optimizer: Any, *,
                                                label_smoothing=label_smoothing)
     loss = float(loss)
     if not math.isfinite(loss):
-        return StepResult(loss, math.nan)
+        return loss
     model.zero_grad()
     dlogits = op_set.cross_entropy_backward(1.0, cache)
     del cache, logits  # the (N, V) probabilities and logits are not needed during backward
     model.backward(dlogits)
-    grad_norm = clip_grad_norm(model, max_norm) if max_norm is not None else math.nan
-    optimizer.step()
-    return StepResult(loss, grad_norm)
+    return loss

@@ -26,6 +26,7 @@
     model_size.py           lesson 11 (questions 4, 5): the vocabulary at which the embeddings and the output
                             layer outgrow the layers, the length at which attention's N^2 terms catch up
     searches.py             lesson 14: greedy search, one step of beam search, the whole beam search
+    training_loop.py        lesson 13: the training loop (global-norm clipping, the step count, Adam, in place)
     kv_cache.py             lesson 14: the KV-cached decoding step
     alignments.py           lesson 15 (questions 1, 3): crossing links, one head's alignment error rate
     roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches), the
@@ -58,12 +59,12 @@ from . import (  # one module per line: each group of lessons adds its own
     alignments,
     attention_pieces,
     attention_questions,
+    batchnorm_questions,
     batchnorm_steps,
     blocks_and_training,
     debugging,
-    finite_difference_steps,
-    batchnorm_questions,
     decoding_questions,
+    finite_difference_steps,
     kv_cache,
     language_models,
     loss_steps,
@@ -81,6 +82,7 @@ from . import (  # one module per line: each group of lessons adds its own
     steps,
     teacher_forcing_and_batchnorm,
     torch_layout_and_bpe,
+    training_loop,
 )
 from .base import Case, Exercise, WrongSolution
 
@@ -112,6 +114,7 @@ MODULES = (
     attention_questions,
     finite_difference_steps,
     model_size,
+    training_loop,
 )
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(

@@ -39,7 +39,9 @@ class Exercise:
     points, and the function (a scalar rule such as a learning-rate schedule) is then called once per
     point, by keyword. ``convert(result, inputs) -> outputs`` turns what the function returned into
     the tuple of arrays the grader compares (names as positions, BPE's pieces as codes); the grader
-    applies it to the result sent back from the worker.
+    applies it to the result sent back from the worker. ``in_place`` names inputs the function
+    updates in place (a training loop's parameters and state): the worker sends them back after the
+    call, so ``convert`` receives ``(result, *those inputs)``.
     ``unseen`` draws the cases a student never sees (other shapes and values, from a
     generator seeded per check; the instructor's hidden cases come from it too; ``one_token`` names
     the inputs whose axis of length 1 is so by definition, a single new token). ``points``:
@@ -70,6 +72,7 @@ class Exercise:
     timed_forward: Callable | None = None
     variant: str = ""
     question: int = 0
+    in_place: tuple[str, ...] = ()
 
 
 def normal(rng: numpy.random.Generator, *shape: int) -> numpy.ndarray:

@@ -22,6 +22,10 @@
    parameters at the last N evaluation points and the last step
    (``training.Snapshots``); then the test BLEU, greedy and beam.
 
+A student's ``train_loop`` (lesson 13; ``train(options, loop=...)``, ``npformer train --ops``) can
+take the steps instead of ``train_step``: ``student_loop`` hands it the same batches, the loss and
+gradients, the schedule and the optimizer's state, and everything else stays as it is.
+
 Safety: Ctrl-C finishes the current step, saves and exits (a second Ctrl-C
 stops at once); a non-finite loss stops the run, naming the step, and keeps
 the last good checkpoint; ``resume=True`` continues from the checkpoint and
@@ -37,7 +41,7 @@ import os
 import sys
 import time
 from dataclasses import asdict
-from typing import IO, Any
+from typing import IO, Any, Iterator
 
 import numpy
 
@@ -45,7 +49,6 @@ from ... import backend, optim, threads
 from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, check_splits, copy_links, encode_pairs, encode_tokens,
                      hide_links, invent_links, load_pairs, make_batches, split_by_source, split_hint, tokenize,
                      toy_corpus, WordInventor)
-from ...data.tatoeba import longest_side
 from ...data.truecase import Truecaser
 from ...models import Transformer, TransformerConfig
 from ...tokens import PAD_ID
@@ -53,7 +56,9 @@ from ...training import (CheckpointError, Snapshots, generator_state, graceful_i
                          save_checkpoint, set_generator_state, train_step)
 from ...viz import close, training_curves
 from ..checks import check_folder_can_be_created
+from . import student_loop
 from .evaluation import metrics_line, test_bleu, validate
+from .long_pairs import split_by_length, with_longer_pairs
 from .options import TrainOptions
 from .run_folder import RunError, RunFolder
 from .translator import Translator
@@ -86,33 +91,6 @@ def load_splits(options: TrainOptions, log: Any = print) -> tuple[Splits, dict]:
                 f"in training, {len(splits.long):,} held out (long.tsv)")
     log("data: " + ", ".join(f"{k} {v:,}" for k, v in splits.counts().items()) + " pairs")
     return splits, info
-
-
-def split_by_length(pairs: list[tuple[str, str]], max_words: int | None) -> tuple[list, list]:
-    """``(pairs of at most max_words words a side, the longer ones)``, each in file order."""
-    short, longer = [], []
-    for pair in pairs:
-        (short if max_words is None or longest_side(*pair) <= max_words else longer).append(pair)
-    return short, longer
-
-
-LONG_HELD_OUT = 0.1  # of the longer pairs' English sentences, kept out of training to measure long input
-
-
-def with_longer_pairs(splits: Splits, longer: list[tuple[str, str]], seed: int) -> Splits:
-    """``splits`` with the ``longer`` pairs added: a tenth of the English sentences that only they
-    hold kept out of training (``Splits.long``), the rest added to training. A longer pair whose
-    English sentence is in the validation or test split is left out, and one whose English sentence
-    is in the training split trains, so that no English sentence is in two places."""
-    elsewhere = {english for english, _ in splits.valid + splits.test}
-    trained = {english for english, _ in splits.train}
-    longer = [pair for pair in longer if pair[0] not in elsewhere]
-    new = [pair for pair in longer if pair[0] not in trained]
-    parts = split_by_source(new, valid_fraction=0.0, test_fraction=LONG_HELD_OUT, seed=seed) if new \
-        else Splits([], [], [])
-    also_trained = [pair for pair in longer if pair[0] in trained]
-    return Splits(splits.train + also_trained + parts.train, splits.valid, splits.test, splits.alignments,
-                  long=parts.test)
 
 
 def build_vocabularies(options: TrainOptions, train_tokens: list[tuple[list[str], list[str]]],
@@ -177,8 +155,10 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tup
 class Trainer:
     """One training run; see the module docstring."""
 
-    def __init__(self, options: TrainOptions, stream: IO[str] | None = None) -> None:
+    def __init__(self, options: TrainOptions, stream: IO[str] | None = None, loop: Any = None) -> None:
         self.options = options
+        self.loop = loop          # the student's train_loop (lesson 13), or None: npformer's steps
+        self.loop_state: dict | None = None  # what the student's loop keeps between its calls
         self.stream = stream or sys.stderr
         self.run_folder = RunFolder(os.path.join(options.runs_dir, options.run_name()))
         self.folder = self.run_folder.folder
@@ -234,8 +214,12 @@ class Trainer:
         return examples
 
     def save(self, position: dict) -> None:
-        """A checkpoint of the model, the optimizer and ``position`` (where the loop stands)."""
-        meta = {**position, "dropout_rng_state": generator_state(self.model.dropout_rng)}
+        """A checkpoint of the model, the optimizer and ``position`` (where the loop stands); under
+        the student's loop, the optimizer's state is first what their ``state`` holds."""
+        if self.loop_state is not None:
+            student_loop.store_state(self.optimizer, self.loop_state)
+        meta = {**position, "dropout_rng_state": generator_state(self.model.dropout_rng),
+                "train_loop": "yours" if self.loop is not None else "npformer's"}
         save_checkpoint(self.run_folder.checkpoint, self.model, self.optimizer, meta)
 
     def _average(self, step: int) -> None:
@@ -317,6 +301,8 @@ class Trainer:
                  f"vocab {self.model_config.src_vocab:,}/{self.model_config.tgt_vocab:,}; "
                  f"{threads.get_threads()} thread(s) (NPFORMER_THREADS; another count sums in another order "
                  f"and gives slightly different weights)")
+        if self.loop is not None:
+            self.log(student_loop.HEADER)
         with graceful_interrupts() as stop:
             status = self._loop(position, stop)
         if status != 0:
@@ -347,12 +333,14 @@ class Trainer:
                      f"smaller --warmup (a tenth of the steps is usual) or more --max-steps")
 
     def _loop(self, position: dict, stop: Any) -> int:
-        """Epochs of batches until the budget is spent or Ctrl-C; ``position`` is updated in place."""
+        """Epochs of batches until the budget is spent or Ctrl-C; ``position`` is updated in place.
+        The steps are npformer's (``train_step``), or the student's ``loop`` (``student_loop``)."""
         from tqdm.auto import tqdm   # here, not at the top: importing npformer starts no progress bar
 
         options = self.options
         max_steps, minutes = options.budget()
-        started, elapsed_before, tokens_seen = time.perf_counter(), position["elapsed_seconds"], 0
+        self._started, self._elapsed_before, self._tokens_seen = time.perf_counter(), position["elapsed_seconds"], 0
+        elapsed_before = self._elapsed_before
 
         def spent() -> float:
             """The share of the budget used so far: of the steps, or of the time (the run's whole time,
@@ -361,59 +349,20 @@ class Trainer:
             if max_steps is not None:
                 shares.append(position["step"] / max_steps)
             if minutes is not None:
-                shares.append((elapsed_before + time.perf_counter() - started) / (60 * minutes))
+                shares.append((elapsed_before + time.perf_counter() - self._started) / (60 * minutes))
             return min(max(shares), 1.0)
 
-        def out_of_budget() -> bool:
-            return spent() >= 1.0
-
         interactive = hasattr(self.stream, "isatty") and self.stream.isatty()
-        bar = tqdm(total=max_steps, initial=position["step"], file=self.stream, unit="step",
-                   dynamic_ncols=True, mininterval=0.1 if interactive else 30.0)
+        self._bar = tqdm(total=max_steps, initial=position["step"], file=self.stream, unit="step",
+                         dynamic_ncols=True, mininterval=0.1 if interactive else 30.0)
         self.model.train()
-        while not out_of_budget() and not stop.requested:
-            # The batches of an epoch are a function of the generator's state at its start,
-            # so a resumed run rebuilds them exactly and skips the ones already done.
-            set_generator_state(self.data_rng, position["epoch_rng_state"])
-            batches = make_batches(self.epoch_examples(), options.token_budget, self.data_rng)
-            while position["batch_index"] < len(batches) and not out_of_budget() and not stop.requested:
-                batch = batches[position["batch_index"]]
-                self.optimizer.lr = self.learning_rate(position["step"] + 1, spent())
-                result = train_step(self.model, (backend.asarray(batch.src), backend.asarray(batch.tgt_in)),
-                                    backend.asarray(batch.tgt_out), self.optimizer, ignore_index=PAD_ID,
-                                    label_smoothing=self.model_config.label_smoothing, max_norm=options.clip,
-                                    only_counted_targets=True)
-                if not math.isfinite(result.loss):
-                    bar.close()
-                    self.log(f"stopping: the loss is {result.loss} at step {position['step'] + 1}; the last "
-                             f"good checkpoint ({self.run_folder.checkpoint}) is kept")
-                    return 1
-                position["step"] += 1
-                position["batch_index"] += 1
-                step = position["step"]
-                tokens_seen += batch.n_tokens
-                rate = tokens_seen / max(time.perf_counter() - started, 1e-9)
-                bar.update(1)
-                bar.set_postfix_str(f"loss {result.loss:.3f} | {rate:,.0f} tok/s | lr {self.optimizer.lr:.1e}",
-                                    refresh=False)
-                if step % options.log_every == 0:
-                    self._record({"kind": "train", "step": step, "loss": result.loss, "lr": self.optimizer.lr,
-                                  "grad_norm": result.grad_norm, "tokens_per_second": rate,
-                                  "epoch": position["epoch"]})
-                if step % options.eval_every == 0:
-                    record, lines = validate(self.translator, self.valid_examples, self.valid_pairs,
-                                             options.token_budget, options.eval_sentences)
-                    self._record({**record, "step": step})
-                    bar.write(f"step {step}: " + "\n".join(lines), file=self.stream)
-                    position["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
-                    self.snapshots.take(self.model, step)
-                    self.save(position)
-                    self._plot()
-            if position["batch_index"] >= len(batches):
-                position.update(epoch=position["epoch"] + 1, batch_index=0,
-                                epoch_rng_state=generator_state(self.data_rng))
-        bar.close()
-        position["elapsed_seconds"] = elapsed_before + time.perf_counter() - started
+        batches = self._batches(position, stop, spent)
+        status = self._npformer_steps(batches, position, spent) if self.loop is None else \
+            student_loop.run(self, batches, position, spent)
+        self._bar.close()
+        if status != 0:
+            return status
+        position["elapsed_seconds"] = elapsed_before + time.perf_counter() - self._started
         if not stop.requested and self.options.average_last > 1:
             self._average(position["step"])
         self.save(position)
@@ -425,7 +374,65 @@ class Trainer:
             return 130
         return 0
 
+    def _batches(self, position: dict, stop: Any, spent: Any) -> Iterator[Any]:
+        """The batches still to train on, one at a time, until the budget is spent or Ctrl-C. The
+        batches of an epoch are a function of the generator's state at its start, so a resumed run
+        rebuilds them exactly and skips the ones already done; each step ends with ``_after_step``
+        (which moves ``position`` on) before the next batch is drawn."""
+        while spent() < 1.0 and not stop.requested:
+            set_generator_state(self.data_rng, position["epoch_rng_state"])
+            batches = make_batches(self.epoch_examples(), self.options.token_budget, self.data_rng)
+            while position["batch_index"] < len(batches) and spent() < 1.0 and not stop.requested:
+                yield batches[position["batch_index"]]
+            if position["batch_index"] >= len(batches):
+                position.update(epoch=position["epoch"] + 1, batch_index=0,
+                                epoch_rng_state=generator_state(self.data_rng))
 
-def train(options: TrainOptions, stream: IO[str] | None = None) -> int:
-    """Run ``npformer train``; returns the exit status."""
-    return Trainer(options, stream).run()
+    def _npformer_steps(self, batches: Iterator[Any], position: dict, spent: Any) -> int:
+        """npformer's own steps (``train_step``) on ``batches``; 1 at a non-finite loss, else 0."""
+        for batch in batches:
+            self.optimizer.lr = self.learning_rate(position["step"] + 1, spent())
+            result = train_step(self.model, (backend.asarray(batch.src), backend.asarray(batch.tgt_in)),
+                                backend.asarray(batch.tgt_out), self.optimizer, ignore_index=PAD_ID,
+                                label_smoothing=self.model_config.label_smoothing, max_norm=self.options.clip,
+                                only_counted_targets=True)
+            if not math.isfinite(result.loss):
+                return self.stop_at_non_finite(result.loss, position)
+            self.after_step(position, batch, result.loss, result.grad_norm, self.optimizer.lr)
+        return 0
+
+    def stop_at_non_finite(self, loss: float, position: dict) -> int:
+        self._bar.close()
+        self.log(f"stopping: the loss is {loss} at step {position['step'] + 1}; the last "
+                 f"good checkpoint ({self.run_folder.checkpoint}) is kept")
+        return 1
+
+    def after_step(self, position: dict, batch: Any, loss: float, grad_norm: float, lr: float) -> None:
+        """What follows every step: ``position`` moved on, the progress bar, and every ``log_every``
+        and ``eval_every`` steps a line of ``metrics.jsonl``, an evaluation and a checkpoint."""
+        options = self.options
+        position["step"] += 1
+        position["batch_index"] += 1
+        step = position["step"]
+        self._tokens_seen += batch.n_tokens
+        rate = self._tokens_seen / max(time.perf_counter() - self._started, 1e-9)
+        self._bar.update(1)
+        self._bar.set_postfix_str(f"loss {loss:.3f} | {rate:,.0f} tok/s | lr {lr:.1e}", refresh=False)
+        if step % options.log_every == 0:
+            self._record({"kind": "train", "step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
+                          "tokens_per_second": rate, "epoch": position["epoch"]})
+        if step % options.eval_every == 0:
+            record, lines = validate(self.translator, self.valid_examples, self.valid_pairs,
+                                     options.token_budget, options.eval_sentences)
+            self._record({**record, "step": step})
+            self._bar.write(f"step {step}: " + "\n".join(lines), file=self.stream)
+            position["elapsed_seconds"] = self._elapsed_before + time.perf_counter() - self._started
+            self.snapshots.take(self.model, step)
+            self.save(position)
+            self._plot()
+
+
+def train(options: TrainOptions, stream: IO[str] | None = None, loop: Any = None) -> int:
+    """Run ``npformer train``; returns the exit status. ``loop``: a student's ``train_loop`` (lesson
+    13's exercise) to take the steps instead of npformer's (``student_loop``)."""
+    return Trainer(options, stream, loop).run()

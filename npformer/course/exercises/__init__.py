@@ -6,6 +6,9 @@
                             graded on its own, and DERIVATIONS, the order of each derivation's steps
     ops_steps.py            lessons 2 and 5: the steps of their derivations (the linear layer for one row,
                             GELU's gate, the embedding's one-hot form), and those lessons' compact forms
+    mlp_and_positions.py    lessons 2 and 5: an MLP's backward pass chained through its layers, the embedding
+                            with learned positions; questions: Phi's far tail, the position table's counts, the
+                            first minimum of PE_0 . PE_k
     ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
                             softmax, the loss, layer norm, the embedding), the positional encoding
     attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
@@ -15,6 +18,9 @@
     blocks_and_training.py  lessons 9-15: dropout, the residual block, the decoder stack, the parameter
                             count, Adam and its schedule, BLEU's precision, the length penalty,
                             attention's entropy
+    layer_backward.py       lessons 9 and 10: an encoder layer's backward pass through its blocks with the
+                            parameters' gradients, the decoder's through its layers and the memory; questions:
+                            the sandwich block, the layers' parameter counts, the queries that attend to nothing
     searches.py             lesson 14: greedy search, one step of beam search, the whole beam search
     kv_cache.py             lesson 14: the KV-cached decoding step
     roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
@@ -42,7 +48,9 @@ from . import (  # one module per line: each group of lessons adds its own
     debugging,
     kv_cache,
     language_models,
+    layer_backward,
     masked_pooling,
+    mlp_and_positions,
     modern_parts,
     multi_head_steps,
     ops_backward,
@@ -60,9 +68,11 @@ MODULES = (
     steps,
     ops_steps,
     ops_backward,
+    mlp_and_positions,
     attention_pieces,
     multi_head_steps,
     blocks_and_training,
+    layer_backward,
     searches,
     kv_cache,
     roofline,

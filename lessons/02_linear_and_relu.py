@@ -186,6 +186,94 @@ _, relu_cache = ops.relu_forward(x)
 assert all(value.dtype == bool for value in relu_cache.values()), "ReLU's cache keeps only a boolean mask"
 
 # %% [markdown]
+# ## A network of layers, walked back
+#
+# A multi-layer perceptron (MLP) stacks $L$ linear layers with a ReLU between each two of them, and
+# none after the last. With $h_0 = x$, of shape `(..., D_0)`:
+#
+# $$z_l = h_{l-1} W_l + b_l \quad (l = 1, \dots, L), \qquad h_l = \operatorname{relu}(z_l) \quad (l < L),
+# \qquad y = z_L,$$
+#
+# where $W_l$ has shape $(D_{l-1}, D_l)$ and $b_l$ shape $(D_l,)$. The Transformer's feed-forward
+# network (lesson 9) is this network with $L = 2$. You have written the backward pass of each piece;
+# the network's is theirs, chained. Before you write it, answer from the equations:
+#
+# * Each piece's backward pass takes the *inputs* of its forward pass. Which values of the forward
+#   pass must your function keep, layer by layer, so that the backward passes can be called?
+# * Layer $l$'s backward pass needs the gradient at its output $z_l$. Which piece hands it over, so
+#   in which order can the pieces' backward passes run?
+# * Where does a ReLU's backward pass go in that order, and where is there none?
+#
+# ### Your turn
+#
+# Write `mlp_backward(x, weights, biases, dout)`: `weights` and `biases` are lists of the $L$ layers'
+# $W_l$ and $b_l$, in the forward pass's order; `dout` is $\partial L / \partial y$, of $y$'s shape
+# `(..., D_L)`. Return `(dx, dweights, dbiases)`: `dx` shaped like `x`, and two lists of $L$ arrays
+# in the forward pass's order, each shaped like its parameter. You may call your `linear_backward`
+# and `relu_backward`. This exercise grades how the pieces chain, in the lesson's own forms
+# ($x W + b$ and $\max(x, 0)$) for every student: if your variants file changed the linear layer or
+# ReLU, write those two pieces in the lesson's form here (`check` showed it to you when yours
+# passed). The grader tries one, two, three and four layers, with square and non-square widths. When
+# a gradient is wrong, its hint says which layers' gradients are right: reason from where the
+# error enters.
+
+
+# %%
+def mlp_backward(x, weights, biases, dout):
+    """(dx, [dW_1 .. dW_L], [db_1 .. db_L]) of L linear layers with a ReLU between each two."""
+    ### BEGIN SOLUTION
+    layer_inputs, pre_activations, h = [], [], x
+    for layer, (W, b) in enumerate(zip(weights, biases)):
+        layer_inputs.append(h)  # what dW needs
+        pre_activations.append(h @ W + b)  # what the ReLU's backward needs
+        h = np.maximum(pre_activations[-1], 0.0) if layer < len(weights) - 1 else pre_activations[-1]
+    d, d_weights, d_biases = dout, [], []
+    for layer in reversed(range(len(weights))):
+        if layer < len(weights) - 1:  # a ReLU follows every layer but the last
+            d = d * (pre_activations[layer] > 0)
+        W = weights[layer]
+        rows, d_rows = layer_inputs[layer].reshape(-1, W.shape[0]), d.reshape(-1, W.shape[1])
+        d_weights.insert(0, rows.T @ d_rows)
+        d_biases.insert(0, d_rows.sum(axis=0))
+        d = d @ W.T
+    return d, d_weights, d_biases
+    ### END SOLUTION
+
+
+# %%
+print(check("mlp_backward", mlp_backward))
+
+# %% [markdown] tags=["instructor"]
+# ### The chain (instructor edition)
+#
+# The forward pass must keep each layer's input $h_{l-1}$ (for $dW_l$) and each pre-activation $z_l$
+# (for the ReLU's backward). The backward passes run last layer first: layer $L$'s linear backward
+# receives `dout` itself (no ReLU after it) and returns $dh_{L-1}$; the ReLU of layer $L-1$ turns that
+# into $dz_{L-1}$, and so on down to $dx = dh_0$. Each $dW_l$ is the layer's own, so nothing is summed
+# across layers; the lists are filled from the end. A classic mistake is a ReLU's backward after the
+# last layer too (the last layer's gradients are then wrong before any ReLU is passed, as the hint
+# says); another takes $z_{l-1}$ instead of $h_{l-1} = \operatorname{relu}(z_{l-1})$ as layer $l$'s input.
+# Below, with $L = 2$, the chain is npformer's feed-forward network: the same gradients as
+# `nn.FeedForward`'s backward pass.
+
+# %% tags=["instructor"]
+from npformer import nn  # noqa: E402
+
+ffn = nn.FeedForward(4, 6, "relu", rng=np.random.default_rng(4), dtype=np.float64)
+ffn_x = np.random.default_rng(5).standard_normal((2, 3, 4))
+ffn_dout = np.random.default_rng(6).standard_normal((2, 3, 4))
+ffn.forward(ffn_x)
+ffn.zero_grad()
+ffn_dx = ffn.backward(ffn_dout)
+chained = mlp_backward(ffn_x, [ffn.fc1.W, ffn.fc2.W], [ffn.fc1.b, ffn.fc2.b], ffn_dout)
+library_grads = ffn.grads()
+differences = [np.abs(mine - library_grads[name]).max() for mine, name in
+               zip(chained[1] + chained[2], ("fc1.W", "fc2.W", "fc1.b", "fc2.b"))]
+print(f"the chain against nn.FeedForward: largest difference {max(differences):.1e} (parameters), "
+      f"{np.abs(chained[0] - ffn_dx).max():.1e} (dx)")
+assert max(differences) < 1e-12 and np.abs(chained[0] - ffn_dx).max() < 1e-12
+
+# %% [markdown]
 # ## GELU
 #
 # GELU, used by BERT and GPT, weights $x$ by the probability that a standard normal variable is
@@ -326,6 +414,24 @@ assert gelu_slope.min() < 0 < grid[gelu_slope.argmax()] and gelu_slope.max() > 1
 #    almost $1$. Compute $\Phi(-10)$ that way and as $\frac{1}{2}\operatorname{erfc}(-x/\sqrt 2)$ with
 #    `ops.erfc`: how many correct digits does each keep? Why does a `gelu_backward` written with
 #    `erf` still pass the grader, whose cases reach $|x| \approx 13$? (The pass rule is in lesson 1.)
+#
+#    **Auto-graded part:** write `normal_cdf(x)`, $\Phi$ of an array `x` (any shape), that keeps its
+#    digits however negative `x` is. The grader compares $\log \Phi$, from $x = -35$ up, so an answer
+#    that rounds $\Phi(-10)$ to $0$ fails however small its absolute error. Graded code cannot import
+#    npformer: `np.vectorize(math.erfc)` applies Python's `math.erfc` entry by entry. The digit counts
+#    and the reason the `erf` form of `gelu_backward` passes stay for the rubric.
+
+
+# %%
+def normal_cdf(x):
+    """Phi(x), the standard normal distribution function, entry by entry, accurate for very negative x."""
+    ### BEGIN SOLUTION
+    return 0.5 * np.vectorize(math.erfc)(-np.asarray(x, dtype=float) / math.sqrt(2.0))
+    ### END SOLUTION
+
+
+# %%
+print(check("normal_cdf", normal_cdf))
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)

@@ -228,7 +228,7 @@ assert library.passed
 #
 # The alternative to the sinusoids is a learned table $W_{\text{pos}}$ of shape `(max_len, D)`,
 # used like an embedding whose ids are the positions: $x_{b,p} = E_{\text{ids}_{b,p}} + W_{\text{pos},\,p}$.
-# Its gradient is the embedding backward above, it can adapt to the data, and BERT and GPT use it
+# It is learned like the embedding table, it can adapt to the data, and BERT and GPT use it
 # (npformer's `nn.LearnedPositions`, in the classifier and the language model). But it knows
 # nothing about positions beyond `max_len`, and each row is learned separately. The paper found
 # the two about equal on translation. npformer's translator uses the sinusoids, which add no
@@ -256,15 +256,10 @@ assert abs(table_rms - 1 / np.sqrt(2)) < 1e-12, "every pair of the table has sin
 #
 # $$x_{b,t} = \sqrt{d_{\text{model}}}\; W_{\text{ids}_{b,t}} + PE_t .$$
 #
-# On the way back, the gradient $\partial L / \partial x$ that the first layer sends reaches this sum,
-# and the derivative of a sum with respect to each of its terms is $1$: each term receives the whole
-# of $\partial L / \partial x$. The sinusoid term is a fixed function of the positions, with no parameter
-# and nothing before it that needs a gradient, so its share stops there: npformer never computes
-# it. The token term's share goes on, back through the scale $\sqrt{d_{\text{model}}}$ and then
-# through the lookup, into the embedding's backward pass you wrote above. (With a learned table
-# $W_{\text{pos}}$ instead, its share would go on too, into the same kind of backward pass with the
-# positions as ids: exercise 3.) A small translator shows it: the only parameters at the input are
-# the two embedding tables, and the sinusoid table is a plain array, not a parameter.
+# On the way back, the gradient $\partial L / \partial x$, of shape `(B, T, D)`, that the first layer
+# sends reaches this sum. A small translator shows which of its terms hold parameters: the only
+# parameters at the input are the two embedding tables, and the sinusoid table is a plain array, not a
+# parameter.
 
 # %%
 from npformer.models import Transformer, TransformerConfig  # noqa: E402
@@ -278,6 +273,60 @@ assert input_parameters == ["src_embed.W", "tgt_embed.W"], "no parameter holds t
 assert not any(value is tiny.positions for value in tiny.params().values())
 
 # %% [markdown]
+# ### Your turn: the input with learned positions
+#
+# Take a learned table instead of the sinusoids, and a batch that starts at position `start` (a chunk
+# of a longer text, or the next token of a generation step, as lesson 14 decodes):
+#
+# $$x_{b,t} = \sqrt{D}\; W_{\text{ids}_{b,t}} + W_{\text{pos},\ \text{start} + t}, \qquad t = 0, \dots, T - 1,$$
+#
+# with `ids` of shape `(B, T)`, $W$ of shape `(V, D)` and $W_\text{pos}$ of shape `(max_len, D)`, and
+# `start + T <= max_len`. Before you write the gradients of both tables, answer from the equation:
+#
+# * $x$ is a sum of two terms. What part of $\partial L / \partial x_{b,t}$ does each term receive?
+# * Which entries of $x$ does the entry $W_{v,d}$ appear in, and with which coefficient?
+# * Which positions read row $p$ of $W_\text{pos}$: in how many sentences, and which rows does no
+#   position of the batch read?
+#
+# Write `embedding_positions_backward(ids, W, W_pos, start, dout)`, with `dout` of shape `(B, T, D)`;
+# return `(dW, dW_pos)`, shaped like `W` and `W_pos`. It is graded in the lesson's own form for every
+# student (if your variants file changes the embedding, this exercise still takes the lookup $W[\text{ids}]$),
+# against finite differences too, on repeated ids, a batch that starts at position 3, and a single new
+# token at the last position of the table.
+
+
+# %%
+def embedding_positions_backward(ids, W, W_pos, start, dout):
+    """(dW (V, D), dW_pos (max_len, D)) of x[b, t] = sqrt(D) W[ids[b, t]] + W_pos[start + t]."""
+    ### BEGIN SOLUTION
+    batch, length = ids.shape
+    d_model = W.shape[1]
+    scaled = np.sqrt(d_model) * dout  # the token term's share, back through the scale
+    dW = np.zeros_like(W)
+    np.add.at(dW, ids.reshape(-1), scaled.reshape(-1, d_model))  # a repeated id adds up
+    dW_pos = np.zeros_like(W_pos)
+    dW_pos[start:start + length] = dout.sum(axis=0)  # every sentence reads the same rows
+    return dW, dW_pos
+    ### END SOLUTION
+
+
+# %%
+print(check("embedding_positions_backward", embedding_positions_backward))
+
+# %% [markdown] tags=["instructor"]
+# ### Where it goes (instructor edition)
+#
+# The derivative of a sum with respect to each of its terms is $1$: each term receives the whole of
+# $\partial L / \partial x$. The sinusoid term is a fixed function of the positions, with no parameter
+# and nothing before it that needs a gradient, so its share stops there: npformer never computes it.
+# The token term's share goes on, back through the scale $\sqrt{D}$ and then through the lookup, into
+# the embedding's backward pass ($dW = \sqrt{D}\, O^\top \texttt{dout}$). A learned table's share goes
+# on too, into the same kind of backward pass with the positions as ids: position $t$ of *every*
+# sentence reads row $\text{start} + t$, so that row receives the sum over the batch,
+# $dW_{\text{pos},\,\text{start}+t} = \sum_b \texttt{dout}_{b,t}$, and the rows outside
+# $[\text{start}, \text{start} + T)$ receive nothing.
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Prove the rotation property checked above: from the angle-addition formulas, write the pair
@@ -287,11 +336,55 @@ assert not any(value is tiny.positions for value in tiny.params().values())
 # 2. Plot $PE_p \cdot PE_{p+k}$ against $k$ for $k = 0, \dots, 200$ with $d_{\text{model}} = 128$
 #    (use your `positional_encoding`). Does it decrease monotonically with the distance $k$? Where is
 #    its first local minimum, and how does that change with $d_{\text{model}} = 32$ and $512$?
+#
+#    **Auto-graded part:** write `first_local_minimum(d_model, max_k)`, returning the first local
+#    minimum as an int: the smallest $k$ in $1, \dots, \text{max\_k} - 1$ whose product is below the
+#    product at $k - 1$ and not above the one at $k + 1$ (the grader tries other widths, and
+#    `max_k` up to 400). The plot, the answer on monotonicity and the direction of the change stay for
+#    the rubric.
+
+
+# %%
+def first_local_minimum(d_model, max_k):
+    """The first k in 1 .. max_k - 1 where PE_0 . PE_k is a local minimum (below k - 1, not above k + 1)."""
+    ### BEGIN SOLUTION
+    encodings = positional_encoding(max_k + 1, d_model)
+    products = encodings @ encodings[0]  # PE_0 . PE_k = PE_p . PE_{p+k} for every p
+    for k in range(1, max_k):
+        if products[k] < products[k - 1] and products[k] <= products[k + 1]:
+            return k
+    raise ValueError(f"no local minimum for k < {max_k}")
+    ### END SOLUTION
+
+
+# %%
+print(check("first_local_minimum", first_local_minimum))
+
+# %% [markdown]
 # 3. Replace the sinusoids by a learned table (`nn.LearnedPositions(max_len, D, rng=...)`) in a copy
-#    of `Transformer._embed` and `Transformer._embed_backward`. Its gradient is your
-#    `embedding_backward` with the position ids: for a batch of $B$ sentences padded to length $T$,
-#    how many upstream rows are added into row $p$ of $W_{\text{pos}}$, and which rows get no
-#    gradient at all? What does that mean for sentences longer than any seen in training?
+#    of `Transformer._embed` and `Transformer._embed_backward`; the table's gradient is the `dW_pos` of
+#    your `embedding_positions_backward`, with `start = 0`. For a batch of $B$ sentences padded to
+#    length $T$, how many upstream rows are added into row $p$ of $W_{\text{pos}}$, and which rows get
+#    no gradient at all? What does that mean for sentences longer than any seen in training?
+#
+#    **Auto-graded part:** write `position_gradient_counts(ids, max_len)` for `ids` of shape `(B, T)`
+#    (`0` marks `<pad>`, which nothing reads, so npformer sends back a zero row there): return an int
+#    array of shape `(max_len,)`, the number of real tokens' upstream rows added into each row of
+#    $W_\text{pos}$. The copy of the model and the answer on longer sentences stay for the rubric.
+
+
+# %%
+def position_gradient_counts(ids, max_len):
+    """(max_len,) int: how many real (not <pad>) tokens' upstream rows reach each row of W_pos."""
+    ### BEGIN SOLUTION
+    counts = np.zeros(max_len, dtype=int)
+    counts[: ids.shape[1]] = (ids != 0).sum(axis=0)  # position p of every sentence reads row p
+    return counts
+    ### END SOLUTION
+
+
+# %%
+print(check("position_gradient_counts", position_gradient_counts))
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
@@ -388,3 +481,10 @@ print("answer 3: largest |gradient| of each row of the source position table (T 
 assert np.abs(d_positions - embedding_backward(position_ids, learned.src_positions.W, d_source)).max() < 1e-12
 assert np.all(d_source[source == 0] == 0), "padded positions send back zero rows"
 assert np.all(d_positions[5:] == 0) and np.all(np.abs(d_positions[:5]).max(axis=1) > 0)
+d_embed_yours, d_positions_yours = embedding_positions_backward(source, learned.src_embed.W,
+                                                                learned.src_positions.W, 0, d_source)
+assert np.abs(d_embed_yours - learned.grads()["src_embed.W"]).max() < 1e-12
+counts = position_gradient_counts(source, small.max_len)
+print("answer 3: real tokens' rows added into each row of the table:", counts)
+assert np.abs(d_positions_yours - d_positions).max() < 1e-12
+assert np.array_equal(counts > 0, np.abs(d_positions).max(axis=1) > 0)

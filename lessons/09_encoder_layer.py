@@ -183,9 +183,8 @@ print(check("residual_backward", residual_backward))
 # from $ds$; in pre-norm the identity path meets no norm at all.
 
 # %% [markdown]
-# A layer is a list of residual blocks, `layer.sublayers`, written once: its forward walks the list,
-# its backward walks it in reverse (the feed-forward block's residual backward, then the
-# self-attention block's).
+# A layer is a list of residual blocks, `layer.sublayers`, written once in its constructor: its
+# forward walks the list, and its backward (`run_backward`, printed below) undoes it, block by block.
 # The finite-difference check below builds the layer with GELU rather than ReLU: among the many
 # hidden units of the feed-forward network, one whose input lies within the step $h$ of ReLU's kink
 # at $0$ makes the finite difference straddle the kink (lesson 2), and the check fails for that
@@ -205,6 +204,102 @@ for pre_norm in (False, True):
                                         forward=lambda x: layer.forward(x, mask))
     print(f"pre_norm={pre_norm}:", report.table().splitlines()[-1])
     assert report.passed, f"the encoder layer (pre_norm={pre_norm}) must pass the finite-difference check"
+
+# %% [markdown]
+# ## The whole layer, with its parameters' gradients
+#
+# An encoder layer is two residual blocks, in the forward pass's order self-attention's and then the
+# feed-forward network's, each of the kind `pre_norm` says:
+#
+# $$x_1 = \operatorname{block}_1(x_0), \qquad x_2 = \operatorname{block}_2(x_1), \qquad \text{every } x_i
+# \text{ of shape } (B, T, D).$$
+#
+# npformer's modules keep their parameters' gradients inside themselves (`.grads()`). Here, as in a
+# functional framework, every backward function *returns* them beside the gradient at its input:
+#
+# * `sublayer_backward(g)` returns `(d_input, d_weights)`: the gradients at $F$'s input and at $F$'s
+#   parameters, given `g` at $F$'s output;
+# * `norm_backward(g)` returns `(d_input, d_norm)`: the gradients at the norm's input and at its gain
+#   and shift, given `g` at the norm's output;
+# * `dropout_backward(g)` returns the gradient at dropout's input.
+#
+# Each parameter gradient is right only if its function received the gradient at *its own* output.
+# For each kind of block, draw the forward pass again: which gradient reaches the norm's output, and
+# which reaches $F$'s? From which block's backward does the gradient at $x_1$ come, so in which order
+# are the blocks undone?
+#
+# ### Your turn
+#
+# Write `encoder_layer_backward(dout, blocks, pre_norm)`. `blocks` lists the layer's blocks in the
+# forward pass's order, each a tuple `(sublayer_backward, norm_backward, dropout_backward)`; `dout` is
+# the gradient at the last block's output, `(B, T, D)`. Return `(dx, d_sublayers, d_norms)`: `dx` at
+# the first block's input, and two lists with one entry per block, in the forward pass's order: what
+# each block's sub-layer and norm returned for their parameters. As for `residual_backward`, the
+# grader hands you linear maps with random matrices (one to three blocks), so a gradient taken from the
+# wrong place changes the numbers.
+
+
+# %%
+def encoder_layer_backward(dout, blocks, pre_norm):
+    """(dx, d_sublayers, d_norms) of residual blocks given in the forward order, walked back."""
+    ### BEGIN SOLUTION
+    d, d_sublayers, d_norms = dout, [], []
+    for sublayer_backward, norm_backward, dropout_backward in reversed(blocks):
+        if pre_norm:  # y = x + D(F(LN(x))): F's output gets D's backward of dout, the norm's output F's
+            d_normed, d_weights = sublayer_backward(dropout_backward(d))
+            d_input, d_norm = norm_backward(d_normed)
+            d = d + d_input
+        else:  # y = LN(x + D(F(x))): the norm's output gets dout, F's output the sum's gradient
+            d_sum, d_norm = norm_backward(d)
+            d_input, d_weights = sublayer_backward(dropout_backward(d_sum))
+            d = d_sum + d_input
+        d_sublayers.insert(0, d_weights)
+        d_norms.insert(0, d_norm)
+    return d, d_sublayers, d_norms
+    ### END SOLUTION
+
+
+# %%
+print(check("encoder_layer_backward", encoder_layer_backward))
+
+# %% [markdown] tags=["instructor"]
+# ### The walk (instructor edition)
+#
+# The gradient at $x_1$ comes out of block 2's backward, so the blocks are undone last first, each
+# receiving what the one after it returned. Inside a block, the parameters' gradients come from the
+# gradient at each function's own output: in post-norm, $y = \operatorname{LN}(s)$, so the norm's
+# parameters take `dout` itself and $F$'s take $D_p(ds)$, with $ds$ the norm's input gradient; in
+# pre-norm, $F$'s take $D_p(dy)$ and the norm's take what $F$'s backward returns, since the norm's
+# output is $F$'s input. The lists are filled from the end, so that they come out in the forward
+# order. Below, the walk on a real encoder layer's blocks (their `.backward` store the parameters'
+# gradients and return the input's; a wrapper returns both) gives npformer's gradients.
+
+# %% tags=["instructor"]
+def returning_grads(module):
+    """module.backward as a function returning (d_input, the gradients of the module's parameters, one vector)."""
+    def backward(g):
+        module.zero_grad()
+        d_input = module.backward(g)
+        return d_input, np.concatenate([grad.ravel() for grad in module.grads().values()])
+    return backward
+
+
+for pre_norm in (False, True):
+    walked_layer = nn.EncoderLayer(6, n_heads=2, d_ff=12, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
+                                   activation="gelu", rng=np.random.default_rng(8), dtype=np.float64)
+    walk_x, walk_dout = rng.standard_normal((2, 4, 6)), rng.standard_normal((2, 4, 6))
+    walked_layer.forward(walk_x, None)
+    walked_layer.zero_grad()
+    expected_dx = walked_layer.backward(walk_dout)
+    expected = [np.concatenate([grad.ravel() for grad in module.grads().values()])
+                for block in walked_layer.sublayers for module in (block.sublayer, block.norm)]
+    walk_blocks = [(returning_grads(block.sublayer), returning_grads(block.norm), lambda g: g)
+                   for block in walked_layer.sublayers]
+    walk_dx, walk_sublayers, walk_norms = encoder_layer_backward(walk_dout, walk_blocks, pre_norm)
+    walked = [grads for pair in zip(walk_sublayers, walk_norms) for grads in pair]
+    largest = max(np.abs(mine - theirs).max() for mine, theirs in zip(walked + [walk_dx], expected + [expected_dx]))
+    print(f"pre_norm={pre_norm}: the walk against npformer's layer, largest difference {largest:.1e}")
+    assert largest < 1e-12
 
 # %% [markdown]
 # ## How the gradient travels down the stack
@@ -268,12 +363,52 @@ assert 0.8 < post[0] / post[-1] < 1.25, "post-norm: layer 0 must get about what 
 # ## Exercises
 #
 # 1. Write the backward pass of a "sandwich" layout,
-#    $y = x + \operatorname{Norm}_2(\operatorname{Sublayer}(\operatorname{Norm}_1(x)))$, in the
-#    style of `residual_backward` above, and check it against finite differences.
+#    $y = x + \operatorname{Drop}\big(\operatorname{Norm}_2(\operatorname{Sublayer}(\operatorname{Norm}_1(x)))\big)$,
+#    in the style of `residual_backward` above, and check it against finite differences.
+#
+#    **Auto-graded part:** `sandwich_backward(dout, sublayer_backward, norm1_backward, norm2_backward,
+#    dropout_backward)`, returning $dx$ `(B, T, D)` given `dout` at $y$, each function mapping a
+#    gradient at its operation's output to the one at its input, as in `residual_backward`. The
+#    finite-difference check of the layout (a module with two norms and a sub-layer) stays for the
+#    rubric.
+
+
+# %%
+def sandwich_backward(dout, sublayer_backward, norm1_backward, norm2_backward, dropout_backward):
+    """dx of y = x + D(Norm2(F(Norm1(x))))."""
+    ### BEGIN SOLUTION
+    return dout + norm1_backward(sublayer_backward(norm2_backward(dropout_backward(dout))))
+    ### END SOLUTION
+
+
+# %%
+print(check("sandwich_backward", sandwich_backward))
+
+# %% [markdown]
 # 2. Why does pre-norm need a final LayerNorm on the encoder's output?
 # 3. Count an encoder layer's parameters as a formula in $D$ and $d_{ff}$ (the attention, the
 #    feed-forward network and the two layer norms), and check it against
 #    `nn.EncoderLayer(...).num_params()` for two different sizes.
+#
+#    **Auto-graded part:** `encoder_layer_parameters(d_model, d_ff)`, returning your formula's count as
+#    an int (graded on other sizes than yours). The check against `num_params()` stays for the rubric.
+
+
+# %%
+def encoder_layer_parameters(d_model, d_ff):
+    """The parameters of an encoder layer of width d_model and feed-forward width d_ff."""
+    ### BEGIN SOLUTION
+    attention = 4 * (d_model * d_model + d_model)  # q, k, v and the output projection, each with a bias
+    feed_forward = d_model * d_ff + d_ff + d_ff * d_model + d_model
+    norms = 2 * 2 * d_model  # a gain and a shift per norm
+    return attention + feed_forward + norms
+    ### END SOLUTION
+
+
+# %%
+print(check("encoder_layer_parameters", encoder_layer_parameters))
+
+# %% [markdown]
 # 4. Extend `gradient_norms` to record, for each layer, the norm of the gradient of its
 #    parameters (`layer.grads()`, after `encoder.zero_grad()` and the backward pass). In which
 #    layers are the parameters' gradients largest, for post-norm and for pre-norm? Does what you
@@ -283,8 +418,8 @@ assert 0.8 < post[0] / post[-1] < 1.25, "post-norm: layer 0 must get about what 
 # ### Answers (instructor edition)
 #
 # 1. With $u = \operatorname{Norm}_1(x)$, $z = \operatorname{Sublayer}(u)$ and
-#    $y = x + \operatorname{Norm}_2(z)$ (plus dropout, if any, after $\operatorname{Norm}_2$), the
-#    identity path and the sub-layer path add up:
+#    $y = x + \operatorname{Drop}(\operatorname{Norm}_2(z))$, the identity path and the sub-layer path
+#    add up (the auto-graded function, checked above):
 #    $dx = dy + J_{\mathrm{N_1}}^\top J_F^\top J_{\mathrm{N_2}}^\top\, D_p(dy)$, that is
 #    `dout + norm1_backward(sublayer_backward(norm2_backward(dropout_backward(dout))))`. Full marks:
 #    the order (the second norm's backward first), both paths, and a finite-difference check that
@@ -311,11 +446,6 @@ assert 0.8 < post[0] / post[-1] < 1.25, "post-norm: layer 0 must get about what 
 #    what one initialisation of a 12-layer, $D = 32$ stack can and cannot say.
 
 # %% tags=["instructor"]
-def sandwich_backward(dout, sublayer_backward, norm1_backward, norm2_backward, dropout_backward):
-    """dx of y = x + D(Norm2(F(Norm1(x))))."""
-    return dout + norm1_backward(sublayer_backward(norm2_backward(dropout_backward(dout))))
-
-
 class Sandwich(nn.Module):
     def __init__(self, d_model, d_ff, rng):
         super().__init__()
@@ -353,10 +483,6 @@ print(f"answer 2: pre-norm, 12 layers, input RMS {input_rms:.2f}: the last layer
 assert stream_rms > 2 * input_rms and abs(normed_rms - 1) < 0.01
 
 # %% tags=["instructor"]
-def encoder_layer_parameters(d_model, d_ff):
-    return 4 * d_model**2 + 2 * d_model * d_ff + d_ff + 9 * d_model
-
-
 for d_model, d_ff in ((6, 12), (64, 256)):
     counted = nn.EncoderLayer(d_model, n_heads=2, d_ff=d_ff, dropout=0.0, dropout_rng=None, pre_norm=False,
                               activation="relu", rng=np.random.default_rng(0)).num_params()

@@ -179,6 +179,82 @@ print(report.table().splitlines()[-1])
 assert report.passed
 
 # %% [markdown]
+# ## The whole decoder
+#
+# A decoder is a stack of $N$ layers, each a list of residual blocks in the forward pass's order
+# (self-attention, cross-attention, feed-forward), each block of the kind `pre_norm` says. Some blocks
+# read the memory $M$ `(B, S, D)` (cross-attention), the others only the stream. A pre-norm stack
+# ends with a final norm, since its layers leave the stream unnormalised (lesson 9); a post-norm
+# stack has none:
+#
+# $$x_l = \operatorname{layer}_l(x_{l-1}, M), \qquad
+# \text{out} = \begin{cases} \operatorname{LN}_\text{final}(x_N) & \text{pre-norm} \\
+# x_N & \text{post-norm.}\end{cases}$$
+#
+# Before you write its backward pass: which gradient does the last layer's last block receive, in
+# each kind of stack? Which block's backward hands each block the gradient at its output, across the
+# boundary between two layers too? Which blocks send a share of the memory's gradient, and how do the
+# shares combine?
+#
+# ### Your turn (3)
+#
+# Write `decoder_backward(dout, layers, pre_norm, final_norm_backward)`, returning `(dx, d_memory)`:
+# the gradients at the first layer's input $x_0$ `(B, T, D)` and at the memory `(B, S, D)`, given
+# `dout`, the gradient at the decoder's output. `layers` lists the layers in the forward pass's order,
+# each a list of blocks `(sublayer_backward, norm_backward, dropout_backward, reads_memory)`: where
+# `reads_memory` is True, `sublayer_backward(g)` returns `(d_input, d_memory)`, as in your
+# `residual_backward_with_memory`; elsewhere it returns `d_input` alone. `final_norm_backward` is the
+# final norm's backward pass, `None` in a post-norm stack. You may call your functions above. The
+# grader's layers are made of linear maps, as before, among them a layer that reads the memory twice.
+
+
+# %%
+def decoder_backward(dout, layers, pre_norm, final_norm_backward):
+    """(dx, d_memory) of a decoder given as layers of residual blocks, some reading the memory."""
+    ### BEGIN SOLUTION
+    d = final_norm_backward(dout) if pre_norm else dout  # the final norm is the last operation
+    d_memory = 0
+    for blocks in reversed(layers):
+        for sublayer_backward, norm_backward, dropout_backward, reads_memory in reversed(blocks):
+            d_sum = d if pre_norm else norm_backward(d)  # the gradient at the sum x + D(F(.))
+            back = sublayer_backward(dropout_backward(d_sum))
+            d_input, d_block_memory = back if reads_memory else (back, 0)
+            d_memory = d_memory + d_block_memory  # every reader's share adds up
+            d = d_sum + (norm_backward(d_input) if pre_norm else d_input)
+    return d, d_memory
+    ### END SOLUTION
+
+
+# %%
+print(check("decoder_backward", decoder_backward))
+
+# %% [markdown] tags=["instructor"]
+# ### The walk (instructor edition)
+#
+# In a pre-norm stack the decoder's output is the final norm's, so its backward comes first and the
+# last block receives $J_{\mathrm{LN}}^\top \texttt{dout}$; in a post-norm stack it receives `dout`. The
+# blocks are then undone last first across the whole stack: the first block of layer $l + 1$ hands
+# its input's gradient to the last block of layer $l$. Every block that reads $M$ adds its share, so
+# $\partial L / \partial M$ is the sum over all of them, two per layer in a layer that reads it twice.
+# Below, the walk on a real two-layer decoder's blocks gives npformer's `nn.Decoder.backward`.
+
+# %% tags=["instructor"]
+for pre_norm in (False, True):
+    walked = nn.Decoder(2, 6, n_heads=2, d_ff=12, dropout=0.0, dropout_rng=None, pre_norm=pre_norm,
+                        activation="gelu", rng=np.random.default_rng(9), dtype=np.float64)
+    walk_x, walk_memory = rng.standard_normal((2, 4, 6)), rng.standard_normal((2, 5, 6))
+    walk_dout = rng.standard_normal((2, 4, 6))
+    walked.forward(walk_x, walk_memory, self_mask, memory_mask)
+    expected_dx, expected_memory = walked.backward(walk_dout)
+    walk_layers = [[(block.sublayer.backward, block.norm.backward, lambda g: g, "memory" in block.reads)
+                    for block in layer.sublayers] for layer in walked.layers]
+    walk_dx, walk_d_memory = decoder_backward(walk_dout, walk_layers, pre_norm,
+                                              walked.norm.backward if pre_norm else None)
+    largest = max(np.abs(walk_dx - expected_dx).max(), np.abs(walk_d_memory - expected_memory).max())
+    print(f"pre_norm={pre_norm}: the walk against nn.Decoder.backward, largest difference {largest:.1e}")
+    assert largest < 1e-12
+
+# %% [markdown]
 # ## Causality, tested
 #
 # Changing the target after position $t$ must not change the output at positions $\le t$:
@@ -205,9 +281,49 @@ figure = viz.attention_heatmaps([layer.self_attn.attn_weights[0]], [f"t{i}" for 
 # 2. What would go wrong at translation time if training used no causal mask?
 # 3. Count a decoder layer's parameters as a formula in $D$ and $d_{ff}$, compare it with an
 #    encoder layer's, and check both with `num_params()`.
+#
+#    **Auto-graded part:** `decoder_layer_parameters(d_model, d_ff)`, returning your formula's count
+#    as an int (graded on other sizes). The comparison with the encoder layer and the check with
+#    `num_params()` stay for the rubric.
+
+
+# %%
+def decoder_layer_parameters(d_model, d_ff):
+    """The parameters of a decoder layer of width d_model and feed-forward width d_ff."""
+    ### BEGIN SOLUTION
+    attention = 4 * (d_model * d_model + d_model)  # q, k, v and the output projection, each with a bias
+    feed_forward = 2 * d_model * d_ff + d_ff + d_model
+    norms = 3 * 2 * d_model  # one per block, a gain and a shift each
+    return 2 * attention + feed_forward + norms  # self-attention and cross-attention
+    ### END SOLUTION
+
+
+# %%
+print(check("decoder_layer_parameters", decoder_layer_parameters))
+
+# %% [markdown]
 # 4. A sentence of `<pad>` only gives a row of `tgt_ids` that is all `PAD_ID`. What does
 #    `decoder_mask` give for it, and what does `ops.attention_forward` then return for those
 #    queries (lesson 7)?
+#
+#    **Auto-graded part:** `queries_attending_nothing(tgt_ids)`, for `tgt_ids` `(B, T)` with `<pad>`
+#    anywhere (the grader also tries sentences that begin with `<pad>`): return a boolean array
+#    `(B, T)`, True where the decoder's self-attention returns an all-zero output for that query. What
+#    the mask is for the all-`<pad>` sentence, and why the output is zero rather than NaN, stay for the
+#    rubric.
+
+
+# %%
+def queries_attending_nothing(tgt_ids):
+    """(B, T) bool: True where a query of the decoder's self-attention may attend to no key at all."""
+    ### BEGIN SOLUTION
+    real_so_far = np.cumsum(tgt_ids != PAD_ID, axis=1)  # real keys at positions <= t
+    return real_so_far == 0
+    ### END SOLUTION
+
+
+# %%
+print(check("queries_attending_nothing", queries_attending_nothing))
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
@@ -275,3 +391,6 @@ print(f"answer 4: mask of the all-<pad> sentence any True: {pad_mask[1].any()}; 
 assert not pad_mask[1].any() and not context[1].any() and not np.isnan(context).any()
 dq, dk, dv = ops.attention_backward(answer_rng.standard_normal(context.shape), attention_cache)
 assert not (dq[1].any() or dk[1].any() or dv[1].any()), "no gradient flows through a fully masked sentence"
+nothing = queries_attending_nothing(all_pad)
+print("answer 4: queries attending to nothing:", nothing.astype(int).tolist())
+assert np.array_equal(nothing, ~context.any(axis=-1)[:, 0])

@@ -49,6 +49,9 @@ LESSON_02 = {
         r"\\operatorname\{erf\}'\(z\)=")),
     "gelu_backward": Posed(("gelu_gate_backward",), (r"\\Phi\(x\)\+x\\?,?\\varphi", r"cdf\+x\*",
                                                      r"Phi\(x\)\+x\*?phi\(x\)", r"\(cdf\+x")),
+    "mlp_backward": Posed((), (r"reversed\(range\(len\(weights", r"\*\(pre_activations\[layer\]>0\)",
+                               r"d_weights\.insert\(0,rows\.T@", r"layer_inputs\[layer\]\.reshape",
+                               r"runlastlayerfirst", r"receives`dout`itself", r"dh_\{L-1\}", r"filledfromtheend")),
 }
 
 # -- lesson 03 ---------------------------------------------------------------------------------------
@@ -76,6 +79,10 @@ LESSON_05 = {
         r"add\.at", r"np\.add\.at", r"O\^\\top", r"O\^T", r"one_hot\.T@", r"onehot\.T@", r"\.T@dout",
         r"\.swapaxes\(-1,-2\)@dout", r"bincount", r"reduceat", r"dW\[ids\]\+=", r"scatter-add", r"\\sum_\{\(b,t\)",
         r"receivesthe\*?sum")),
+    "embedding_positions_backward": Posed((), (
+        r"dW_pos\[start:start\+", r"dout\.sum\(axis=0\)", r"sqrt\(d_model\)\*dout", r"eachtermreceivesthewhole",
+        r"receivesthesumoverthebatch", r"\\sum_b\\texttt\{dout\}", r"withthepositionsasids",
+        r"Itsgradientistheembeddingbackward", r"dW=\\sqrt\{D\}", r"backthroughthescale")),
 }
 
 # -- lesson 07 ---------------------------------------------------------------------------------------
@@ -106,6 +113,11 @@ LESSON_09 = {
                                     r"sublayer_backward\(dropout_backward\(d_sum", r"d_sum=norm_backward\(dout\)",
                                     r"dout\+norm_backward\(", r"d_sum\+sublayer_backward",
                                     r"identitypathpassesthegradient")),
+    "encoder_layer_backward": Posed((), (r"reversed\(blocks\)", r"d_sublayers\.insert\(0", r"d_normed,d_weights=",
+                                         r"d_sum,d_norm=norm_backward\(d\)", r"blocksareundonelastfirst",
+                                         r"parameterstake`dout`", r"takewhat\$F\$'sbackwardreturns")),
+    "sandwich_backward": Posed((), (r"norm1_backward\(sublayer_backward\(norm2_backward", r"J_\{\\mathrm\{N_1\}\}\^\\top",
+                                    r"thesecondnorm'sbackwardfirst")),
 }
 
 # -- lesson 10 ---------------------------------------------------------------------------------------
@@ -116,6 +128,9 @@ LESSON_10 = {
     "stack_backward_with_memory": Posed((), (r"\\sum_\{l=1\}\^\{?N\}?J_\{?l\}?\^\\top", r"reversed\(layer_backwards",
                                              r"layer_backwards\[::-1\]", r"d_memory\+=", r"d_memory=d_memory\+",
                                              r"lastfirst", r"summedovereverylayer", r"receivesthe\*\*sum\*\*")),
+    "decoder_backward": Posed((), (r"reversed\(layers\)", r"final_norm_backward\(dout\)ifpre_norm",
+                                   r"d_memory=d_memory\+d_block", r"receives\$J_\{\\mathrm\{LN\}\}",
+                                   r"undonelastfirstacross", r"twoperlayer")),
 }
 
 # -- lesson 12 ---------------------------------------------------------------------------------------

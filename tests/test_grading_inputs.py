@@ -287,7 +287,8 @@ def test_collect_reads_no_link_and_no_oversized_code_but_writes_the_rest(tmp_pat
     result = collect(mine, tmp_path / "out.py")
     assert "03_softmax_and_cross_entropy.py is a symbolic link: not read" in result.problems
     assert {name for _, name in result.functions} == {"linear_row_backward", "linear_backward", "relu_backward",
-                                                       "gelu_gate_backward", "gelu_backward"}
+                                                       "mlp_backward", "gelu_gate_backward", "gelu_backward",
+                                                       "normal_cdf"}
     assert "def relu_backward(" in (tmp_path / "out.py").read_text()
     (mine / LESSON).write_text("x = 1\n" * 200_000)
     result = collect(mine, None)

@@ -9,6 +9,9 @@
     loss_steps.py           lesson 3: the steps of cross-entropy's derivation (through the mean over the counted
                             positions, through the log-probabilities, with and without label smoothing)
     finite_difference_steps.py  lesson 1 (question 2): the step at which a finite difference is most accurate
+    mlp_and_positions.py    lessons 2 and 5: an MLP's backward pass chained through its layers, the embedding
+                            with learned positions; questions: Phi's far tail, the position table's counts, the
+                            first minimum of PE_0 . PE_k
     ops_backward.py         lessons 1-5: finite differences, the ops' backward passes (linear, ReLU, GELU,
                             softmax, the loss, layer norm, the embedding), the positional encoding
     attention_pieces.py     lessons 6-8: the masks (lesson 10's decoder mask too), attention, the heads,
@@ -25,6 +28,9 @@
                             attention's entropy
     model_size.py           lesson 11 (questions 4, 5): the vocabulary at which the embeddings and the output
                             layer outgrow the layers, the length at which attention's N^2 terms catch up
+    layer_backward.py       lessons 9 and 10: an encoder layer's backward pass through its blocks with the
+                            parameters' gradients, the decoder's through its layers and the memory; questions:
+                            the sandwich block, the layers' parameter counts, the queries that attend to nothing
     searches.py             lesson 14: greedy search, one step of beam search, the whole beam search
     training_loop.py        lesson 13: the training loop (global-norm clipping, the step count, Adam, in place)
     kv_cache.py             lesson 14: the KV-cached decoding step
@@ -70,6 +76,8 @@ from . import (  # one module per line: each group of lessons adds its own
     loss_steps,
     masked_pooling,
     model_size,
+    layer_backward,
+    mlp_and_positions,
     modern_parts,
     modern_parts_steps,
     multi_head_questions,
@@ -91,11 +99,13 @@ MODULES = (
     loss_steps,
     ops_steps,
     ops_backward,
+    mlp_and_positions,
     attention_pieces,
     multi_head_steps,
     adam_steps,
     multi_head_questions,
     blocks_and_training,
+    layer_backward,
     searches,
     kv_cache,
     decoding_questions,

@@ -241,8 +241,9 @@ def ops_from(usable: dict[str, Callable]) -> dict[str, Callable]:
         functions["causal_mask"] = usable["causal_mask"]
     if "positional_encoding" in usable:
         functions.update(_positional(usable["positional_encoding"]))
-    for name in ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory"):
-        if name in usable:  # the blocks' backward passes: the op has the exercise's own signature
+    for name in ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory",
+                 "encoder_layer_backward", "decoder_backward"):
+        if name in usable:  # the blocks' backward passes and walks: the rule has the exercise's own signature
             functions[name] = usable[name]
     for name, adapter in (("rmsnorm_backward", _rmsnorm), ("rope_backward", _rope), ("swiglu_backward", _swiglu),
                           ("repeat_kv_backward", _grouped_query_attention)):

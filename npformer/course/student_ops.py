@@ -59,6 +59,8 @@ EXERCISE_OPS: dict[str, tuple[str, ...]] = {
     "residual_backward": ("residual_backward",),
     "residual_backward_with_memory": ("residual_backward_with_memory",),
     "stack_backward_with_memory": ("stack_backward_with_memory",),
+    "encoder_layer_backward": ("encoder_layer_backward",),
+    "decoder_backward": ("decoder_backward",),
     "adam_step": ("adam_step",),
     "rmsnorm_backward": ("rmsnorm_forward", "rmsnorm_backward"),
     "rope_backward": ("rope_forward", "rope_backward"),
@@ -130,8 +132,16 @@ class StudentOps(dict):
                 entry.status, f"npformer's ({entry.status}{': ' + entry.message if entry.message else ''})")
             if entry.name in self.variants and entry.status in ("passed", "failing"):
                 verdict += f", variant '{self.variants[entry.name]}' (its forward runs in the model)"
+            walk = next((walk for walk, rules in WALKS.items() if entry.name in rules and walk in owned), None)
+            if walk is not None and entry.status in ("passed", "failing"):
+                verdict += f" (not run: your {walk} walks those blocks itself)"
             lines.append(f"  lesson {entry.lesson}  {entry.name:32s} -> {gives}: {verdict}")
         return "\n".join(lines)
+
+
+# a student's walk through a layer's (or a decoder's) blocks, and the rules it takes the place of
+WALKS = {"encoder_layer_backward": ("residual_backward",),
+         "decoder_backward": ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory")}
 
 
 def _parameters(exercise_name: str) -> list[str]:

@@ -20,8 +20,9 @@ import numpy
 
 from .attention import SelfAttention
 from .feedforward import FeedForward
-from .layer import LayerInputs, Stack, TransformerLayer
+from .layer import LayerInputs, Stack, TransformerLayer, blocks_with_gradients
 from .layout import PADDED, Layout
+from .residual import rule
 
 
 class EncoderLayer(TransformerLayer):
@@ -40,6 +41,9 @@ class EncoderLayer(TransformerLayer):
         return self.run(x, LayerInputs(mask=mask, layout=layout))
 
     def backward(self, dout: Any) -> Any:
+        walk = rule("encoder_layer_backward", None)  # a student's (lesson 9), if the set has one
+        if walk is not None:
+            return walk(dout, blocks_with_gradients(self.sublayers), self.pre_norm)[0]
         return self.run_backward(dout)[0]
 
     def step(self, x: Any, position: int, key_buffer: Any, value_buffer: Any) -> Any:

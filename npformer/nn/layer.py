@@ -66,6 +66,24 @@ class ResidualLayer(Module):
         return stack_backward_with_memory(dout, [residual.backward for residual in self.sublayers])
 
 
+def blocks_with_gradients(residuals: list[Residual]) -> list[tuple]:
+    """Each block's ``(sublayer_backward, norm_backward, dropout_backward)``, in the forward order, as a
+    walk through an encoder layer takes them (an op set's ``encoder_layer_backward``, lesson 9): the
+    sub-layer's and the norm's return ``(d_input, their parameters' gradients)``, and since the modules
+    add those gradients to their own ``grads()``, the second is None here."""
+    return [(lambda g, backward=residual.sublayer.backward: (backward(g), None),
+             lambda g, backward=residual.norm.backward: (backward(g), None),
+             residual.dropout.backward) for residual in residuals]
+
+
+def blocks_reading_memory(residuals: list[Residual]) -> list[tuple]:
+    """Each block's ``(sublayer_backward, norm_backward, dropout_backward, reads_memory)``, in the forward
+    order, as a walk through a decoder takes them (an op set's ``decoder_backward``, lesson 10): a
+    sub-layer that reads the memory returns ``(d_input, d_memory)``."""
+    return [(residual.sublayer.backward, residual.norm.backward, residual.dropout.backward,
+             "memory" in residual.reads) for residual in residuals]
+
+
 class TransformerLayer(ResidualLayer):
     """What the encoder's and the decoder's layers share: each entry a sub-layer with its own
     ``LayerNorm`` and ``Dropout``, all pre-norm or all post-norm."""

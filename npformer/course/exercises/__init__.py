@@ -16,6 +16,7 @@
     roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
     masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
     language_models.py      lessons 18-19: top-k, sampling, BERT's masking rule
+    language_model_questions.py  lessons 18-19's open questions: top-p filtering, the share of <unk> in English
     patches.py              lesson 20: patch embeddings and their backward pass
     debugging.py            lessons 21-22: reading a gradient check, two bugs of the zoo fixed
     teacher_forcing_and_batchnorm.py  lessons 23-24: teacher forcing's shift, batch norm and its backward
@@ -30,13 +31,15 @@ derivations; ``TEXTBOOK``, the compact forms shown once a final exercise passes)
 
 from __future__ import annotations
 
-from . import (attention_pieces, blocks_and_training, debugging, kv_cache, language_models, masked_pooling,
-               modern_parts, ops_backward, patches, roofline, searches, steps, teacher_forcing_and_batchnorm,
-               torch_layout_and_bpe)
+from . import (attention_pieces, blocks_and_training, debugging, debugging_questions, kv_cache, language_model_questions,
+               language_models, masked_pooling, modern_parts, ops_backward, patches, roofline, searches, steps,
+               teacher_forcing_and_batchnorm, teacher_forcing_questions, torch_layout_and_bpe, translation_questions)
 from .base import Case, Exercise, WrongSolution
 
 MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,
-           language_models, patches, debugging, teacher_forcing_and_batchnorm, torch_layout_and_bpe, modern_parts)
+           language_models, language_model_questions, patches, debugging, debugging_questions,
+           teacher_forcing_and_batchnorm, teacher_forcing_questions, torch_layout_and_bpe, translation_questions,
+           modern_parts)
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(
     (exercise for module in MODULES for exercise in module.EXERCISES), key=lambda exercise: exercise.lesson)}

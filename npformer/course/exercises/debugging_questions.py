@@ -223,7 +223,7 @@ def _leak_hint(got, expected, inputs, output):
     if numpy.any(numpy.abs(got[:, ~reads_last]) > 1e-12):
         return Hint("a position whose mask row hides the last key (mask[t, -1] False) still moves: it must not "
                     "read the last position at all", "mask the scores (-inf where the mask is False) before the softmax")
-    for words, options in (("as if only the last value had moved: its key moved too, which changes the weights",
+    for words, options in (("as if only the last value had moved",
                             {"move_key": False}),
                            ("as if the scores were not scaled", {"scale": False})):
         if explains(_student_leak(**inputs, **options), got):
@@ -272,8 +272,8 @@ def _pad_hint(got, expected, inputs, output):
         return Hint("a batch's weight in your mean grows with its size in positions; the question averages the "
                     "batches' accuracies", "the mean of one accuracy per batch, each batch weighing the same")
     if explains(numpy.mean([1 - b.mean() / lengths.max() for b in batches]), got):
-        return Hint("your number does not depend on how the sentences are grouped: each batch is padded to its "
-                    "own longest sentence", "pad each batch to the longest sentence of that batch")
+        return Hint("your number hardly changes when the same sentences are grouped otherwise, yet the padding a "
+                    "batch holds depends on the sentences in it", "pad each batch to the longest sentence of that batch")
     return ""
 
 
@@ -366,5 +366,5 @@ WRONG_SOLUTIONS: list[WrongSolution] = [
       "grows with its size"),
     W("pad_only_accuracy", "every batch padded to the longest sentence of all", lambda lengths, batch_size: float(
         numpy.mean([1 - lengths[s:s + batch_size].mean() / lengths.max()
-                    for s in range(0, len(lengths), batch_size)])), "does not depend on how"),
+                    for s in range(0, len(lengths), batch_size)])), "hardly changes when"),
 ]

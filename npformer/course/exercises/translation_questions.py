@@ -68,8 +68,9 @@ def _tied_hint(got, expected, inputs, output):
     if d_model > 1 and explains(embedding / math.sqrt(d_model) + projection, got):
         return Hint(f"the rows of ids are off by the lookup's part times a constant factor: sqrt(D) = "
                     f"{math.sqrt(d_model):g} would explain it", "the lookup is scaled by sqrt(D), so its gradient is too")
-    repeated = numpy.unique(ids, return_counts=True)
-    if numpy.any(repeated[1] > 1):
+    once = numpy.zeros_like(expected)
+    once[numpy.asarray(ids).reshape(-1)] += d_embedded.reshape(-1, d_model) * math.sqrt(d_model)
+    if explains(once + projection, got):
         return Hint("the rows of ids that occur more than once are wrong, and the others are right",
                     "numpy.add.at (or a loop): fancy-index += keeps one occurrence of a repeated id")
     return ""

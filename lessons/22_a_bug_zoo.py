@@ -592,8 +592,8 @@ print(check("first_width_below", first_width_below))
 #    queries, keys and values of shape `(B, T, D)` and a boolean `mask` of shape `(T, T)` (`mask[i, j]`
 #    True when position $i$ may read position $j$; every row allows at least one), compute attention,
 #    $\operatorname{softmax}(q k^\top / \sqrt{D})\, v$ with the scores of the pairs the mask hides at
-#    $-\infty$, twice: as it is, and with the key and the value of the last position both increased by
-#    1. Return the largest absolute change of each position's output, of shape `(B, T)`. The grader
+#    $-\infty$, twice: as it is, and with the key and the value of the last position both increased
+#    by one. Return the largest absolute change of each position's output, of shape `(B, T)`. The grader
 #    tries `np.tril`, `np.triu`, a mask that hides the last key from every position but itself, a band,
 #    and random masks. *For the rubric:* `buggy`, `fixed`, a symptom built on `future_leak`, its
 #    threshold, and `zoo.Bug(...).shows` telling the two apart.

@@ -13,7 +13,9 @@ class that already runs nbgrader can use them as they are:
   exercise's points; it ends with an ``assert`` that the exercise passes, because nbgrader
   gives a test cell its points when it runs without an error;
 * after the ``## Exercises`` section, one **manually graded** answer cell, worth one point
-  per open question;
+  per open question (after each of its markdown cells that asks questions, where the code cells of
+  auto-graded question parts cut the section; the first is ``NN_answers``, a later one
+  ``NN_answers_K``, K the number of its first question);
 * every other cell is **locked** (read-only; nbgrader restores it before grading).
 """
 
@@ -75,7 +77,7 @@ def _nbgrader(grade_id: str, *, grade: bool = False, solution: bool = False, loc
 
 def add_nbgrader_metadata(notebook: Any, lesson: str, nbformat: Any) -> Any:
     """Mark a student notebook's cells for nbgrader (see the module's docstring); returns it."""
-    cells = []
+    cells, answered = [], None  # questions of the ## Exercises section given an answer cell (None: not there yet)
     for index, cell in enumerate(notebook.cells):
         source = cell.source
         graded = graded_exercises(source) if cell.cell_type == "code" else []
@@ -92,13 +94,15 @@ def add_nbgrader_metadata(notebook: Any, lesson: str, nbformat: Any) -> Any:
         else:
             cell.metadata["nbgrader"] = _nbgrader(f"{lesson}_cell{index}", locked=True)
         cells.append(cell)
-        questions = _QUESTION.findall(source.split("## Exercises", 1)[1]) if cell.cell_type == "markdown" \
-            and "## Exercises" in source else []
-        if questions:
+        if cell.cell_type == "markdown" and "## Exercises" in source:
+            source, answered = source.split("## Exercises", 1)[1], 0
+        questions = _QUESTION.findall(source) if cell.cell_type == "markdown" and answered is not None else []
+        if questions:  # the questions' text may be cut by the code cells of their auto-graded parts
             answer = nbformat.v4.new_markdown_cell("YOUR ANSWER HERE")
-            answer.metadata["nbgrader"] = _nbgrader(f"{lesson}_answers", grade=True, solution=True,
-                                                    points=len(questions))
+            answer.metadata["nbgrader"] = _nbgrader(f"{lesson}_answers" + (f"_{answered + 1}" if answered else ""),
+                                                    grade=True, solution=True, points=len(questions))
             cells.append(answer)
+            answered += len(questions)
     notebook.cells = cells
     return notebook
 

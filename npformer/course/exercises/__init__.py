@@ -19,8 +19,12 @@
     language_model_questions.py  lessons 18-19's open questions: top-p filtering, the share of <unk> in English
     patches.py              lesson 20: patch embeddings and their backward pass
     debugging.py            lessons 21-22: reading a gradient check, two bugs of the zoo fixed
+    debugging_questions.py  lessons 21-22's open questions: finite differences across ReLU's kink, when bugs 4
+                            and 7 show, a mask's future leak, the inflated accuracy batch by batch
     teacher_forcing_and_batchnorm.py  lessons 23-24: teacher forcing's shift, batch norm and its backward
+    teacher_forcing_questions.py  lesson 23's open question: how far back each position sees its target
     torch_layout_and_bpe.py lessons 25-26: PyTorch's in_proj layout, BPE's merge step and segmentation
+    translation_questions.py  lessons 25-26's open questions: a tied table's gradient, BLEU's reference streams
     modern_parts.py         lesson 28: RMSNorm (through 1/rms), rotary positions from a cache offset, SiLU and
                             SwiGLU, the gradient sum of grouped-query attention's shared heads
 
@@ -31,9 +35,10 @@ derivations; ``TEXTBOOK``, the compact forms shown once a final exercise passes)
 
 from __future__ import annotations
 
-from . import (attention_pieces, blocks_and_training, debugging, debugging_questions, kv_cache, language_model_questions,
-               language_models, masked_pooling, modern_parts, ops_backward, patches, roofline, searches, steps,
-               teacher_forcing_and_batchnorm, teacher_forcing_questions, torch_layout_and_bpe, translation_questions)
+from . import (attention_pieces, blocks_and_training, debugging, debugging_questions, kv_cache,
+               language_model_questions, language_models, masked_pooling, modern_parts, ops_backward, patches,
+               roofline, searches, steps, teacher_forcing_and_batchnorm, teacher_forcing_questions,
+               torch_layout_and_bpe, translation_questions)
 from .base import Case, Exercise, WrongSolution
 
 MODULES = (steps, ops_backward, attention_pieces, blocks_and_training, searches, kv_cache, roofline, masked_pooling,

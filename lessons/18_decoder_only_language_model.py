@@ -204,6 +204,36 @@ figure.savefig(viz.figures_dir() / "18_language_model.png", dpi=110)
 # 1. Implement nucleus (top-p) sampling: keep the smallest set of words whose probabilities sum to at
 #    least $p$, and draw among them. `generate` has no such option: write the loop yourself on
 #    `model.forward` (the whole sequence at every step), taking the last position's logits.
+#
+#    *Auto-graded:* the filter, `top_p_filter(logits, p)`, for one vector of logits of shape `(V,)`.
+#    It returns a new float array (leave `logits` as it is) in which every word outside the nucleus is
+#    `-np.inf`, the nucleus being taken from the probabilities $\operatorname{softmax}(z)$. Then
+#    `sample_token(top_p_filter(logits, p), 1.0, u)` is one draw of nucleus sampling. The grader tries
+#    $p$ near 0.9, a tiny $p$, logits near 1000, logits that are already `-np.inf` (probability 0) with
+#    $p = 0.999$, and a vocabulary of one word; no two logits are equal and $p$ is never within
+#    rounding of a sum of probabilities. *For the rubric:* the sampling loop, a few sentences at
+#    $p = 0.9$, and how the number of words kept changes from step to step, against top-k's fixed $k$.
+
+# %%
+def top_p_filter(logits, p):
+    """A copy of `logits` (V,) with every word outside the nucleus of probability p set to -inf."""
+    ### BEGIN SOLUTION
+    z = np.array(logits, dtype=np.float64)
+    probabilities = np.exp(z - z.max())
+    probabilities /= probabilities.sum()
+    order = np.argsort(-probabilities)  # the most probable word first
+    cumulative = np.cumsum(probabilities[order])
+    count = min(int(np.searchsorted(cumulative, p)) + 1, len(z))  # the first count whose mass reaches p
+    filtered = np.full_like(z, -np.inf)
+    filtered[order[:count]] = z[order[:count]]
+    return filtered
+    ### END SOLUTION
+
+
+# %%
+print(check("top_p_filter", top_p_filter))
+
+# %% [markdown]
 # 2. Check that `generate` with `top_k=1` equals greedy decoding with the full forward pass.
 # 3. Fetch the Tatoeba file once (`npformer data tatoeba`, in your course folder), train on its French
 #    sentences (`npformer lm --data data/fra-eng/fra.txt`) and compare the validation perplexity with
@@ -248,6 +278,7 @@ def nucleus_sample(model, vocab, p, rng, max_new_tokens=20):
             probs /= probs.sum()
             order = np.argsort(-probs)
             keep = order[: int(np.searchsorted(np.cumsum(probs[order]), p)) + 1]  # smallest set with mass >= p
+            assert set(np.flatnonzero(np.isfinite(top_p_filter(logits, p)))) == set(keep.tolist())
             sizes.append(len(keep))
             ids.append(int(rng.choice(keep, p=probs[keep] / probs[keep].sum())))
             if ids[-1] == EOS_ID:

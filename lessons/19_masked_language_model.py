@@ -278,6 +278,40 @@ else:  # 2,000 steps: every kind, in nearly every sentence
 #    cross-entropy (lessons 2 and 3) learns the label. The masked model knows French words only:
 #    what do English sentences become in its vocabulary, and what does that say about the accuracy
 #    you get?
+#
+#    *Auto-graded:* `unk_rule(ids, is_english)`, for encoded sentences `ids` of shape `(B, T)` (each
+#    row `<bos>`, the sentence's words, `<eos>`, then `<pad>`) and booleans `is_english` of shape
+#    `(B,)`, returns `(english_share, french_share, balanced_accuracy)`. A sentence's share is the
+#    fraction of its words that are `<unk>` (`UNK_ID`); `<bos>`, `<eos>` and `<pad>` are not words of
+#    the sentence. `english_share` is the mean of the English sentences' shares, `french_share` that of
+#    the French ones, and `balanced_accuracy` is the accuracy of the rule "English when more than half
+#    of its words are `<unk>`", taken on each language apart and averaged, so that both languages
+#    weigh the same however many sentences each has. The grader tries padded rows, sentences exactly
+#    half `<unk>`, and more sentences of one language than of the other. Run it on the test sentences
+#    of both languages, encoded with the masked model's vocabulary. *For the rubric:* the classifier
+#    on the pooled states, its accuracy, and what the rule's accuracy says about it.
+
+# %%
+from npformer.tokens import PAD_ID, UNK_ID  # noqa: E402
+
+
+def unk_rule(ids, is_english):
+    """(mean <unk> share of the English sentences, of the French ones, the rule's balanced accuracy)."""
+    ### BEGIN SOLUTION
+    english = np.asarray(is_english, dtype=bool)
+    words = (ids != PAD_ID) & (ids != BOS_ID) & (ids != EOS_ID)  # the sentence's own tokens
+    unknown = ids == UNK_ID
+    share = unknown.sum(axis=1) / words.sum(axis=1)
+    said_english = share > 0.5
+    right_on_english = said_english[english].mean()
+    right_on_french = (~said_english[~english]).mean()
+    balanced = (right_on_english + right_on_french) / 2
+    return share[english].mean(), share[~english].mean(), balanced
+    ### END SOLUTION
+
+
+# %%
+print(check("unk_rule", unk_rule))
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
@@ -357,6 +391,10 @@ for side, language in ((0, "en"), (1, "fr")):
     encoded = [vocab.encode(tokenize(pair[side], language)) for pair in toy_corpus().test]
     unk_share[language] = [np.mean(np.array(sentence) == UNK_ID) for sentence in encoded]
 rule_right = np.mean(np.array(unk_share["en"]) > 0.5) / 2 + np.mean(np.array(unk_share["fr"]) <= 0.5) / 2
+test_ids = pad_rows([[BOS_ID] + vocab.encode(tokenize(pair[side], language)) + [EOS_ID]
+                     for side, language in ((0, "en"), (1, "fr")) for pair in toy_corpus().test])
+english_share, french_share, rule_accuracy = unk_rule(test_ids, np.arange(len(test_ids)) < len(toy_corpus().test))
+assert abs(rule_accuracy - rule_right) < 1e-12 and abs(english_share - np.mean(unk_share["en"])) < 1e-12
 print(f"answer 3: share of <unk> in the masked model's vocabulary: English sentences "
       f"{np.mean(unk_share['en']):.0%}, French sentences {np.mean(unk_share['fr']):.0%}; the rule "
       f"'English when more than half the tokens are <unk>' is right on {rule_right:.1%} of the test sentences")

@@ -284,6 +284,26 @@ assert error < 1e-2
 # 3. Run `npformer gradcheck --model --fast --base` (the paper's base sizes, about 45 seconds). Why
 #    does it switch the feed-forward activation to GELU? Try a finite difference through a ReLU whose
 #    input is within $h$ of zero.
+#
+#    *Auto-graded:* `relu_difference_quotients(x, h)`, for inputs `x` of shape `(N,)` and a step `h`,
+#    returns `(central, checker)`, both of shape `(N,)`: at each input, ReLU's central difference
+#    $D(h)$ and the checker's estimate $(4 D(h) - D(2h)) / 3$ (the formula of the fast check above,
+#    with $u$ the direction of one input). The grader tries inputs within $h$, within $2h$ and beyond
+#    $2h$ of the kink, and 0 itself, for several steps $h$. *For the rubric:* why the base-size check
+#    switches to GELU, and which of the two, the backward pass or the estimate, is wrong at such an input.
+
+# %%
+def relu_difference_quotients(x, h):
+    """At each input of x (N,): ReLU's central difference D(h) and the checker's (4 D(h) - D(2h)) / 3."""
+    ### BEGIN SOLUTION
+    def central(step):
+        return (np.maximum(x + step, 0) - np.maximum(x - step, 0)) / (2 * step)
+    return central(h), (4 * central(h) - central(2 * h)) / 3
+    ### END SOLUTION
+
+
+# %%
+print(check("relu_difference_quotients", relu_difference_quotients))
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
@@ -340,3 +360,4 @@ near_kink = gradcheck.check_gradients(relu_forward, relu_backward, relu_inputs, 
 print(f"answer 3: ReLU at x = 0.3 h, h = {h:g}: derivative 1, central difference {plain:.3f}, "
       f"fourth-order {fourth_order:.3f}; check of the right backward pass: {near_kink.table().splitlines()[2]}")
 assert abs(plain - 0.65) < 1e-9 and abs(fourth_order - 0.675) < 1e-9 and not near_kink.passed
+assert np.allclose(relu_difference_quotients(np.array([x0]), h), [[plain], [fourth_order]])

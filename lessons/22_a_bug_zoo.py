@@ -533,9 +533,53 @@ for bug in zoo.BUGS:
 # 1. Bug 4 hides with one head. With how many heads does `zoo.score_scale_error` of the buggy
 #    version first exceed the entry's threshold of $0.25$? Derive it from the standard deviation
 #    $1/\sqrt{H}$, then check it by building `q` and `k` with different head counts.
+#
+#    *Auto-graded:* `first_caught_heads(threshold)` returns the smallest head count $H$ (an `int`) at
+#    which the buggy scores' symptom $|\ln \operatorname{std}|$, for queries and keys of unit
+#    variance, is above `threshold`. The grader tries the zoo's $0.25$ and other thresholds from 0 to 2,
+#    none at which rounding decides. *For the rubric:* the derivation, and the measurement with `q` and
+#    `k` built for several head counts.
+
+# %%
+def first_caught_heads(threshold):
+    """The smallest head count H at which bug 4's symptom |ln std| is above threshold."""
+    ### BEGIN SOLUTION
+    heads = 1
+    while 0.5 * math.log(heads) <= threshold:  # std 1/sqrt(H): |ln std| = ln(H) / 2
+        heads += 1
+    return heads
+    ### END SOLUTION
+
+
+# %%
+print(check("first_caught_heads", first_caught_heads))
+
+# %% [markdown]
 # 2. For bug 7, drop the $\beta = 1$ part (write a version of `zoo.layer_norm_buggy` with
 #    $\beta = 0$). From which $D$ on is its `zoo.not_normalised` below the threshold $10^{-3}$?
 #    Would the test still catch the unbiased standard deviation at $D = 512$?
+#
+#    *Auto-graded:* `first_width_below(threshold)` returns the smallest width $D \ge 2$ (an `int`) at
+#    which that version, with $\epsilon = 0$, measures at most `threshold` on rows of $D$ numbers (with
+#    $\epsilon = 0$ the measure is the same for any rows). The grader tries thresholds from about
+#    0.002 to 0.6, none at which rounding decides. *For the rubric:* what $\epsilon = 10^{-6}$ changes in
+#    the zoo's own measure, and the answer at $D = 512$.
+
+# %%
+def first_width_below(threshold):
+    """The smallest width D >= 2 at which bug 7 with beta = 0 and eps = 0 measures at most threshold."""
+    ### BEGIN SOLUTION
+    width = 2
+    while 1 / width > threshold:  # row mean 0, row variance (D - 1) / D: the measure is 1 / D
+        width += 1
+    return width
+    ### END SOLUTION
+
+
+# %%
+print(check("first_width_below", first_width_below))
+
+# %% [markdown]
 # 3. Bug 8 passes both sanity checks: its initial loss is near $\ln V$ and it overfits one batch
 #    faster than the right model. Write a check that catches it without training: change the
 #    target token at position $t$ and see which logits move (`zoo.tiny_transformer` and
@@ -543,9 +587,64 @@ for bug in zoo.BUGS:
 # 4. Add a twelfth entry: a causal mask built with `np.triu` instead of `np.tril`, so that the
 #    decoder sees the future and not the past. Write `buggy`, `fixed`, a symptom and a threshold,
 #    and check that `zoo.Bug(...).shows` tells the two apart.
+#
+#    *Auto-graded:* the measurement a symptom can be built on, `future_leak(mask, q, k, v)`. For
+#    queries, keys and values of shape `(B, T, D)` and a boolean `mask` of shape `(T, T)` (`mask[i, j]`
+#    True when position $i$ may read position $j$; every row allows at least one), compute attention,
+#    $\operatorname{softmax}(q k^\top / \sqrt{D})\, v$ with the scores of the pairs the mask hides at
+#    $-\infty$, twice: as it is, and with the key and the value of the last position both increased
+#    by one. Return the largest absolute change of each position's output, of shape `(B, T)`. The grader
+#    tries `np.tril`, `np.triu`, a mask that hides the last key from every position but itself, a band,
+#    and random masks. *For the rubric:* `buggy`, `fixed`, a symptom built on `future_leak`, its
+#    threshold, and `zoo.Bug(...).shows` telling the two apart.
+
+# %%
+def future_leak(mask, q, k, v):
+    """(B, T): the largest change of each position's attention output when the last key and value move by 1."""
+    ### BEGIN SOLUTION
+    def attend(keys, values):
+        scores = np.where(mask, q @ keys.swapaxes(-1, -2) / np.sqrt(q.shape[-1]), -np.inf)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights /= weights.sum(axis=-1, keepdims=True)
+        return weights @ values
+
+    moved_k, moved_v = k.copy(), v.copy()
+    moved_k[:, -1] += 1.0
+    moved_v[:, -1] += 1.0
+    return np.abs(attend(moved_k, moved_v) - attend(k, v)).max(axis=-1)
+    ### END SOLUTION
+
+
+# %%
+print(check("future_leak", future_leak))
+
+# %% [markdown]
 # 5. Bug 11's inflated number depends on the share of padding. Sort 1,000 sentences of random
 #    lengths into batches by length, then at random: how does `zoo.accuracy_buggy` of a model that
 #    predicts `<pad>` everywhere change between the two?
+#
+#    *Auto-graded:* `pad_only_accuracy(lengths, batch_size)`. `lengths` of shape `(N,)` holds the
+#    sentences' lengths in tokens, in the order in which they are batched, `batch_size` at a time (the
+#    last batch may be smaller), each batch padded to its own longest sentence. Return the mean, over
+#    the batches, of `zoo.accuracy_buggy` for a model that predicts `<pad>` at every position (a
+#    float). The grader tries random lengths, the same lengths sorted, and a small batch by hand.
+#    *For the rubric:* the two numbers for 1,000 sentences, and what they say about the metric.
+
+# %%
+def pad_only_accuracy(lengths, batch_size):
+    """The mean over the batches of zoo.accuracy_buggy for a model that predicts <pad> everywhere."""
+    ### BEGIN SOLUTION
+    scores = []
+    for start in range(0, len(lengths), batch_size):
+        batch = lengths[start:start + batch_size]
+        positions = len(batch) * batch.max()  # the batch padded to its longest sentence
+        scores.append(1 - batch.sum() / positions)  # every <pad> position predicted right
+    return float(np.mean(scores))
+    ### END SOLUTION
+
+
+# %%
+print(check("pad_only_accuracy", pad_only_accuracy))
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)
@@ -638,20 +737,15 @@ def causal_mask_fixed(T):
     return np.tril(np.ones((T, T), dtype=bool))  # the lower triangle: each position sees the past
 
 
-def future_leak(causal_mask):
+def leak_symptom(causal_mask):
     """Move the key and value of the last position only: the largest change in the outputs of the
-    earlier positions. No position may read a later one: 0 when right."""
-    q_leak, k_leak, v_leak = np.random.default_rng(0).standard_normal((3, 2, 1, 5, 4))
-    k_moved, v_moved = k_leak.copy(), v_leak.copy()
-    k_moved[..., -1, :] += 1.0
-    v_moved[..., -1, :] += 1.0
-    before = ops.attention_forward(q_leak, k_leak, v_leak, causal_mask(5))[0]
-    after = ops.attention_forward(q_leak, k_moved, v_moved, causal_mask(5))[0]
-    return np.abs(after[..., :-1, :] - before[..., :-1, :]).max()
+    earlier positions (future_leak, above). No position may read a later one: 0 when right."""
+    q_leak, k_leak, v_leak = np.random.default_rng(0).standard_normal((3, 2, 5, 4))
+    return future_leak(causal_mask(5), q_leak, k_leak, v_leak)[:, :-1].max()
 
 
 twelfth = zoo.Bug(12, "causal mask built with np.triu", "mask = np.triu(np.ones((T, T)))", causal_mask_buggy,
-                  causal_mask_fixed, future_leak, 1e-9, "largest change of earlier outputs when the last position moves")
+                  causal_mask_fixed, leak_symptom, 1e-9, "largest change of earlier outputs when the last position moves")
 print(f"answer 4: bug 12 symptom: buggy {twelfth.measure(twelfth.buggy):.3g}, fixed {twelfth.measure(twelfth.fixed):.3g}")
 assert twelfth.shows(twelfth.buggy) and not twelfth.shows(twelfth.fixed)
 assert np.array_equal(causal_mask_fixed(5), ops.causal_mask(5))
@@ -677,3 +771,4 @@ by_length, at_random = know_nothing_accuracy(np.argsort(sentence_lengths)), know
 print(f"answer 5: accuracy_buggy of a model that predicts <pad> everywhere: batches sorted by length {by_length:.1%}, "
       f"random batches {at_random:.1%}")
 assert by_length < 0.1 and at_random > 0.3
+assert abs(by_length - pad_only_accuracy(np.sort(sentence_lengths), 32)) < 1e-12

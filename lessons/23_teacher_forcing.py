@@ -354,6 +354,37 @@ if not QUICK:
 #    several punctuation marks?
 # 3. Shift the wrong way: train with `tgt_out` as the input and `tgt_in` as the targets. What does
 #    position $t$ see, and what must it predict? Predict the training loss before you run it.
+#
+#    *Auto-graded:* `answer_offsets(decoder_input, targets)`, for a decoder given `decoder_input` and
+#    asked for `targets`, both `(B, T)` arrays of ids. For each position $t$ whose target is not
+#    `<pad>`: how many positions back the nearest input that the causal mask lets position $t$ see
+#    (positions $0 \dots t$) holds its target token, 0 when its own input does; -1 when none of them
+#    does, and -1 where the target is `<pad>`. Return the `(B, T)` integers. Call it on the shifted
+#    pairs, on unshifted ones and the wrong way round. The grader tries those three, targets two
+#    positions ahead, and repeated words. *For the rubric:* what position $t$ sees and must predict
+#    the wrong way round, and the training loss you predict before running it.
+
+# %%
+def answer_offsets(decoder_input, targets):
+    """(B, T): how far back position t sees its own target among its inputs 0..t; -1 if nowhere, or <pad>."""
+    ### BEGIN SOLUTION
+    offsets = np.full(targets.shape, -1)
+    for row in range(targets.shape[0]):
+        for t in range(targets.shape[1]):
+            if targets[row, t] == PAD_ID:
+                continue  # nothing is asked here
+            seen_backwards = decoder_input[row, t::-1]  # positions t, t - 1, ..., 0
+            matches = np.flatnonzero(seen_backwards == targets[row, t])
+            if matches.size:
+                offsets[row, t] = matches[0]
+    return offsets
+    ### END SOLUTION
+
+
+# %%
+print(check("answer_offsets", answer_offsets))
+
+# %% [markdown]
 # 4. Why does the decoder need `<bos>` at all? Which position would predict $y_1$ without it, and
 #    from what?
 
@@ -453,5 +484,9 @@ wrong_way = train_wrong_way()
 print(f"answer 3: mean training loss of the last 20 steps: wrong way {np.mean(wrong_way[-20:]):.3f}, "
       + ", ".join(f"{name} {np.mean(values[-20:]):.3f}" for name, values in losses.items()))
 assert all((b.tgt_in[:, 1:] == b.tgt_out[:, :-1]).all() for b in batches)  # target t of the wrong way = input t - 1
+wrong_offsets = np.concatenate([answer_offsets(b.tgt_out, b.tgt_in)[b.tgt_in != PAD_ID] for b in batches])
+print(f"answer 3: the wrong way round, {np.mean(wrong_offsets == 1):.0%} of the asked positions see their target one "
+      f"position back, {np.mean(wrong_offsets == 0):.0%} in their own input (a repeated word), "
+      f"{np.mean(wrong_offsets == -1):.0%} nowhere (<bos>, at position 0)")
 if not QUICK:
     assert np.mean(wrong_way[-20:]) < 0.5 * np.mean(losses["shifted"][-20:])

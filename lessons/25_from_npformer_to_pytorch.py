@@ -416,6 +416,33 @@ else:
 # 3. In a tied model, check that the gradient PyTorch leaves in `tgt_embed.weight` is the sum of two
 #    uses: compute each use's share separately in npformer (hint: `out_proj.backward` adds into the
 #    table's gradient) and compare.
+#
+#    *Auto-graded:* `tied_embedding_gradient(ids, d_embedded, hidden, d_logits)`, the gradient of a
+#    table $E$ of shape `(V, D)` used twice: as the target embedding, $x = E[\text{ids}]\,\sqrt{D} + PE$,
+#    and as the output projection, $\text{logits} = \text{hidden}\; E^\top + b$. You are given `ids`
+#    `(B, T)`; `d_embedded` `(B, T, D)`, the gradient of the loss with respect to $x$; `hidden`
+#    `(B, T, D)`, the output projection's input; and `d_logits` `(B, T, V)`, the gradient with respect
+#    to the logits. Return $dE$, of shape `(V, D)`. The grader tries ids that repeat, ids that never
+#    occur, and a single token. *For the rubric:* the comparison with the gradient PyTorch leaves in
+#    `tgt_embed.weight`, and with each share alone.
+
+# %%
+def tied_embedding_gradient(ids, d_embedded, hidden, d_logits):
+    """dE (V, D) for a table used as the embedding (times sqrt(D)) and as the output projection (E^T)."""
+    ### BEGIN SOLUTION
+    vocab, d_model = d_logits.shape[-1], hidden.shape[-1]
+    d_table = np.zeros((vocab, d_model))
+    lookup_rows = d_embedded.reshape(-1, d_model) * np.sqrt(d_model)  # x = E[ids] sqrt(D) + PE
+    np.add.at(d_table, ids.reshape(-1), lookup_rows)  # a repeated id collects every one of its rows
+    d_table += d_logits.reshape(-1, vocab).T @ hidden.reshape(-1, d_model)  # logits = hidden E^T + b
+    return d_table
+    ### END SOLUTION
+
+
+# %%
+print(check("tied_embedding_gradient", tied_embedding_gradient))
+
+# %% [markdown]
 # 4. PyTorch's own `torch.nn.Transformer` is built from the `torch.nn.MultiheadAttention` whose
 #    weights you mapped above. What does it add to a post-norm model that npformer's post-norm
 #    model does not have? (Print its parameter names.)

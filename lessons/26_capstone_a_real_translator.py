@@ -523,6 +523,34 @@ print(f"output layer per target token: {2 * d_model * len(word_vocab):,} FLOPs w
 #    translate each distinct sentence once, and pass `metrics.bleu` several reference streams (each
 #    holds one reference per sentence; repeat a reference where a sentence has fewer). How far is
 #    this from the one-reference BLEU above?
+#
+#    *Auto-graded:* `reference_streams(english, french)`, for the test pairs as two lists of strings
+#    of the same length, returns `(distinct, streams)`: `distinct`, the English sentences, each once,
+#    in the order in which they first appear; `streams`, a list of lists of strings, as many as the
+#    sentence with the most references has, stream $k$ holding for each sentence of `distinct` its
+#    $k$-th reference (in the order of the pairs), or its last one where it has fewer. The grader
+#    tries sentences with three, two and one references, and pairs with one reference each.
+#    *For the rubric:* the two BLEU scores on the same sentences, and why they differ.
+
+# %%
+def reference_streams(english, french):
+    """(the distinct English sentences in order of first appearance, the reference streams for metrics.bleu)."""
+    ### BEGIN SOLUTION
+    references = {}  # a dict keeps the order in which the sentences first appear
+    for source, target in zip(english, french):
+        references.setdefault(source, []).append(target)
+    distinct = list(references)
+    most = max(len(targets) for targets in references.values())
+    streams = [[references[source][min(k, len(references[source]) - 1)] for source in distinct]
+               for k in range(most)]
+    return distinct, streams
+    ### END SOLUTION
+
+
+# %%
+print(check("reference_streams", reference_streams))
+
+# %% [markdown]
 # 4. Find a test sentence whose translation holds an unknown word that the Translator copied from
 #    the source (`trained.translations(...)` gives each sentence's `copies`: output position ->
 #    source position). Does the cross-attention of the last layer point at the
@@ -613,6 +641,8 @@ per_pair = [(hypothesis, french) for english, hypothesis in zip(distinct, distin
             for french in references[english]]
 most = max(len(references[english]) for english in distinct)
 streams = [[references[english][min(k, len(references[english]) - 1)] for english in distinct] for k in range(most)]
+assert (distinct, streams) == reference_streams([e for e in distinct for _ in references[e]],
+                                                [f for e in distinct for f in references[e]])
 one_reference = metrics.bleu([h for h, _ in per_pair], [f for _, f in per_pair])
 all_references = metrics.bleu(distinct_hypotheses, streams)
 print(f"answer 3: {len(distinct)} distinct test sentences ({len(per_pair)} pairs, up to {most} references each): "

@@ -42,13 +42,18 @@
     roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
     masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
     language_models.py      lessons 18-19: top-k, sampling, BERT's masking rule
+    language_model_questions.py  lessons 18-19's open questions: top-p filtering, the share of <unk> in English
     patches.py              lesson 20: patch embeddings and their backward pass
     debugging.py            lessons 21-22: reading a gradient check, two bugs of the zoo fixed
+    debugging_questions.py  lessons 21-22's open questions: finite differences across ReLU's kink, when bugs 4
+                            and 7 show, a mask's future leak, the inflated accuracy batch by batch
     teacher_forcing_and_batchnorm.py  lessons 23-24: teacher forcing's shift, batch norm and its backward
     batchnorm_steps.py      lesson 24: batch norm's backward in steps (through x_hat, the variance, the mean)
     batchnorm_questions.py  lesson 24's open questions, their auto-graded parts: the backward pass of batch norm
                             that normalises the padding too, the padding share of batches
+    teacher_forcing_questions.py  lesson 23's open question: how far back each position sees its target
     torch_layout_and_bpe.py lessons 25-26: PyTorch's in_proj layout, BPE's merge step and segmentation
+    translation_questions.py  lessons 25-26's open questions: a tied table's gradient, BLEU's reference streams
     modern_parts.py         lesson 28: RMSNorm (through 1/rms), rotary positions from a cache offset, SiLU and
                             SwiGLU, the gradient sum of grouped-query attention's shared heads
     modern_parts_steps.py   lesson 28: the steps (RMSNorm's mean square, one pair's rotation, SwiGLU's branches)
@@ -69,15 +74,17 @@ from . import (  # one module per line: each group of lessons adds its own
     batchnorm_steps,
     blocks_and_training,
     debugging,
+    debugging_questions,
     decoding_questions,
     finite_difference_steps,
     kv_cache,
+    language_model_questions,
     language_models,
+    layer_backward,
     loss_steps,
     masked_pooling,
-    model_size,
-    layer_backward,
     mlp_and_positions,
+    model_size,
     modern_parts,
     modern_parts_steps,
     multi_head_questions,
@@ -89,8 +96,10 @@ from . import (  # one module per line: each group of lessons adds its own
     searches,
     steps,
     teacher_forcing_and_batchnorm,
+    teacher_forcing_questions,
     torch_layout_and_bpe,
     training_loop,
+    translation_questions,
 )
 from .base import Case, Exercise, WrongSolution
 
@@ -125,6 +134,10 @@ MODULES = (
     finite_difference_steps,
     model_size,
     training_loop,
+    debugging_questions,
+    language_model_questions,
+    teacher_forcing_questions,
+    translation_questions,
 )
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in sorted(

@@ -28,7 +28,7 @@ from npformer import backend, interop, ops, optim, viz
 from npformer.course import EXERCISES, check
 from npformer.data import Vocab, encode_pairs, make_batches, pad_batch, tokenize, toy_corpus
 from npformer.models import Transformer, TransformerConfig
-from npformer.nn import SelfAttention
+from npformer.nn import EncoderLayer, SelfAttention
 from npformer.tasks.translation import Translator
 from npformer.tokens import PAD_ID
 from npformer.training import train_step
@@ -406,6 +406,81 @@ else:
 # %% [markdown]
 # In float64 the two attentions agree to round-off: the same function, with PyTorch's layout.
 #
+# ## A whole layer in PyTorch's own class
+#
+# `torch.nn.TransformerEncoderLayer` is PyTorch's post-norm encoder layer: self-attention in a
+# `MultiheadAttention` named `self_attn`, the feed-forward network as two `Linear`s named `linear1`
+# and `linear2`, and two `LayerNorm`s, `norm1` after the attention's residual sum and `norm2` after
+# the feed-forward's. Its state dict holds twelve arrays, in this order: `self_attn.in_proj_weight`,
+# `self_attn.in_proj_bias`, `self_attn.out_proj.weight`, `self_attn.out_proj.bias`, `linear1.weight`,
+# `linear1.bias`, `linear2.weight`, `linear2.bias`, `norm1.weight`, `norm1.bias`, `norm2.weight`,
+# `norm2.bias`. An npformer `EncoderLayer` holds sixteen (print `layer.params()` below).
+#
+# ### Your turn
+#
+# Write `to_torch_encoder_layer(params)`: `params` is an npformer post-norm encoder layer's dict
+# (its keys as `EncoderLayer.params()` names them, float64 arrays; $D$ and $d_{ff}$ are whatever
+# the arrays say), and you return a dict of PyTorch's twelve names to NumPy arrays. For each of
+# PyTorch's arrays, decide which of npformer's it comes from, whether its layout is npformer's or
+# the transpose (which axis of a `torch.nn.Linear`'s weight is the output?), and which arrays are
+# stacked into one (the part you wrote above; write it again here, so that this exercise stands on
+# its own). The check tries
+# $D = 4$, $D = 1$, and a feed-forward narrower than $D$, so that only the right transposes give
+# the right shapes.
+
+# %%
+print(sorted(EncoderLayer(4, n_heads=2, d_ff=8, activation="relu", rng=np.random.default_rng(0), dropout=0.0,
+                          dropout_rng=np.random.default_rng(0), pre_norm=False).params()))
+
+
+# %%
+def to_torch_encoder_layer(params):
+    """An npformer post-norm encoder layer's params -> torch.nn.TransformerEncoderLayer's state dict."""
+    ### BEGIN SOLUTION
+    projections = ("self_attn.q", "self_attn.k", "self_attn.v")      # stacked in PyTorch's order q, k, v
+    converted = {"self_attn.in_proj_weight": np.concatenate([params[f"{name}.W"].T for name in projections]),
+                 "self_attn.in_proj_bias": np.concatenate([params[f"{name}.b"] for name in projections])}
+    for torch_linear, ours in (("self_attn.out_proj", "self_attn.o"), ("linear1", "ffn.fc1"), ("linear2", "ffn.fc2")):
+        converted[f"{torch_linear}.weight"] = params[f"{ours}.W"].T   # torch keeps (d_out, d_in)
+        converted[f"{torch_linear}.bias"] = params[f"{ours}.b"]
+    for norm in ("norm1", "norm2"):
+        converted[f"{norm}.weight"] = params[f"{norm}.gamma"]
+        converted[f"{norm}.bias"] = params[f"{norm}.beta"]
+    return converted
+    ### END SOLUTION
+
+
+# %%
+print(check("to_torch_encoder_layer", to_torch_encoder_layer))
+
+# %% [markdown]
+# With PyTorch installed, the cell below loads a random npformer encoder layer (two heads, $D = 8$,
+# $d_{ff} = 16$, float64, no dropout) into `torch.nn.TransformerEncoderLayer` with your map once it
+# passes (the course's reference until then) and prints the largest difference of the two layers'
+# outputs on a random batch.
+
+# %%
+passed = check("to_torch_encoder_layer", to_torch_encoder_layer, strict=False).passed  # yours, when it passes
+layer_map = to_torch_encoder_layer if passed else EXERCISES["to_torch_encoder_layer"].reference
+if torch:
+    ours_layer = EncoderLayer(8, n_heads=2, d_ff=16, activation="relu", rng=np.random.default_rng(5),
+                              dtype=np.float64, dropout=0.0, dropout_rng=np.random.default_rng(5), pre_norm=False)
+    theirs_layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, dtype=torch.float64)
+    arrays = layer_map({key: backend.to_numpy(value) for key, value in ours_layer.params().items()})
+    theirs_layer.load_state_dict({name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in arrays.items()})
+    theirs_layer.eval()
+    x_layer = np.random.default_rng(6).standard_normal((2, 5, 8))
+    with torch.no_grad():
+        layer_gap = np.abs(backend.to_numpy(ours_layer.forward(backend.asarray(x_layer), None))
+                           - theirs_layer(torch.from_numpy(x_layer)).numpy()).max()
+    whose = "your" if passed else "the course's"
+    print(f"npformer's EncoderLayer in torch.nn.TransformerEncoderLayer, with {whose} map: largest difference of "
+          f"the outputs {layer_gap:.1e}")
+    assert layer_gap < 1e-12
+else:
+    print("skipped: torch.nn.TransformerEncoderLayer needs PyTorch (pip install torch)")
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Forget the transpose for the square matrices only (the attention's $W_q, W_k, W_v, W_o$), in

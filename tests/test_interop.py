@@ -267,3 +267,24 @@ def test_weights_trained_in_torch_come_back_to_npformer():
         torch_logits = twin(torch.from_numpy(src), torch.from_numpy(tgt_in)).numpy()
     np.testing.assert_allclose(host(back.forward(backend.asarray(src), backend.asarray(tgt_in))),
                                torch_logits, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("d_model, d_ff, n_heads", [(4, 8, 2), (6, 5, 3)])
+def test_the_courses_encoder_layer_map_loads_into_pytorchs_own_layer(d_model, d_ff, n_heads):
+    """Lesson 25's reference (to_torch_encoder_layer): npformer's post-norm encoder layer, loaded into
+    torch.nn.TransformerEncoderLayer with it, computes the same outputs."""
+    from npformer.course import EXERCISES
+    from npformer.nn import EncoderLayer
+
+    torch = needs_torch()
+    layer = EncoderLayer(d_model, n_heads=n_heads, d_ff=d_ff, activation="relu", rng=np.random.default_rng(1),
+                         dtype=np.float64, dropout=0.0, dropout_rng=np.random.default_rng(1), pre_norm=False)
+    arrays = EXERCISES["to_torch_encoder_layer"].reference({k: np.asarray(v) for k, v in layer.params().items()})
+    theirs = torch.nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True,
+                                              dtype=torch.float64)
+    assert list(theirs.state_dict()) == list(arrays)
+    theirs.load_state_dict({name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in arrays.items()})
+    theirs.eval()
+    x = np.random.default_rng(2).standard_normal((2, 5, d_model))
+    with torch.no_grad():
+        np.testing.assert_allclose(theirs(torch.from_numpy(x)).numpy(), layer.forward(x, None), atol=1e-12)

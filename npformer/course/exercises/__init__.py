@@ -52,6 +52,7 @@
     batchnorm_questions.py  lesson 24's open questions, their auto-graded parts: the backward pass of batch norm
                             that normalises the padding too, the padding share of batches
     teacher_forcing_questions.py  lesson 23's open question: how far back each position sees its target
+    torch_encoder_layer.py  lesson 25: a whole encoder layer's parameters as torch.nn.TransformerEncoderLayer keeps them
     torch_layout_and_bpe.py lessons 25-26: PyTorch's in_proj layout, BPE's merge step and segmentation
     translation_questions.py  lessons 25-26's open questions: a tied table's gradient, BLEU's reference streams
     modern_parts.py         lesson 28: RMSNorm (through 1/rms), rotary positions from a cache offset, SiLU and
@@ -97,6 +98,7 @@ from . import (  # one module per line: each group of lessons adds its own
     steps,
     teacher_forcing_and_batchnorm,
     teacher_forcing_questions,
+    torch_encoder_layer,
     torch_layout_and_bpe,
     training_loop,
     translation_questions,
@@ -127,6 +129,7 @@ MODULES = (
     batchnorm_steps,
     batchnorm_questions,
     torch_layout_and_bpe,
+    torch_encoder_layer,
     modern_parts_steps,
     modern_parts,
     alignments,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy
 
+from ..exercises.modern_block import swiglu_ffn
 from .base import Family, Variant, keep
 
 EPS = 1e-5
@@ -137,11 +138,14 @@ def _swiglu_variant(name):
 
     def gate(gate, node=keep):
         return phi(gate)
+
+    def sublayer(x, W_gate, W_up, W_down, node=keep):
+        return swiglu_ffn(x, W_gate, W_up, W_down, unit=unit)
     return Variant(name, f"silu is replaced by {words}: silu_backward is phi's, y = phi(x W_gate) * "
-                         "(x W_up)", unit, {"silu_backward": gate})
+                         "(x W_up)", unit, {"silu_backward": gate, "swiglu_ffn_backward": sublayer})
 
 
-SWIGLU = Family("swiglu", ("silu_backward", "swiglu_d_gate", "swiglu_d_up", "swiglu_backward"),
+SWIGLU = Family("swiglu", ("silu_backward", "swiglu_d_gate", "swiglu_d_up", "swiglu_backward", "swiglu_ffn_backward"),
                 tuple(_swiglu_variant(name) for name in ACTIVATIONS), nodes={"swiglu_d_gate": "gate", "swiglu_d_up": "up"})
 
 

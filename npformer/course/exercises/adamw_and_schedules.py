@@ -271,13 +271,19 @@ def _adamw_as_l2(params, grads, m, v, step, lr, beta1, beta2, eps, weight_decay,
     return tuple({key: parts[index] for key, parts in new.items()} for index in range(3))
 
 
+def _numpy_adamw(params, grads, m, v, step, lr, beta1, beta2, eps, weight_decay):
+    new = {key: _adam(params[key] * (1 - lr * weight_decay) if params[key].ndim >= 2 else params[key], grads[key],
+                      m[key], v[key], step, lr, beta1, beta2, eps) for key in params}
+    return tuple({key: parts[index] for key, parts in new.items()} for index in range(3))
+
+
 def _adamw_unclipped(params, grads, m, v, step, lr, beta1, beta2, eps, weight_decay, max_norm):
-    return _adamw_step(params, grads, m, v, step, lr, beta1, beta2, eps, weight_decay, numpy.inf)
+    return _numpy_adamw(params, grads, m, v, step, lr, beta1, beta2, eps, weight_decay)
 
 
 def _adamw_clipped_per_parameter(params, grads, m, v, step, lr, beta1, beta2, eps, weight_decay, max_norm):
     grads = {key: _clipped({key: grad}, max_norm)[key] for key, grad in grads.items()}
-    return _adamw_step(params, grads, m, v, step, lr, beta1, beta2, eps, weight_decay, numpy.inf)
+    return _numpy_adamw(params, grads, m, v, step, lr, beta1, beta2, eps, weight_decay)
 
 
 def _adagrad_forgetting(param, grad, sum_of_squares, lr, eps):

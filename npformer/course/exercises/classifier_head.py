@@ -91,19 +91,26 @@ TEXTBOOK: dict[str, str] = {
 
 # -- the mistakes students make ---------------------------------------------------------------------------
 
+def _numpy_head(x, mask, W, b, labels, dloss, spread=None, per_sentence=True):
+    """The head's gradients in NumPy, as a student writes them; ``spread`` the mask the pool's gradient uses."""
+    counts = numpy.maximum(mask.sum(axis=1, keepdims=True), 1)
+    pooled = (x * mask[:, :, None]).sum(axis=1) / counts
+    logits = pooled @ W + b
+    probs = numpy.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    d_logits = (probs - numpy.eye(W.shape[1])[labels]) * dloss / (len(labels) if per_sentence else 1)
+    spread = mask if spread is None else spread
+    d_pooled = d_logits @ W.T
+    dx = spread[:, :, None] * (d_pooled / numpy.maximum(spread.sum(axis=1, keepdims=True), 1))[:, None, :]
+    return dx, pooled.T @ d_logits, d_logits.sum(axis=0)
+
+
 def _summed_over_sentences(x, mask, W, b, labels, dloss):
-    dx, dW, db = _head_backward(x, mask, W, b, labels, dloss)
-    batch = len(labels)
-    return dx * batch, dW * batch, db * batch
+    return _numpy_head(x, mask, W, b, labels, dloss, per_sentence=False)
 
 
 def _pooled_over_every_position(x, mask, W, b, labels, dloss):
-    everywhere = numpy.ones_like(mask)
-    pooled, pool_cache = ops.masked_mean_pool_forward(x, mask)
-    logits, linear_cache = ops.linear_forward(pooled, W, b)
-    _, loss_cache = ops.cross_entropy_forward(logits, labels, ignore_index=None)
-    d_pooled, dW, db = ops.linear_backward(ops.cross_entropy_backward(dloss, loss_cache), linear_cache)
-    return ops.masked_mean_pool_backward(d_pooled, ops.masked_mean_pool_forward(x, everywhere)[1]), dW, db
+    return _numpy_head(x, mask, W, b, labels, dloss, spread=numpy.ones_like(mask))
 
 
 WRONG_SOLUTIONS: list[WrongSolution] = [

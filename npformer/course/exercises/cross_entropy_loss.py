@@ -217,13 +217,24 @@ def _smoothing_forgotten(logits, targets, label_smoothing):
     return float((losses * counted).sum() / max(int(counted.sum()), 1))
 
 
+def _numpy_row_loss(margin, label_smoothing, vocab_size):
+    """The smoothed loss of the row (margin, 0, ..., 0), target 0, in NumPy."""
+    row = numpy.zeros(vocab_size)
+    row[0] = margin
+    log_probs = _stable_log_probs(row)
+    q = numpy.full(vocab_size, label_smoothing / vocab_size)
+    q[0] += 1 - label_smoothing
+    return float(-(q * log_probs).sum())
+
+
 def _margin_without_the_one(label_smoothing, vocab_size):
     margin = numpy.log(vocab_size * (1 - label_smoothing) / label_smoothing)
-    return margin, _row_loss_and_slope(margin, label_smoothing, vocab_size)[0]
+    return margin, _numpy_row_loss(margin, label_smoothing, vocab_size)
 
 
 def _loss_of_the_target_only(label_smoothing, vocab_size):
-    margin = _smoothing_optimum(label_smoothing, vocab_size)[0]
+    margins = numpy.linspace(-20, 40, 60001)                          # the right margin, searched on a grid
+    margin = margins[numpy.argmin([_numpy_row_loss(m, label_smoothing, vocab_size) for m in margins[::100]]) * 100]
     q_target = 1 - label_smoothing + label_smoothing / vocab_size
     return margin, -q_target * numpy.log(q_target)
 

@@ -177,13 +177,26 @@ TEXTBOOK: dict[str, str] = {
 
 # -- the mistakes students make ---------------------------------------------------------------------------
 
+def _numpy_ffn(x, W_gate, W_up, W_down, dout, residual=True):
+    """The sublayer's gradients in NumPy, as a student writes them."""
+    gate, up = x @ W_gate, x @ W_up
+    sigmoid = 1.0 / (1.0 + numpy.exp(-gate))
+    hidden = gate * sigmoid * up
+    d_hidden = dout @ W_down.T
+    d_gate = d_hidden * up * sigmoid * (1.0 + gate * (1.0 - sigmoid))
+    d_up = d_hidden * gate * sigmoid
+    rows = x.reshape(-1, x.shape[-1])
+    dx = d_gate @ W_gate.T + d_up @ W_up.T + (dout if residual else 0.0)
+    return (dx, rows.T @ d_gate.reshape(-1, gate.shape[-1]), rows.T @ d_up.reshape(-1, up.shape[-1]),
+            hidden.reshape(-1, hidden.shape[-1]).T @ dout.reshape(-1, dout.shape[-1]))
+
+
 def _residual_forgotten(x, W_gate, W_up, W_down, dout):
-    dx, dW_gate, dW_up, dW_down = _ffn_backward(x, W_gate, W_up, W_down, dout)
-    return dx - dout, dW_gate, dW_up, dW_down
+    return _numpy_ffn(x, W_gate, W_up, W_down, dout, residual=False)
 
 
 def _down_transposed(x, W_gate, W_up, W_down, dout):
-    dx, dW_gate, dW_up, dW_down = _ffn_backward(x, W_gate, W_up, W_down, dout)
+    dx, dW_gate, dW_up, dW_down = _numpy_ffn(x, W_gate, W_up, W_down, dout)
     return dx, dW_gate, dW_up, dW_down.T
 
 

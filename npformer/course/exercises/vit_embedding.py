@@ -123,15 +123,28 @@ TEXTBOOK: dict[str, str] = {
 
 # -- the mistakes students make ---------------------------------------------------------------------------
 
+def _numpy_embedding(images, patch_size, W, b, cls_token, pos, dout, patch_rows=slice(1, None)):
+    """The embedding's gradients in NumPy, as a student writes them; ``patch_rows``: the rows of dout the
+    patches' tokens are read from."""
+    batch, channels, height, width = images.shape
+    p = patch_size
+    grid = images.reshape(batch, channels, height // p, p, width // p, p).transpose(0, 2, 4, 1, 3, 5)
+    patches = grid.reshape(batch, -1, channels * p * p)
+    d_tokens = dout[:, patch_rows]
+    rows = patches.reshape(-1, patches.shape[-1])
+    d_patches = (d_tokens @ W.T).reshape(grid.shape)
+    dimages = d_patches.transpose(0, 3, 1, 4, 2, 5).reshape(images.shape)
+    return (dimages, rows.T @ d_tokens.reshape(-1, W.shape[1]), d_tokens.sum(axis=(0, 1)),
+            dout[:, :1].sum(axis=0, keepdims=True), dout.sum(axis=0))
+
+
 def _position_per_image(images, patch_size, W, b, cls_token, pos, dout):
-    dimages, dW, db, dcls, _ = _embedding_backward(images, patch_size, W, b, cls_token, pos, dout)
+    dimages, dW, db, dcls, _ = _numpy_embedding(images, patch_size, W, b, cls_token, pos, dout)
     return dimages, dW, db, dcls, dout.mean(axis=0)
 
 
 def _class_row_into_the_patches(images, patch_size, W, b, cls_token, pos, dout):
-    shifted = numpy.concatenate([dout[:, :1], dout[:, :-1]], axis=1)      # the patches read rows 0 .. N - 1
-    dimages, dW, db, _, _ = _embedding_backward(images, patch_size, W, b, cls_token, pos, shifted)
-    return dimages, dW, db, dout[:, :1].sum(axis=0, keepdims=True), dout.sum(axis=0)
+    return _numpy_embedding(images, patch_size, W, b, cls_token, pos, dout, patch_rows=slice(0, -1))
 
 
 WRONG_SOLUTIONS: list[WrongSolution] = [

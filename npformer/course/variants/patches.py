@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy
 
-from ..exercises.vit_embedding import vit_embedding
 from .base import Family, Variant, keep
 
 
@@ -46,7 +45,9 @@ def _numbered(forward):
 def _embedding(forward):
     """Lesson 20's embedding (projection, class token, positions) on this arrangement of the patches."""
     def embedding(images, patch_size, W, b, cls_token, pos, node=keep):
-        return vit_embedding(images, patch_size, W, b, cls_token, pos, arrange=forward)
+        tokens = forward(images, patch_size) @ W + b                         # (B, N, D)
+        cls = numpy.broadcast_to(cls_token, (tokens.shape[0], 1, tokens.shape[2]))
+        return numpy.concatenate([cls, tokens], axis=1) + pos
     return embedding
 
 

@@ -276,6 +276,38 @@ print(check("cross_entropy_backward", cross_entropy_backward, steps=(cross_entro
 # the $N$ positions that count. The model is discouraged from ever becoming certain: the paper
 # reports that this hurts perplexity but improves accuracy and BLEU.
 #
+# ### Your turn: the loss itself
+#
+# Before its gradient, write the loss. `smoothed_cross_entropy_loss(logits, targets, label_smoothing)`
+# takes `logits` of shape `(..., V)`, `targets` of shape `(...)` (integers, `0` for `<pad>`) and
+# $\varepsilon$ = `label_smoothing`, and returns $L$ as a float: the mean over the $N$ positions that
+# count of $\ell = -\sum_j q_j \log p_j$ ($0$ when no position counts). Three things to work out, each
+# tested on its own case: the log-probabilities without ever taking $\log$ of a softmax (the section
+# above shows how, and the grader sends logits of about $10^4$), the smoothed target distribution $q$
+# of every position at once (an identity row per target, then the two terms), and the mean over the
+# positions that count only. The grader compares your loss with npformer's, on a batch of padding
+# only too.
+
+# %%
+def smoothed_cross_entropy_loss(logits, targets, label_smoothing):
+    """The mean over the non-<pad> positions of -sum_j q_j log p_j: a float."""
+    ### BEGIN SOLUTION
+    shifted = logits - logits.max(axis=-1, keepdims=True)               # every exponent <= 0
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    vocab_size = logits.shape[-1]
+    one_hot = np.eye(vocab_size)[targets]                                # (..., V)
+    q = (1 - label_smoothing) * one_hot + label_smoothing / vocab_size
+    position_losses = -(q * log_probs).sum(axis=-1)                       # (...)
+    counted = targets != 0
+    total = (position_losses * counted).sum()
+    return float(total / max(int(counted.sum()), 1))
+    ### END SOLUTION
+
+
+# %%
+print(check("smoothed_cross_entropy_loss", smoothed_cross_entropy_loss))
+
+# %% [markdown]
 # ### Step 2 again, with the smoothed targets
 #
 # Steps 1 and 3 of the walk above do not change: only the loss of a position does. Which entries of
@@ -415,9 +447,44 @@ for eps in (0.1, 0.3):
 #    figure (the correct logit is the margin, the other $V - 1$ logits are $0$). Check it against the
 #    minima printed above for $V = 10$. Find the smallest loss as a formula too: the entropy of
 #    which distribution is it?
+#    Auto-graded: `smoothing_optimum(label_smoothing, vocab_size)`, your two formulas as code (NumPy
+#    only), returning the minimising margin and the smallest loss, checked for other $\varepsilon$ and
+#    $V$ too. Which distribution's entropy it is stays for the rubric.
+
+# %%
+def smoothing_optimum(label_smoothing, vocab_size):
+    """(margin, smallest loss) of the row (margin, 0, ..., 0) with target 0, smoothed by label_smoothing."""
+    ### BEGIN SOLUTION
+    eps, vocab = label_smoothing, vocab_size
+    q_target, q_other = 1 - eps + eps / vocab, eps / vocab
+    margin = np.log((vocab - 1) * q_target / (1 - q_target))     # where p_target = q_target
+    smallest = -q_target * np.log(q_target) - (vocab - 1) * q_other * np.log(q_other)
+    return margin, smallest
+    ### END SOLUTION
+
+
+# %%
+print(check("smoothing_optimum", smoothing_optimum))
+
+# %% [markdown]
 # 3. The loss divides by $N$, the number of targets that are not `<pad>`, not by the number of
 #    positions $B \cdot T$. What would dividing by $B \cdot T$ do to the gradient of a batch of short
 #    sentences padded to a long one, compared with a batch of long sentences?
+#    Auto-graded: `padding_gradient_scale(targets)`, for `targets` of shape `(B, T)` (`0` for
+#    `<pad>`), the number a counted position's gradient is multiplied by when the loss divides by
+#    $B \cdot T$ instead of $N$. What that does to short and long batches stays for the rubric.
+
+# %%
+def padding_gradient_scale(targets):
+    """What a counted position's gradient is multiplied by when the loss divides by B*T, not N: a float."""
+    ### BEGIN SOLUTION
+    counted = int((targets != 0).sum())
+    return counted / targets.size
+    ### END SOLUTION
+
+
+# %%
+print(check("padding_gradient_scale", padding_gradient_scale))
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)

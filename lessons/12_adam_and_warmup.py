@@ -302,12 +302,102 @@ assert np.isclose(np.linalg.norm(model.grad["w"]), 1.0, rtol=1e-5), "clipping mu
 assert np.isclose(model.grad["w"][0] / model.grad["w"][1], 100), "clipping must keep the gradient's direction"
 
 # %% [markdown]
+# ### Your turn: one step of training, over a whole model
+#
+# A model's optimiser step is these three rules together, in this order: clip every gradient together,
+# decay the parameters AdamW decays, then Adam's update of every parameter from its clipped gradient.
+# Write `adamw_step(params, grads, m, v, step, lr, beta1, beta2, eps, weight_decay, max_norm)`:
+# `params` is a dict from each parameter's name to its array (a model's `params()`), and `grads`, `m`
+# and `v` are dicts with the same names and shapes (the gradients, and each parameter's moments after
+# `step - 1` steps). Return three new dicts `(params, m, v)` and leave the ones you were given unchanged.
+#
+# - The clipping is `torch.nn.utils.clip_grad_norm_`'s, as `clip_grad_norm` above: with $n$ the global
+#   norm over every entry of every gradient, every gradient is multiplied by $\text{max\_norm} /
+#   (n + 10^{-6})$ when that number is below $1$, and left alone otherwise.
+# - The decay: a parameter that AdamW decays loses the fraction $\eta \lambda$ of its value
+#   ($\lambda$ = `weight_decay`) before the Adam update. Which parameters are they? The dict gives you
+#   names and arrays only: tell a weight matrix or an embedding table from a gain or a bias by what
+#   you can see.
+# - The update: call your `adam_step` on each parameter, at this step.
+#
+# The check tries a first step from $m = v = 0$, steps with the clipping active and inactive, and
+# a step with zero gradients, where only the decay moves anything; it compares your step with
+# npformer's `clip_grad_norm` and `AdamW`.
+
+# %%
+def adamw_step(params, grads, m, v, step, lr, beta1, beta2, eps, weight_decay, max_norm):
+    """One step of training over dicts name -> array: (new params, new m, new v)."""
+    ### BEGIN SOLUTION
+    norm = np.sqrt(sum(float((grad * grad).sum()) for grad in grads.values()))
+    scale = min(1.0, max_norm / (norm + 1e-6))
+    new_params, new_m, new_v = {}, {}, {}
+    for name, param in params.items():
+        if param.ndim >= 2:                            # weight matrices and tables: decayed, gains and biases not
+            param = param * (1 - lr * weight_decay)
+        new_params[name], new_m[name], new_v[name] = adam_step(
+            param, scale * grads[name], m[name], v[name], step, lr, beta1, beta2, eps)
+    return new_params, new_m, new_v
+    ### END SOLUTION
+
+
+# %%
+print(check("adamw_step", adamw_step))
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Why does SGD need $\eta < 2/100$ here, while Adam does not care about the scale of $f$?
-# 2. Implement AdaGrad as an `optim.Optimizer` subclass and add it to the plot.
+#    Auto-graded: `sgd_largest_stable_lr(hessian)`, the largest learning rate at which SGD converges
+#    from every start on any quadratic valley $f(w) = \frac{1}{2} w^\top H w$, for a symmetric `hessian`
+#    $H$ of shape `(n, n)` with positive eigenvalues (the lesson's valley is $H = \operatorname{diag}(100, 1)$;
+#    the grader turns it too). Why Adam does not care stays for the rubric.
+
+# %%
+def sgd_largest_stable_lr(hessian):
+    """The largest lr at which SGD converges on f(w) = w^T H w / 2 from every start: a float."""
+    ### BEGIN SOLUTION
+    curvatures = np.linalg.eigvalsh(hessian)       # the valley's curvatures, along its own axes
+    return float(2.0 / curvatures.max())
+    ### END SOLUTION
+
+
+# %%
+print(check("sgd_largest_stable_lr", sgd_largest_stable_lr))
+
+# %% [markdown]
+# 2. Implement AdaGrad as an `optim.Optimizer` subclass and add it to the plot. Auto-graded: its
+#    update of one array, `adagrad_step(param, grad, sum_of_squares, lr, eps)`, returning the new
+#    parameter and the new sum of squared gradients (AdaGrad divides each entry's step by the root of
+#    that sum, plus `eps`). The subclass and the plot stay for the rubric.
+
+# %%
+def adagrad_step(param, grad, sum_of_squares, lr, eps):
+    """AdaGrad's update of one array: (new param, new sum_of_squares)."""
+    ### BEGIN SOLUTION
+    sum_of_squares = sum_of_squares + grad * grad
+    return param - lr * grad / (np.sqrt(sum_of_squares) + eps), sum_of_squares
+    ### END SOLUTION
+
+
+# %%
+print(check("adagrad_step", adagrad_step))
+
+# %% [markdown]
 # 3. What is the peak learning rate of the paper's schedule for $D = 512$, $w = 4000$? Derive it
-#    from the formula, then check it with your `noam_lr`.
+#    from the formula, then check it with your `noam_lr`. Auto-graded: `noam_peak(d_model,
+#    warmup_steps)`, the step at which the schedule peaks and its learning rate there, from your
+#    derivation (no search over the steps). The derivation stays for the rubric.
+
+# %%
+def noam_peak(d_model, warmup_steps):
+    """(step, learning rate) at the peak of the paper's schedule."""
+    ### BEGIN SOLUTION
+    return warmup_steps, (d_model * warmup_steps) ** -0.5
+    ### END SOLUTION
+
+
+# %%
+print(check("noam_peak", noam_peak))
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)

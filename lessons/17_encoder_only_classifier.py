@@ -153,6 +153,46 @@ print(check("masked_max_pool_backward", masked_max_pool_backward, steps=(masked_
 # `np.put_along_axis` of `dout` at the argmax of `np.where(mask, x, -inf)`.
 
 # %% [markdown]
+# ### The head, end to end
+#
+# Your pool is one piece of the classifier's head. The rest is a linear layer (lesson 2) and the
+# cross-entropy of its logits (lesson 3), averaged over the $B$ sentences, every label a real class
+# (class 0 included: no label is ignored here):
+#
+# $$\text{pooled} = \operatorname{pool}(x, m), \qquad z = \text{pooled}\, W + b, \qquad
+# L = \frac{1}{B} \sum_b -\log \operatorname{softmax}(z_b)_{y_b}$$
+#
+# with `x` of shape `(B, T, D)`, `mask` `(B, T)`, `W` `(D, C)`, `b` `(C,)` and `labels` $y$ `(B,)`, integers in
+# $[0, C)$; pool is the masked mean above (your variant's, if you have one). Write
+# `classifier_head_backward(x, mask, W, b, labels, dloss)`, returning `(dx, dW, db)`, shaped like `x`,
+# `W` and `b`, for the upstream gradient `dloss` $= \partial(\text{final loss}) / \partial L$, a number.
+# Recompute what the backward pass needs from the forward, then walk the chain back one piece at a
+# time: each piece's gradient is one you derived, but its inputs here are the outputs of the piece
+# before it, and this loss is a mean over sentences, not over tokens. You may call your
+# `masked_mean_pool_backward` and lesson 3's functions if you copy them here. The grader's `x`
+# holds large values at padding.
+
+# %%
+def classifier_head_backward(x, mask, W, b, labels, dloss):
+    """(dx (B, T, D), dW (D, C), db (C,)) of the mean cross-entropy of pool(x, mask) @ W + b."""
+    ### BEGIN SOLUTION
+    counts = np.maximum(mask.sum(axis=1, keepdims=True), 1)
+    pooled = (x * mask[:, :, None]).sum(axis=1) / counts                # (B, D): the forward, again
+    logits = pooled @ W + b                                              # (B, C)
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    d_logits = probs - np.eye(W.shape[1])[labels]                        # back through the loss
+    d_logits *= dloss / len(labels)                                      # its mean over the B sentences
+    dW, db = pooled.T @ d_logits, d_logits.sum(axis=0)                   # back through the linear layer
+    dx = masked_mean_pool_backward(x, mask, d_logits @ W.T)              # back through the pool
+    return dx, dW, db
+    ### END SOLUTION
+
+
+# %%
+print(check("classifier_head_backward", classifier_head_backward))
+
+# %% [markdown]
 # The whole classifier, every parameter, against finite differences through its loss (a fully padded
 # sentence included). `gradcheck.check_loss` checks `ops.cross_entropy_forward(model.forward(ids), labels)`
 # with its backward `model.backward(ops.cross_entropy_backward(1.0, cache))`. Every label is a real class

@@ -152,6 +152,44 @@ print(report)
 assert report.passed, "patches_backward must pass the finite-difference check"
 
 # %% [markdown]
+# ### The embedding, end to end
+#
+# The patches are the first piece of the model's embedding. A linear layer maps each patch to the
+# model's width $D$, a learned class token $c$ of shape `(1, 1, D)`, the same for every image, goes in
+# front, and learned positions `pos` of shape `(N + 1, D)` are added:
+#
+# $$t_{b,n} = \operatorname{patches}(x)_{b,n}\, W + b, \qquad
+# \text{out}_b = [\,c;\ t_{b,1};\ \dots;\ t_{b,N}\,] + \text{pos}$$
+#
+# with `W` of shape $(C p^2, D)$ and `b` $(D,)$, so `out` is $(B, N + 1, D)$, row 0 of each image the
+# class token's. Write `vit_embedding_backward(images, patch_size, W, b, cls_token, pos, dout)`, returning
+# `(dimages, dW, db, dcls_token, dpos)`, each shaped like its input, for `dout` of the shape of `out`.
+# Which rows of `dout` reach each parameter, and which parameters are shared by every image or every
+# patch? Use your `patches_forward` and `patches_backward` (your variant's, if you have one). The check
+# compares every gradient with npformer's and with finite differences of the forward, on a case where a
+# single patch covers the image too.
+
+# %%
+def vit_embedding_backward(images, patch_size, W, b, cls_token, pos, dout):
+    """(dimages, dW, db, dcls_token, dpos) of out = [cls_token, patches(images) @ W + b] + pos."""
+    ### BEGIN SOLUTION
+    patches = patches_forward(images, patch_size)                    # (B, N, C p^2): the forward, again
+    d_tokens = dout[:, 1:]                                           # rows 1..N: the patches' tokens
+    dpos = dout.sum(axis=0)                                          # every image adds its own share
+    dcls_token = dout[:, :1].sum(axis=0, keepdims=True)              # row 0 of every image, (1, 1, D)
+    rows = patches.reshape(-1, patches.shape[-1])                    # (B N, C p^2)
+    dW = rows.T @ d_tokens.reshape(-1, d_tokens.shape[-1])           # summed over images and patches
+    db = d_tokens.sum(axis=(0, 1))
+    d_patches = d_tokens @ W.T                                       # (B, N, C p^2)
+    dimages = patches_backward(images, patch_size, d_patches)
+    return dimages, dW, db, dcls_token, dpos
+    ### END SOLUTION
+
+
+# %%
+print(check("vit_embedding_backward", vit_embedding_backward))
+
+# %% [markdown]
 # ## Training on generated shapes
 #
 # $8 \times 8$ images of four shapes (a horizontal bar, a vertical bar, a diagonal, a hollow square)
@@ -218,6 +256,23 @@ assert np.all(attention >= 0) and np.all(attention.sum((1, 2)) <= 1 + 1e-6), \
 #
 # 1. Use $4 \times 4$ patches instead of $2 \times 2$ (`train_vit(patch=4)`). How many tokens does the
 #    encoder read, and how does the accuracy change?
+#    Auto-graded: `vit_token_count(height, width, patch_size)`, the number of tokens the encoder reads
+#    for images of `height` x `width` pixels cut into `patch_size` x `patch_size` patches. How the
+#    accuracy changes stays for the rubric.
+
+# %%
+def vit_token_count(height, width, patch_size):
+    """The number of tokens the encoder reads for one image: an int."""
+    ### BEGIN SOLUTION
+    patches = (height // patch_size) * (width // patch_size)
+    return patches + 1                              # and the class token
+    ### END SOLUTION
+
+
+# %%
+print(check("vit_token_count", vit_token_count))
+
+# %% [markdown]
 # 2. Replace the class token by mean pooling over the patches (lesson 17's `ops.masked_mean_pool_forward`
 #    and `_backward`, with a mask that is True everywhere): subclass `models.VisionTransformer` and
 #    override `forward` and `backward` (read them in `npformer/models/vit.py`). `train_vit` builds

@@ -321,6 +321,40 @@ def swiglu_backward(x, W_gate, W_up, dout):
 print(check("swiglu_backward", swiglu_backward, steps=(silu_backward, swiglu_d_gate, swiglu_d_up)))
 
 # %% [markdown]
+# ### The whole sublayer
+#
+# In a block, the unit is one piece of the feed-forward sublayer: a down projection $W_\text{down}$
+# of shape $(F, D)$ brings its output back to the model's width, and the residual path adds the input
+# (the pre-norm block normalises the input of the unit, not the path; here the input is taken as
+# already normalised):
+#
+# $$y = x + \bigl(\operatorname{silu}(x W_\text{gate}) \odot (x W_\text{up})\bigr)\, W_\text{down}$$
+#
+# with `x` of shape `(..., D)` (any number of leading axes, none included), so `y` is `(..., D)`. Write
+# `swiglu_ffn_backward(x, W_gate, W_up, W_down, dout)`, returning `(dx, dW_gate, dW_up, dW_down)`, each
+# shaped like its input. Which quantities of the forward pass does the backward pass need, and along
+# how many paths does `dout` reach `x`? You may call your `swiglu_backward` (your variant's unit, if you
+# have one). The check compares every gradient with npformer's and with finite differences.
+
+# %%
+def swiglu_ffn_backward(x, W_gate, W_up, W_down, dout):
+    """(dx, dW_gate, dW_up, dW_down) of y = x + (silu(x @ W_gate) * (x @ W_up)) @ W_down."""
+    ### BEGIN SOLUTION
+    gate = x @ W_gate                                            # (..., F): the forward, again
+    hidden = gate / (1.0 + np.exp(-gate)) * (x @ W_up)           # (..., F)
+    rows = hidden.reshape(-1, hidden.shape[-1])                  # every leading position, one row each
+    dW_down = rows.T @ dout.reshape(-1, dout.shape[-1])          # (F, D)
+    d_hidden = dout @ W_down.T                                   # (..., F)
+    dx_unit, dW_gate, dW_up = swiglu_backward(x, W_gate, W_up, d_hidden)
+    dx = dout + dx_unit                                          # the residual path, and the unit's
+    return dx, dW_gate, dW_up, dW_down
+    ### END SOLUTION
+
+
+# %%
+print(check("swiglu_ffn_backward", swiglu_ffn_backward))
+
+# %% [markdown]
 # LLaMA's SwiGLU network is narrower than the 2017 one: $F \approx \frac{8}{3} D$ where the 2017 block
 # took $4D$ (open question 4 asks why).
 #
@@ -475,10 +509,58 @@ assert np.allclose(cached, full, atol=1e-4)
 # 2. RoPE's backward needs no copy of `x`, only the angles. Why? How many numbers does the forward
 #    pass have to keep for the backward of one layer's queries, for a batch of $B$ sequences of $T$
 #    positions and $H$ heads of $D_h$?
+#    Auto-graded: `rope_saved_numbers(batch, length, heads, head_dim)`, that count (npformer keeps the
+#    smallest such cache). Why no copy of `x` is needed stays for the rubric.
+
+# %%
+def rope_saved_numbers(batch, length, heads, head_dim):
+    """The numbers RoPE's forward keeps for the backward of one layer's queries: an int."""
+    ### BEGIN SOLUTION
+    pairs = head_dim // 2
+    return 2 * length * pairs                  # a cosine and a sine per position and pair, shared by all
+    ### END SOLUTION
+
+
+# %%
+print(check("rope_saved_numbers", rope_saved_numbers))
+
+# %% [markdown]
 # 3. With grouped-query attention, which parameters shrink and by how much, for $D = 512$, $H = 8$ and
 #    $H_{kv} = 2$? What can a model with one key/value head (multi-query) no longer represent that one
 #    with eight can?
+#    Auto-graded: `gqa_kv_weights(d_model, n_heads, n_kv_heads)`, the number of weights $W_k$ and $W_v$
+#    hold together (no biases), from which the shrinkage follows. What multi-query attention can no
+#    longer represent stays for the rubric.
+
+# %%
+def gqa_kv_weights(d_model, n_heads, n_kv_heads):
+    """The weights of W_k and W_v together under grouped-query attention: an int."""
+    ### BEGIN SOLUTION
+    head_dim = d_model // n_heads
+    return 2 * d_model * n_kv_heads * head_dim
+    ### END SOLUTION
+
+
+# %%
+print(check("gqa_kv_weights", gqa_kv_weights))
+
+# %% [markdown]
 # 4. Why does LLaMA take $F = \frac{8}{3} D$ for SwiGLU? Count the parameters of both networks.
+#    Auto-graded: `ffn_weights(d_model, d_ff, gated)`, the weight-matrix entries (no biases) of the
+#    2017 network (`gated` False) or of SwiGLU's (`gated` True) of hidden width `d_ff`. Why $\frac{8}{3}$
+#    stays for the rubric.
+
+# %%
+def ffn_weights(d_model, d_ff, gated):
+    """The weight-matrix entries of the feed-forward network: an int."""
+    ### BEGIN SOLUTION
+    matrices = 3 if gated else 2                # W_gate, W_up, W_down, or W_1, W_2
+    return matrices * d_model * d_ff
+    ### END SOLUTION
+
+
+# %%
+print(check("ffn_weights", ffn_weights))
 
 # %% [markdown] tags=["instructor"]
 # ### Answers (instructor edition)

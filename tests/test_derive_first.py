@@ -160,6 +160,9 @@ LESSON_17 = {
         r"put_along_axis", r"argmax", r"t\^\*", r"\\partialL/\\partialx_\{b,t", r"-np\.inf\)\.arg",
         r"-\\infty", r"gradientgoestotheposition", r"onlythepositionwherethemaximum",
         r"whereeachmaximumcamefrom", r"1atthe(first)?position")),
+    "classifier_head_backward": Posed((), (
+        r"pooled\.T@d_?logits", r"d_?logits@W\.T", r"probs?-np\.eye", r"p-onehot", r"\(p-onehot", r"dloss/len\(",
+        r"dloss/B\b", r"\\frac\{\\texttt\{dloss\}\}\{B\}", r"\\text\{pooled\}\^\\top", r"W\^\\top", r"\.sum\(axis=0\)")),
 }
 
 # -- lesson 20 ---------------------------------------------------------------------------------------
@@ -168,6 +171,9 @@ LESSON_20 = {
         r"inverserearrangement", r"\(0,3,1,4,2,5\)", r"argsort", r"dout\.reshape\(-1\)\[", r"dout\.ravel\(\)\[",
         r"x_\{\\pi\(m\)\}", r"undotheforward'ssteps", r"\(B,H/p,W/p,C,p,p\)", r"\(h//p\)\*", r"h%p",
         r"\(h\\bmodp\)", r"c\*p\*p\+", r"cp\^2\+", r"receivesexactlyoneentryof`?dout")),
+    "vit_embedding_backward": Posed((), (
+        r"dout\.sum\(axis=0\)", r"dout\.sum\(0\)", r"dout\[:,:1\]\.sum", r"dout\[:,1:\]", r"d_tokens@W\.T",
+        r"rows\.T@d_tokens", r"\.sum\(axis=\(0,1\)\)", r"\\sum_b\\texttt\{dout\}", r"\\sum_bdout", r"W\^\\top")),
 }
 
 # -- lesson 24 ---------------------------------------------------------------------------------------
@@ -200,6 +206,9 @@ LESSON_28 = {
     "swiglu_backward": Posed(("silu_backward", "swiglu_d_gate", "swiglu_d_up"), (
         r"x\^\\topd", r"x\^Td", r"rows\.T@", r"d_gate@W_gate\.T", r"W_\\text\{gate\}\^\\top", r"W_\\text\{up\}\^\\top",
         r"dout\*gate/\(1\.0\+np\.exp", r"dout\*\(x@W_up\)", r"dout\*up\)", r"\\operatorname\{silu\}'\(a\)\\odotb")),
+    "swiglu_ffn_backward": Posed((), (
+        r"dout\+dx_unit", r"dx=dout\+", r"dx=dy\+", r"rows\.T@dout", r"dout@W_down\.T", r"W_\\text\{down\}\^\\top",
+        r"\\text\{hidden\}\^\\top", r"hidden\.T@", r"swiglu_backward\(x,W_gate,W_up,dout@")),
     "repeat_kv_backward": Posed((), (r"\.sum\(axis=2\)", r"reshape\(batch,kv_heads,n_rep", r"dout\.reshape\(B,Hkv,n_rep",
                                      r"sumoverthe(group|copies|n_rep)", r"sumof(their|the)gradients")),
 }

@@ -8,6 +8,8 @@
                             GELU's gate, the embedding's one-hot form), and those lessons' compact forms
     loss_steps.py           lesson 3: the steps of cross-entropy's derivation (through the mean over the counted
                             positions, through the log-probabilities, with and without label smoothing)
+    cross_entropy_loss.py   lesson 3: the smoothed loss's forward pass over a padded batch; questions 2-3 (the
+                            margin smoothing prefers and its loss, the scale of dividing by B*T)
     finite_difference_steps.py  lesson 1 (question 2): the step at which a finite difference is most accurate
     mlp_and_positions.py    lessons 2 and 5: an MLP's backward pass chained through its layers, the embedding
                             with learned positions; questions: Phi's far tail, the position table's counts, the
@@ -19,6 +21,8 @@
     multi_head_steps.py     lesson 8: the steps of multi-head attention's backward pass (the heads' context,
                             the heads' q, k and v, the two inputs)
     adam_steps.py           lesson 12: Adam's bias correction, the step of its update that is derived
+    adamw_and_schedules.py  lesson 12: AdamW over a dict of parameters (the decay's skip rule); questions 1-3 (SGD's
+                            largest stable rate on a quadratic valley, AdaGrad's update, the schedule's peak)
     attention_questions.py  lessons 6-7 (questions): a prefix language model's mask for a padded batch, the cost
                             of scaling Q or the scores, a query whose scores are all equal, the bytes of P
     multi_head_questions.py lesson 8's open questions, their auto-graded parts: the key and value biases'
@@ -41,9 +45,12 @@
                             sampling with a temperature, the length penalty's choices
     roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
     masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
+    classifier_head.py      lesson 17: the classifier head's backward pass (pool, linear layer, loss)
     language_models.py      lessons 18-19: top-k, sampling, BERT's masking rule
     language_model_questions.py  lessons 18-19's open questions: top-p filtering, the share of <unk> in English
     patches.py              lesson 20: patch embeddings and their backward pass
+    vit_embedding.py        lesson 20: the embedding's backward pass (patches, projection, class token, positions);
+                            question 1 (the tokens the encoder reads)
     debugging.py            lessons 21-22: reading a gradient check, two bugs of the zoo fixed
     debugging_questions.py  lessons 21-22's open questions: finite differences across ReLU's kink, when bugs 4
                             and 7 show, a mask's future leak, the inflated accuracy batch by batch
@@ -57,6 +64,8 @@
     translation_questions.py  lessons 25-26's open questions: a tied table's gradient, BLEU's reference streams
     modern_parts.py         lesson 28: RMSNorm (through 1/rms), rotary positions from a cache offset, SiLU and
                             SwiGLU, the gradient sum of grouped-query attention's shared heads
+    modern_block.py         lesson 28: the SwiGLU sublayer's backward pass (down projection, residual path);
+                            questions 2-4 (RoPE's saved numbers, W_k and W_v's weights, the two networks' weights)
     modern_parts_steps.py   lesson 28: the steps (RMSNorm's mean square, one pair's rotation, SwiGLU's branches)
 
 Each module lists its ``EXERCISES`` (and may list ``WRONG_SOLUTIONS``, realistic mistakes the
@@ -68,12 +77,15 @@ from __future__ import annotations
 
 from . import (  # one module per line: each group of lessons adds its own
     adam_steps,
+    adamw_and_schedules,
     alignments,
     attention_pieces,
     attention_questions,
     batchnorm_questions,
     batchnorm_steps,
     blocks_and_training,
+    classifier_head,
+    cross_entropy_loss,
     debugging,
     debugging_questions,
     decoding_questions,
@@ -86,6 +98,7 @@ from . import (  # one module per line: each group of lessons adds its own
     masked_pooling,
     mlp_and_positions,
     model_size,
+    modern_block,
     modern_parts,
     modern_parts_steps,
     multi_head_questions,
@@ -102,12 +115,14 @@ from . import (  # one module per line: each group of lessons adds its own
     torch_layout_and_bpe,
     training_loop,
     translation_questions,
+    vit_embedding,
 )
 from .base import Case, Exercise, WrongSolution
 
 MODULES = (
     steps,
     loss_steps,
+    cross_entropy_loss,
     ops_steps,
     ops_backward,
     mlp_and_positions,
@@ -117,13 +132,16 @@ MODULES = (
     multi_head_questions,
     blocks_and_training,
     layer_backward,
+    adamw_and_schedules,
     searches,
     kv_cache,
     decoding_questions,
     roofline,
     masked_pooling,
+    classifier_head,
     language_models,
     patches,
+    vit_embedding,
     debugging,
     teacher_forcing_and_batchnorm,
     batchnorm_steps,
@@ -132,6 +150,7 @@ MODULES = (
     torch_encoder_layer,
     modern_parts_steps,
     modern_parts,
+    modern_block,
     alignments,
     attention_questions,
     finite_difference_steps,

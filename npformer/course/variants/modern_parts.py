@@ -137,11 +137,14 @@ def _swiglu_variant(name):
 
     def gate(gate, node=keep):
         return phi(gate)
+
+    def sublayer(x, W_gate, W_up, W_down, node=keep):
+        return x + unit(x, W_gate, W_up) @ W_down                              # the sublayer and its residual path
     return Variant(name, f"silu is replaced by {words}: silu_backward is phi's, y = phi(x W_gate) * "
-                         "(x W_up)", unit, {"silu_backward": gate})
+                         "(x W_up)", unit, {"silu_backward": gate, "swiglu_ffn_backward": sublayer})
 
 
-SWIGLU = Family("swiglu", ("silu_backward", "swiglu_d_gate", "swiglu_d_up", "swiglu_backward"),
+SWIGLU = Family("swiglu", ("silu_backward", "swiglu_d_gate", "swiglu_d_up", "swiglu_backward", "swiglu_ffn_backward"),
                 tuple(_swiglu_variant(name) for name in ACTIVATIONS), nodes={"swiglu_d_gate": "gate", "swiglu_d_up": "up"})
 
 

@@ -42,12 +42,22 @@ def _numbered(forward):
     return numbered
 
 
+def _embedding(forward):
+    """Lesson 20's embedding (projection, class token, positions) on this arrangement of the patches."""
+    def embedding(images, patch_size, W, b, cls_token, pos, node=keep):
+        tokens = forward(images, patch_size) @ W + b                         # (B, N, D)
+        cls = numpy.broadcast_to(cls_token, (tokens.shape[0], 1, tokens.shape[2]))
+        return numpy.concatenate([cls, tokens], axis=1) + pos
+    return embedding
+
+
 def _variant(name, statement, order):
     forward = _arrangement(order)
-    return Variant(name, statement, forward, {"patches_destination": _numbered(forward)})
+    return Variant(name, statement, forward, {"patches_destination": _numbered(forward),
+                                              "vit_embedding_backward": _embedding(forward)})
 
 
-PATCHES = Family("patches", ("patches_destination", "patches_backward"), (
+PATCHES = Family("patches", ("patches_destination", "patches_backward", "vit_embedding_backward"), (
     _variant("column-major", "the patches numbered down each column first, then across; each flattened "
                              "as in the lesson", (0, 4, 2, 1, 3, 5)),
     _variant("channels-last", "each patch flattened pixel by pixel, the C channels of a pixel together "

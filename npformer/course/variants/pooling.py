@@ -47,13 +47,25 @@ def decayed(x, mask, node=keep):
     return _weighted(x, mask, 0.8 ** numpy.arange(x.shape[1]), node)         # w_t = 0.8^t
 
 
-MEAN_POOL = Family("masked_mean_pool", ("masked_mean_pool_d_sum", "masked_mean_pool_backward"), (
+def _with_head(variant):
+    """The variant, its forward also given for the classifier head (lesson 17's head on this pool: a linear
+    layer, then the mean cross-entropy over the sentences)."""
+    def head(x, mask, W, b, labels, node=keep):
+        logits = variant.forward(x, mask) @ W + b                            # (B, C)
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        log_probs = shifted - numpy.log(numpy.exp(shifted).sum(axis=-1, keepdims=True))
+        return -numpy.take_along_axis(log_probs, numpy.asarray(labels)[:, None], axis=-1).mean()
+    return Variant(variant.name, variant.statement, variant.forward, {"classifier_head_backward": head})
+
+
+MEAN_POOL = Family("masked_mean_pool", ("masked_mean_pool_d_sum", "masked_mean_pool_backward",
+                                        "classifier_head_backward"), tuple(_with_head(variant) for variant in (
     Variant("root-n", "out[b] = s[b] / sqrt(max(n, 1)), s[b] = sum over real t of x[b, t]", root_n),
     Variant("plus-one", "out[b] = s[b] / (n + 1), s[b] = sum over real t of x[b, t]: a smoothed mean", plus_one),
     Variant("position-weighted", "out[b] = s[b] / sum w_t, s[b] = sum over real t of w_t x[b, t], with "
                                  "w_t = t + 1 (t = 0..T-1; the sums over real t)", position_weighted),
     Variant("decayed", "out[b] = s[b] / sum w_t, s[b] = sum over real t of w_t x[b, t], with w_t = 0.8^t "
-                       "(t = 0..T-1; the sums over real t): earlier tokens count more", decayed)),
+                       "(t = 0..T-1; the sums over real t): earlier tokens count more", decayed))),
     nodes={"masked_mean_pool_d_sum": "sum"})
 
 

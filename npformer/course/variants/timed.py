@@ -139,6 +139,21 @@ def _pooling_wide(rng):
     return {"x": normal(rng, 64, 4, 256), "mask": mask}
 
 
+def _classifier_head(rng):
+    mask = numpy.arange(8)[None, :] < rng.integers(1, 9, size=16)[:, None]
+    return {"x": normal(rng, 16, 8, 128), "mask": mask, "W": normal(rng, 128, 5) / 8, "b": normal(rng, 5),
+            "labels": rng.integers(0, 5, size=16)}
+
+
+def _vit_embedding(rng):
+    return {"images": normal(rng, 2, 3, 32, 32), "patch_size": 4, "W": normal(rng, 48, 32) / 7,
+            "b": normal(rng, 32), "cls_token": normal(rng, 1, 1, 32), "pos": normal(rng, 65, 32)}
+
+
+def _swiglu_sublayer(rng):
+    return {**_swiglu(rng), "W_down": normal(rng, 48, 32) / 5}
+
+
 def _linear_row(rng):
     return {"x": normal(rng, 128), "W": normal(rng, 128, 96), "b": normal(rng, 96)}
 
@@ -152,10 +167,10 @@ LARGE = {"layernorm_dvar": _layernorm_rows, "layernorm_dmean": _layernorm_rows, 
          "embedding_backward": _embedding, "dropout_backward": _dropout,
          "multi_head_attention_backward": _multi_head, "multi_head_attention_d_heads": _multi_head,
          "multi_head_attention_d_inputs": _multi_head, "masked_mean_pool_backward": _pooling,
-         "masked_max_pool_backward": _pooling, "batchnorm_backward": _batchnorm,
+         "masked_max_pool_backward": _pooling, "classifier_head_backward": _classifier_head, "batchnorm_backward": _batchnorm,
          "batchnorm_dvar": _batchnorm_features, "batchnorm_dmean": _batchnorm_features, "rmsnorm_backward": _rmsnorm,
-         "rope_backward": _rope, "swiglu_backward": _swiglu, "silu_backward": _elementwise_gate,
-         "repeat_kv_backward": _repeat_kv, "patches_backward": _patches,
+         "rope_backward": _rope, "swiglu_backward": _swiglu, "swiglu_ffn_backward": _swiglu_sublayer, "silu_backward": _elementwise_gate,
+         "repeat_kv_backward": _repeat_kv, "patches_backward": _patches, "vit_embedding_backward": _vit_embedding,
          "linear_backward": _linear, "relu_backward": _elementwise, "gelu_backward": _elementwise,
          "gelu_gate_backward": _elementwise,
          "softmax_backward": _softmax, "cross_entropy_backward": _loss(False),

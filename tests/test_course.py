@@ -282,10 +282,15 @@ def test_collect_takes_a_solved_notebook_over_the_stub_script_of_the_same_lesson
 
 
 def test_the_difficulty_table_in_the_course_page_is_current():
-    from npformer.course.difficulty import answer_lines, derivation_table, difficulty_table
+    from npformer.course.difficulty import SUBSTANTIAL_LINES, answer_lines, derivation_table, difficulty_table
 
     page = (LESSONS.parent / "docs" / "course.md").read_text(encoding="utf-8")
     assert difficulty_table(LESSONS) in page, "regenerate: npformer.course.difficulty.difficulty_table()"
     assert derivation_table() in page, "regenerate: npformer.course.difficulty.derivation_table()"
+    longest: dict[str, int] = {}
+    for name, count in answer_lines(LESSONS).items():
+        longest[EXERCISES[name].lesson] = max(longest.get(EXERCISES[name].lesson, 0), count)
+    short = {lesson: count for lesson, count in longest.items() if count < SUBSTANTIAL_LINES}
+    assert not short, f"graded lessons whose longest answer is under {SUBSTANTIAL_LINES} lines: {short}"
     lines = answer_lines(LESSONS)
     assert set(lines) == set(EXERCISES) and lines["layernorm_backward"] >= 8

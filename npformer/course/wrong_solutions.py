@@ -61,7 +61,9 @@ def _gradients_and_basic_ops() -> list[WrongSolution]:
         W("linear_backward", "a pass-through to npformer's", lazy_linear, "npformer's own"),
 
         W("relu_backward", "the mask inverted (x < 0)", lambda x, dout: dout * (x < 0)),
-        W("relu_backward", "returns the mask without dout", lambda x, dout: (x > 0).astype(float)),
+        W("relu_backward", "returns the mask without dout", lambda x, dout: (x > 0).astype(float),
+          "does not change when dout does"),
+        W("relu_backward", "the mask taken from dout", lambda x, dout: np.maximum(dout, 0), "does not depend on x"),
         W("gelu_backward", "the derivative of x * Phi(x) without the x * phi(x) term",
           lambda x, dout: dout * 0.5 * (1 + np.vectorize(math.erf)(x / np.sqrt(2))), "wrong in between"),
         W("gelu_backward", "the tanh approximation's derivative", lambda x, dout: dout * (
@@ -111,7 +113,7 @@ def _positions_masks_and_dropout() -> list[WrongSolution]:
     return [
         W("positional_encoding", "sin and cos swapped", lambda max_len, d_model: positional(max_len, d_model, swap=True)),
         W("positional_encoding", "exponent i instead of 2i",
-          lambda max_len, d_model: positional(max_len, d_model, exponent_of_i=True)),
+          lambda max_len, d_model: positional(max_len, d_model, exponent_of_i=True), "columns 0 and 1 are right"),
         W("padding_mask", "True at the padding (inverted)", lambda ids: (ids == PAD)[:, None, None, :], "inverted"),
         W("padding_mask", "shape (B, T) without the broadcast axes", lambda ids: ids != PAD),
         W("causal_mask", "PyTorch's convention (True = hidden)",

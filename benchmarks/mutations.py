@@ -427,8 +427,8 @@ MUTANTS = [
     Mutant(
         "student-ops-run-the-lessons-forward", "npformer/course/student_ops.py",
         "a student's op set runs the lesson's forward under their variant's backward: wrong gradients in training",
-        "    return StudentOps(with_variants(ops_from(usable), chosen), exercises, str(source), chosen)",
-        "    return StudentOps(ops_from(usable), exercises, str(source), chosen)",
+        "    return StudentOps(with_variants(ops_from(usable), variants), exercises, str(source), variants,",
+        "    return StudentOps(ops_from(usable), exercises, str(source), variants,",
         ("tests/test_student_ops.py",),
     ),
     Mutant(

@@ -213,7 +213,7 @@ def _prefix_over_queries(ids, prefix_lengths):
     positions = numpy.arange(ids.shape[1])
     query_in_prefix = positions[None, :] < numpy.asarray(prefix_lengths)[:, None]
     sees = (positions[None, :] <= positions[:, None])[None] | query_in_prefix[:, :, None]
-    return (sees & (ids != 0)[:, None, :])[:, None]
+    return (sees & (ids != PAD_ID)[:, None, :])[:, None]
 
 
 def _scaling_swapped(query_length, key_length, head_dim):

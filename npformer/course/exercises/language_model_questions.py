@@ -224,8 +224,8 @@ def _top_p_no_shift(logits, p):
 
 def _student_unk(ids, is_english, words=None, pooled=False, at_half=False, plain=False):
     ids, english = numpy.asarray(ids), numpy.asarray(is_english, dtype=bool)
-    words = ((ids != 0) & (ids != 1) & (ids != 2)) if words is None else words
-    unknown = ids == 3
+    words = ((ids != PAD_ID) & (ids != BOS_ID) & (ids != EOS_ID)) if words is None else words
+    unknown = ids == UNK_ID
     if pooled:
         shares = [unknown[side].sum() / words[side].sum() for side in (english, ~english)]
     share = unknown.sum(axis=1) / words.sum(axis=1)

@@ -419,11 +419,11 @@ def _decoder_count_one_attention(d_model, d_ff):
 
 
 def _attending_every_pad(tgt_ids):
-    return tgt_ids == 0  # every <pad> query, even one with real tokens before it
+    return tgt_ids == PAD_ID  # every <pad> query, even one with real tokens before it
 
 
 def _attending_all_pad_sentences(tgt_ids):
-    return numpy.broadcast_to(numpy.all(tgt_ids == 0, axis=1, keepdims=True), tgt_ids.shape)
+    return numpy.broadcast_to(numpy.all(tgt_ids == PAD_ID, axis=1, keepdims=True), tgt_ids.shape)
 
 
 WRONG_SOLUTIONS = [

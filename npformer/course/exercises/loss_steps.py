@@ -133,11 +133,11 @@ TEXTBOOK: dict[str, str] = {
 # -- realistic mistakes ---------------------------------------------------------------------------------
 
 def _averaged_over_every_position(logits, targets, dloss):
-    return dloss * (targets != 0) / targets.size
+    return dloss * (targets != PAD_ID) / targets.size
 
 
 def _padding_kept(logits, targets, dloss):
-    return numpy.full(targets.shape, dloss / max(int((targets != 0).sum()), 1))
+    return numpy.full(targets.shape, dloss / max(int((targets != PAD_ID).sum()), 1))
 
 
 def _d_log_probs_dense(logits, targets, dloss):

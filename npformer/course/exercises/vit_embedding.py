@@ -39,9 +39,11 @@ def _embedding_backward(images, patch_size, W, b, cls_token, pos, dout):
             dout.sum(axis=0))
 
 
-def _embedding_inputs(rng, batch, channels, side, patch_size, width):
-    patches = (side // patch_size) ** 2
-    inputs = {"images": normal(rng, batch, channels, side, side), "patch_size": patch_size,
+def _embedding_inputs(rng, batch, channels, side, patch_size, width, across=None):
+    """Images ``side`` pixels high and ``across`` wide (default: square), cut into p x p patches."""
+    across = side if across is None else across
+    patches = (side // patch_size) * (across // patch_size)
+    inputs = {"images": normal(rng, batch, channels, side, across), "patch_size": patch_size,
               "W": normal(rng, channels * patch_size**2, width) / 3, "b": normal(rng, width),
               "cls_token": normal(rng, 1, 1, width), "pos": normal(rng, patches + 1, width)}
     return {**inputs, "dout": normal(rng, batch, patches + 1, width)}
@@ -55,9 +57,10 @@ def _embedding_cases(rng):
 
 def _unseen_embedding(rng):
     patch_size = size(rng, 1, 3)
-    side, batch, channels, width = patch_size * size(rng, 1, 3), size(rng, 1, 3), size(rng, 1, 3), size(rng, 2, 6)
-    return [Case(f"B={batch}, C={channels}, {side} x {side} images in {patch_size} x {patch_size} patches, D={width}",
-                 _embedding_inputs(rng, batch, channels, side, patch_size, width))]
+    side, across = patch_size * size(rng, 1, 3), patch_size * size(rng, 1, 4)
+    batch, channels, width = size(rng, 1, 3), size(rng, 1, 3), size(rng, 2, 6)
+    return [Case(f"B={batch}, C={channels}, {side} x {across} images in {patch_size} x {patch_size} patches, "
+                 f"D={width}", _embedding_inputs(rng, batch, channels, side, patch_size, width, across))]
 
 
 def _embedding_hint(got, expected, inputs, output):
@@ -108,7 +111,8 @@ EXERCISES: list[Exercise] = [
              "(dimages (B, C, H, W), dW (C p^2, D), db (D,), dcls_token (1, 1, D), dpos (N + 1, D)): out = "
              "[cls_token, patches(images) @ W + b] + pos, dout (B, N + 1, D)", "20", _embedding_backward,
              _embedding_cases, ("dimages", "dW", "db", "dcls_token", "dpos"), vit_embedding,
-             ("images", "W", "b", "cls_token", "pos"), hints=(_embedding_hint,), unseen=_unseen_embedding, points=2),
+             ("images", "W", "b", "cls_token", "pos"), hints=(_embedding_hint,), one_token=("cls_token",),
+             unseen=_unseen_embedding, points=2),
     Exercise("vit_token_count", "vit_token_count(height, width, patch_size) -> int: the tokens the encoder reads",
              "20", _token_count, _count_cases, ("tokens",), exact=True, hints=(_count_hint,), unseen=_unseen_count,
              question=1),

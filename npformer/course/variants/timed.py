@@ -135,8 +135,8 @@ def _rmsnorm_rows(rng):
 
 def _pooling_wide(rng):
     """Many (sentence, feature) pairs: a step whose answer is one number per pair."""
-    mask = numpy.arange(4)[None, :] < rng.integers(1, 5, size=64)[:, None]
-    return {"x": normal(rng, 64, 4, 256), "mask": mask}
+    mask = numpy.arange(3)[None, :] < rng.integers(1, 4, size=48)[:, None]
+    return {"x": normal(rng, 48, 3, 96), "mask": mask}
 
 
 def _classifier_head(rng):

@@ -390,6 +390,61 @@ flop_axis.legend(fontsize=9)
 figure.savefig(viz.figures_dir() / "11_compute.png", dpi=110)
 
 # %% [markdown]
+# ## The whole model's backward pass
+#
+# Lessons 9 and 10 walked back through a layer's blocks and through the decoder. The model's forward
+# pass, from the two embedding tables to the logits, is
+#
+# $$x_{\text{src}} = \operatorname{Drop}_{\text{src}}\!\left(\sqrt{D}\, E_{\text{src}}[\text{src}] + PE\right),\quad
+# M = \operatorname{Encoder}(x_{\text{src}}),\quad
+# x_{\text{tgt}} = \operatorname{Drop}_{\text{tgt}}\!\left(\sqrt{D}\, E_{\text{tgt}}[\text{tgt}] + PE\right),$$
+#
+# $$h = \operatorname{Decoder}(x_{\text{tgt}}, M),\qquad \text{logits} = h\, W_{\text{out}} + b_{\text{out}}.$$
+#
+# ### Your turn
+#
+# Write `transformer_backward(dlogits, out_proj_backward, decoder_backward, encoder_backward,
+# src_dropout_backward, tgt_dropout_backward, src_table_backward, tgt_table_backward, d_model)`. Each
+# `*_backward` argument is a part's backward pass, a function of the gradient at its output:
+# `out_proj_backward(g)` returns the gradient at $h$; `decoder_backward(g)` returns a pair, the
+# gradients at $x_{\text{tgt}}$ and at $M$; `encoder_backward(g)` the gradient at $x_{\text{src}}$; each
+# dropout's the gradient at its input; each table's, given the gradient at the looked-up rows
+# $E[\text{ids}]$ `(B, T, D)`, returns the table's gradient `(V, D)`. Return `(dW_src, dW_tgt)`.
+# Which part must run before which, where does the encoder's upstream gradient come from, and what
+# reaches a table from the sum $\sqrt{D}\, E[\text{ids}] + PE$? The grader hands you random linear maps
+# as the parts, so every part called with the wrong gradient shows. In `npformer train --ops`, your
+# function runs the real model's parts (`Transformer.backward`).
+
+# %%
+def transformer_backward(dlogits, out_proj_backward, decoder_backward, encoder_backward, src_dropout_backward,
+                         tgt_dropout_backward, src_table_backward, tgt_table_backward, d_model):
+    """(dW_src, dW_tgt): the whole model's backward pass, from the logits to the two embedding tables."""
+    ### BEGIN SOLUTION
+    d_hidden = out_proj_backward(dlogits)                   # (B, Tt, D): the decoder's output
+    d_target, d_memory = decoder_backward(d_hidden)         # the decoder reads the memory: its share comes back
+    d_source = encoder_backward(d_memory)                   # the memory is the encoder's output
+    scale = np.sqrt(d_model)                                # x = Drop(sqrt(D) E[ids] + PE); PE has no parameter
+    dW_src = src_table_backward(src_dropout_backward(d_source) * scale)
+    dW_tgt = tgt_table_backward(tgt_dropout_backward(d_target) * scale)
+    return dW_src, dW_tgt
+    ### END SOLUTION
+
+
+# %%
+print(check("transformer_backward", transformer_backward))
+
+# %% [markdown] tags=["instructor"]
+# ### The order (instructor edition)
+#
+# The decoder runs last in the forward pass, so it is undone first, after the output projection; it
+# returns the memory's gradient, summed over every layer's cross-attention (lesson 10), and that is the
+# encoder's upstream gradient: the source side's embedding gets its gradient only through the memory.
+# On each side the gradient goes back through the dropout mask, then the factor $\sqrt{D}$; the
+# positional table is a constant, and a sum sends its whole upstream gradient to each term. With tied
+# embeddings the output projection's backward adds into the target table too: the model's parts
+# handle that sum themselves.
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Which share of the base model's forward FLOPs for $T = 24$ goes to the output layer? For

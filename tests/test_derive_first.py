@@ -133,6 +133,13 @@ LESSON_10 = {
                                    r"undonelastfirstacross", r"twoperlayer")),
 }
 
+# -- lesson 11 ---------------------------------------------------------------------------------------
+LESSON_11 = {
+    "transformer_backward": Posed((), (r"encoder_backward\(d_memory\)", r"encoder_backward\(d_mem",
+                                       r"sqrt\(d_model\)\*\w*dropout_backward", r"dropout_backward\(d_\w+\)\*scale",
+                                       r"theencoder'supstreamgradient(is|comes)")),
+}
+
 # -- lesson 12 ---------------------------------------------------------------------------------------
 LESSON_12 = {
     "adam_step": Posed(("adam_bias_correction",), (
@@ -214,7 +221,7 @@ LESSON_28 = {
 }
 
 POSED: dict[str, Posed] = {**LESSON_02, **LESSON_03, **LESSON_04, **LESSON_05, **LESSON_07, **LESSON_08,
-                           **LESSON_09, **LESSON_10, **LESSON_12, **LESSON_14, **LESSON_17, **LESSON_20,
+                           **LESSON_09, **LESSON_10, **LESSON_11, **LESSON_12, **LESSON_14, **LESSON_17, **LESSON_20,
                            **LESSON_24, **LESSON_28}
 
 # Graded exercises that are a derivation although they return no gradient: an update rule, a cached step.

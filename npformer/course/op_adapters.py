@@ -242,7 +242,7 @@ def ops_from(usable: dict[str, Callable]) -> dict[str, Callable]:
     if "positional_encoding" in usable:
         functions.update(_positional(usable["positional_encoding"]))
     for name in ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory",
-                 "encoder_layer_backward", "decoder_backward"):
+                 "encoder_layer_backward", "decoder_backward", "transformer_backward"):
         if name in usable:  # the blocks' backward passes and walks: the rule has the exercise's own signature
             functions[name] = usable[name]
     for name, adapter in (("rmsnorm_backward", _rmsnorm), ("rope_backward", _rope), ("swiglu_backward", _swiglu),

@@ -61,6 +61,7 @@ EXERCISE_OPS: dict[str, tuple[str, ...]] = {
     "stack_backward_with_memory": ("stack_backward_with_memory",),
     "encoder_layer_backward": ("encoder_layer_backward",),
     "decoder_backward": ("decoder_backward",),
+    "transformer_backward": ("transformer_backward",),
     "adam_step": ("adam_step",),
     "rmsnorm_backward": ("rmsnorm_forward", "rmsnorm_backward"),
     "rope_backward": ("rope_forward", "rope_backward"),

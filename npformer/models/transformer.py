@@ -188,9 +188,33 @@ class Transformer(Module):
 
     def backward(self, dlogits: Any) -> None:
         """Add the gradient of every parameter for upstream ``dlogits``, shaped like the logits."""
+        walk = getattr(ops.current(), "transformer_backward", None)  # a student's (lesson 11), if the set has one
+        if walk is not None:
+            self._student_backward(walk, dlogits)
+            return
         d_src, d_tgt = self.backward_to_inputs(dlogits)
         self._embed_backward(d_tgt, self.tgt_embed, self.tgt_dropout)
         self._embed_backward(d_src, self.src_embed, self.src_dropout)
+
+    def _student_backward(self, walk: Any, dlogits: Any) -> None:
+        """The whole backward pass as a student's ``transformer_backward`` composes it, from the model's
+        own parts; a packed pass's rows are put back in place around them, so the student's function
+        sees the padded layout's shapes only where it calls the dropout and the tables."""
+        def out_proj_backward(d: Any) -> Any:
+            d_decoded = self.out_proj.backward(d)
+            if self._chosen is None:
+                return d_decoded
+            d_rows = xp.zeros((1, self._target_layout.count, d_decoded.shape[-1]), dtype=d_decoded.dtype)
+            d_rows[0, self._chosen] = d_decoded
+            return d_rows
+
+        def table_backward(table: Embedding) -> Any:
+            return lambda d: table.backward(d)
+
+        walk(dlogits, out_proj_backward, self.decoder.backward, self.encoder.backward,
+             lambda d: self.src_dropout.backward(self._source_layout.unpack(d)),
+             lambda d: self.tgt_dropout.backward(self._target_layout.unpack(d)),
+             table_backward(self.src_embed), table_backward(self.tgt_embed), self.config.d_model)
 
     def backward_to_inputs(self, dlogits: Any) -> tuple[Any, Any]:
         """The backward pass down to the embedded inputs: add the gradients of every parameter

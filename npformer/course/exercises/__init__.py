@@ -30,6 +30,7 @@
     blocks_and_training.py  lessons 9-15: dropout, the residual block, the decoder stack, the parameter
                             count, Adam and its schedule, BLEU's precision, the length penalty,
                             attention's entropy
+    model_backward.py       lesson 11: the whole Transformer's backward pass, composed from its parts' backward passes
     model_size.py           lesson 11 (questions 4, 5): the vocabulary at which the embeddings and the output
                             layer outgrow the layers, the length at which attention's N^2 terms catch up
     layer_backward.py       lessons 9 and 10: an encoder layer's backward pass through its blocks with the
@@ -97,6 +98,7 @@ from . import (  # one module per line: each group of lessons adds its own
     loss_steps,
     masked_pooling,
     mlp_and_positions,
+    model_backward,
     model_size,
     modern_block,
     modern_parts,
@@ -155,6 +157,7 @@ MODULES = (
     attention_questions,
     finite_difference_steps,
     model_size,
+    model_backward,
     training_loop,
     debugging_questions,
     language_model_questions,

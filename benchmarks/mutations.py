@@ -207,8 +207,8 @@ MUTANTS = [
     Mutant(
         "packed-logits-gradient-unscattered", "npformer/models/transformer.py",
         "the packed pass's logit gradient goes to the first packed rows, not to the rows whose logits were asked for",
-        "            d_rows[0, self._chosen] = d_decoded",
-        "            d_rows[0, :d_decoded.shape[0]] = d_decoded",
+        "        d_rows[0, self._chosen] = d_decoded",
+        "        d_rows[0, :d_decoded.shape[0]] = d_decoded",
         ("tests/test_fastpath.py", "tests/test_train.py"),
     ),
     Mutant(

@@ -196,25 +196,23 @@ class Transformer(Module):
         self._embed_backward(d_tgt, self.tgt_embed, self.tgt_dropout)
         self._embed_backward(d_src, self.src_embed, self.src_dropout)
 
+    def _every_row(self, d_decoded: Any) -> Any:
+        """The decoder output's gradient at every row: a packed pass that projected only the chosen rows
+        ``(N, D)`` gets zeros at the others, ``(1, Nt, D)``; a padded pass's is returned as it is."""
+        if self._chosen is None:
+            return d_decoded
+        d_rows = xp.zeros((1, self._target_layout.count, d_decoded.shape[-1]), dtype=d_decoded.dtype)
+        d_rows[0, self._chosen] = d_decoded
+        return d_rows
+
     def _student_backward(self, walk: Any, dlogits: Any) -> None:
         """The whole backward pass as a student's ``transformer_backward`` composes it, from the model's
         own parts; a packed pass's rows are put back in place around them, so the student's function
         sees the padded layout's shapes only where it calls the dropout and the tables."""
-        def out_proj_backward(d: Any) -> Any:
-            d_decoded = self.out_proj.backward(d)
-            if self._chosen is None:
-                return d_decoded
-            d_rows = xp.zeros((1, self._target_layout.count, d_decoded.shape[-1]), dtype=d_decoded.dtype)
-            d_rows[0, self._chosen] = d_decoded
-            return d_rows
-
-        def table_backward(table: Embedding) -> Any:
-            return lambda d: table.backward(d)
-
-        walk(dlogits, out_proj_backward, self.decoder.backward, self.encoder.backward,
-             lambda d: self.src_dropout.backward(self._source_layout.unpack(d)),
+        walk(dlogits, lambda d: self._every_row(self.out_proj.backward(d)), self.decoder.backward,
+             self.encoder.backward, lambda d: self.src_dropout.backward(self._source_layout.unpack(d)),
              lambda d: self.tgt_dropout.backward(self._target_layout.unpack(d)),
-             table_backward(self.src_embed), table_backward(self.tgt_embed), self.config.d_model)
+             self.src_embed.backward, self.tgt_embed.backward, self.config.d_model)
 
     def backward_to_inputs(self, dlogits: Any) -> tuple[Any, Any]:
         """The backward pass down to the embedded inputs: add the gradients of every parameter
@@ -222,11 +220,7 @@ class Transformer(Module):
         gradients of the dropout outputs of ``_embed`` (in eval mode: of ``E[ids] sqrt(D) + PE``;
         zeros at the positions a packed pass did not compute, their gradient in the padded pass).
         ``backward`` finishes them into the tables; saliency maps read them as they are."""
-        d_decoded = self.out_proj.backward(dlogits)                                  # (B, Tt, D) or (N, D)
-        if self._chosen is not None:                                                  # back to every packed row
-            d_rows = xp.zeros((1, self._target_layout.count, d_decoded.shape[-1]), dtype=d_decoded.dtype)
-            d_rows[0, self._chosen] = d_decoded
-            d_decoded = d_rows
+        d_decoded = self._every_row(self.out_proj.backward(dlogits))                 # (B, Tt, D) or (1, Nt, D)
         d_tgt, d_memory = self.decoder.backward(d_decoded)
         d_src = self.encoder.backward(d_memory)
         return self._source_layout.unpack(d_src), self._target_layout.unpack(d_tgt)

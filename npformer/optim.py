@@ -260,6 +260,14 @@ class AdamW(Adam):
         return "\n".join(lines)
 
 
+def grad_norm(grads: Any) -> float:
+    """The global L2 norm of ``grads`` (arrays, or a dict of them), every entry together."""
+    grads = list(grads.values()) if isinstance(grads, dict) else list(grads)
+    # Each tensor's sum of squares in its dtype, the partial sums added in float64 on the device:
+    # one number copied to the host at the end (on a GPU, one wait instead of one per tensor).
+    return math.sqrt(float(sum(xp.sum(grad * grad).astype(xp.float64) for grad in grads)))
+
+
 def clip_grad_norm(model: Any, max_norm: float) -> float:
     """Scale all gradients in place so that their global L2 norm is at most ``max_norm``.
 
@@ -270,10 +278,7 @@ def clip_grad_norm(model: Any, max_norm: float) -> float:
     if not max_norm > 0:
         raise ValueError(f"clip_grad_norm: max_norm must be > 0, got {max_norm!r}")
     grads = list(model.grads().values())
-    # Each tensor's sum of squares in its dtype, the partial sums added in float64 on the device:
-    # one number copied to the host at the end (on a GPU, one wait instead of one per tensor).
-    squares = sum(xp.sum(grad * grad).astype(xp.float64) for grad in grads)
-    total = math.sqrt(float(squares))
+    total = grad_norm(grads)
     scale = max_norm / (total + 1e-6)
     if scale < 1.0:
         for grad in grads:

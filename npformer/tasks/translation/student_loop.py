@@ -32,7 +32,7 @@ import math
 from typing import Any, Callable, Iterator
 
 from ... import backend
-from ...backend import xp
+from ...optim import grad_norm
 from ...tokens import PAD_ID
 from ...training import loss_and_gradients
 
@@ -69,11 +69,6 @@ def store_state(optimizer: Any, state: dict) -> None:
                 slots[slot][...] = value
 
 
-def _global_norm(grads: dict) -> float:
-    """The norm of every gradient together (what ``optim.clip_grad_norm`` reports)."""
-    return math.sqrt(float(sum(xp.sum(grad * grad).astype(xp.float64) for grad in grads.values())))
-
-
 def run(trainer: Any, batches: Iterator[Any], position: dict, spent: Callable[[], float]) -> int:
     """The student's ``trainer.loop`` on ``batches``; 0 when it ends with the batches, 1 when the run
     stops (a non-finite loss, a loop that did not take its step, or raised)."""
@@ -89,7 +84,7 @@ def run(trainer: Any, batches: Iterator[Any], position: dict, spent: Callable[[]
             raise _NonFiniteLoss(loss)
         grads = model.grads()
         logged = (position["step"] + 1) % options.log_every == 0
-        taken.update(calls=taken["calls"] + 1, loss=loss, grad_norm=_global_norm(grads) if logged else math.nan)
+        taken.update(calls=taken["calls"] + 1, loss=loss, grad_norm=grad_norm(grads) if logged else math.nan)
         return loss, grads
 
     def lr_at(step: int) -> float:

@@ -377,7 +377,7 @@ class Trainer:
     def _batches(self, position: dict, stop: Any, spent: Any) -> Iterator[Any]:
         """The batches still to train on, one at a time, until the budget is spent or Ctrl-C. The
         batches of an epoch are a function of the generator's state at its start, so a resumed run
-        rebuilds them exactly and skips the ones already done; each step ends with ``_after_step``
+        rebuilds them exactly and skips the ones already done; each step ends with ``after_step``
         (which moves ``position`` on) before the next batch is drawn."""
         while spent() < 1.0 and not stop.requested:
             set_generator_state(self.data_rng, position["epoch_rng_state"])

@@ -22,6 +22,7 @@ import numpy
 from ...tasks.translation.decoding import length_penalty_factor
 from .. import hints
 from .base import Case, Exercise, WrongSolution, size
+from .language_models import sample_token_reference
 
 # -- question 1: what the cache saves --------------------------------------------------------------------
 
@@ -56,16 +57,13 @@ def _counts_hint(got, expected, inputs, output):
 # -- question 3: sampling with a temperature -------------------------------------------------------------
 
 def _probabilities(logits, temperature):
-    z = numpy.asarray(logits, dtype=numpy.float64) / temperature
-    p = numpy.exp(z - z.max(axis=-1, keepdims=True))
-    return p / p.sum(axis=-1, keepdims=True)
+    return hints.softmax(numpy.asarray(logits, dtype=numpy.float64) / temperature)
 
 
 def _sample_with_temperature(logits, temperature, u):
-    """Each row's first token whose cumulative probability under softmax(z / tau) exceeds its u."""
-    cdf = numpy.cumsum(_probabilities(logits, temperature), axis=-1)
-    cdf /= cdf[:, -1:]
-    return numpy.array([int(numpy.searchsorted(row, draw, side="right")) for row, draw in zip(cdf, u)])
+    """Each row's first token whose cumulative probability under softmax(z / tau) exceeds its u (lesson 18's
+    ``sample_token``, row by row)."""
+    return numpy.array([sample_token_reference(row, temperature, draw) for row, draw in zip(logits, u)])
 
 
 def _draws(rng, logits, temperature):
@@ -105,7 +103,13 @@ def _sampling_hint(got, expected, inputs, output):
     if temperature != 1 and numpy.array_equal(got, _sample_with_temperature(logits, 1 / temperature, inputs["u"])):
         return hints.Hint(f"your draws follow softmax(z tau), which is softmax(z / tau) only at tau = 1 (this case: "
                           f"tau = {temperature:g})", "divide the logits by tau")
-    if numpy.abs(logits / temperature).max() > 700:
+    ignored = temperature != 1 and numpy.array_equal(got, _sample_with_temperature(logits, 1.0, inputs["u"]))
+    unshifted = numpy.abs(logits / temperature).max() > 700 and numpy.array_equal(
+        got, _softmax_without_shift(logits, temperature, inputs["u"]))
+    if ignored and not unshifted:  # where both explain the tokens, another case tells them apart
+        return hints.Hint(f"your draws follow softmax(z), whatever tau (this case: tau = {temperature:g})",
+                          "divide the logits by tau before the softmax")
+    if unshifted and not ignored:
         return hints.Hint("wrong where the logits are near 1000: exp of such a number overflows in float64",
                           "subtract each row's largest logit before exp (softmax does not change)")
     return ""

@@ -161,8 +161,10 @@ def _run(inputs, mistake):
 
 def _bias_words(inputs):
     beta1, beta2 = inputs["betas"]
-    return Hint(f"the first update is {(1 - beta1) / math.sqrt(1 - beta2):.2f} times the size it should be, and "
-                "the ratio drifts toward 1 as the steps go on: a factor that depends on the step",
+    step = int(inputs["state"].get("step", 0)) + 1  # the first step this case takes (a resumed state is ahead)
+    ratio = (1 - beta1**step) / math.sqrt(1 - beta2**step)
+    return Hint(f"the update at step {step} is {ratio:.2f} times the size it should be, and the ratio drifts "
+                "toward 1 as the steps go on: a factor that depends on the step",
                 "no bias correction: divide m by 1 - beta1^step and v by 1 - beta2^step (step = the one taken)")
 
 

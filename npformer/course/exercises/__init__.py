@@ -44,7 +44,6 @@
                             matrix products of the forward pass
     decoding_questions.py   lesson 14's open questions, their auto-graded parts: what the cache saves,
                             sampling with a temperature, the length penalty's choices
-    roofline.py             lesson 16: a GPU's roofline (arithmetic, memory traffic, kernel launches)
     masked_pooling.py       lesson 17: the masked mean and max pooling's backward passes
     classifier_head.py      lesson 17: the classifier head's backward pass (pool, linear layer, loss)
     language_models.py      lessons 18-19: top-k, sampling, BERT's masking rule

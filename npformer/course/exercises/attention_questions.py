@@ -71,7 +71,7 @@ def _prefix_hint(got, expected, inputs, output):
     positions = numpy.arange(ids.shape[1])
     query_in_prefix = (positions[None, :] < prefixes[:, None])[:, None, :, None]
     key_after_query = positions[None, None, None, :] > positions[None, None, :, None]
-    if numpy.any(got & key_after_query & ~numpy.broadcast_to(expected, got.shape)):
+    if numpy.any(got & key_after_query & ~expected):
         if numpy.any(got & key_after_query & query_in_prefix & ~expected):
             return Hint("a query inside the prefix sees a later key outside it: the rows of the prefix "
                         "queries differ", "a prefix query may look ahead only to keys inside the prefix")

@@ -16,8 +16,8 @@ import numpy
 
 from ..hints import explains
 from .base import Exercise, WrongSolution
-from .teacher_forcing_and_batchnorm import (BATCHNORM_EPS, _batchnorm_backward_cases, _batchnorm_parts,
-                                            _unseen_batchnorm_backward)
+from .teacher_forcing_and_batchnorm import (BATCHNORM_EPS, batchnorm_backward_cases, batchnorm_parts,
+                                            unseen_batchnorm_backward)
 
 
 def _centered(x, keep):
@@ -38,14 +38,14 @@ def _batchnorm_dx_hat(x, gamma, beta, keep, dout):
 
 def _batchnorm_dvar(x, gamma, beta, keep, dout):
     """dL/dvar = sum over the kept positions of dx_hat (x - mean) (-1/2) (var + eps)^(-3/2): (D,)."""
-    keep, rstd, _ = _batchnorm_parts(x, keep)
+    keep, rstd, _ = batchnorm_parts(x, keep)
     dx_hat = _batchnorm_dx_hat(x, gamma, beta, keep, dout)
     return -0.5 * _per_feature(dx_hat * _centered(x, keep)) * rstd ** 3
 
 
 def _batchnorm_dmean(x, gamma, beta, keep, dout):
     """dL/dmean: directly, through x - mean in every kept x_hat, and through the variance: (D,)."""
-    keep, rstd, _ = _batchnorm_parts(x, keep)
+    keep, rstd, _ = batchnorm_parts(x, keep)
     dx_hat = _batchnorm_dx_hat(x, gamma, beta, keep, dout)
     direct = -_per_feature(dx_hat) * rstd
     through_variance = _batchnorm_dvar(x, gamma, beta, keep, dout) * (-2.0 * _centered(x, keep)[keep]).mean(axis=0)
@@ -57,7 +57,7 @@ def _batchnorm_dmean(x, gamma, beta, keep, dout):
 def _padded_share(output):
     """The padded positions' share of the step ``output``'s per-feature sum, had it run over them too."""
     def share(x, gamma, keep, dout):
-        rstd = _batchnorm_parts(x, keep)[1]
+        rstd = batchnorm_parts(x, keep)[1]
         dx_hat_everywhere = dout * gamma
         if output == "dvar":
             return -0.5 * _per_feature(dx_hat_everywhere * _centered(x, keep) * ~keep[..., None]) * rstd ** 3
@@ -103,14 +103,14 @@ def _feature_step_hint(path):
 
 EXERCISES: list[Exercise] = [
     Exercise("batchnorm_dx_hat", "batchnorm_dx_hat(x, gamma, beta, keep, dout) -> dL/dx_hat, (B, T, D) like x", "24",
-             _batchnorm_dx_hat, _batchnorm_backward_cases, ("dx_hat",), hints=(_dx_hat_hint,),
-             unseen=_unseen_batchnorm_backward),
+             _batchnorm_dx_hat, batchnorm_backward_cases, ("dx_hat",), hints=(_dx_hat_hint,),
+             unseen=unseen_batchnorm_backward),
     Exercise("batchnorm_dvar", "batchnorm_dvar(x, gamma, beta, keep, dout) -> dL/dvar, (D,): one per feature", "24",
-             _batchnorm_dvar, _batchnorm_backward_cases, ("dvar",), hints=(_feature_step_hint("dvar"),),
-             unseen=_unseen_batchnorm_backward),
+             _batchnorm_dvar, batchnorm_backward_cases, ("dvar",), hints=(_feature_step_hint("dvar"),),
+             unseen=unseen_batchnorm_backward),
     Exercise("batchnorm_dmean", "batchnorm_dmean(x, gamma, beta, keep, dout) -> dL/dmean, (D,): one per feature",
-             "24", _batchnorm_dmean, _batchnorm_backward_cases, ("dmean",), hints=(_feature_step_hint("dmean"),),
-             unseen=_unseen_batchnorm_backward),
+             "24", _batchnorm_dmean, batchnorm_backward_cases, ("dmean",), hints=(_feature_step_hint("dmean"),),
+             unseen=unseen_batchnorm_backward),
 ]
 
 # The order of batch norm's steps, before its final exercise.

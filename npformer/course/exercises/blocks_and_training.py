@@ -45,12 +45,13 @@ def _dropout_cases(rng):
 # its own random matrix (the backward of a linear sub-layer, of a norm frozen at a point, of a
 # fixed dropout mask), so a mistake in the composition changes the numbers.
 
-def _linear_map(rng, d_model):
-    matrix = normal(rng, d_model, d_model) / math.sqrt(d_model)
+def linear_map(rng, d_model, d_out=None):
+    """A backward pass that is a linear map of ``d (..., d_model)``, to ``d_out`` wide (default: as wide)."""
+    matrix = normal(rng, d_model, d_model if d_out is None else d_out) / math.sqrt(d_model)
     return lambda d: d @ matrix
 
 
-def _dropout_map(rng, shape, p=0.25):
+def dropout_map(rng, shape, p=0.25):
     keep = rng.random(shape) >= p
     return lambda d: d * keep / (1.0 - p)
 
@@ -60,15 +61,15 @@ def _residual_cases(rng):
     for label, shape, pre_norm in (("post-norm, (2, 3, 4)", (2, 3, 4), False), ("pre-norm, (2, 3, 4)", (2, 3, 4), True),
                                    ("post-norm, one position (1, 1, 5)", (1, 1, 5), False),
                                    ("pre-norm, (3, 2, 3)", (3, 2, 3), True)):
-        cases.append(Case(label, {"dout": normal(rng, *shape), "sublayer_backward": _linear_map(rng, shape[-1]),
-                                  "norm_backward": _linear_map(rng, shape[-1]),
-                                  "dropout_backward": _dropout_map(rng, shape), "pre_norm": pre_norm}))
+        cases.append(Case(label, {"dout": normal(rng, *shape), "sublayer_backward": linear_map(rng, shape[-1]),
+                                  "norm_backward": linear_map(rng, shape[-1]),
+                                  "dropout_backward": dropout_map(rng, shape), "pre_norm": pre_norm}))
     return cases
 
 
-def _memory_map(rng, shape, memory_length):
+def memory_map(rng, shape, memory_length):
     """A cross-attention-like backward: ``d (B, Tq, D)`` -> ``(d_input, d_memory (B, Tk, D))``."""
-    to_input, to_memory = _linear_map(rng, shape[-1]), normal(rng, shape[1], memory_length)
+    to_input, to_memory = linear_map(rng, shape[-1]), normal(rng, shape[1], memory_length)
     return lambda d: (to_input(d), numpy.einsum("bqd,qk->bkd", d, to_memory))
 
 
@@ -77,15 +78,15 @@ def _residual_memory_cases(rng):
     for label, shape, memory_length, pre_norm in (("post-norm, (2, 3, 4), memory 5", (2, 3, 4), 5, False),
                                                   ("pre-norm, (2, 3, 4), memory 2", (2, 3, 4), 2, True),
                                                   ("post-norm, one position, memory 1", (1, 1, 3), 1, False)):
-        cases.append(Case(label, {"dout": normal(rng, *shape), "sublayer_backward": _memory_map(rng, shape, memory_length),
-                                  "norm_backward": _linear_map(rng, shape[-1]),
-                                  "dropout_backward": _dropout_map(rng, shape), "pre_norm": pre_norm}))
+        cases.append(Case(label, {"dout": normal(rng, *shape), "sublayer_backward": memory_map(rng, shape, memory_length),
+                                  "norm_backward": linear_map(rng, shape[-1]),
+                                  "dropout_backward": dropout_map(rng, shape), "pre_norm": pre_norm}))
     return cases
 
 
 def _stack_cases(rng):
     def layers(count, shape, memory_length):
-        return [_memory_map(rng, shape, memory_length) for _ in range(count)]
+        return [memory_map(rng, shape, memory_length) for _ in range(count)]
     return [Case("3 layers, (2, 3, 4), memory 5", {"dout": normal(rng, 2, 3, 4), "layer_backwards": layers(3, (2, 3, 4), 5)}),
             Case("1 layer, (1, 2, 3), memory 2", {"dout": normal(rng, 1, 2, 3), "layer_backwards": layers(1, (1, 2, 3), 2)}),
             Case("2 layers, (2, 1, 3), memory 4", {"dout": normal(rng, 2, 1, 3), "layer_backwards": layers(2, (2, 1, 3), 4)})]
@@ -171,7 +172,7 @@ def _transformer_parameters(src_vocab, tgt_vocab, d_model, d_ff, n_layers):
     return models.Transformer(config, seed=0).num_params()
 
 
-def _parameter_count_hint(got, expected, inputs, output):
+def parameter_count_hint(got, expected, inputs, output):
     difference = int(round(float(got))) - int(expected)
     d_model = inputs["d_model"]
     if difference and difference % d_model == 0:
@@ -345,23 +346,23 @@ def _unseen_length_penalty(rng):
 def _unseen_residual(rng):
     shape, pre_norm = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 5)), bool(rng.integers(2))
     return [Case(f"{'pre' if pre_norm else 'post'}-norm, {shape}", {
-        "dout": normal(rng, *shape), "sublayer_backward": _linear_map(rng, shape[-1]),
-        "norm_backward": _linear_map(rng, shape[-1]), "dropout_backward": _dropout_map(rng, shape),
+        "dout": normal(rng, *shape), "sublayer_backward": linear_map(rng, shape[-1]),
+        "norm_backward": linear_map(rng, shape[-1]), "dropout_backward": dropout_map(rng, shape),
         "pre_norm": pre_norm})]
 
 
 def _unseen_residual_memory(rng):
     shape, pre_norm, memory = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 5)), bool(rng.integers(2)), size(rng, 1, 5)
     return [Case(f"{'pre' if pre_norm else 'post'}-norm, {shape}, memory {memory}", {
-        "dout": normal(rng, *shape), "sublayer_backward": _memory_map(rng, shape, memory),
-        "norm_backward": _linear_map(rng, shape[-1]), "dropout_backward": _dropout_map(rng, shape),
+        "dout": normal(rng, *shape), "sublayer_backward": memory_map(rng, shape, memory),
+        "norm_backward": linear_map(rng, shape[-1]), "dropout_backward": dropout_map(rng, shape),
         "pre_norm": pre_norm})]
 
 
 def _unseen_stack(rng):
     shape, count, memory = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 5)), size(rng, 1, 4), size(rng, 1, 5)
     return [Case(f"{count} layers, {shape}, memory {memory}", {
-        "dout": normal(rng, *shape), "layer_backwards": [_memory_map(rng, shape, memory) for _ in range(count)]})]
+        "dout": normal(rng, *shape), "layer_backwards": [memory_map(rng, shape, memory) for _ in range(count)]})]
 
 
 EXERCISES: list[Exercise] = [
@@ -370,7 +371,7 @@ EXERCISES: list[Exercise] = [
     Exercise("transformer_parameters",
              "transformer_parameters(src_vocab, tgt_vocab, d_model, d_ff, n_layers) -> int (post-norm, untied)",
              "11", _transformer_parameters, _transformer_parameter_cases, ("count",), exact=True,
-             hints=(_parameter_count_hint,), unseen=_unseen_transformer_parameters),
+             hints=(parameter_count_hint,), unseen=_unseen_transformer_parameters),
     Exercise("adam_step", "adam_step(param, grad, m, v, step, lr, beta1, beta2, eps) -> (param, m, v)", "12",
              _adam_step, _adam_cases, ("param", "m", "v"), hints=(_adam_step_hint, hints.adam_eps_hint),
              unseen=_unseen_adam),

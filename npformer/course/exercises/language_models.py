@@ -63,7 +63,7 @@ def _top_k_hint(got, expected, inputs, output):
     return ""
 
 
-def _sample_token(logits, temperature, u):
+def sample_token_reference(logits, temperature, u):
     """Inverse-CDF sampling: the first token whose cumulative probability exceeds u, as ``rng.choice``
     (and so ``LanguageModel.generate``) draws it from ``u = rng.random()``."""
     probabilities = hints.softmax(numpy.asarray(logits, dtype=numpy.float64) / temperature)
@@ -122,8 +122,8 @@ def _sample_hint(got, expected, inputs, output):
                 "probability is strictly greater than u (searchsorted(cdf, u, side='right')); with u = 0, "
                 "cdf > u skips the tokens of probability 0")
     if temperature != 1.0:
-        for candidate, words in ((lambda z, t, u: _sample_token(z, 1.0, u), "temperature ignored"),
-                                 (lambda z, t, u: _sample_token(z * t * t, t, u), "multiplied by the temperature")):
+        for candidate, words in ((lambda z, t, u: sample_token_reference(z, 1.0, u), "temperature ignored"),
+                                 (lambda z, t, u: sample_token_reference(z * t * t, t, u), "multiplied by the temperature")):
             if numpy.array_equal(got, _sample_with(logits, temperature, draws, candidate)):
                 return f"{words}: the probabilities are softmax(logits / T), so divide by T before the softmax"
     greedy = numpy.all(got == numpy.argmax(probabilities))
@@ -227,7 +227,7 @@ EXERCISES: list[Exercise] = [
              "18", _top_k_filter, _top_k_cases, ("filtered",), exact=True, hints=(_top_k_hint,),
              unseen=_unseen_top_k),
     Exercise("sample_token", "sample_token(logits, temperature, u) -> the token drawn from softmax(logits / T)",
-             "18", _sample_token, _sample_cases, ("token",), exact=True, hints=(_sample_hint,),
+             "18", sample_token_reference, _sample_cases, ("token",), exact=True, hints=(_sample_hint,),
              pointwise="u", unseen=_unseen_sample),
     Exercise("bert_masking",
              "bert_masking(ids, select_draws, choice_draws, random_ids) -> (input_ids, targets)", "19",

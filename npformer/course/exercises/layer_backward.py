@@ -25,7 +25,7 @@ from ... import nn, ops
 from ...tokens import PAD_ID
 from ..hints import explains
 from .base import Case, Exercise, WrongSolution, normal, size
-from .blocks_and_training import _dropout_map, _linear_map, _memory_map, _parameter_count_hint
+from .blocks_and_training import dropout_map, linear_map, memory_map, parameter_count_hint
 
 # -- an encoder layer, block by block, with the parameters' gradients (lesson 9) ------------------------------
 
@@ -35,7 +35,7 @@ def _encoder_block(rng, shape):
     the sub-layer's returns ``(d_input, d_weights (D, D))``, the norm's ``(d_input, d_norm (2, D))`` (its
     gain's and its shift's gradients)."""
     d_model = shape[-1]
-    to_input, to_norm_input = _linear_map(rng, d_model), _linear_map(rng, d_model)
+    to_input, to_norm_input = linear_map(rng, d_model), linear_map(rng, d_model)
     seen, x_hat = normal(rng, *shape).reshape(-1, d_model), normal(rng, *shape).reshape(-1, d_model)
 
     def sublayer_backward(g):
@@ -44,7 +44,7 @@ def _encoder_block(rng, shape):
     def norm_backward(g):
         rows = g.reshape(-1, d_model)
         return to_norm_input(g), numpy.stack([(rows * x_hat).sum(axis=0), rows.sum(axis=0)])
-    return sublayer_backward, norm_backward, _dropout_map(rng, shape)
+    return sublayer_backward, norm_backward, dropout_map(rng, shape)
 
 
 def _encoder_layer_backward(dout, blocks, pre_norm):
@@ -154,9 +154,9 @@ def _sandwich_backward(dout, sublayer_backward, norm1_backward, norm2_backward, 
 
 
 def _sandwich_inputs(rng, shape):
-    return {"dout": normal(rng, *shape), "sublayer_backward": _linear_map(rng, shape[-1]),
-            "norm1_backward": _linear_map(rng, shape[-1]), "norm2_backward": _linear_map(rng, shape[-1]),
-            "dropout_backward": _dropout_map(rng, shape)}
+    return {"dout": normal(rng, *shape), "sublayer_backward": linear_map(rng, shape[-1]),
+            "norm1_backward": linear_map(rng, shape[-1]), "norm2_backward": linear_map(rng, shape[-1]),
+            "dropout_backward": dropout_map(rng, shape)}
 
 
 def _sandwich_cases(rng):
@@ -187,8 +187,8 @@ def _sandwich_hint(got, expected, inputs, output):
 
 def _decoder_layer(rng, shape, memory_length, kinds):
     """A layer's blocks in the forward order: ``kinds`` says which read the memory (cross-attention)."""
-    return [(_memory_map(rng, shape, memory_length) if reads else _linear_map(rng, shape[-1]),
-             _linear_map(rng, shape[-1]), _dropout_map(rng, shape), reads) for reads in kinds]
+    return [(memory_map(rng, shape, memory_length) if reads else linear_map(rng, shape[-1]),
+             linear_map(rng, shape[-1]), dropout_map(rng, shape), reads) for reads in kinds]
 
 
 def _block_backward(block, pre_norm):
@@ -213,7 +213,7 @@ STANDARD = (False, True, False)  # self-attention, cross-attention, feed-forward
 def _decoder_case(rng, label, shape, memory_length, layer_kinds, pre_norm):
     return Case(label, {"dout": normal(rng, *shape),
                         "layers": [_decoder_layer(rng, shape, memory_length, kinds) for kinds in layer_kinds],
-                        "pre_norm": pre_norm, "final_norm_backward": _linear_map(rng, shape[-1]) if pre_norm else None})
+                        "pre_norm": pre_norm, "final_norm_backward": linear_map(rng, shape[-1]) if pre_norm else None})
 
 
 def _decoder_cases(rng):
@@ -334,7 +334,7 @@ EXERCISES: list[Exercise] = [
              _sandwich_cases, ("dx",), hints=(_sandwich_hint,), unseen=_unseen_sandwich, question=1),
     Exercise("encoder_layer_parameters", "encoder_layer_parameters(d_model, d_ff) -> int, an encoder layer's "
              "parameters", "09", _encoder_layer_parameters, _count_cases, ("count",), exact=True,
-             hints=(_parameter_count_hint,), unseen=_unseen_count, question=3),
+             hints=(parameter_count_hint,), unseen=_unseen_count, question=3),
     Exercise("decoder_backward", "decoder_backward(dout, layers, pre_norm, final_norm_backward) -> (dx, d_memory): "
              "layers in the forward order, each a list of blocks (sublayer_backward, norm_backward, "
              "dropout_backward, reads_memory); a memory-reading sublayer_backward(g) -> (d_input, d_memory); "
@@ -342,7 +342,7 @@ EXERCISES: list[Exercise] = [
              _decoder_cases, ("dx", "d_memory"), hints=(_decoder_hint,), unseen=_unseen_decoder, points=2),
     Exercise("decoder_layer_parameters", "decoder_layer_parameters(d_model, d_ff) -> int, a decoder layer's "
              "parameters", "10", _decoder_layer_parameters, _count_cases, ("count",), exact=True,
-             hints=(_parameter_count_hint,), unseen=_unseen_count, question=3),
+             hints=(parameter_count_hint,), unseen=_unseen_count, question=3),
     Exercise("queries_attending_nothing", "queries_attending_nothing(tgt_ids) -> (B, T) bool: True where attention "
              "under the decoder's mask returns an all-zero output", "10", _queries_attending_nothing, _attending_cases,
              ("nothing",), exact=True, hints=(_attending_hint,), unseen=_unseen_attending, question=4),

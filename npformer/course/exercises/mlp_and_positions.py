@@ -8,7 +8,7 @@ positions, and the checkable parts of those lessons' open questions.
     first_local_minimum         lesson 5, question 2: where PE_0 . PE_k first stops falling
 
 The references call npformer's ops (``ops.linear_backward``, ``ops.relu_backward``,
-``ops.embedding_backward``, ``ops.erfc``, ``ops.positional_encoding``); nothing here stores an answer.
+``ops.embedding_backward``, ``ops.positional_encoding``; Phi is ``ops_steps.normal_cdf``); nothing here stores an answer.
 The hints say which property of an answer fails (which layers are right, which rows no position reads),
 never the formula that fixes it.
 """
@@ -22,6 +22,7 @@ import numpy
 from ... import ops
 from ...tokens import PAD_ID
 from .base import Case, Exercise, WrongSolution, backward_cases, normal, size, with_dout
+from .ops_steps import normal_cdf
 
 # -- an MLP's backward pass, chained (lesson 2) ----------------------------------------------------------
 
@@ -118,11 +119,6 @@ def _mlp_layers_hint(got, expected, inputs, output):
 
 
 # -- Phi in the far left tail (lesson 2, question 4) ----------------------------------------------------------
-
-def _normal_cdf(x):
-    """Phi(x) = erfc(-x / sqrt 2) / 2, with nearly all of float64's digits for very negative x."""
-    return 0.5 * ops.erfc(-numpy.asarray(x, dtype=numpy.float64) / math.sqrt(2.0))
-
 
 def _log_phi(result, inputs):
     """log Phi: an answer that rounds Phi(-10) to 0 is -inf here, however small its absolute error."""
@@ -289,7 +285,7 @@ EXERCISES: list[Exercise] = [
              ("dx", "dweights", "dbiases"), hints=(_mlp_layers_hint,), convert=_mlp_outputs, unseen=_unseen_mlp,
              points=2),
     Exercise("normal_cdf", "normal_cdf(x) -> Phi(x), shaped like x, with its digits kept for very negative x "
-             "(graded as log Phi, down to x = -35)", "02", _normal_cdf, _cdf_cases, ("log_phi",),
+             "(graded as log Phi, down to x = -35)", "02", normal_cdf, _cdf_cases, ("log_phi",),
              hints=(_cdf_tail_hint,), convert=_log_phi, unseen=_unseen_cdf, question=4),
     Exercise("embedding_positions_backward", "embedding_positions_backward(ids, W, W_pos, start, dout) -> "
              "(dW, dW_pos): "

@@ -20,6 +20,7 @@ import numpy
 
 from ..hints import Hint, explains
 from .base import Case, Exercise, WrongSolution, normal, size
+from .blocks_and_training import dropout_map, linear_map
 
 
 def _transformer_backward(dlogits, out_proj_backward, decoder_backward, encoder_backward, src_dropout_backward,
@@ -30,16 +31,6 @@ def _transformer_backward(dlogits, out_proj_backward, decoder_backward, encoder_
     d_src = encoder_backward(d_memory)
     scale = math.sqrt(d_model)
     return src_table_backward(src_dropout_backward(d_src) * scale), tgt_table_backward(tgt_dropout_backward(d_tgt) * scale)
-
-
-def _map(rng, width_in, width_out):
-    matrix = normal(rng, width_in, width_out) / math.sqrt(width_in)
-    return lambda d: d @ matrix
-
-
-def _dropout(rng, shape, p=0.25):
-    keep = rng.random(shape) >= p
-    return lambda d: d * keep / (1.0 - p)
 
 
 def _table(rng, batch, length, vocab):
@@ -54,13 +45,13 @@ def _table(rng, batch, length, vocab):
 
 
 def _inputs(rng, batch, src_length, tgt_length, d_model, vocab):
-    decoder_to_input, decoder_to_memory = _map(rng, d_model, d_model), normal(rng, tgt_length, src_length)
+    decoder_to_input, decoder_to_memory = linear_map(rng, d_model), normal(rng, tgt_length, src_length)
     return {"dlogits": normal(rng, batch, tgt_length, vocab),
-            "out_proj_backward": _map(rng, vocab, d_model),
+            "out_proj_backward": linear_map(rng, vocab, d_model),
             "decoder_backward": lambda d: (decoder_to_input(d), numpy.einsum("btd,ts->bsd", d, decoder_to_memory)),
-            "encoder_backward": _map(rng, d_model, d_model),
-            "src_dropout_backward": _dropout(rng, (batch, src_length, d_model)),
-            "tgt_dropout_backward": _dropout(rng, (batch, tgt_length, d_model)),
+            "encoder_backward": linear_map(rng, d_model),
+            "src_dropout_backward": dropout_map(rng, (batch, src_length, d_model)),
+            "tgt_dropout_backward": dropout_map(rng, (batch, tgt_length, d_model)),
             "src_table_backward": _table(rng, batch, src_length, vocab + 1),
             "tgt_table_backward": _table(rng, batch, tgt_length, vocab), "d_model": d_model}
 

@@ -34,7 +34,7 @@ def _rstd(x):
     return 1.0 / numpy.sqrt((x * x).mean(axis=-1, keepdims=True) + EPS)
 
 
-def _rmsnorm_d_rstd(x, gamma, dout):
+def rmsnorm_d_rstd(x, gamma, dout):
     """dL/dr for r = 1/sqrt(mean(x^2) + eps), one number per row: sum_i dout_i gain_i x_i."""
     return (dout * gamma * x).sum(axis=-1, keepdims=True)
 
@@ -43,13 +43,13 @@ def _rmsnorm_inputs(*shape, offset=0.0):
     return lambda r: {"x": offset + 2 * normal(r, *shape), "gamma": 1 + 0.5 * normal(r, shape[-1])}
 
 
-def _rmsnorm_cases(rng):
+def rmsnorm_cases(rng):
     return backward_cases(rng, _rmsnorm, [("B=2, T=3, D=5", _rmsnorm_inputs(2, 3, 5, offset=1.0)),
                                            ("B=1, T=1, D=4: one token", _rmsnorm_inputs(1, 1, 4)),
                                            ("(6, 2): rows of two numbers", _rmsnorm_inputs(6, 2))])
 
 
-def _unseen_rmsnorm(rng):
+def unseen_rmsnorm(rng):
     shape = (size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 7))  # D = 1 would give y = gamma sign(x), dx ~ eps: no test
     inputs = _rmsnorm_inputs(*shape, offset=float(rng.uniform(-3, 3)))(rng)
     return [Case(f"B={shape[0]}, T={shape[1]}, D={shape[2]}", with_dout(rng, inputs, _rmsnorm))]
@@ -139,7 +139,7 @@ def _rope_hint(got, expected, inputs, output):
 # -- SiLU and SwiGLU -------------------------------------------------------------------------------------
 
 
-def _silu(gate):
+def silu(gate):
     return gate / (1.0 + numpy.exp(-gate))
 
 
@@ -159,13 +159,13 @@ def _swiglu_backward(x, W_gate, W_up, dout):
 def _swiglu_with(x, W_gate, W_up, dout, silu_slope, up_path=True):
     """The backward pass with ``silu_slope(a)`` as SiLU's derivative, in NumPy (hints and wrong solutions)."""
     gate, up = x @ W_gate, x @ W_up
-    d_gate, d_up = dout * up * silu_slope(gate), dout * _silu(gate)
+    d_gate, d_up = dout * up * silu_slope(gate), dout * silu(gate)
     rows = x.reshape(-1, x.shape[-1])
     dx = d_gate @ W_gate.T + (d_up @ W_up.T if up_path else 0.0)
     return dx, rows.T @ d_gate.reshape(-1, gate.shape[-1]), rows.T @ d_up.reshape(-1, up.shape[-1])
 
 
-def _sigmoid(a):
+def sigmoid(a):
     return 1.0 / (1.0 + numpy.exp(-a))
 
 
@@ -174,7 +174,7 @@ def _gate_inputs(*shape):
 
 
 def _silu_cases(rng):
-    return backward_cases(rng, _silu, [("B=2, T=3, F=5", _gate_inputs(2, 3, 5)), ("one number", _gate_inputs(1)),
+    return backward_cases(rng, silu, [("B=2, T=3, F=5", _gate_inputs(2, 3, 5)), ("one number", _gate_inputs(1)),
                                        ("gate values near -30 and 30", lambda r: {"gate": numpy.array([-30.0, -2.0, 0.0, 30.0])})])
 
 
@@ -183,7 +183,7 @@ def _swiglu_inputs(*shape, width):
                       "W_up": normal(r, shape[-1], width)}
 
 
-def _swiglu_cases(rng):
+def swiglu_cases(rng):
     return backward_cases(rng, _swiglu, [("B=2, T=3, D=4 -> F=5", _swiglu_inputs(2, 3, 4, width=5)),
                                          ("B=1, T=1, D=3 -> F=2: one token", _swiglu_inputs(1, 1, 3, width=2)),
                                          ("(6, 4) rows, D=4 -> F=3", _swiglu_inputs(6, 4, width=3))])
@@ -191,21 +191,21 @@ def _swiglu_cases(rng):
 
 def _unseen_gate(rng):
     shape = (size(rng, 1, 3), size(rng, 1, 6))
-    return [Case(f"shape {shape}", with_dout(rng, {"gate": 3 * normal(rng, *shape)}, _silu))]
+    return [Case(f"shape {shape}", with_dout(rng, {"gate": 3 * normal(rng, *shape)}, silu))]
 
 
-def _unseen_swiglu(rng):
+def unseen_swiglu(rng):
     batch, length, d_model, width = size(rng, 1, 3), size(rng, 1, 4), size(rng, 2, 5), size(rng, 2, 6)
     inputs = _swiglu_inputs(batch, length, d_model, width=width)(rng)
     return [Case(f"B={batch}, T={length}, D={d_model} -> F={width}", with_dout(rng, inputs, _swiglu))]
 
 
 def _sigmoid_only(a):
-    return _sigmoid(a)
+    return sigmoid(a)
 
 
 def _sigmoid_for_its_derivative(a):
-    return _sigmoid(a) + a * _sigmoid(a)
+    return sigmoid(a) + a * sigmoid(a)
 
 
 _SILU_MISTAKES = ((_sigmoid_only, "silu's slope taken as sigmoid(a), which is below 1 everywhere; at a = 2 silu rises "
@@ -231,14 +231,14 @@ def _silu_hint(got, expected, inputs, output):
 def _swiglu_path_hint(got, expected, inputs, output):
     if output != "dx" or got.shape != expected.shape:
         return ""
-    gate_only = _swiglu_with(inputs["x"], inputs["W_gate"], inputs["W_up"], inputs["dout"], _silu_slope, up_path=False)[0]
+    gate_only = _swiglu_with(inputs["x"], inputs["W_gate"], inputs["W_up"], inputs["dout"], silu_slope, up_path=False)[0]
     if numpy.allclose(got, gate_only, rtol=1e-9, atol=1e-12):
         return "x feeds both products, the gate and the linear branch: dx is the sum of both paths"
     return ""
 
 
-def _silu_slope(a):
-    return _sigmoid(a) * (1.0 + a * (1.0 - _sigmoid(a)))
+def silu_slope(a):
+    return sigmoid(a) * (1.0 + a * (1.0 - sigmoid(a)))
 
 
 # -- grouped-query attention's shared heads ---------------------------------------------------------------
@@ -293,18 +293,18 @@ def _repeat_kv_hint(got, expected, inputs, output):
 
 EXERCISES: list[Exercise] = [
     Exercise("rmsnorm_d_rstd", "rmsnorm_d_rstd(x, gamma, dout) -> dL/dr, one number per row (..., 1)", "28",
-             _rmsnorm_d_rstd, _rmsnorm_cases, ("d_rstd",), hints=(_d_rstd_hint,), unseen=_unseen_rmsnorm),
+             rmsnorm_d_rstd, rmsnorm_cases, ("d_rstd",), hints=(_d_rstd_hint,), unseen=unseen_rmsnorm),
     Exercise("rmsnorm_backward", "rmsnorm_backward(x, gamma, dout) -> (dx, dgamma)", "28", _rmsnorm_backward,
-             _rmsnorm_cases, ("dx", "dgamma"), _rmsnorm, ("x", "gamma"), hints=(_rmsnorm_hint, hints.summed_over_rows_hint),
-             unseen=_unseen_rmsnorm,
+             rmsnorm_cases, ("dx", "dgamma"), _rmsnorm, ("x", "gamma"), hints=(_rmsnorm_hint, hints.summed_over_rows_hint),
+             unseen=unseen_rmsnorm,
              points=2),
     Exercise("rope_backward", "rope_backward(x, offset, dout) -> dx", "28", _rope_backward, _rope_cases, ("dx",),
              _rope, ("x",), hints=(_rope_hint,), unseen=_unseen_rope, points=2),
     Exercise("silu_backward", "silu_backward(gate, dout) -> d_gate", "28", _silu_backward, _silu_cases, ("d_gate",),
-             _silu, ("gate",), hints=(_silu_hint,), unseen=_unseen_gate, points=2),
+             silu, ("gate",), hints=(_silu_hint,), unseen=_unseen_gate, points=2),
     Exercise("swiglu_backward", "swiglu_backward(x, W_gate, W_up, dout) -> (dx, dW_gate, dW_up)", "28",
-             _swiglu_backward, _swiglu_cases, ("dx", "dW_gate", "dW_up"), _swiglu, ("x", "W_gate", "W_up"),
-             hints=(_silu_hint, _swiglu_path_hint, hints.summed_over_rows_hint), unseen=_unseen_swiglu, points=2),
+             _swiglu_backward, swiglu_cases, ("dx", "dW_gate", "dW_up"), _swiglu, ("x", "W_gate", "W_up"),
+             hints=(_silu_hint, _swiglu_path_hint, hints.summed_over_rows_hint), unseen=unseen_swiglu, points=2),
     Exercise("repeat_kv_backward", "repeat_kv_backward(k, n_rep, dout) -> dk", "28", _repeat_kv_backward,
              _repeat_kv_cases, ("dk",), _repeat_kv, ("k",), hints=(_repeat_kv_hint,), unseen=_unseen_repeat_kv,
              points=2),
@@ -385,7 +385,7 @@ def _swiglu_backward_sigmoid_only(x, W_gate, W_up, dout):
 
 
 def _swiglu_backward_gate_path_only(x, W_gate, W_up, dout):
-    return _swiglu_with(x, W_gate, W_up, dout, _silu_slope, up_path=False)
+    return _swiglu_with(x, W_gate, W_up, dout, silu_slope, up_path=False)
 
 
 def _repeat_kv_first_only(k, n_rep, dout):

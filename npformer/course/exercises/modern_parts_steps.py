@@ -16,8 +16,8 @@ import numpy
 
 from ..hints import explains
 from .base import Case, Exercise, WrongSolution, backward_cases, normal, size, with_dout
-from .modern_parts import (EPS, _rmsnorm_cases, _rmsnorm_d_rstd, _sigmoid, _silu, _silu_slope, _swiglu_cases,
-                           _unseen_rmsnorm, _unseen_swiglu)
+from .modern_parts import (EPS, rmsnorm_cases, rmsnorm_d_rstd, sigmoid, silu, silu_slope, swiglu_cases,
+                           unseen_rmsnorm, unseen_swiglu)
 
 # -- RMSNorm: through the mean square -----------------------------------------------------------------
 
@@ -25,7 +25,7 @@ from .modern_parts import (EPS, _rmsnorm_cases, _rmsnorm_d_rstd, _sigmoid, _silu
 def _rmsnorm_d_mean_square(x, gamma, dout):
     """dL/dm for m = mean_i x_i^2, r = (m + eps)^(-1/2): dL/dr * (-1/2) (m + eps)^(-3/2), (..., 1)."""
     mean_square = (x * x).mean(axis=-1, keepdims=True)
-    return -0.5 * _rmsnorm_d_rstd(x, gamma, dout) * (mean_square + EPS) ** -1.5
+    return -0.5 * rmsnorm_d_rstd(x, gamma, dout) * (mean_square + EPS) ** -1.5
 
 
 def _d_mean_square_hint(got, expected, inputs, output):
@@ -85,21 +85,21 @@ def _pair_hint(got, expected, inputs, output):
 def _swiglu_d_gate(x, W_gate, W_up, dout):
     """dL/da for y = silu(a) * b, a = x W_gate, b = x W_up: dout * b * silu'(a)."""
     gate = x @ W_gate
-    return dout * (x @ W_up) * _silu_slope(gate)
+    return dout * (x @ W_up) * silu_slope(gate)
 
 
 def _swiglu_d_up(x, W_gate, W_up, dout):
     """dL/db for y = silu(a) * b: dout * silu(a)."""
-    return dout * _silu(x @ W_gate)
+    return dout * silu(x @ W_gate)
 
 
 def _d_gate_hint(got, expected, inputs, output):
     if got.shape != expected.shape:
         return ""
     gate = inputs["x"] @ inputs["W_gate"]
-    if explains(inputs["dout"] * _silu_slope(gate), got):
+    if explains(inputs["dout"] * silu_slope(gate), got):
         return "the same dL/da whatever b = x W_up is: y doubles when b doubles, and so does its slope in a"
-    if explains(inputs["dout"] * (inputs["x"] @ inputs["W_up"]) * _sigmoid(gate), got):
+    if explains(inputs["dout"] * (inputs["x"] @ inputs["W_up"]) * sigmoid(gate), got):
         return "silu's slope taken as sigmoid(a): silu(a) = a sigmoid(a) is a product"
     return ""
 
@@ -110,22 +110,22 @@ def _d_up_hint(got, expected, inputs, output):
     gate = inputs["x"] @ inputs["W_gate"]
     if explains(inputs["dout"] * gate, got):
         return "dL/db = dout * a: b multiplies silu(a) in y, not a"
-    if explains(inputs["dout"] * _silu_slope(gate), got):
+    if explains(inputs["dout"] * silu_slope(gate), got):
         return "y = silu(a) * b is linear in b: its slope in b is a value of the forward, not a derivative of silu"
     return ""
 
 
 EXERCISES: list[Exercise] = [
     Exercise("rmsnorm_d_mean_square", "rmsnorm_d_mean_square(x, gamma, dout) -> dL/dm, m = mean_i x_i^2: "
-             "one number per row (..., 1)", "28", _rmsnorm_d_mean_square, _rmsnorm_cases, ("d_mean_square",),
-             hints=(_d_mean_square_hint,), unseen=_unseen_rmsnorm),
+             "one number per row (..., 1)", "28", _rmsnorm_d_mean_square, rmsnorm_cases, ("d_mean_square",),
+             hints=(_d_mean_square_hint,), unseen=unseen_rmsnorm),
     Exercise("rope_pair_backward", "rope_pair_backward(pair, angle, dout) -> d_pair (N, 2): pair (N, 2) turned "
              "by angle (N,)", "28", _rope_pair_backward, _pair_cases, ("d_pair",), _rotate_pair, ("pair",),
              hints=(_pair_hint,), unseen=_unseen_pair),
     Exercise("swiglu_d_gate", "swiglu_d_gate(x, W_gate, W_up, dout) -> dL/da, a = x W_gate: (..., F)", "28",
-             _swiglu_d_gate, _swiglu_cases, ("d_gate",), hints=(_d_gate_hint,), unseen=_unseen_swiglu),
+             _swiglu_d_gate, swiglu_cases, ("d_gate",), hints=(_d_gate_hint,), unseen=unseen_swiglu),
     Exercise("swiglu_d_up", "swiglu_d_up(x, W_gate, W_up, dout) -> dL/db, b = x W_up: (..., F)", "28",
-             _swiglu_d_up, _swiglu_cases, ("d_up",), hints=(_d_up_hint,), unseen=_unseen_swiglu),
+             _swiglu_d_up, swiglu_cases, ("d_up",), hints=(_d_up_hint,), unseen=unseen_swiglu),
 ]
 
 
@@ -145,7 +145,7 @@ def _pair_forward_turn(pair, angle, dout):
 
 
 def _d_gate_without_up(x, W_gate, W_up, dout):
-    return dout * _silu_slope(x @ W_gate)
+    return dout * silu_slope(x @ W_gate)
 
 
 def _d_up_with_gate(x, W_gate, W_up, dout):

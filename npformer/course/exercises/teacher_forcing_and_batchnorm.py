@@ -83,7 +83,7 @@ def _shift_hint(got, expected, inputs, output):
 BATCHNORM_EPS = 1e-5
 
 
-def _batchnorm_parts(x, keep, eps=BATCHNORM_EPS):
+def batchnorm_parts(x, keep, eps=BATCHNORM_EPS):
     """The kept rows' mean and 1/std per feature, and x_hat at every position (padded ones too)."""
     keep = numpy.asarray(keep, dtype=bool)
     rows = x[keep]  # (N, D): the kept positions only
@@ -92,12 +92,12 @@ def _batchnorm_parts(x, keep, eps=BATCHNORM_EPS):
 
 
 def _batchnorm_forward(x, gamma, beta, keep):
-    keep, _, x_hat = _batchnorm_parts(x, keep)
+    keep, _, x_hat = batchnorm_parts(x, keep)
     return numpy.where(keep[..., None], gamma * x_hat + beta, 0.0)
 
 
 def _batchnorm_backward(x, gamma, beta, keep, dout):
-    keep, rstd, x_hat = _batchnorm_parts(x, keep)
+    keep, rstd, x_hat = batchnorm_parts(x, keep)
     kept = keep[..., None]
     d_model, count = x.shape[-1], keep.sum()
     g = dout * gamma * kept
@@ -131,7 +131,7 @@ def _batchnorm_cases(rng):
     return [Case(label, make(rng)) for label, make in _batchnorm_shapes()]
 
 
-def _batchnorm_backward_cases(rng):
+def batchnorm_backward_cases(rng):
     return backward_cases(rng, _batchnorm_forward, _batchnorm_shapes())
 
 
@@ -148,7 +148,7 @@ def _unseen_batchnorm(rng):
     return [Case(label, inputs)]
 
 
-def _unseen_batchnorm_backward(rng):
+def unseen_batchnorm_backward(rng):
     label, inputs = _unseen_batchnorm_inputs(rng)
     return [Case(label, with_dout(rng, inputs, _batchnorm_forward))]
 
@@ -216,7 +216,7 @@ def _batchnorm_backward_hint(got, expected, inputs, output):
     keep = numpy.asarray(inputs["keep"], dtype=bool)
     kept = keep[..., None]
     d_model = x.shape[-1]
-    _, rstd, x_hat = _batchnorm_parts(x, keep)
+    _, rstd, x_hat = batchnorm_parts(x, keep)
     if got.shape != expected.shape:
         return ""
     if output == "dx":
@@ -239,8 +239,8 @@ EXERCISES: list[Exercise] = [
              "the kept rows, padded rows 0", "24", _batchnorm_forward, _batchnorm_cases, ("out",),
              hints=(_batchnorm_forward_hint,), unseen=_unseen_batchnorm),
     Exercise("batchnorm_backward", "batchnorm_backward(x, gamma, beta, keep, dout) -> (dx, dgamma, dbeta)", "24",
-             _batchnorm_backward, _batchnorm_backward_cases, ("dx", "dgamma", "dbeta"), _batchnorm_forward,
-             ("x", "gamma", "beta"), hints=(_batchnorm_backward_hint,), unseen=_unseen_batchnorm_backward, points=2),
+             _batchnorm_backward, batchnorm_backward_cases, ("dx", "dgamma", "dbeta"), _batchnorm_forward,
+             ("x", "gamma", "beta"), hints=(_batchnorm_backward_hint,), unseen=unseen_batchnorm_backward, points=2),
 ]
 
 

@@ -59,14 +59,8 @@ def _as_arrays(result, inputs):
 
 
 def _params(rng, d_model, d_ff):
-    shapes = {"self_attn.q.W": (d_model, d_model), "self_attn.q.b": (d_model,),
-              "self_attn.k.W": (d_model, d_model), "self_attn.k.b": (d_model,),
-              "self_attn.v.W": (d_model, d_model), "self_attn.v.b": (d_model,),
-              "self_attn.o.W": (d_model, d_model), "self_attn.o.b": (d_model,),
-              "norm1.gamma": (d_model,), "norm1.beta": (d_model,),
-              "ffn.fc1.W": (d_model, d_ff), "ffn.fc1.b": (d_ff,), "ffn.fc2.W": (d_ff, d_model),
-              "ffn.fc2.b": (d_model,), "norm2.gamma": (d_model,), "norm2.beta": (d_model,)}
-    return {"params": {key: normal(rng, *shape) for key, shape in shapes.items()}}
+    """Random arrays under an npformer encoder layer's own keys and shapes (``EncoderLayer.params()``)."""
+    return {"params": {key: normal(rng, *value.shape) for key, value in _layer(d_model, d_ff).params().items()}}
 
 
 def _cases(rng):

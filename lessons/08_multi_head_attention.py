@@ -314,6 +314,13 @@ def multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, 
 # %%
 print(check("multi_head_attention_backward", multi_head_attention_backward, steps=(multi_head_attention_d_context, multi_head_attention_d_heads, multi_head_attention_d_inputs)))
 
+# %% [markdown]
+# Once it passes, this function runs every attention block of your translator in lesson 27
+# (`npformer train --ops`). npformer's blocks have biases, which yours does not take: each bias rides
+# as one more row of its weight, read by an input column of ones ($XW + b = [X \mid 1]\,[W ; b]$),
+# so your `dWq` comes back with $db_q$ as its last row. The output's bias is added after everything
+# your function computes; what is its gradient?
+
 # %% [markdown] tags=["instructor"]
 # ### The derivation (instructor edition)
 #

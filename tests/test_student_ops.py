@@ -163,6 +163,11 @@ def attention_backward(q, k, v, mask, dout):
     dq, dk, dv = _right(q, k, v, mask, dout)
     return dq * np.sqrt(q.shape[-1]), dk * np.sqrt(q.shape[-1]), dv
 """),
+    "multi_head_attention_backward": ("dW_o as dY^T C' (transposed)", """
+def multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout):
+    dquery, dmemory, dWq, dWk, dWv, dWo = _right(query, memory, Wq, Wk, Wv, Wo, n_heads, mask, dout)
+    return dquery, dmemory, dWq, dWk, dWv, dWo.T
+"""),
     "smoothed_cross_entropy_backward": ("a sum over positions, not a mean", """
 def smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss):
     return _right(logits, targets, label_smoothing, dloss) * max(int((targets != 0).sum()), 1)
@@ -209,6 +214,8 @@ def _wrong_module(collected, tmp_path, name):
     source = collected.read_text() + f"\n_right = {name}\n" + WRONG[name][1]
     if name in ("residual_backward", "stack_backward_with_memory"):  # the walks of lessons 9-10 would replace them
         source += "\ndel encoder_layer_backward, decoder_backward\n"
+    if name == "attention_backward":  # lesson 8's backward would run every attention block in its place
+        source += "\ndel multi_head_attention_backward\n"
     path = tmp_path / f"wrong_{name}.py"
     path.write_text(source)
     return path
@@ -268,6 +275,28 @@ def test_collect_reports_what_it_cannot_collect_and_changes_nothing(tmp_path):
     assert any(problem.startswith(missing_adam) for problem in result.problems), result.problems
     assert {path.name: path.read_text() for path in lessons.iterdir()} == before
     assert main(["course", "collect", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x.py")]) == 2
+
+
+def test_collect_carries_the_constants_a_function_computes_from_its_imports(tmp_path):
+    """A value computed from the lesson's imports (``C = math.sqrt(2 / math.pi)``) goes with the function that
+    reads it, with its import; a name the lesson later rebinds to its own data does not (a student's gelu
+    once passed its check in the lesson and failed in the collected file with a NameError)."""
+    lessons = tmp_path / "mine"
+    lessons.mkdir()
+    (lessons / "02_linear_and_relu.py").write_text(
+        "import math\nimport numpy as np\n\nC = math.sqrt(2 / math.pi)\nHALF = C / 2\nSCALE = 3.0\n"
+        "SCALE = np.ones(2).sum()\n\n\ndef load():\n    return np.zeros(3)\n\n\ndata = load()\nLOOKED = data.sum()\n\n\n"
+        "def relu_backward(x, dout):\n    return dout * (x > 0) * HALF / HALF * SCALE / SCALE\n\n\n"
+        "def linear_backward(x, W, b, dout):\n    return LOOKED\n")
+    result = collect(lessons, tmp_path / "out.py")
+    text = (tmp_path / "out.py").read_text()
+    assert "import math" in text and text.index("C = math.sqrt(2 / math.pi)") < text.index("HALF = C / 2"), text
+    assert "SCALE = np.ones(2).sum()" in text and "SCALE = 3.0" not in text, text
+    assert "LOOKED" not in text.split("def linear_backward")[0], text      # computed from the lesson's data
+    namespace = {}
+    exec(compile(text, "out.py", "exec"), namespace)
+    np.testing.assert_array_equal(namespace["relu_backward"](np.array([-1.0, 2.0]), np.ones(2)), [0.0, 1.0])
+    assert "relu_backward" in result.exercises
 
 
 @pytest.mark.slow

@@ -29,9 +29,10 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import tokens
 from .exercises import EXERCISES
 from .inert import printable
+from .lesson_pieces import (definitions_source, imports_used, lesson_constants, names_needed,
+                            with_helpers)
 from .wire import Status
 
 __all__ = ["collect", "CollectResult", "Collected", "Refused", "lesson_source", "read_lesson", "UnreadableLesson",
@@ -256,39 +257,6 @@ def _parsed_cells(source: str, shown: str, refusals: list[Refused]) -> tuple[lis
     return trees, unparsed
 
 
-def _is_literal(node: ast.AST) -> bool:
-    """A constant a function may read from its lesson (``END = " "``, ``SIZES = (2, 4)``)."""
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
-
-
-def _names_used(node: ast.AST) -> set[str]:
-    return {child.id for child in ast.walk(node) if isinstance(child, ast.Name)}
-
-
-def _imports_used(imports: list[ast.stmt], used: set[str]) -> list[str]:
-    """The import lines that bind a name the collected functions use, each once, in order. A token
-    id imported from ``npformer.tokens`` becomes its value (``PAD_ID = <its id>``), so that the functions
-    need no npformer where they are graded."""
-    lines: list[str] = []
-    for node in imports:
-        for alias in node.names:
-            bound = alias.asname or alias.name.split(".")[0]
-            if bound in used:
-                single = (ast.Import(names=[alias]) if isinstance(node, ast.Import)
-                          else ast.ImportFrom(module=node.module, names=[alias], level=node.level))
-                line = ast.unparse(single)
-                if isinstance(node, ast.ImportFrom) and node.module == "npformer.tokens" \
-                        and isinstance(getattr(tokens, alias.name, None), (int, str)):
-                    line = f"{bound} = {getattr(tokens, alias.name)!r}  # npformer.tokens.{alias.name}"
-                if line not in lines:
-                    lines.append(line)
-    return lines
-
-
 def _is_stub(function: ast.FunctionDef) -> bool:
     """The student edition's stub: a body (after a docstring) that only raises NotImplementedError."""
     body = [node for node in function.body
@@ -312,25 +280,6 @@ def _lesson_files(folder: Path) -> dict[str, Path]:
         return _by_lesson([Path(entry.path) for entry in entries if LESSON_NAME.fullmatch(entry.name)])
 
 
-def _with_helpers(wanted: list[str], definitions: dict[str, ast.FunctionDef]) -> list[str]:
-    """The graded functions, then the helpers they call (of the same lesson), each once."""
-    chosen, queue = [], list(wanted)
-    while queue:
-        name = queue.pop(0)
-        if name in chosen:
-            continue
-        chosen.append(name)
-        queue += sorted(used for used in _names_used(definitions[name]) & set(definitions) if used not in chosen)
-    return chosen
-
-
-def _definitions(chosen: list[str], definitions: dict[str, ast.FunctionDef], constants: dict[str, ast.Assign]) -> list[str]:
-    """The lesson's constants that ``chosen`` read, then their definitions, as source."""
-    used_constants = sorted(set().union(*(_names_used(definitions[name]) for name in chosen)) & set(constants))
-    return [ast.unparse(constants[name]) for name in used_constants] + \
-        [ast.unparse(definitions[name]) + "\n" for name in chosen]
-
-
 def _left_out(result: CollectResult, refused: Refused) -> None:
     """The exercises ``refused.names`` not collected, for that reason (kept once in the result)."""
     if refused not in result.refusals:
@@ -343,10 +292,10 @@ def _module_of(name: str, lesson_imports: list[ast.stmt], definitions: dict[str,
                constants: dict[str, ast.Assign], shown: str) -> str:
     """The module that defines exercise ``name`` alone: its imports, constants, helpers and itself,
     compiled here (never run) so that what the grader sends can be loaded."""
-    alone = _with_helpers([name], definitions)
-    used = set().union(*(_names_used(definitions[helper]) for helper in alone))
-    source = ("\n".join(_imports_used(lesson_imports, used)) + "\n\n\n"
-              + "\n\n".join(_definitions(alone, definitions, constants)) + "\n")
+    alone = with_helpers([name], definitions)
+    used = names_needed(alone, definitions, constants)
+    source = ("\n".join(imports_used(lesson_imports, used)) + "\n\n\n"
+              + "\n\n".join(definitions_source(alone, definitions, constants)) + "\n")
     compile(source, f"{shown}:{name}", "exec")
     return source
 
@@ -396,10 +345,8 @@ def collect(folder: str | Path, out: str | Path | None, *, files: dict[str, Path
             continue
         trees, unparsed = _parsed_cells(source, shown, result.refusals)
         definitions = {node.name: node for tree in trees for node in tree.body if isinstance(node, ast.FunctionDef)}
-        constants = {node.targets[0].id: node for tree in trees for node in tree.body
-                     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                     and _is_literal(node.value)}
         lesson_imports = [node for tree in trees for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        constants = lesson_constants(trees, lesson_imports)
         wanted = []
         for name in names:
             if name in unparsed:
@@ -419,12 +366,12 @@ def collect(folder: str | Path, out: str | Path | None, *, files: dict[str, Path
         if not wanted:
             continue
         imports += lesson_imports
-        chosen = _with_helpers(wanted, definitions)
-        used_names |= set().union(*(_names_used(definitions[name]) for name in chosen))  # the imports to keep
+        chosen = with_helpers(wanted, definitions)
+        used_names |= names_needed(chosen, definitions, constants)  # the imports to keep
         sections.append(f"# -- lesson {printable(path.stem)} ({shown}) " + "-" * max(0, 70 - len(path.stem)))
-        sections += _definitions(chosen, definitions, constants)  # each compiled above, with its helpers
+        sections += definitions_source(chosen, definitions, constants)  # each compiled above, with its helpers
     if out is not None:
-        text = _header(folder, out) + "\n".join(_imports_used(imports, used_names)) + "\n\n\n" \
+        text = _header(folder, out) + "\n".join(imports_used(imports, used_names)) + "\n\n\n" \
             + "\n\n".join(sections) + "\n"
         try:
             compile(text, str(out), "exec")  # what is written must import

@@ -123,6 +123,33 @@ def _attention(student_forward: Callable | None, student_backward: Callable | No
     return functions
 
 
+def _multi_head_attention(student: Callable) -> dict[str, Callable]:
+    """The block's rule from lesson 08's ``multi_head_attention_backward(query, memory, Wq, Wk, Wv, Wo, n_heads,
+    mask, dout)``, which has no biases. A bias is one more row of its weight, read by an input column of
+    ones: ``x @ W + b = [x | 1] @ [W ; b]``, so the student's function, given ``[query | 1]``, ``[Wq ; bq]``
+    and the like, returns the biases' gradients as its weights' last rows. The output's bias adds after
+    everything the function computes: its gradient is ``dout`` summed over the rows."""
+    xp = backend.xp
+
+    def with_ones(rows: Any) -> Any:
+        return xp.concatenate([rows, xp.ones(rows.shape[:-1] + (1,), dtype=rows.dtype)], axis=-1)  # (B, T, D + 1)
+
+    def multi_head_attention_backward(query: Any, memory: Any, weights: dict, n_heads: int, mask: Any,
+                                      dout: Any) -> tuple[Any, Any, dict]:
+        if mask is None:  # the exercise always passes a mask
+            mask = xp.ones((1, 1, query.shape[1], memory.shape[1]), dtype=bool)
+        stacked = {name: xp.concatenate([weights[f"{name}.W"], weights[f"{name}.b"][None]]) for name in "qkv"}
+        d_query, d_memory, dWq, dWk, dWv, dWo = _cast(student(
+            with_ones(query), with_ones(memory), stacked["q"], stacked["k"], stacked["v"], weights["o.W"], n_heads,
+            mask, dout), dout.dtype)
+        grads = {f"{name}.{part}": (grad[:-1] if part == "W" else grad[-1])
+                 for name, grad in (("q", dWq), ("k", dWk), ("v", dWv)) for part in "Wb"}
+        grads.update({"o.W": dWo, "o.b": dout.reshape(-1, dout.shape[-1]).sum(axis=0)})
+        return d_query[..., :-1], d_memory[..., :-1], grads
+
+    return {"multi_head_attention_backward": multi_head_attention_backward}
+
+
 def _cross_entropy(plain: Callable | None, smoothed: Callable | None) -> dict[str, Callable]:
     """``cross_entropy_backward(logits, targets, dloss)`` serves the loss without smoothing and
     ``smoothed_cross_entropy_backward(logits, targets, label_smoothing, dloss)`` the loss with it;
@@ -245,7 +272,7 @@ def ops_from(usable: dict[str, Callable]) -> dict[str, Callable]:
                  "encoder_layer_backward", "decoder_backward", "transformer_backward"):
         if name in usable:  # the blocks' backward passes and walks: the rule has the exercise's own signature
             functions[name] = usable[name]
-    for name, adapter in (("rmsnorm_backward", _rmsnorm), ("rope_backward", _rope), ("swiglu_backward", _swiglu),
+    for name, adapter in (("multi_head_attention_backward", _multi_head_attention), ("rmsnorm_backward", _rmsnorm), ("rope_backward", _rope), ("swiglu_backward", _swiglu),
                           ("repeat_kv_backward", _grouped_query_attention)):
         if name in usable:
             functions.update(adapter(usable[name]))

@@ -31,7 +31,7 @@ from .grader import check
 from .wire import Status
 from .op_adapters import ops_from
 from .student_variants import FORWARDS, NOT_IN_THE_MODEL, with_variants
-from .variant_file import my_variant
+from .variant_file import find_file, my_variant
 from .variants import TEXTBOOK_FORM
 
 __all__ = ["StudentOps", "student_ops", "load_student_ops", "EXERCISE_OPS", "StudentOpsError", "TRAINING_LOOP"]
@@ -56,6 +56,7 @@ EXERCISE_OPS: dict[str, tuple[str, ...]] = {
     "padding_mask": ("padding_mask",),
     "causal_mask": ("causal_mask",),
     "positional_encoding": ("positional_encoding",),
+    "multi_head_attention_backward": ("multi_head_attention_backward",),
     "residual_backward": ("residual_backward",),
     "residual_backward_with_memory": ("residual_backward_with_memory",),
     "stack_backward_with_memory": ("stack_backward_with_memory",),
@@ -135,13 +136,15 @@ class StudentOps(dict):
                 verdict += f", variant '{self.variants[entry.name]}' (its forward runs in the model)"
             walk = next((walk for walk, rules in WALKS.items() if entry.name in rules and walk in owned), None)
             if walk is not None and entry.status in ("passed", "failing"):
-                verdict += f" (not run: your {walk} walks those blocks itself)"
+                verdict += f" (not run: your {walk} takes its place)"
             lines.append(f"  lesson {entry.lesson}  {entry.name:32s} -> {gives}: {verdict}")
         return "\n".join(lines)
 
 
-# a student's walk through a layer's (or a decoder's) blocks, and the rules it takes the place of
-WALKS = {"encoder_layer_backward": ("residual_backward",),
+# a student's function that runs a block (or walks a layer's, a decoder's blocks), and the exercises whose
+# functions it takes the place of there
+WALKS = {"multi_head_attention_backward": ("attention_backward",),
+         "encoder_layer_backward": ("residual_backward",),
          "decoder_backward": ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory")}
 
 
@@ -190,9 +193,31 @@ def student_ops(module: Any, *, allow_failing: bool = False, source: str | None 
             usable[name] = found[name]
             if my_variant(name) != TEXTBOOK_FORM:
                 variants[name] = my_variant(name)
+    _projections_as_lesson_08(exercises, usable, variants)
     loop = _graded(TRAINING_LOOP, found, allow_failing)
     return StudentOps(with_variants(ops_from(usable), variants), exercises, str(source), variants,
                       found[TRAINING_LOOP] if loop.status in ("passed", "failing") else None, loop)
+
+
+def _projections_as_lesson_08(exercises: list[ExerciseStatus], usable: dict, variants: dict) -> None:
+    """Lesson 08's backward runs the attention block only where the model computes what it derived: the
+    projections ``x W + b`` (no linear variant in the set) and the heads' attention of its variant (drawn
+    with lesson 07's: the model runs it only with the student's ``attention_backward``)."""
+    name = "multi_head_attention_backward"
+    if name not in usable:
+        return
+    why = ""
+    if "linear_backward" in variants:
+        why = (f"your linear variant '{variants['linear_backward']}' changes the block's projections, "
+               "which this backward takes as x W")
+    elif name in variants and variants.get("attention_backward") != variants[name]:
+        why = (f"your variant '{variants[name]}' runs in the heads only with your attention_backward, "
+               "which the op set does not use")
+    if why:
+        del usable[name]
+        variants.pop(name, None)
+        index = next(index for index, entry in enumerate(exercises) if entry.name == name)
+        exercises[index] = ExerciseStatus(name, exercises[index].lesson, "not run", why)
 
 
 def _graded(name: str, found: dict[str, Callable], allow_failing: bool) -> ExerciseStatus:
@@ -244,7 +269,10 @@ def load_student_ops(path: str, *, allow_failing: bool = False) -> StudentOps:
     failed = [entry for entry in [*student.exercises, student.loop_exercise] if entry and entry.status == "failed"]
     if failed:
         first = failed[0]
+        # graded with variants, a student who runs this away from their variants file is graded on the lessons' forms
+        where = "" if find_file() else (" (graded in the lessons' forms: no npformer_variants.json found; if you were "
+                                         "given one, run where it is or set NPFORMER_VARIANTS)")
         raise StudentOpsError(
-            f"{path}: {first.name} (lesson {first.lesson}) fails its exercise ({first.message}); fix it, "
+            f"{path}: {first.name} (lesson {first.lesson}) fails its exercise ({first.message}){where}; fix it, "
             f"or pass --allow-failing to use it anyway" + (f" ({len(failed) - 1} more failing)" if len(failed) > 1 else ""))
     return student

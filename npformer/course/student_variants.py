@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from .. import backend
+from .. import backend, ops
 from ..tokens import PAD_ID
 from .variants import FAMILY_OF, TEXTBOOK_FORM
 
@@ -40,7 +40,16 @@ def _dropout(a, cache):
 
 
 def _attention(a, cache):
+    """A decoding step's queries start at ``ops.query_start()``, not 0: zero queries stand for the rows before
+    them, so that a variant reading positions (ALiBi) scores the new rows as training did (``_varied`` keeps the
+    last rows of its output; each query's row depends on its own query alone)."""
     q, k, mask = a["q"], a["k"], a["mask"]
+    start = ops.query_start()
+    if start:
+        q = backend.xp.concatenate([backend.xp.zeros(q.shape[:2] + (start,) + q.shape[3:], dtype=q.dtype), q], axis=2)
+        if mask is not None and mask.shape[-2] > 1:   # a mask with a row per query: the earlier rows see every key
+            earlier = backend.xp.ones(mask.shape[:-2] + (start, mask.shape[-1]), dtype=bool)
+            mask = backend.xp.concatenate([earlier, mask], axis=-2)
     shape = (1, 1, q.shape[2], k.shape[2])
     return q, k, a["v"], backend.xp.ones(shape, dtype=bool) if mask is None else mask
 
@@ -92,7 +101,10 @@ def _varied(op: Callable, choices: list[tuple[Callable, Callable]]) -> Callable:
             chosen = inputs(bound.arguments, cache)
             if chosen is not None:
                 host = [backend.to_numpy(value) if hasattr(value, "shape") else value for value in chosen]
-                return backend.asarray(forward(*host)).astype(out.dtype), cache
+                varied = backend.asarray(forward(*host)).astype(out.dtype)
+                if varied.shape != out.shape:   # rows before the call's stood in for earlier positions
+                    varied = varied[..., -out.shape[-2]:, :]
+                return varied, cache
         return out, cache
 
     return varied_forward

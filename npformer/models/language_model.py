@@ -99,8 +99,9 @@ class LanguageModel(Module):
 
         def step(token: int, position: int) -> Any:
             x = self._embed(backend.asarray(numpy.array([[token]])), start=position)
-            for layer, key_buffer, value_buffer in zip(self.blocks.layers, keys, values):
-                x = layer.step(x, position, key_buffer, value_buffer)
+            with ops.queries_from(position):   # the new query's position (for attention forms that read it)
+                for layer, key_buffer, value_buffer in zip(self.blocks.layers, keys, values):
+                    x = layer.step(x, position, key_buffer, value_buffer)
             return self.head.forward(self.blocks.norm.forward(x))[0, 0]
 
         with self.evaluating():

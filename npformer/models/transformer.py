@@ -256,7 +256,8 @@ class Transformer(Module):
             raise ValueError(f"decode_step: the cache is full ({position} positions)")
         ids = next_ids.reshape(-1, 1)
         x = self._embed(ids, self.tgt_embed, self.tgt_dropout, start=position)
-        x = self.decoder.step(x, position, cache)
+        with ops.queries_from(position):   # the new query's position (for attention forms that read it)
+            x = self.decoder.step(x, position, cache)
         cache.length += 1
         return self.out_proj.forward(x)[:, 0]
 

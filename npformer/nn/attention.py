@@ -35,6 +35,10 @@ its ``layout``, which splits the projections into heads and merges them back; no
 
 ``attn_weights`` keeps the ``(B, H, Tq, Tk)`` weights of the last call, for
 plots by layer and head (a reference to the array the attention op made: no copy).
+
+A student's multi-head attention backward (lesson 08) takes the block's backward pass when the active op
+set brings one (the rule ``multi_head_attention_backward``): it is handed the padded inputs, the weights
+and the upstream gradient, and returns both inputs' gradients and every parameter's.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from .fused import FusedLinear
 from .layout import PADDED, Layout
 from .linear import Linear
 from .module import Module
+from .residual import rule
 
 QUERY, KEYS_VALUES, QKV = slice(0, 1), slice(1, 3), slice(0, 3)   # runs of the fused [q | k | v]
 
@@ -136,6 +141,7 @@ class MultiHeadAttention(Module):
             keys_values, projection_cache = self.qkv.forward(memory, KEYS_VALUES)      # (B, Tk, 2D)
             memory_heads = memory_layout.split_heads(keys_values, 2, self.n_heads)      # 2 x (B, H, Tk, Dh)
             self._memory_cache = memory_layout, projection_cache
+        self._inputs = query, memory, mask, layout, memory_layout     # for a student's backward (lesson 08)
         return self.attend_heads(q, *memory_heads, mask, layout)
 
     def backward(self, dout: Any) -> tuple[Any, Any]:
@@ -145,10 +151,24 @@ class MultiHeadAttention(Module):
             raise RuntimeError("MultiHeadAttention.backward: the last forward attended over given memory_heads "
                                "(decoding), which has no backward; run forward(query, memory, ...) first")
         memory_layout, projection_cache = memory_cache
+        students = rule("multi_head_attention_backward", None)   # a student's (lesson 08), if the set has one
+        if students is not None:
+            return self.backward_by(students, dout)
         dq, dk, dv = self.attend_heads_backward(dout)
         d_query = self.qkv.backward(self._query_layout.merge_heads([dq]), self._query_cache, QUERY)
         d_memory = self.qkv.backward(memory_layout.merge_heads([dk, dv]), projection_cache, KEYS_VALUES)
         return d_query, d_memory
+
+    def backward_by(self, students: Any, dout: Any) -> tuple[Any, Any]:
+        """``backward`` by a student's rule, which sees padded rows ``(B, T, D)`` (a packed layout's are
+        unpacked, zeros at the padding, and the gradients packed again) and the weights by name."""
+        query, memory, mask, layout, memory_layout = self._inputs
+        d_query, d_memory, grads = students(layout.unpack(query), memory_layout.unpack(memory), self.params(),
+                                            self.n_heads, mask, layout.unpack(dout))
+        own_grads = self.grads()                                  # views: adding to them adds to the block's
+        for key, grad in grads.items():
+            own_grads[key] += grad
+        return layout.pack(d_query), memory_layout.pack(d_memory)
 
     def project_keys_values(self, memory: Any) -> tuple[Any, Any]:
         """Keys and values of ``memory (B, Tk, D)``, each ``(B, H, Tk, Dh)`` (for decoding caches)."""
@@ -167,6 +187,7 @@ class SelfAttention(MultiHeadAttention):
         ``(B, H, max_len, Dh)`` buffers at ``position``, and it attends over positions
         ``0 .. position``, the earlier keys and values reused, not recomputed."""
         qkv, self._projection_cache = self.qkv.forward(x, QKV)                          # (B, T, 3D)
+        self._inputs = x, x, mask, layout, layout                  # for a student's backward (lesson 08)
         q, keys, values = layout.split_heads(qkv, 3, self.n_heads)                      # 3 x (B, H, T, Dh)
         if cache is not None:
             key_buffer, value_buffer, position = cache
@@ -176,6 +197,10 @@ class SelfAttention(MultiHeadAttention):
 
     def backward(self, dout: Any) -> Any:  # type: ignore[override]
         """``dout (B, T, D)`` -> ``dx (B, T, D)``, the sum of the q, k and v paths (one fused product)."""
+        students = rule("multi_head_attention_backward", None)   # a student's (lesson 08), if the set has one
+        if students is not None:
+            d_query, d_memory = self.backward_by(students, dout)
+            return d_query + d_memory
         dq, dk, dv = self.attend_heads_backward(dout)
         return self.qkv.backward(self._query_layout.merge_heads([dq, dk, dv]), self._projection_cache, QKV)
 

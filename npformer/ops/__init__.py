@@ -33,6 +33,7 @@ from .positional import positional_encoding
 from .relu import relu_backward, relu_forward
 from .rmsnorm import rmsnorm_backward, rmsnorm_forward
 from .rope import rope_backward, rope_forward
+from .query_start import queries_from, query_start
 from .softmax import log_softmax, logsumexp, softmax_backward, softmax_forward
 from .special import erf, erfc
 from .swiglu import swiglu_backward, swiglu_forward
@@ -58,5 +59,5 @@ __all__ = [
     "positional_encoding", "padding_mask", "causal_mask", "log_softmax", "logsumexp",
     "adam_step", "erf", "erfc",
     "using", "current", "active", "OpSet", "DEFAULT", "ACTIVATIONS", "POOLINGS", "RULE_NAMES", "holds_blas",
-    "OP_NAMES",
+    "OP_NAMES", "query_start", "queries_from",
 ]

@@ -83,13 +83,13 @@ _TEXTBOOK_MODULES = {
     positional: ("positional_encoding",),
     adam: ("adam_step",),
 }
-# Rules a set may bring in place of the blocks' own (``nn/residual.py``, ``nn/layer.py``): a student's
-# residual backward passes and walks through a layer's blocks (lessons 09-10) and through the whole model
-# (lesson 11) run the model this way.
+# Rules a set may bring in place of the blocks' own (``nn/attention.py``, ``nn/residual.py``, ``nn/layer.py``):
+# a student's multi-head attention backward (lesson 08), residual backward passes and walks through a
+# layer's blocks (lessons 09-10) and through the whole model (lesson 11) run the model this way.
 # The built-in sets define none of them: the blocks' functions are the textbook, and an op never calls
 # back into a block.
-RULE_NAMES = ("residual_backward", "residual_backward_with_memory", "stack_backward_with_memory",
-              "encoder_layer_backward", "decoder_backward", "transformer_backward")
+RULE_NAMES = ("multi_head_attention_backward", "residual_backward", "residual_backward_with_memory",
+              "stack_backward_with_memory", "encoder_layer_backward", "decoder_backward", "transformer_backward")
 OP_NAMES: tuple[str, ...] = tuple(name for names in _TEXTBOOK_MODULES.values() for name in names) + RULE_NAMES
 
 # The ops a model's config chooses by name, each as its (forward, backward) pair of op names

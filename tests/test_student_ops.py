@@ -221,14 +221,18 @@ def _wrong_module(collected, tmp_path, name):
     return path
 
 
+REFUSED_IN_ONE_LINE = ("linear_backward", "multi_head_attention_backward", "decoder_backward")
+
+
 @pytest.mark.parametrize("name", sorted(WRONG))
 def test_a_wrong_function_is_refused_and_with_allow_failing_the_model_check_names_it(collected, tmp_path, name, capsys):
     path = _wrong_module(collected, tmp_path, name)
     model_options = ["--activation", "gelu"] if name == "gelu_backward" else []  # the default model uses ReLU
-    assert main(["gradcheck", "--model", "--fast", "--ops", str(path)]) == 2
-    error = capsys.readouterr().err
-    assert f"{path}: {name} (lesson" in error and "fails its exercise" in error and "--allow-failing" in error
-    assert len(error.strip().splitlines()) == 1
+    if name in REFUSED_IN_ONE_LINE:  # the refusal is one code path: a few exercises show it
+        assert main(["gradcheck", "--model", "--fast", "--ops", str(path)]) == 2
+        error = capsys.readouterr().err
+        assert f"{path}: {name} (lesson" in error and "fails its exercise" in error and "--allow-failing" in error
+        assert len(error.strip().splitlines()) == 1
     assert main(["gradcheck", "--model", "--fast", "--ops", str(path), "--allow-failing", *model_options]) == 1
     output = capsys.readouterr().out
     assert "yours, FAILING its exercise (allowed)" in output

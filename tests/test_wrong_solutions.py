@@ -12,8 +12,9 @@ def test_every_exercise_has_wrong_solutions_in_the_catalogue():
     assert covered == set(EXERCISES)
 
 
+# two draws of the unseen cases: a hint that holds on one draw only shows on the other
 @pytest.mark.slow
-@pytest.mark.parametrize("unseen_seed", [0, 1, 2])
+@pytest.mark.parametrize("unseen_seed", [0, 1])
 def test_the_grader_catches_every_wrong_solution_and_names_the_classic_ones(unseen_seed):
     outcomes = wrong_solutions.run(unseen_seed)
     missed = [(o.wrong.exercise, o.wrong.mistake) for o in outcomes if not o.caught]

@@ -21,7 +21,7 @@ from npformer.training import save_checkpoint
 # the tests after it check the paths. A new option must be a number, a choice, a switch or here.
 TEXT_OPTIONS = {"--data", "--name", "--runs-dir", "--run", "--out", "--json", "--op", "--lessons", "--ops", "--secret",
                 "--results", "--install", "--pair", "--url", "--roster", "--metadata",
-                "--html", "--logs"}
+                "--html", "--logs", "--executed"}
 REQUIRED = {"translate": ["--run", "nowhere", "the cat"], "attention": ["the cat", "--run", "nowhere"],
             "evaluate": ["--run", "nowhere"], "course grade": ["nowhere"]}
 

@@ -122,14 +122,18 @@ def notebook_dir(tmp_path_factory):
             except ImportError as error:
                 pytest.fail(f"{reason} and NPFORMER_REQUIRE_COURSE=1 ({error})", pytrace=False)
     pytest.importorskip("nbclient", reason=reason)
-    folder = tmp_path_factory.mktemp("notebooks")
+    # NPFORMER_EXECUTED_LESSONS=DIR keeps the executed notebooks there, for the course's site to read
+    # (npformer course site OUT --executed DIR): the lessons run once, here
+    kept = os.environ.get("NPFORMER_EXECUTED_LESSONS")
+    folder = pathlib.Path(kept) if kept else tmp_path_factory.mktemp("notebooks")
+    folder.mkdir(parents=True, exist_ok=True)
     # the real data where a student's `npformer data tatoeba` puts it, in the folder the lessons run in
     from conftest import shared_folder
 
-    real = shared_folder() / "data" / "fra-eng" / "fra.txt"
-    if real.is_file():
-        (folder / "data" / "fra-eng").mkdir(parents=True)
-        (folder / "data" / "fra-eng" / "fra.txt").symlink_to(real)
+    real, linked = shared_folder() / "data" / "fra-eng" / "fra.txt", folder / "data" / "fra-eng" / "fra.txt"
+    if real.is_file() and not linked.is_symlink():
+        linked.parent.mkdir(parents=True, exist_ok=True)
+        linked.symlink_to(real)
     return folder
 
 

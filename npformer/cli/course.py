@@ -208,6 +208,22 @@ def executed_notebooks(args: argparse.Namespace) -> None:
           f"{'s' if len(files) != 1 else ''} to {args.out}")
 
 
+@action("site", "OUT", "an output folder", "--lessons", own={
+    "--executed": dict(metavar="DIR", help="the lessons' executed notebooks (NPFORMER_EXECUTED_LESSONS=DIR python -m "
+                                           "pytest tests/test_lessons.py writes them); default: run the lessons here"),
+    "--instructor": dict(action="store_true", help="the instructor edition's site, solutions shown (for TAs)")})
+def course_site(args: argparse.Namespace) -> None:
+    """The course as a website, built offline (needs the docs extra): the lessons run, the guides, the API."""
+    import time
+
+    from ..course import site
+
+    check_folder_can_be_created(args.out)
+    start = time.perf_counter()
+    index = site.build_site(args.out, executed=args.executed, instructor=args.instructor, lessons=args.lessons)
+    print(f"wrote {index} in {time.perf_counter() - start:.1f} s (open it in a browser)")
+
+
 @action("exercises", None, None, "--lessons")
 def exercise_table(args: argparse.Namespace) -> None:
     """The table of graded exercises and open questions."""

@@ -23,6 +23,8 @@ from .replies import is_hidden
 from .variants import timed
 from .wire import Status
 
+TEXTBOOK_SHOWN = "now that yours passes: "  # before the compact form a passing check prints
+
 
 @dataclass
 class Row:
@@ -163,7 +165,7 @@ class ExerciseReport:
                          "names the first wrong one")
         if self.passed and name in TEXTBOOK and self.first_wrong_step() is None:
             whose = "the lesson's form (yours is a variant of it)" if self.exercise.variant else "npformer's form"
-            lines.append(f"  {whose}, now that yours passes: {TEXTBOOK[name]}")
+            lines.append(f"  {whose}, {TEXTBOOK_SHOWN}{TEXTBOOK[name]}")
         return lines
 
     def _hint_line(self, row: Row, indent: str) -> str:

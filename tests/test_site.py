@@ -95,6 +95,14 @@ def test_no_page_holds_a_solution_an_instructor_cell_or_a_traceback():
 
 
 @needs_site
+def test_the_student_site_leaves_out_the_instructors_guide_and_the_build_leftovers():
+    site = pathlib.Path(SITE)
+    assert not (site / "guides" / "instructor.html").exists(), "the instructor's guide is on the TAs' site only"
+    assert not list((site / "downloads").glob("*.html")), "the downloads are files, not pages"
+    assert not (site / ".doctrees").exists() and not (site / ".buildinfo").exists()
+
+
+@needs_site
 def test_every_link_inside_the_site_resolves_and_nothing_is_fetched_from_outside():
     for path in _pages():
         page = path.read_text(encoding="utf-8")
@@ -162,9 +170,16 @@ def test_the_explorer_on_lesson_15_answers_a_hover(browser):
     frame = browser.find_element("css selector", "iframe.npformer-explorer")
     browser.execute_script("arguments[0].scrollIntoView()", frame)
     browser.switch_to.frame(frame)
-    ActionChains(browser).move_to_element(browser.find_element("css selector", "text.query[data-q='1']")).perform()
-    focused = browser.execute_script("return document.querySelectorAll('#view rect.cell.focus').length")
-    assert focused > 0
+    _wait(browser, "return document.querySelectorAll('#view rect.cell').length > 0", 30)   # the heatmaps drawn
+
+    def hovered(driver):  # the pointer onto a target token, until the page answers (a cold browser is slow)
+        token = driver.find_element("css selector", "text.query[data-q='1']")
+        ActionChains(driver).move_to_element_with_offset(token, 0, 1).move_to_element(token).perform()
+        return driver.execute_script("return document.querySelectorAll('#view rect.cell.focus').length")
+
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert WebDriverWait(browser, 30, poll_frequency=0.5).until(hovered)
     browser.switch_to.default_content()
     _screenshot(browser, "site-lesson-15-explorer.png")
     if os.environ.get("NPFORMER_SCREENSHOTS"):

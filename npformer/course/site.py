@@ -36,6 +36,9 @@ from .notebooks import lesson_notebooks
 __all__ = ["build_site", "check_inputs", "GUIDES", "API_PAGES", "lesson_page"]
 
 ROOT = Path(__file__).resolve().parents[2]   # a source checkout's root (docs/, benchmarks/)
+# the guides on every site; the instructor's guide (how grading works, which steps no variant changes) on
+# the instructor edition's only
+INSTRUCTOR_GUIDES = ("instructor.md",)
 GUIDES = ("course.md", "instructor.md", "gradient-checking.md", "attention.md", "translation.md", "speed.md",
           "gpu.md", "tokenisation.md", "architecture.md", "development.md")
 # the API pages: title -> the modules whose public names they document
@@ -147,11 +150,12 @@ def _guide(text: str, pages: set[str]) -> str:
     return _LINK.sub(relinked, text)
 
 
-def _copy_guides(docs: Path, source: Path) -> list[str]:
+def _copy_guides(docs: Path, source: Path, instructor: bool) -> list[str]:
     (source / "guides").mkdir(parents=True, exist_ok=True)
-    pages = set(GUIDES) | {"../benchmarks/RESULTS.md", "RESULTS.md"}
+    shown = [name for name in GUIDES if instructor or name not in INSTRUCTOR_GUIDES]
+    pages = set(shown) | {"../benchmarks/RESULTS.md", "RESULTS.md"}
     names = []
-    for name in GUIDES:
+    for name in shown:
         if (docs / name).is_file():
             text = _guide((docs / name).read_text(encoding="utf-8"), pages)
             (source / "guides" / name).write_text(text.replace("../benchmarks/RESULTS.md", "RESULTS.md"),
@@ -193,7 +197,7 @@ html_title = "npformer"
 html_static_path = ["_static"]
 autodoc_member_order = "bysource"
 suppress_warnings = ["myst.header", "myst.xref_missing", "misc.highlighting_failure", "toc.not_included"]
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "downloads/**"]
 html_copy_source = False
 html_show_sourcelink = False
 '''
@@ -249,17 +253,19 @@ def build_site(out: str | Path, *, executed: str | Path | None = None, instructo
     student_edition(lessons_dir, downloads)
     lesson_notebooks(downloads, downloads, execute=False)
     names = _lesson_pages(executed, source, instructor)
-    guides, api = _copy_guides(docs, source), _api_pages(source)
+    guides, api = _copy_guides(docs, source, instructor), _api_pages(source)
     _explorer(source / "_static")
     (source / "index.md").write_text(_index(names, guides, api, instructor), encoding="utf-8")
     (source / "conf.py").write_text(CONF, encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(source), str(out)],
+    result = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-d", str(work / "doctrees"),
+                             str(source), str(out)],
                             capture_output=True, text=True)
     problems = [line for line in result.stderr.splitlines() if _is_problem(line)]
     if result.returncode != 0 or problems:
         raise ValueError("the site's build failed:\n" + "\n".join(problems or result.stderr.splitlines()[-40:])
                          + f"\n(its sources: {source})")
     shutil.rmtree(work, ignore_errors=True)
+    (out / ".buildinfo").unlink(missing_ok=True)   # Sphinx's note for its next build: nothing a reader needs
     return out / "index.html"
 
 

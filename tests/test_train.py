@@ -107,6 +107,50 @@ def test_resuming_reproduces_the_uninterrupted_losses_exactly(tmp_path, monkeypa
     assert [resumed[s] for s in range(1, 41)] == [straight[s] for s in range(1, 41)]
 
 
+def test_a_resumed_run_keeps_its_own_settings_and_the_hint_continues_it(tmp_path, monkeypatch):
+    """Resumed with only its name, a run trains with the settings it was started with (config.json), not
+    the defaults: a warm-up of 5 and a budget of 30 steps, not 300 and 900 (the learning rate once jumped
+    at the resumption); the Ctrl-C hint is that command. A flag that conflicts with the run is refused in
+    one line; a longer budget is taken, said and kept in config.json."""
+    from npformer.tasks.translation import trainer as trainer_module
+
+    mine = dict(max_steps=30, warmup=5, lr=3e-3, max_pairs=200)
+    assert train(options(tmp_path, "straight", **mine), stream=io.StringIO()) == 0
+    real_step, calls = trainer_module.train_step, []
+
+    def pressed_during_step_11(*args, **kwargs):
+        calls.append(True)
+        if len(calls) == 11:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "train_step", pressed_during_step_11)
+    log = io.StringIO()
+    assert train(options(tmp_path, "resumed", **mine), stream=log) == 130
+    assert f"continue with: npformer train --name resumed --runs-dir {tmp_path} --resume" in log.getvalue()
+    monkeypatch.setattr(trainer_module, "train_step", real_step)
+    with pytest.raises(RunError, match=r"--warmup 7 differs from the run's own 5"):
+        train(options(tmp_path, "resumed", resume=True, warmup=7), stream=io.StringIO())
+    assert train(options(tmp_path, "resumed", resume=True, max_steps=None), stream=io.StringIO()) == 0  # as typed
+    straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
+    assert [resumed[s] for s in range(1, 31)] == [straight[s] for s in range(1, 31)]
+    log = io.StringIO()
+    assert train(options(tmp_path, "resumed", resume=True, max_steps=40), stream=log) == 0
+    assert "resuming with changed settings: max_steps 30 -> 40" in log.getvalue()
+    config = json.loads((tmp_path / "resumed" / "config.json").read_text())
+    assert config["resumed"] == [{"max_steps": 40}] and config["train"]["warmup"] == 5
+    assert sorted(train_losses(tmp_path / "resumed")) == list(range(1, 41))
+
+
+def test_a_resumed_time_budget_is_the_runs_own():
+    from npformer.tasks.translation.options import resumed_options
+
+    recorded = {**TrainOptions(minutes=5.0, warmup=40).__dict__}
+    resumed, changed = resumed_options(TrainOptions(name="r", resume=True), recorded)
+    assert resumed.minutes == 5.0 and resumed.max_steps is None and resumed.warmup == 40 and not changed
+
+
 def test_a_new_run_never_overwrites_an_old_one_and_resume_needs_a_checkpoint(tmp_path):
     assert train(options(tmp_path, "once", max_steps=2), stream=io.StringIO()) == 0
     with pytest.raises(RunError, match="already holds a run"):

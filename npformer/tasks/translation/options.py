@@ -139,3 +139,28 @@ class TrainOptions:
         overrides = {name: getattr(self, name) for name in MODEL_OVERRIDES if getattr(self, name) is not None}
         return {**PRESETS[self.preset], "max_len": 64, "dropout": self.dropout,
                 "label_smoothing": self.label_smoothing, **overrides}
+
+
+# What a resumed run may change: its budget (a longer run) and how much it reports. Everything else is
+# the run's, from its config.json: the data, the model, the schedule, the seed.
+CHANGEABLE_ON_RESUME = ("max_steps", "minutes", "log_every", "eval_every", "eval_sentences", "test_sentences",
+                        "beam_size")
+
+
+def resumed_options(given: TrainOptions, recorded: dict) -> tuple[TrainOptions, dict]:
+    """The options a resumed run trains with: ``recorded`` (its config.json's ``train``), but where the run
+    is (``name``, ``runs_dir``) and what ``given`` changes of ``CHANGEABLE_ON_RESUME``; and those changes,
+    ``{option: (recorded, given)}``. A value of ``given`` that differs from both the default and the
+    run's own is a ValueError naming both; one equal to the default is taken as not given."""
+    defaults, values, changed = TrainOptions(), {}, {}
+    for name in (field.name for field in fields(TrainOptions)):
+        mine, default = getattr(given, name), getattr(defaults, name)
+        theirs = recorded.get(name, default)
+        if name in ("name", "runs_dir", "resume") or mine == theirs or mine == default:
+            values[name] = mine if name in ("name", "runs_dir", "resume") else theirs
+        elif name in CHANGEABLE_ON_RESUME:
+            values[name], changed[name] = mine, (theirs, mine)
+        else:
+            raise ValueError(f"--{name.replace('_', '-')} {mine} differs from the run's own {theirs} (its config.json): "
+                             "a resumed run keeps its settings; leave the flag out, or start a new run")
+    return TrainOptions(**values), changed

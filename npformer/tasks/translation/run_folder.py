@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...data import Splits, Vocab, load_pairs
@@ -30,6 +30,7 @@ from ...data.toy_corpus import Alignment
 from ...errors import UsageError
 from ...models import Transformer, TransformerConfig
 from ...training.checkpoint import CheckpointError, load_checkpoint
+from .options import resumed_options
 
 CHECKPOINT = "checkpoint.npz"
 ALIGNMENTS = "alignments.json"  # the embedded corpus's gold alignments, by split
@@ -85,8 +86,30 @@ class RunFolder:
                                        for name, alignments in splits.alignments.items()}, separators=(",", ":")))
         src_vocab.save(self.path("src_vocab.json"))
         tgt_vocab.save(self.path("tgt_vocab.json"))
-        with open(self.path("config.json"), "w", encoding="utf-8") as file:
+        self.write_config(config)
+
+    def write_config(self, config: dict) -> None:
+        """config.json, whole or not at all (written beside it, then moved over it)."""
+        partial = self.path("config.json.partial")
+        with open(partial, "w", encoding="utf-8") as file:
             json.dump(config, file, indent=1, ensure_ascii=False)
+        os.replace(partial, self.path("config.json"))
+
+    def resumed_settings(self, given: Any, config: dict, log: Any) -> Any:
+        """The options a resumed run trains with: its own (config.json), with the budget and reporting that
+        ``given`` changes (``options.resumed_options``), each change logged and kept in config.json's
+        ``resumed`` list; a conflicting setting is a one-line ``RunError``."""
+        try:
+            options, changed = resumed_options(given, config.get("train", {}))
+        except ValueError as error:
+            raise RunError(f"{self.folder}: {error}") from None
+        if changed:
+            log("resuming with changed settings: " + ", ".join(f"{name} {old} -> {new}"
+                                                              for name, (old, new) in changed.items()))
+            config.update(train=asdict(options),
+                          resumed=config.get("resumed", []) + [{name: new for name, (_, new) in changed.items()}])
+            self.write_config(config)
+        return options
 
     def _json(self, name: str) -> Any:
         """The JSON document ``name``; ``RunError`` names the file when it is not JSON."""

@@ -267,7 +267,9 @@ class Trainer:
         if options.resume:
             if not os.path.isfile(self.run_folder.checkpoint):
                 raise RunError(f"nothing to resume in {self.folder} (no {os.path.basename(self.run_folder.checkpoint)})")
-            self._build(*self.run_folder.read())
+            config, *read_back = self.run_folder.read()
+            options = self.options = self.run_folder.resumed_settings(options, config, self.log)
+            self._build(config, *read_back)
         else:
             self._build(*start_run(options, self.run_folder, self.log))
         position = {"step": 0, "epoch": 0, "batch_index": 0, "elapsed_seconds": 0.0,
@@ -369,8 +371,10 @@ class Trainer:
         if not stop.requested and minutes is not None and (max_steps is None or position["step"] < max_steps):
             self.log(f"stopping: the time budget of {minutes:g} minutes is spent, at step {position['step']}")
         if stop.requested:
+            where = "" if self.options.runs_dir == "runs" else f" --runs-dir {self.options.runs_dir}"
             self.log(f"interrupted at step {position['step']}; checkpoint saved in {self.folder}; continue "
-                     f"with: npformer train --name {os.path.basename(self.folder)} --resume")
+                     f"with: npformer train --name {os.path.basename(self.folder)}{where} --resume (the run's "
+                     "settings are in its config.json)")
             return 130
         return 0
 

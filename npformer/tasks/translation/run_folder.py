@@ -95,21 +95,23 @@ class RunFolder:
             json.dump(config, file, indent=1, ensure_ascii=False)
         os.replace(partial, self.path("config.json"))
 
-    def resumed_settings(self, given: Any, config: dict, log: Any) -> Any:
+    def resumed_settings(self, given: Any, config: dict) -> tuple[Any, dict]:
         """The options a resumed run trains with: its own (config.json), with the budget and reporting that
-        ``given`` changes (``options.resumed_options``), each change logged and kept in config.json's
-        ``resumed`` list; a conflicting setting is a one-line ``RunError``."""
+        ``given`` changes, and those changes (``options.resumed_options``); a conflicting setting is a
+        one-line ``RunError``. Nothing is written: ``record_resume`` keeps the changes once the run resumes."""
         try:
-            options, changed = resumed_options(given, config.get("train", {}))
+            return resumed_options(given, config.get("train", {}))
         except ValueError as error:
             raise RunError(f"{self.folder}: {error}") from None
+
+    def record_resume(self, config: dict, options: Any, changed: dict, log: Any) -> None:
+        """Say the settings a resumed run changed, and keep them in config.json's ``resumed`` list."""
         if changed:
             log("resuming with changed settings: " + ", ".join(f"{name} {old} -> {new}"
                                                               for name, (old, new) in changed.items()))
             config.update(train=asdict(options),
                           resumed=config.get("resumed", []) + [{name: new for name, (_, new) in changed.items()}])
             self.write_config(config)
-        return options
 
     def _json(self, name: str) -> Any:
         """The JSON document ``name``; ``RunError`` names the file when it is not JSON."""

@@ -268,7 +268,8 @@ class Trainer:
             if not os.path.isfile(self.run_folder.checkpoint):
                 raise RunError(f"nothing to resume in {self.folder} (no {os.path.basename(self.run_folder.checkpoint)})")
             config, *read_back = self.run_folder.read()
-            options = self.options = self.run_folder.resumed_settings(options, config, self.log)
+            self.options, changed = self.run_folder.resumed_settings(options, config)
+            options = self.options
             self._build(config, *read_back)
         else:
             self._build(*start_run(options, self.run_folder, self.log))
@@ -295,6 +296,7 @@ class Trainer:
                 budget = f"--max-steps {max_steps}" if max_steps is not None else f"--minutes {minutes:g}"
                 raise RunError(f"{self.folder} has already trained {position['step']} steps, its whole budget "
                                f"({budget}): nothing to resume; give a larger {budget.split()[0]} to train on")
+            self.run_folder.record_resume(config, options, changed, self.log)
             self.log(f"resuming {self.folder} at step {position['step']}")
         self._note_short_warmup()
         c = self.model_config

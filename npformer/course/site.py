@@ -65,7 +65,7 @@ def lesson_page(notebook: dict, instructor: bool = False) -> dict:
     cells = []
     for cell in notebook["cells"]:
         tags = cell.get("metadata", {}).get("tags", [])
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        source = _joined(cell["source"])
         if "instructor" in tags and not instructor:
             continue
         if cell["cell_type"] == "code" and BEGIN in source:
@@ -89,13 +89,16 @@ def _without_answers(output: dict) -> dict:
     """An output without the compact form a passing check prints after the student's answer (on the
     student's site, the run's checks passed with the instructor's solutions)."""
     if output.get("output_type") == "stream":
-        text = "".join(output["text"]) if isinstance(output["text"], list) else output["text"]
-        return {**output, "text": _TEXTBOOK_LINE.sub("", text)}
+        return {**output, "text": _TEXTBOOK_LINE.sub("", _joined(output["text"]))}
     data = output.get("data", {})
     if "text/plain" in data:
-        plain = "".join(data["text/plain"]) if isinstance(data["text/plain"], list) else data["text/plain"]
-        return {**output, "data": {**data, "text/plain": _TEXTBOOK_LINE.sub("", plain)}}
+        return {**output, "data": {**data, "text/plain": _TEXTBOOK_LINE.sub("", _joined(data["text/plain"]))}}
     return output
+
+
+def _joined(text: str | list[str]) -> str:
+    """A notebook's multi-line string, which nbformat may store as a list of lines, as one string."""
+    return "".join(text) if isinstance(text, list) else text
 
 
 def _without_widget(output: dict) -> dict:
@@ -107,7 +110,7 @@ def _without_widget(output: dict) -> dict:
     return {**output, "data": {"text/plain": data.get("text/plain", "")}}
 
 
-def _downloads(number: str, stem: str) -> dict:
+def _downloads(stem: str) -> dict:
     """A markdown cell linking the lesson's student edition, as a notebook and as a script."""
     text = (f"Download this lesson (the student edition): {{download}}`{stem}.ipynb <../downloads/{stem}.ipynb>` "
             f"· {{download}}`{stem}.py <../downloads/{stem}.py>`")
@@ -127,7 +130,7 @@ def _lesson_pages(executed: Path, source: Path, instructor: bool) -> list[str]:
     for path in sorted(executed.glob("[0-9][0-9]_*.ipynb")):
         notebook = lesson_page(json.loads(path.read_text(encoding="utf-8")), instructor)
         cells = notebook["cells"]
-        cells.insert(1, {**_downloads(path.name[:2], path.stem), "id": "downloads"})
+        cells.insert(1, {**_downloads(path.stem), "id": "downloads"})
         if path.name.startswith("15_"):
             where = next((i for i, cell in enumerate(cells) if "## Explore it yourself" in cell["source"]), len(cells) - 1)
             cells.insert(where + 1, {**_explorer_cell(), "id": "explorer"})

@@ -341,6 +341,57 @@ MUTANTS = [
         ("tests/test_typed_input.py",),
     ),
     Mutant(
+        "timed-run-resumed-restarts-its-clock", "npformer/tasks/translation/trainer.py",
+        "a --minutes run resumed halfway restarts its clock: it trains another whole budget, its schedule "
+        "started over",
+        'self._started, self._elapsed_before, self._tokens_seen = time.perf_counter(), position["elapsed_seconds"], 0',
+        "self._started, self._elapsed_before, self._tokens_seen = time.perf_counter(), 0.0, 0",
+        ("tests/test_train.py::test_a_timed_run_resumed_halfway_continues_its_clock_and_its_schedule",),
+    ),
+    Mutant(
+        "timeout-after-passed-cases-credited", "npformer/course/grader.py",
+        "a function that answers the public cases and then runs past its time on the unseen or a hidden "
+        "case is credited",
+        "    if len(replies) < len(items):  # no reply for a case: the job was stopped",
+        "    if len(replies) < len(items) and not report.rows:  # no reply for a case: the job was stopped",
+        ("tests/test_grading_slips.py",),
+    ),
+    Mutant(
+        "hidden-verdict-from-last-tensor", "npformer/course/exercise_report.py",
+        "a hidden case's verdict is its last tensor's: a wrong dx with a right db shows 'hidden 1 pass'",
+        "verdicts[row.case] = verdicts.get(row.case, True) and row.passed",
+        "verdicts[row.case] = row.passed",
+        ("tests/test_grading_slips.py",),
+    ),
+    Mutant(
+        "unmarked-input-read-as-typed", "npformer/tasks/translation/translator.py",
+        "a sentence typed without a final mark is read without one by the shipped translator (28.5 BLEU)",
+        "        if self.final_mark and not _ends_a_sentence(typed):",
+        '        if self.final_mark == "." and not _ends_a_sentence(typed):',
+        ("tests/test_prompt_input.py",),
+    ),
+    Mutant(
+        "rare-name-not-stood-in", "npformer/tasks/translation/translator.py",
+        "a name the training text holds too seldom to spell is left to the model's pieces ('Berlin' -> 'Blin')",
+        "(not self.truecaser.knows(word) or word in self.truecaser.rare_names)",
+        "not self.truecaser.knows(word)",
+        ("tests/test_prompt_input.py",),
+    ),
+    Mutant(
+        "failed-download-keeps-its-folder", "npformer/data/download.py",
+        "a failed npformer data tatoeba leaves the empty data/fra-eng/ it made",
+        "                folder.rmdir()",
+        "                pass",
+        ("tests/test_download.py",),
+    ),
+    Mutant(
+        "figure-edges-clipped", "npformer/viz/base.py",
+        "a saved figure is cut at the canvas: the heatmaps' top titles are clipped",
+        'figure.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.1)',
+        "figure.savefig(path, dpi=110)",
+        ("tests/test_viz.py",),
+    ),
+    Mutant(
         "float16-checkpoint-not-widened", "npformer/training/checkpoint.py",
         "a checkpoint stored in float16 (as the shipped models are) is not cast back: it no longer loads",
         '    if "params_stored_as" in meta:',

@@ -5,6 +5,7 @@ folder left as it was."""
 
 from __future__ import annotations
 
+import os
 import urllib.request
 import zipfile
 
@@ -36,6 +37,10 @@ def test_the_pairs_are_unpacked_into_the_students_folder_and_found_there(tmp_pat
     assert "60 pairs kept" in printed and "downloaded: data/fra-eng/fra.txt" in printed and "CC-BY 2.0 FR" in printed
     assert (tmp_path / "data" / "fra-eng" / "fra.txt").read_text() == PAIRS
     assert sorted(path.name for path in (tmp_path / "data" / "fra-eng").iterdir()) == ["_about.txt", "fra.txt"]
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for name in ("fra.txt", "_about.txt"):                       # the user's usual mode, not a temporary 0600
+        assert (tmp_path / "data" / "fra-eng" / name).stat().st_mode & 0o777 == 0o666 & ~mask
     assert find_pairs_file() == str(local_pairs_file())
     assert main(["data", "tatoeba", "--url", url]) == 0          # already there: kept, not downloaded again
     assert "already here" in capsys.readouterr().out
@@ -64,6 +69,14 @@ def test_a_bad_download_fails_in_one_line_and_keeps_the_file_there(members, word
     assert words in error and error == lines[-1], lines
     assert (tmp_path / "data" / "fra-eng" / "fra.txt").read_text() == PAIRS
     assert sorted(path.name for path in (tmp_path / "data" / "fra-eng").iterdir()) == ["fra.txt"]
+
+
+def test_a_first_download_that_fails_leaves_no_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.zip").write_text("not an archive")
+    assert main(["data", "tatoeba", "--url", f"file://{tmp_path / 'bad.zip'}"]) == 2
+    assert "is not a zip archive" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.zip"]
 
 
 def test_a_pair_name_that_manythings_does_not_use_is_refused(tmp_path, monkeypatch, capsys):
@@ -139,7 +152,7 @@ def test_an_interrupted_download_or_unpacking_leaves_no_file_behind(tmp_path, mo
     monkeypatch.setattr(urllib.request, "urlopen", lambda request, timeout: _Interrupted())
     with pytest.raises(KeyboardInterrupt):
         download.download_pairs(url="https://www.manythings.org/anki/fra-eng.zip", progress=False)
-    assert list((tmp_path / "data" / "fra-eng").iterdir()) == []
+    assert not (tmp_path / "data").exists()          # the folders it made are gone again
     monkeypatch.undo()
     monkeypatch.chdir(tmp_path)
 
@@ -150,4 +163,8 @@ def test_an_interrupted_download_or_unpacking_leaves_no_file_behind(tmp_path, mo
     monkeypatch.setattr(download.shutil, "copyfileobj", copy_half)
     with pytest.raises(KeyboardInterrupt):
         download.download_pairs(url=_archive(tmp_path / "fra-eng.zip", {"fra.txt": PAIRS}), progress=False)
-    assert list((tmp_path / "data" / "fra-eng").iterdir()) == []
+    assert not (tmp_path / "data").exists()
+    (tmp_path / "data").mkdir()                       # a folder that was there stays
+    with pytest.raises(KeyboardInterrupt):
+        download.download_pairs(url=_archive(tmp_path / "fra-eng.zip", {"fra.txt": PAIRS}), progress=False)
+    assert list((tmp_path / "data").iterdir()) == []

@@ -208,6 +208,13 @@ def test_explorer_in_a_real_browser(browser, tmp_path):
     _hover(browser, "text.key[data-k='2']")
     focused = {(c["q"], c["k"]) for c in _cells(browser) if "focus" in c["cls"]}
     assert focused == {(q, 2) for q in range(len(rows))}
+    hint = "Hover a token: a row shows what it attends to"
+    for select_id, value in (("head", "1"), ("layer", "0"), ("head", "2")):
+        _hover(browser, "text.query[data-q='1']")
+        _hover(browser, f"#{select_id}")          # the pointer leaves the map for the menu, as a reader's does
+        _choose(browser, select_id, value)
+        assert browser.find_element("id", "details").text.startswith(hint), "the hover line kept an old map's text"
+    _choose(browser, "layer", "1")
 
     # Encoder self-attention: a token is a query and a key; hovering it shows its row and column.
     browser.find_element("css selector", "#kinds button[data-kind='encoder']").click()

@@ -105,3 +105,10 @@ def test_no_install_hint_names_a_package_index_entry_that_does_not_exist():
     ``pip install npformer`` or ``npformer[extra]`` from an index."""
     sources = "".join(path.read_text(encoding="utf-8") for path in (ROOT / "npformer").rglob("*.py"))
     assert not re.search(r"pip install ['\"]?npformer(\[|\b(?! wheel))", sources)
+
+
+def test_the_readme_sends_the_commands_that_write_files_to_a_scratch_folder():
+    """Following the README once left secret.txt, grades.csv and handout/ in the clone."""
+    before_the_course_commands = README[:README.index("npformer course student my-course")]
+    assert "mkdir -p ~/npformer-try && cd ~/npformer-try" in before_the_course_commands
+    assert "apt-get install chromium chromium-driver bubblewrap" in _flat(README)   # the browser tests skip without

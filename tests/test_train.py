@@ -135,6 +135,10 @@ def test_a_resumed_run_keeps_its_own_settings_and_the_hint_continues_it(tmp_path
     assert train(options(tmp_path, "resumed", resume=True, max_steps=None), stream=io.StringIO()) == 0  # as typed
     straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
     assert [resumed[s] for s in range(1, 31)] == [straight[s] for s in range(1, 31)]
+    with np.load(tmp_path / "straight" / "checkpoint.npz") as one, np.load(tmp_path / "resumed" / "checkpoint.npz") as two:
+        assert sorted(one.files) == sorted(two.files) and len(one.files) > 10
+        for name in set(one.files) - {"meta"}:       # the parameters and Adam's moments, bit for bit (meta: times)
+            assert np.array_equal(one[name], two[name]), name
     log = io.StringIO()
     assert train(options(tmp_path, "resumed", resume=True, max_steps=40), stream=log) == 0
     assert "resuming with changed settings: max_steps 30 -> 40" in log.getvalue()
@@ -149,6 +153,39 @@ def test_a_resumed_time_budget_is_the_runs_own():
     recorded = {**TrainOptions(minutes=5.0, warmup=40).__dict__}
     resumed, changed = resumed_options(TrainOptions(name="r", resume=True), recorded)
     assert resumed.minutes == 5.0 and resumed.max_steps is None and resumed.warmup == 40 and not changed
+
+
+def test_a_timed_run_resumed_halfway_continues_its_clock_and_its_schedule(tmp_path, monkeypatch):
+    """A --minutes run on a clock that moves one second a step: 30 steps in half a minute. Stopped by
+    Ctrl-C at step 11 and resumed by name, it trains the other 19 with the learning rates of the run
+    that was never stopped (a resumption that restarted its clock trained another 30, the schedule
+    started over: a slip no test caught)."""
+    from types import SimpleNamespace
+
+    from npformer.tasks.translation import trainer as trainer_module
+
+    clock, real_step, calls = [0.0], trainer_module.train_step, []
+    monkeypatch.setattr(trainer_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def one_second_a_step(*args, **kwargs):
+        calls.append(True)
+        if len(calls) == 11 and stopping:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        clock[0] += 1.0
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "train_step", one_second_a_step)
+    mine = dict(max_steps=None, minutes=0.5, warmup=5, lr=3e-3, max_pairs=200, schedule="budget")
+    stopping = False
+    assert train(options(tmp_path, "straight", **mine), stream=io.StringIO()) == 0
+    stopping, calls[:] = True, []
+    assert train(options(tmp_path, "resumed", **mine), stream=io.StringIO()) == 130
+    stopping, clock[0] = False, 1000.0            # another day: the clock has moved on
+    assert train(options(tmp_path, "resumed", resume=True, max_steps=None), stream=io.StringIO()) == 0
+    straight, resumed = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
+    assert sorted(straight) == list(range(1, 31)) and sorted(resumed) == sorted(straight), sorted(resumed)
+    assert [resumed[s] for s in range(1, 31)] == [straight[s] for s in range(1, 31)]
 
 
 def test_a_new_run_never_overwrites_an_old_one_and_resume_needs_a_checkpoint(tmp_path):

@@ -88,3 +88,16 @@ def test_a_lesson_run_by_hand_writes_its_figures_to_a_folder_of_its_own_and_says
     assert another.stdout.count("figures of this run: ") == 1 and str(folder) not in another.stdout
     monkeypatch.setenv("NPFORMER_FIGURES", str(tmp_path / "asked"))
     assert viz.figures_dir() == tmp_path / "asked" and (tmp_path / "asked").is_dir()
+
+
+def test_a_saved_figure_keeps_every_title_inside_its_edges(tmp_path):
+    """Fixed-aspect maps once pushed the top row's titles off the canvas: the saved image's edges
+    must be margin (white) only, every title and label inside."""
+    rng = np.random.default_rng(0)
+    maps = [rng.dirichlet(np.ones(7), size=(4, 8)) for _ in range(2)]
+    path = tmp_path / "cross.png"
+    plt.close(viz.attention_heatmaps(maps, [f"fr{i}" for i in range(8)], [f"en{i}" for i in range(7)], path=str(path)))
+    image = plt.imread(str(path))[..., :3]
+    edges = np.concatenate([image[:3].reshape(-1, 3), image[-3:].reshape(-1, 3),
+                            image[:, :3].reshape(-1, 3), image[:, -3:].reshape(-1, 3)])
+    assert edges.min() > 0.99, "something is drawn on the image's edge, cut off"

@@ -21,15 +21,17 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..tasks.translation import Translator
+    from ..tasks.translation.input_notes import input_notes
 
     given = sentences(args.sentences, "translate")
     translator = Translator.from_run(run_for_command("translate", args.run, args.pretrained))
     readings = [translator.read(sentence) for sentence in given if sentence.strip()]  # each read once
-    unknown = translator.unknown_words(readings)
+    notes = input_notes(translator, readings)   # French, nothing known
+    unknown = translator.unknown_words([reading for index, reading in enumerate(readings) if index not in notes])
     if unknown:
         print(f"npformer translate: words the model never saw (copied from the source or guessed): "
               f"{', '.join(unknown)}", file=sys.stderr)
-    for note in translator.length_notes(readings):
+    for note in [*notes.values(), *translator.length_notes(readings)]:
         print(f"npformer translate: {note}", file=sys.stderr)
     translations = iter(translator.translate(readings, beam_size=args.beam, length_penalty=args.length_penalty,
                                               progress=len(readings) > 64))

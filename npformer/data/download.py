@@ -8,8 +8,9 @@ there (``local_pairs_file``), or from ``$NPFORMER_FRA_ENG`` when the student kee
 
 Nothing is half-written: the archive goes to a temporary file beside the target, the pairs file is
 unpacked to another and checked, and each is renamed into place only when complete and usable, so
-an interrupted or bad download leaves the folder as it was. A usable file already there is kept
-(``force`` replaces it).
+an interrupted or bad download leaves the folder as it was (a ``data/<pair>/`` folder it had to make
+is removed again). The files are written with the user's usual mode (``0666`` less the umask). A
+usable file already there is kept (``force`` replaces it).
 """
 
 from __future__ import annotations
@@ -88,6 +89,13 @@ def _fetch(url: str, target: Path, progress: bool) -> None:
                         "download the zip elsewhere and pass --url file:///path/to/it.zip") from None
 
 
+def _umask() -> int:
+    """The user's file-creation mask (read by setting it, then set back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _unpack(archive: Path, name: str, folder: Path, url: str) -> LoadReport:
     """``name`` (and ``_about.txt``) from the archive into ``folder``: each written whole to a temporary
     name beside its target, the pairs file checked (``load_pairs``), then both renamed into place; on
@@ -113,7 +121,9 @@ def _unpack(archive: Path, name: str, folder: Path, url: str) -> LoadReport:
         except DataError as error:
             raise DataError(str(error).replace(str(partials[name]), f"{name} of {url}")) from None
         report.path = str(folder / name)
+        mode = 0o666 & ~_umask()                  # a temporary file is private (0600); a data file is not
         for member, partial in list(partials.items()):
+            os.chmod(partial, mode)
             os.replace(partial, folder / member)
             del partials[member]
         return report
@@ -143,12 +153,18 @@ def download_pairs(pair: str = "fra-eng", folder: str | Path = DEFAULT_FOLDER, *
     url = url or SOURCE.format(pair=pair)
     if "://" not in url and Path(url).is_file():  # a zip already here, given as a plain path
         url = Path(url).resolve().as_uri()
+    created = [folder for folder in (target.parent, *target.parent.parents) if not folder.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, archive = tempfile.mkstemp(prefix=f".{pair}.", suffix=".zip", dir=target.parent)
     os.close(handle)
     try:
         _fetch(url, Path(archive), progress)
         report = _unpack(Path(archive), target.name, target.parent, url)
-    finally:
+    except BaseException:
         Path(archive).unlink(missing_ok=True)
+        for folder in created:          # the folders this download made, innermost first, if left empty
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
+    Path(archive).unlink(missing_ok=True)
     return target, report, done

@@ -18,7 +18,9 @@ in capitals, where it becomes a capitalised word ("ZORVAN" -> "Zorvan"): in shou
 unknown word is most often a name. ``knows(word)`` says whether the training text held a word in
 any case; the ``Translator`` uses it to find the names it has never seen, and ``names`` (the names
 the training pairs carry over most often, written the same on both sides: "Tom", "Boston") to stand
-in for them while it translates.
+in for them while it translates. ``rare_names`` are the names the training text holds too seldom
+for a model to have learned their spelling ("Berlin", twice in Tatoeba's training split), which the
+pairs copy: the ``Translator`` stands in for them as for unknown ones.
 """
 
 from __future__ import annotations
@@ -58,11 +60,14 @@ class Truecaser:
     """The usual written form of every word of a training text; see the module docstring.
 
     ``forms`` maps each word in lower case to the form it is written in inside a sentence;
-    ``names`` are the names the training pairs copy most often, most often first.
+    ``names`` are the names the training pairs copy most often, most often first; ``rare_names``
+    the names they copy but hold fewer than ``RARE`` times.
     """
 
-    def __init__(self, forms: dict[str, str], names: Sequence[str] = ()) -> None:
-        self.forms, self.names = forms, list(names)
+    RARE = 10
+
+    def __init__(self, forms: dict[str, str], names: Sequence[str] = (), rare_names: Sequence[str] = ()) -> None:
+        self.forms, self.names, self.rare_names = forms, list(names), frozenset(rare_names)
 
     @classmethod
     def learn(cls, token_pairs: Iterable[tuple[Sequence[str], Sequence[str]]], n_names: int = 4) -> "Truecaser":
@@ -70,7 +75,8 @@ class Truecaser:
         tokens)``): each word's most frequent spelling where it is not the sentence's first word
         (ties: the first met); a word met only first in its sentences, in lower case. And the
         ``n_names`` capitalised words of letters found most often on both sides of a pair, of those
-        the target writes the same at least 9 times in 10 (not "Mary", often "Marie" in French)."""
+        the target writes the same at least 9 times in 10 (not "Mary", often "Marie" in French); of
+        those, the ones met fewer than ``RARE`` times are the ``rare_names``."""
         inside: dict[str, Counter] = defaultdict(Counter)
         first_only: set[str] = set()
         copied: Counter = Counter()
@@ -88,7 +94,8 @@ class Truecaser:
         forms = {key: counts.most_common(1)[0][0] for key, counts in inside.items()}
         forms.update((key, key) for key in first_only if key not in forms)
         names = [name for name, count in copied.most_common() if count >= 0.9 * seen[name]]
-        return cls(dict(sorted(forms.items())), names[:n_names])
+        rare = sorted(name for name in names if seen[name] < cls.RARE)
+        return cls(dict(sorted(forms.items())), names[:n_names], rare)
 
     def knows(self, word: str) -> bool:
         """Did the training text hold ``word``, in any case?"""
@@ -112,7 +119,8 @@ class Truecaser:
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as file:
-            file.write(json.dumps({"kind": "truecaser", "names": self.names, "forms": self.forms},
+            file.write(json.dumps({"kind": "truecaser", "names": self.names, "rare_names": sorted(self.rare_names),
+                                   "forms": self.forms},
                                   ensure_ascii=False, separators=(",", ":")))  # dumps: C's encoder
 
     @classmethod
@@ -120,7 +128,10 @@ class Truecaser:
         """The truecaser ``save`` wrote (read as JSON); ``ValueError`` when it is not one."""
         forms = document.get("forms") if isinstance(document, dict) else None
         names = document.get("names", []) if isinstance(document, dict) else None
+        rare = document.get("rare_names", []) if isinstance(document, dict) else None   # none before issue 65
         if not isinstance(forms, dict) or document.get("kind") != "truecaser" or not isinstance(names, list) or \
-                not all(isinstance(text, str) for text in [*forms, *forms.values(), *names]):
-            raise ValueError("not a truecaser (expected {'kind': 'truecaser', 'names': [...], 'forms': {word: form}})")
-        return cls(forms, names)
+                not isinstance(rare, list) or \
+                not all(isinstance(text, str) for text in [*forms, *forms.values(), *names, *rare]):
+            raise ValueError("not a truecaser (expected {'kind': 'truecaser', 'names': [...], 'rare_names': [...], "
+                             "'forms': {word: form}})")
+        return cls(forms, names, rare)

@@ -22,11 +22,13 @@ def pyplot() -> Any:
 
 
 def finish(figure: Any, path: Any) -> Any:
-    """Save ``figure`` to ``path`` (if given; its folder is created) and return it, still open."""
+    """Save ``figure`` to ``path`` (if given; its folder is created) and return it, still open. The
+    saved image is cut to what the figure draws, with a small margin, so that no title or label that
+    a fixed-aspect map pushed outside the canvas is clipped (as Jupyter shows figures inline)."""
     if path:
         if isinstance(path, (str, os.PathLike)):
             make_folder(path)
-        figure.savefig(path, dpi=110)
+        figure.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.1)
     return figure
 
 

@@ -49,6 +49,7 @@ from ... import backend, optim, threads
 from ...data import (ATTRIBUTION, BPEVocab, Splits, Vocab, check_splits, copy_links, encode_pairs, encode_tokens,
                      hide_links, invent_links, load_pairs, make_batches, split_by_source, split_hint, tokenize,
                      toy_corpus, WordInventor)
+from ...data.final_mark import marks_of
 from ...data.truecase import Truecaser
 from ...models import Transformer, TransformerConfig
 from ...tokens import PAD_ID
@@ -141,9 +142,10 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tup
     src_vocab, tgt_vocab = build_vocabularies(options, train_tokens, log)
     model = TransformerConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **model_options)
     # How the training text was written, so that input as people type it is read the same way:
-    # the embedded corpus is lower-case and every sentence ends with a mark.
+    # the embedded corpus is lower-case and every sentence ends with a full stop; Tatoeba's with
+    # the mark its words ask for (data.final_mark), which input typed without one is given.
     style = {"lowercase": options.data is None or options.lowercase,
-             "final_mark": "." if options.data is None else None}
+             "final_mark": "." if options.data is None else marks_of([source for source, _ in splits.train])}
     config = {"model": model.to_dict(), "train": asdict(options), "data": data_info, "input": style,
               "vocab": {"src": len(src_vocab), "tgt": len(tgt_vocab)}}
     # Other text is written in sentence case: input typed without case is read in the training text's.

@@ -17,15 +17,24 @@ import numpy
 from ... import backend
 from ...data import Vocab, detokenize, pad_batch, tokenize
 from ...data.bpe import BPEVocab
+from ...data.final_mark import GUESS, final_mark as english_final_mark
 from ...data.truecase import Truecaser, typed_without_case
 from ...models import Transformer
 from ...tokens import BOS_ID, EOS_ID, UNK_ID
 from .attention_record import AttentionRecord
 from .decoding import LENGTH_PENALTY, beam_search, greedy_decode
+from .input_notes import knows_no_word
 from .result import Translation, piece_labels
 
 
 SENTENCE_ENDS = (".", "!", "?", "...", "…")
+QUOTES = ('"', "“", "”", "»")
+
+
+def _ends_a_sentence(tokens: Sequence[str]) -> bool:
+    """Whether the tokens end with a sentence end, perhaps inside closing quotes ('... "Hi."')."""
+    ending = [token for token in tokens if token not in QUOTES][-1:] if tokens[-1] in QUOTES else tokens[-1:]
+    return bool(ending) and ending[0] in SENTENCE_ENDS
 
 
 def _word_count(tokens: Sequence[str]) -> int:
@@ -64,10 +73,12 @@ class Translator:
     """Sentences in, sentences out: tokenise, encode, search, decode, detokenise.
 
     **Input as people type it.** A model knows its training text's style: the
-    embedded corpus is lower-case and every sentence ends with a full stop or a
-    question mark. With ``lowercase=True`` the source is lower-cased before it is
-    encoded, and with ``final_mark="."`` a sentence without a final ``. ! ?``
-    gets one, so "I like the dog" is read as "i like the dog.".
+    embedded corpus is lower-case and every sentence ends with a full stop; Tatoeba ends every
+    sentence with ``.``, ``?`` or ``!``. With ``lowercase=True`` the source is lower-cased before it
+    is encoded, and with ``final_mark="."`` a sentence without a final ``. ! ?`` gets one, so "I like
+    the dog" is read as "i like the dog."; with ``final_mark="guess"`` it gets the mark its word order
+    asks for (``data.final_mark``: "what time is it" -> "what time is it?", "I am tired" -> "I am
+    tired.").
     ``Translator.from_run(run)`` takes both from the run's ``config.json``.
     Tatoeba is written in sentence case: with a ``truecaser`` (``data.truecase``, learned from the
     training split; a run's ``truecase.json``), a sentence typed without case, all in lower case or
@@ -136,8 +147,9 @@ class Translator:
             read = self.truecaser.truecase(typed)
         else:
             read = list(typed)
-        if self.final_mark and typed[-1] not in SENTENCE_ENDS:
-            typed, read = typed + [self.final_mark], read + [self.final_mark]
+        if self.final_mark and not _ends_a_sentence(typed):
+            mark = english_final_mark(typed) if self.final_mark == GUESS else self.final_mark
+            typed, read = typed + [mark], read + [mark]
         return typed, read
 
     def parts(self, sentence: str) -> list[str]:
@@ -174,13 +186,17 @@ class Translator:
             words, parts = reading.words, reading.parts
             if len(parts) == 1 and (self.trained_words is None or words <= self.trained_words):
                 continue
+            trained = self.trained_words is not None and words > self.trained_words
             limit = f"more than the {self.trained_words} of the longest sentences the model was trained on" \
-                if self.trained_words is not None and words > self.trained_words else "more than the model reads"
-            note = f"sentence {number} has {words} words, {limit}: " + \
-                (f"translated in {len(parts)} parts" if len(parts) > 1 else "translated whole")
+                if trained else "more than the model reads at once"
             longest = max(reading.part_words)
-            if self.trained_words is not None and longest > self.trained_words:
-                note += f" (the longest, {longest} words); expect a poorer translation"
+            if len(parts) == 1:
+                note = f"sentence {number} has {words} words, {limit}, and no sentence end to split it at: " \
+                       f"it is translated whole and may lose some of its meaning (shorter sentences translate better)"
+            else:
+                note = f"sentence {number} has {words} words, {limit}: translated in {len(parts)} parts"
+                if self.trained_words is not None and longest > self.trained_words:
+                    note += f", the longest of {longest} words, which may lose some of its meaning"
             notes.append(note)
         return notes
 
@@ -218,12 +234,16 @@ class Translator:
                   progress: bool = False) -> list[str]:
         """The translations of ``sentences`` (strings, or their ``read``ings) as strings, in order:
         ``translations(...)``'s texts, a long sentence translated in ``parts`` joined by spaces (no
-        attention map is kept beyond what copying an ``<unk>`` reads)."""
-        parts = [[reading] if reading.parts == (reading.sentence,) else [self.read(part) for part in reading.parts]
-                 for reading in self._readings(sentences, "translate")]
+        attention map is kept beyond what copying an ``<unk>`` reads); a sentence that holds no word
+        the model knows ("🍕", ``input_notes.knows_no_word``) as typed."""
+        readings = self._readings(sentences, "translate")
+        unread = [knows_no_word(self, reading) for reading in readings]   # left as typed
+        parts = [[] if left else [reading] if reading.parts == (reading.sentence,) else
+                 [self.read(part) for part in reading.parts] for reading, left in zip(readings, unread)]
         found = iter(self._search([part for sentence in parts for part in sentence], beam_size, length_penalty,
                                   batch_size, max_len, progress, keep_attention=False))
-        return [" ".join(next(found).text for _ in sentence) for sentence in parts]
+        return [reading.sentence.strip() if left else " ".join(next(found).text for _ in sentence)
+                for reading, left, sentence in zip(readings, unread, parts)]
 
     def translations(self, sentences: Sequence[str | SourceReading], beam_size: int = 1,
                      length_penalty: float = LENGTH_PENALTY, batch_size: int = 64, max_len: int | None = None,
@@ -257,15 +277,17 @@ class Translator:
 
     def stand_ins(self, read: list[str]) -> list[tuple[int, int, str]]:
         """The names read in place of unknown ones, as ``(first word, last word, name)``: each run of
-        capitalised words the training text never held (``truecaser.knows``: "Angela Merkel"), in a
-        piece model, gets one name of ``truecaser.names`` that the sentence does not hold ("Tom");
+        capitalised words the training text never held (``truecaser.knows``: "Angela Merkel") or
+        held too seldom to spell (``truecaser.rare_names``: "Berlin"), in a piece model, gets one name
+        of ``truecaser.names`` that the sentence does not hold ("Tom");
         none without a truecaser, or once the names run out."""
         if not self._names_stand_in:
             return []
         free = iter([name for name in self.truecaser.names if name not in read])
         spans: list[tuple[int, int, str]] = []
         for index, word in enumerate(read):
-            if not (word[:1].isupper() and word.isalpha() and not self.truecaser.knows(word)):
+            if not (word[:1].isupper() and word.isalpha() and
+                    (not self.truecaser.knows(word) or word in self.truecaser.rare_names)):
                 continue
             if spans and spans[-1][1] == index - 1:          # the run goes on: "Angela" "Merkel"
                 spans[-1] = (spans[-1][0], index, spans[-1][2])

@@ -385,10 +385,10 @@ MUTANTS = [
         ("tests/test_download.py",),
     ),
     Mutant(
-        "figure-edges-clipped", "npformer/viz/base.py",
+        "figure-edges-clipped", "npformer/viz/attention.py",
         "a saved figure is cut at the canvas: the heatmaps' top titles are clipped",
-        'figure.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.1)',
-        "figure.savefig(path, dpi=110)",
+        "    return finish(figure, path, fit=True)",
+        "    return finish(figure, path)",
         ("tests/test_viz.py",),
     ),
     Mutant(

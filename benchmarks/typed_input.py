@@ -3,6 +3,7 @@
     python benchmarks/typed_input.py case --data data/fra-eng/fra.txt --json case.json
     python benchmarks/typed_input.py long --data data/fra-eng/fra.txt --held-out runs/long16/long.tsv [--run RUN]
     python benchmarks/typed_input.py marks --data data/fra-eng/fra.txt --json marks.json
+    python benchmarks/typed_input.py rule --data data/fra-eng/fra.txt --json rule.json
     python benchmarks/typed_input.py truecaser --data data/fra-eng/fra.txt
 
 ``case``: BLEU (sacreBLEU's, single reference) of the shipped ``--pretrained fra`` (or ``--run``) on
@@ -22,6 +23,9 @@ lower-cased with it removed, read with no mark added (``final_mark=None``: how n
 before issue 65) and with the mark English word order gives (``final_mark="guess"``,
 ``data.final_mark``); how often the guessed mark is the one removed; and the share of outputs with
 a repeated run of words the reference lacks (``repeats``).
+
+``rule``: how often ``data.final_mark`` gives back the mark removed, on the training split (where it
+was written), the validation and the test split.
 
 ``truecaser``: learn the shipped ``fra``'s truecaser again from its training split (drawn again from
 ``--data`` with the recorded options), check that its forms and names are those it ships with, and
@@ -53,19 +57,19 @@ def translators(run) -> dict[str, Translator]:
     return {"before": before, "now": now}
 
 
-def measure_case(run, data: str, readings: list[str]) -> dict:
+def measure_case(run, data: str, readings: list[str], split_names=("valid", "test"), beams=(1, 4)) -> dict:
     config = run.config
     pairs, _ = load_pairs(data, config["data"]["max_words"], config["data"]["max_pairs"], config["data"]["lowercase"])
     splits = split_by_source(pairs, seed=config["train"]["seed"])
     result = {}
-    for split_name in ("valid", "test"):
+    for split_name in split_names:
         split = getattr(splits, split_name)
         references = [french for _, french in split]
         for reading, translator in translators(run).items():
             if reading not in readings:
                 continue
             for case_name, case in CASES.items():
-                for beam in (1, 4):
+                for beam in beams:
                     started = time.perf_counter()
                     outputs = translator.translate([case(english) for english, _ in split], beam_size=beam)
                     key = f"{split_name} | {reading} | {case_name} | {'greedy' if beam == 1 else 'beam 4'}"
@@ -121,6 +125,27 @@ def repeats(outputs: list[str], references: list[str]) -> float:
     return looping / len(outputs)
 
 
+def measure_rule(run, data: str) -> dict:
+    """How often ``final_mark`` restores the mark removed from each split's English (the rule was written
+    on the training split), and which marks it gives in place of which."""
+    config = run.config
+    pairs, _ = load_pairs(data, config["data"]["max_words"], config["data"]["max_pairs"], config["data"]["lowercase"])
+    splits = split_by_source(pairs, seed=config["train"]["seed"])
+    result = {}
+    for split_name in ("train", "valid", "test"):
+        split = getattr(splits, split_name)
+        marks = [tokenize(english, "en")[-1] for english, _ in split]
+        guessed = [final_mark(tokenize(UNMARKED["unmarked"](english), "en")) for english, _ in split]
+        pairs_of_marks = Counter(f"{mark} as {guess}" for mark, guess in zip(marks, guessed))
+        result[split_name] = {"sentences": len(split),
+                              "mark right": round(sum(a == b for a, b in zip(marks, guessed)) / len(split), 4),
+                              "question or not right": round(sum((a == "?") == (b == "?") for a, b in
+                                                                 zip(marks, guessed)) / len(split), 4),
+                              "marks": dict(pairs_of_marks.most_common())}
+        print(split_name, result[split_name], flush=True)
+    return result
+
+
 def measure_marks(run, data: str, beam: int = 4) -> dict:
     config = run.config
     pairs, _ = load_pairs(data, config["data"]["max_words"], config["data"]["max_pairs"], config["data"]["lowercase"])
@@ -173,20 +198,25 @@ def relearn_truecaser(run, data: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("case", "long", "marks", "truecaser"))
+    parser.add_argument("what", choices=("case", "long", "marks", "rule", "truecaser"))
     parser.add_argument("--data", required=True, help="the Tatoeba fra.txt the run was trained on")
     parser.add_argument("--run", help="a run folder (default: the shipped --pretrained fra)")
     parser.add_argument("--held-out", help="long: a run's long.tsv (npformer train --long-words)")
     parser.add_argument("--longest", type=int, default=16, help="long: the --long-words of that run")
     parser.add_argument("--readings", nargs="+", choices=("before", "now"), default=["before", "now"],
                         help="case: as before issue 47, as now, or both")
+    parser.add_argument("--splits", nargs="+", choices=("valid", "test"), default=["valid", "test"],
+                        help="case: the splits to score")
+    parser.add_argument("--beams", nargs="+", type=int, default=[1, 4], help="case: the beam sizes (1: greedy)")
     parser.add_argument("--json", help="write the result here")
     args = parser.parse_args()
     run = load_run(args.run or pretrained_folder("fra"))
     if args.what == "case":
-        result = measure_case(run, args.data, args.readings)
+        result = measure_case(run, args.data, args.readings, args.splits, args.beams)
     elif args.what == "marks":
         result = measure_marks(run, args.data)
+    elif args.what == "rule":
+        result = measure_rule(run, args.data)
     elif args.what == "truecaser":
         result = relearn_truecaser(run, args.data)
     else:

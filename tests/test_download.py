@@ -27,7 +27,15 @@ def _archive(path, members):
     return f"file://{path}"
 
 
-def test_the_pairs_are_unpacked_into_the_students_folder_and_found_there(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def usual_umask():
+    """A usual file-creation mask (022), so that a private temporary file's 0600 shows; restored after."""
+    before = os.umask(0o022)
+    yield
+    os.umask(before)
+
+
+def test_the_pairs_are_unpacked_into_the_students_folder_and_found_there(tmp_path, monkeypatch, capsys, usual_umask):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("NPFORMER_FRA_ENG", raising=False)
     assert find_pairs_file() is None
@@ -37,10 +45,8 @@ def test_the_pairs_are_unpacked_into_the_students_folder_and_found_there(tmp_pat
     assert "60 pairs kept" in printed and "downloaded: data/fra-eng/fra.txt" in printed and "CC-BY 2.0 FR" in printed
     assert (tmp_path / "data" / "fra-eng" / "fra.txt").read_text() == PAIRS
     assert sorted(path.name for path in (tmp_path / "data" / "fra-eng").iterdir()) == ["_about.txt", "fra.txt"]
-    mask = os.umask(0o022)
-    os.umask(mask)
     for name in ("fra.txt", "_about.txt"):                       # the user's usual mode, not a temporary 0600
-        assert (tmp_path / "data" / "fra-eng" / name).stat().st_mode & 0o777 == 0o666 & ~mask
+        assert (tmp_path / "data" / "fra-eng" / name).stat().st_mode & 0o777 == 0o644
     assert find_pairs_file() == str(local_pairs_file())
     assert main(["data", "tatoeba", "--url", url]) == 0          # already there: kept, not downloaded again
     assert "already here" in capsys.readouterr().out

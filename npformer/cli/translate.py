@@ -21,18 +21,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..tasks.translation import Translator
-    from ..tasks.translation.input_notes import input_notes
+    from ..tasks.translation.input_notes import input_note
 
     given = sentences(args.sentences, "translate")
     translator = Translator.from_run(run_for_command("translate", args.run, args.pretrained))
     readings = [translator.read(sentence) for sentence in given if sentence.strip()]  # each read once
-    notes = input_notes(translator, readings)   # French, nothing known
-    unknown = translator.unknown_words([reading for index, reading in enumerate(readings) if index not in notes])
+    # one line at most per sentence, in order: French or nothing known (left as typed), else its length
+    said = [input_note(translator, reading, number) for number, reading in enumerate(readings, start=1)]
+    unknown = translator.unknown_words([reading for reading, note in zip(readings, said) if note is None])
     if unknown:
         print(f"npformer translate: words the model never saw (copied from the source or guessed): "
               f"{', '.join(unknown)}", file=sys.stderr)
-    for note in [*notes.values(), *translator.length_notes(readings)]:
-        print(f"npformer translate: {note}", file=sys.stderr)
+    for number, (reading, note) in enumerate(zip(readings, said), start=1):
+        note = note or translator.length_note(reading, number)
+        if note:
+            print(f"npformer translate: {note}", file=sys.stderr)
     translations = iter(translator.translate(readings, beam_size=args.beam, length_penalty=args.length_penalty,
                                               progress=len(readings) > 64))
     for sentence in given:

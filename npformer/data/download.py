@@ -162,9 +162,10 @@ def download_pairs(pair: str = "fra-eng", folder: str | Path = DEFAULT_FOLDER, *
         report = _unpack(Path(archive), target.name, target.parent, url)
     except BaseException:
         Path(archive).unlink(missing_ok=True)
-        for folder in created:          # the folders this download made, innermost first, if left empty
-            if folder.is_dir() and not any(folder.iterdir()):
-                folder.rmdir()
+        for made in created:            # the folders this download made, innermost first, if left empty
+            if made.is_dir() and not any(made.iterdir()):
+                made.rmdir()
         raise
-    Path(archive).unlink(missing_ok=True)
+    finally:
+        Path(archive).unlink(missing_ok=True)
     return target, report, done

@@ -36,16 +36,17 @@ SUBJECTS = frozenset("i you he she it we they there this that tom mary anyone an
                      "everybody".split())
 OBJECTS_OF_A_COMMAND = frozenset("it this that your as what something so the".split())   # "Do it", "Do your best"
 PERSONS = frozenset("i you he she we they".split())              # a subject straight after a question word
-HOW_MUCH = frozenset("much many long old far often soon".split())   # "How old is he" asks
+HOW_MUCH = frozenset("much many long old far often soon about come".split())   # "How old is he", "How about you" ask
 ARTICLES = frozenset("a an the".split())
 LEAD_WORDS = frozenset("so and but then oh well just hey ok okay now".split())
 TAGS = (("right",), ("ok",), ("okay",), ("eh",), ("huh",))
 ENDS = (".", "!", "?", "...", "…")
+QUOTES = ('"', "“", "”", "«", "»", "'")
 
 
 def last_sentence(words: Sequence[str]) -> list[str]:
     """The words (lower-cased, quotes left out) after the last sentence end that is not the final token."""
-    words = [word.lower() for word in words if word not in ('"', "“", "”", "«", "»")]
+    words = [word.lower() for word in words if word not in QUOTES]
     while words and words[-1] in ENDS:
         words = words[:-1]
     start = max((index + 1 for index, word in enumerate(words) if word in ENDS), default=0)

@@ -48,7 +48,7 @@ def attention_heatmaps(weights: list, query_tokens: list[str], key_tokens: list[
     figure.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     if title:
         figure.suptitle(title)
-    return finish(figure, path)
+    return finish(figure, path, fit=True)   # the top row's titles stay inside the image
 
 
 def alignment_figure(panels: list, source: list[str], target: list[str], gold: Any,

@@ -21,14 +21,15 @@ def pyplot() -> Any:
     return matplotlib.pyplot
 
 
-def finish(figure: Any, path: Any) -> Any:
-    """Save ``figure`` to ``path`` (if given; its folder is created) and return it, still open. The
-    saved image is cut to what the figure draws, with a small margin, so that no title or label that
-    a fixed-aspect map pushed outside the canvas is clipped (as Jupyter shows figures inline)."""
+def finish(figure: Any, path: Any, fit: bool = False) -> Any:
+    """Save ``figure`` to ``path`` (if given; its folder is created) and return it, still open.
+    ``fit``: the saved image is cut to what the figure draws, with a small margin, for a grid of
+    fixed-aspect maps whose titles the layout can push off the canvas (``attention_heatmaps``; an
+    extra drawing pass, so only where it is needed; Jupyter shows every figure so inline)."""
     if path:
         if isinstance(path, (str, os.PathLike)):
             make_folder(path)
-        figure.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.1)
+        figure.savefig(path, dpi=110, **({"bbox_inches": "tight", "pad_inches": 0.1} if fit else {}))
     return figure
 
 

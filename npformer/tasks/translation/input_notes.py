@@ -7,7 +7,7 @@
   translator's own two vocabularies tell the languages apart: a French sentence has more words the
   French vocabulary holds whole than words the English training text holds, and at least half its
   words are whole French words. On the shipped ``fra``'s test split this took none of the 6,328
-  English sentences for French and found 6,272 of the French ones (``tests/test_typed_input.py``).
+  English sentences for French and found 6,272 of the French ones (``tests/test_prompt_input.py``).
   npformer's trained language identifier (``tasks.language_id``) is not used: it would have to be
   trained at every start.
 * **Longer than the model was trained on** (``Translator.length_notes``).
@@ -20,7 +20,11 @@ from typing import Any, Sequence
 from ...data import tokenize
 
 
+LANGUAGES = {"en": "English", "fr": "French"}
+
+
 def _words(tokens: Sequence[str]) -> list[str]:
+    """The tokens that are words: those with a letter (not marks, numbers or emoji)."""
     return [token for token in tokens if any(character.isalpha() for character in token)]
 
 
@@ -29,17 +33,18 @@ def holds_whole(vocab: Any, word: str) -> bool:
     return vocab.whole_word(word) in vocab.index
 
 
-def knows_source_word(translator: Any, word: str) -> bool:
-    """Whether the model's training text held ``word`` (the truecaser's list, or the source vocabulary)."""
+def known_words(translator: Any, reading: Any) -> list[str]:
+    """The words of a sentence (its ``Translator.read`` reading) that the training text held: in the
+    truecaser's list of its words where the run has one, else those the source vocabulary read
+    without ``<unk>`` (the reading's ``unknown`` words left out)."""
     if translator.truecaser is not None:
-        return translator.truecaser.knows(word)
-    return holds_whole(translator.src_vocab, word.lower() if translator.lowercase else word)
+        return [word for word in _words(reading.typed) if translator.truecaser.knows(word)]
+    return [word for word in _words(reading.typed) if word not in reading.unknown]
 
 
 def knows_no_word(translator: Any, reading: Any) -> bool:
-    """Whether a sentence (its ``Translator.read`` reading) holds no word (a token with a letter) that
-    the training text held."""
-    return not any(knows_source_word(translator, word) for word in _words(reading.typed))
+    """Whether a sentence (its reading) holds no word that the training text held ("🍕", "xyzzy")."""
+    return not known_words(translator, reading)
 
 
 def looks_like_target(translator: Any, reading: Any) -> bool:
@@ -48,24 +53,15 @@ def looks_like_target(translator: Any, reading: Any) -> bool:
     target_words = _words(tokenize(reading.sentence, translator.tgt_lang))
     in_target = sum(holds_whole(translator.tgt_vocab, word) or holds_whole(translator.tgt_vocab, word.lower())
                     for word in target_words)
-    in_source = sum(knows_source_word(translator, word) for word in _words(reading.typed))
-    return in_target > in_source and 2 * in_target >= len(target_words)
+    return in_target > len(known_words(translator, reading)) and 2 * in_target >= len(target_words)
 
 
-LANGUAGES = {"en": "English", "fr": "French"}
-
-
-def input_notes(translator: Any, readings: Sequence[Any]) -> dict[int, str]:
-    """A line for each sentence (a ``Translator.read`` reading) the model cannot read as it should,
-    by its index: the target language typed by mistake, or no word the model knows ("sentence N
-    ...", from 1)."""
-    notes = {}
+def input_note(translator: Any, reading: Any, number: int) -> str | None:
+    """The line for sentence ``number`` (its reading) when the model cannot read it as it should:
+    the target language typed by mistake, or no word the model knows; None when it can."""
     source, target = (LANGUAGES.get(code, code) for code in (translator.src_lang, translator.tgt_lang))
-    for index, reading in enumerate(readings):
-        unread = knows_no_word(translator, reading)
-        if looks_like_target(translator, reading):
-            notes[index] = f"sentence {index + 1} looks like {target}: this model translates {source} into " + \
-                (f"{target}, so it is left as typed" if unread else f"{target}, so expect a poor translation")
-        elif unread:
-            notes[index] = f"sentence {index + 1} holds no word the model knows, so it is left as typed"
-    return notes
+    unread = knows_no_word(translator, reading)
+    if looks_like_target(translator, reading):
+        return f"sentence {number} looks like {target}: this model translates {source} into " + \
+            (f"{target}, so it is left as typed" if unread else f"{target}, so expect a poor translation")
+    return f"sentence {number} holds no word the model knows, so it is left as typed" if unread else None

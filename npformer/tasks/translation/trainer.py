@@ -141,11 +141,11 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tup
     train_tokens = [(tokenize(source, "en"), tokenize(target, "fr")) for source, target in splits.train]
     src_vocab, tgt_vocab = build_vocabularies(options, train_tokens, log)
     model = TransformerConfig(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **model_options)
-    # How the training text was written, so that input as people type it is read the same way:
-    # the embedded corpus is lower-case and every sentence ends with a full stop; Tatoeba's with
-    # the mark its words ask for (data.final_mark), which input typed without one is given.
+    # How the training text was written, so that input as people type it is read the same way: the
+    # embedded corpus is lower-case; it and Tatoeba end every sentence with the mark its words ask for
+    # (data.final_mark), which input typed without one is given.
     style = {"lowercase": options.data is None or options.lowercase,
-             "final_mark": "." if options.data is None else marks_of([source for source, _ in splits.train])}
+             "final_mark": marks_of([source for source, _ in splits.train])}
     config = {"model": model.to_dict(), "train": asdict(options), "data": data_info, "input": style,
               "vocab": {"src": len(src_vocab), "tgt": len(tgt_vocab)}}
     # Other text is written in sentence case: input typed without case is read in the training text's.

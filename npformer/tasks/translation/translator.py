@@ -17,7 +17,7 @@ import numpy
 from ... import backend
 from ...data import Vocab, detokenize, pad_batch, tokenize
 from ...data.bpe import BPEVocab
-from ...data.final_mark import GUESS, final_mark as english_final_mark
+from ...data.final_mark import ENDS as SENTENCE_ENDS, GUESS, final_mark as english_final_mark
 from ...data.truecase import Truecaser, typed_without_case
 from ...models import Transformer
 from ...tokens import BOS_ID, EOS_ID, UNK_ID
@@ -27,14 +27,13 @@ from .input_notes import knows_no_word
 from .result import Translation, piece_labels
 
 
-SENTENCE_ENDS = (".", "!", "?", "...", "…")
-QUOTES = ('"', "“", "”", "»")
+QUOTES = ('"', "“", "”", "«", "»", "'")
 
 
 def _ends_a_sentence(tokens: Sequence[str]) -> bool:
-    """Whether the tokens end with a sentence end, perhaps inside closing quotes ('... "Hi."')."""
-    ending = [token for token in tokens if token not in QUOTES][-1:] if tokens[-1] in QUOTES else tokens[-1:]
-    return bool(ending) and ending[0] in SENTENCE_ENDS
+    """Whether the tokens end with a sentence end, perhaps inside closing quotes ('He said "Hi."')."""
+    unquoted = [token for token in tokens if token not in QUOTES]
+    return bool(unquoted) and unquoted[-1] in SENTENCE_ENDS
 
 
 def _word_count(tokens: Sequence[str]) -> int:
@@ -73,12 +72,12 @@ class Translator:
     """Sentences in, sentences out: tokenise, encode, search, decode, detokenise.
 
     **Input as people type it.** A model knows its training text's style: the
-    embedded corpus is lower-case and every sentence ends with a full stop; Tatoeba ends every
-    sentence with ``.``, ``?`` or ``!``. With ``lowercase=True`` the source is lower-cased before it
-    is encoded, and with ``final_mark="."`` a sentence without a final ``. ! ?`` gets one, so "I like
-    the dog" is read as "i like the dog."; with ``final_mark="guess"`` it gets the mark its word order
-    asks for (``data.final_mark``: "what time is it" -> "what time is it?", "I am tired" -> "I am
-    tired.").
+    embedded corpus is lower-case, and it and Tatoeba end every sentence with ``.``, ``?`` or ``!``.
+    With ``lowercase=True`` the source is lower-cased before it is encoded, and with
+    ``final_mark="."`` a sentence without a final ``. ! ?`` gets a full stop, so "I like the dog" is
+    read as "i like the dog."; with ``final_mark="guess"`` (what ``npformer train`` records for both)
+    it gets the mark its word order asks for (``data.final_mark``: "what time is it" -> "what time is
+    it?", "I am tired" -> "I am tired.").
     ``Translator.from_run(run)`` takes both from the run's ``config.json``.
     Tatoeba is written in sentence case: with a ``truecaser`` (``data.truecase``, learned from the
     training split; a run's ``truecase.json``), a sentence typed without case, all in lower case or
@@ -181,24 +180,27 @@ class Translator:
     def length_notes(self, sentences: Sequence[str | SourceReading]) -> list[str]:
         """One line for each sentence longer than what the model was trained on (``trained_words``)
         or than it can read (``max_len`` pieces), saying what ``translate`` does with it."""
-        notes = []
-        for number, reading in enumerate(self._readings(sentences, "length_notes"), start=1):
-            words, parts = reading.words, reading.parts
-            if len(parts) == 1 and (self.trained_words is None or words <= self.trained_words):
-                continue
-            trained = self.trained_words is not None and words > self.trained_words
-            limit = f"more than the {self.trained_words} of the longest sentences the model was trained on" \
-                if trained else "more than the model reads at once"
-            longest = max(reading.part_words)
-            if len(parts) == 1:
-                note = f"sentence {number} has {words} words, {limit}, and no sentence end to split it at: " \
-                       f"it is translated whole and may lose some of its meaning (shorter sentences translate better)"
-            else:
-                note = f"sentence {number} has {words} words, {limit}: translated in {len(parts)} parts"
-                if self.trained_words is not None and longest > self.trained_words:
-                    note += f", the longest of {longest} words, which may lose some of its meaning"
-            notes.append(note)
-        return notes
+        readings = self._readings(sentences, "length_notes")
+        notes = [self.length_note(reading, number) for number, reading in enumerate(readings, start=1)]
+        return [note for note in notes if note is not None]
+
+    def length_note(self, reading: SourceReading, number: int) -> str | None:
+        """``length_notes``'s line for one sentence (its ``read``ing), numbered ``number``; None
+        when the model reads it whole and was trained on sentences as long."""
+        words, parts = reading.words, reading.parts
+        trained = self.trained_words is not None and words > self.trained_words
+        if len(parts) == 1 and not trained:
+            return None
+        limit = f"more than the {self.trained_words} of the longest sentences the model was trained on" \
+            if trained else "more than the model reads at once"
+        if len(parts) == 1:
+            return f"sentence {number} has {words} words, {limit}, and no sentence end to split it at: " \
+                   f"it is translated whole and may lose some of its meaning (shorter sentences translate better)"
+        note = f"sentence {number} has {words} words, {limit}: translated in {len(parts)} parts"
+        longest = max(reading.part_words)
+        if self.trained_words is not None and longest > self.trained_words:
+            note += f", the longest of {longest} words, which may lose some of its meaning"
+        return note
 
     @property
     def _names_stand_in(self) -> bool:

@@ -380,7 +380,7 @@ MUTANTS = [
     Mutant(
         "failed-download-keeps-its-folder", "npformer/data/download.py",
         "a failed npformer data tatoeba leaves the empty data/fra-eng/ it made",
-        "                folder.rmdir()",
+        "                made.rmdir()",
         "                pass",
         ("tests/test_download.py",),
     ),

@@ -62,7 +62,7 @@ def test_input_as_people_type_it_is_read_like_the_training_text(runs):
     assert translator.source_tokens("I like the dog")[1] == ["i", "like", "the", "dog", "."]
     assert translator.source_tokens("Where is the dog?")[1][-1] == "?"  # a mark is added only when missing
     typed = translator.translate(["I like the dog", "Where are the white cats"])
-    assert typed == translator.translate(["i like the dog.", "where are the white cats."])
+    assert typed == translator.translate(["i like the dog.", "where are the white cats?"])   # the mark it asks for
     assert translator.unknown_words(["I like Zorglub", "the zorglub"]) == ["Zorglub", "zorglub"]
 
 

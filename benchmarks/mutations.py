@@ -366,8 +366,8 @@ MUTANTS = [
     Mutant(
         "unmarked-input-read-as-typed", "npformer/tasks/translation/translator.py",
         "a sentence typed without a final mark is read without one by the shipped translator (28.5 BLEU)",
-        "        if self.final_mark and not _ends_a_sentence(typed):",
-        '        if self.final_mark == "." and not _ends_a_sentence(typed):',
+        "        if self.final_mark and not ends_with_a_mark(typed):",
+        '        if self.final_mark == "." and not ends_with_a_mark(typed):',
         ("tests/test_prompt_input.py",),
     ),
     Mutant(

@@ -57,10 +57,15 @@ def translators(run) -> dict[str, Translator]:
     return {"before": before, "now": now}
 
 
-def measure_case(run, data: str, readings: list[str], split_names=("valid", "test"), beams=(1, 4)) -> dict:
+def drawn_splits(run, data: str):
+    """The run's splits of short pairs, drawn again from ``data`` with its recorded options."""
     config = run.config
     pairs, _ = load_pairs(data, config["data"]["max_words"], config["data"]["max_pairs"], config["data"]["lowercase"])
-    splits = split_by_source(pairs, seed=config["train"]["seed"])
+    return split_by_source(pairs, seed=config["train"]["seed"])
+
+
+def measure_case(run, data: str, readings: list[str], split_names=("valid", "test"), beams=(1, 4)) -> dict:
+    splits = drawn_splits(run, data)
     result = {}
     for split_name in split_names:
         split = getattr(splits, split_name)
@@ -72,7 +77,7 @@ def measure_case(run, data: str, readings: list[str], split_names=("valid", "tes
                 for beam in beams:
                     started = time.perf_counter()
                     outputs = translator.translate([case(english) for english, _ in split], beam_size=beam)
-                    key = f"{split_name} | {reading} | {case_name} | {'greedy' if beam == 1 else 'beam 4'}"
+                    key = f"{split_name} | {reading} | {case_name} | {'greedy' if beam == 1 else f'beam {beam}'}"
                     result[key] = round(bleu(outputs, references), 2)
                     print(f"{key}: BLEU {result[key]:.2f} ({len(split)} pairs, {time.perf_counter() - started:.0f} s)",
                           flush=True)
@@ -125,41 +130,37 @@ def repeats(outputs: list[str], references: list[str]) -> float:
     return looping / len(outputs)
 
 
+def mark_accuracy(split: list[tuple[str, str]]) -> dict:
+    """How often ``final_mark`` gives back the mark removed from a split's English: the mark itself,
+    question or not, and which marks it gives in place of which."""
+    marks = [tokenize(english, "en")[-1] for english, _ in split]
+    guessed = [final_mark(tokenize(UNMARKED["unmarked"](english), "en")) for english, _ in split]
+    return {"sentences": len(split),
+            "mark right": round(sum(a == b for a, b in zip(marks, guessed)) / len(split), 4),
+            "question or not right": round(sum((a == "?") == (b == "?") for a, b in zip(marks, guessed)) / len(split), 4),
+            "marks": dict(Counter(f"{mark} as {guess}" for mark, guess in zip(marks, guessed)).most_common())}
+
+
 def measure_rule(run, data: str) -> dict:
-    """How often ``final_mark`` restores the mark removed from each split's English (the rule was written
-    on the training split), and which marks it gives in place of which."""
-    config = run.config
-    pairs, _ = load_pairs(data, config["data"]["max_words"], config["data"]["max_pairs"], config["data"]["lowercase"])
-    splits = split_by_source(pairs, seed=config["train"]["seed"])
+    """``mark_accuracy`` on the training split (where the rule was written), the validation and the test split."""
+    splits = drawn_splits(run, data)
     result = {}
     for split_name in ("train", "valid", "test"):
-        split = getattr(splits, split_name)
-        marks = [tokenize(english, "en")[-1] for english, _ in split]
-        guessed = [final_mark(tokenize(UNMARKED["unmarked"](english), "en")) for english, _ in split]
-        pairs_of_marks = Counter(f"{mark} as {guess}" for mark, guess in zip(marks, guessed))
-        result[split_name] = {"sentences": len(split),
-                              "mark right": round(sum(a == b for a, b in zip(marks, guessed)) / len(split), 4),
-                              "question or not right": round(sum((a == "?") == (b == "?") for a, b in
-                                                                 zip(marks, guessed)) / len(split), 4),
-                              "marks": dict(pairs_of_marks.most_common())}
+        result[split_name] = mark_accuracy(getattr(splits, split_name))
         print(split_name, result[split_name], flush=True)
     return result
 
 
 def measure_marks(run, data: str, beam: int = 4) -> dict:
-    config = run.config
-    pairs, _ = load_pairs(data, config["data"]["max_words"], config["data"]["max_pairs"], config["data"]["lowercase"])
-    splits = split_by_source(pairs, seed=config["train"]["seed"])
+    splits = drawn_splits(run, data)
     readings = {"no mark added": None, "mark guessed": "guess"}
     result = {}
     for split_name in ("valid", "test"):
         split = getattr(splits, split_name)
         references = [french for _, french in split]
-        marks = [token for english, _ in split for token in tokenize(english, "en")[-1:]]
-        guessed = [final_mark(tokenize(UNMARKED["unmarked"](english), "en")) for english, _ in split]
-        result[f"{split_name} | guessed mark right"] = round(sum(a == b for a, b in zip(marks, guessed)) / len(split), 4)
-        result[f"{split_name} | question or not right"] = round(
-            sum((a == "?") == (b == "?") for a, b in zip(marks, guessed)) / len(split), 4)
+        accuracy = mark_accuracy(split)
+        result[f"{split_name} | guessed mark right"] = accuracy["mark right"]
+        result[f"{split_name} | question or not right"] = accuracy["question or not right"]
         print(split_name, {key: value for key, value in result.items() if key.startswith(split_name)}, flush=True)
         for reading, mark in readings.items():
             translator = Translator.from_run(run)

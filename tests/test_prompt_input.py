@@ -48,8 +48,8 @@ def test_the_guessed_mark_tells_questions_from_statements_in_the_test_split(test
 
 
 def test_a_training_text_that_ends_its_sentences_with_marks_asks_for_them():
-    assert marks_of(["I see.", "Why?", "Run!", 'He said "hi."']) == GUESS
-    assert marks_of(["i see", "the cat eats", "why?"]) is None and marks_of([]) is None
+    assert marks_of([tokenize(text) for text in ["I see.", "Why?", "Run!", 'He said "hi."']]) == GUESS
+    assert marks_of([tokenize(text) for text in ["i see", "the cat eats", "why?"]]) is None and marks_of([]) is None
 
 
 def test_the_shipped_translator_gives_unmarked_input_the_mark_its_words_ask_for(fra):

@@ -161,7 +161,7 @@ def download_pairs(pair: str = "fra-eng", folder: str | Path = DEFAULT_FOLDER, *
         _fetch(url, Path(archive), progress)
         report = _unpack(Path(archive), target.name, target.parent, url)
     except BaseException:
-        Path(archive).unlink(missing_ok=True)
+        Path(archive).unlink(missing_ok=True)   # before its folder can be removed (the finally finds it gone)
         for made in created:            # the folders this download made, innermost first, if left empty
             if made.is_dir() and not any(made.iterdir()):
                 made.rmdir()

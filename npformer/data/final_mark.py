@@ -105,9 +105,18 @@ def final_mark(words: Sequence[str]) -> str:
     return "."
 
 
-def marks_of(sentences: Sequence[str], share: float = 0.9) -> str | None:
-    """A training text's final-mark style: ``GUESS`` when at least ``share`` of its ``sentences``
-    (written English) end with ``.``, ``!`` or ``?`` (Tatoeba: all of them), so that input typed
-    without one gets the mark its words ask for; otherwise ``None`` (input is read as typed)."""
-    ended = sum(sentence.rstrip().rstrip('"”»').endswith(ENDS) for sentence in sentences)
+def ends_with_a_mark(tokens: Sequence[str]) -> bool:
+    """Whether a sentence's tokens end with a sentence end, perhaps inside closing quotes ('He said "Hi."')."""
+    for token in reversed(tokens):
+        if token not in QUOTES:
+            return token in ENDS
+    return False
+
+
+def marks_of(sentences: Sequence[Sequence[str]], share: float = 0.9) -> str | None:
+    """A training text's final-mark style, from its English ``sentences`` (each a list of tokens):
+    ``GUESS`` when at least ``share`` of them end with ``.``, ``!`` or ``?`` (``ends_with_a_mark``;
+    Tatoeba and the embedded corpus: all of them), so that input typed without one gets the mark its
+    words ask for; otherwise ``None`` (input is read as typed)."""
+    ended = sum(ends_with_a_mark(tokens) for tokens in sentences)
     return GUESS if sentences and ended >= share * len(sentences) else None

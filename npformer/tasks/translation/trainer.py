@@ -145,7 +145,7 @@ def start_run(options: TrainOptions, folder: RunFolder, log: Any = print) -> tup
     # embedded corpus is lower-case; it and Tatoeba end every sentence with the mark its words ask for
     # (data.final_mark), which input typed without one is given.
     style = {"lowercase": options.data is None or options.lowercase,
-             "final_mark": marks_of([source for source, _ in splits.train])}
+             "final_mark": marks_of([source for source, _ in train_tokens])}
     config = {"model": model.to_dict(), "train": asdict(options), "data": data_info, "input": style,
               "vocab": {"src": len(src_vocab), "tgt": len(tgt_vocab)}}
     # Other text is written in sentence case: input typed without case is read in the training text's.

@@ -17,7 +17,7 @@ import numpy
 from ... import backend
 from ...data import Vocab, detokenize, pad_batch, tokenize
 from ...data.bpe import BPEVocab
-from ...data.final_mark import ENDS as SENTENCE_ENDS, GUESS, final_mark as english_final_mark
+from ...data.final_mark import ENDS as SENTENCE_ENDS, GUESS, ends_with_a_mark, final_mark as english_final_mark
 from ...data.truecase import Truecaser, typed_without_case
 from ...models import Transformer
 from ...tokens import BOS_ID, EOS_ID, UNK_ID
@@ -26,14 +26,6 @@ from .decoding import LENGTH_PENALTY, beam_search, greedy_decode
 from .input_notes import knows_no_word
 from .result import Translation, piece_labels
 
-
-QUOTES = ('"', "“", "”", "«", "»", "'")
-
-
-def _ends_a_sentence(tokens: Sequence[str]) -> bool:
-    """Whether the tokens end with a sentence end, perhaps inside closing quotes ('He said "Hi."')."""
-    unquoted = [token for token in tokens if token not in QUOTES]
-    return bool(unquoted) and unquoted[-1] in SENTENCE_ENDS
 
 
 def _word_count(tokens: Sequence[str]) -> int:
@@ -146,7 +138,7 @@ class Translator:
             read = self.truecaser.truecase(typed)
         else:
             read = list(typed)
-        if self.final_mark and not _ends_a_sentence(typed):
+        if self.final_mark and not ends_with_a_mark(typed):
             mark = english_final_mark(typed) if self.final_mark == GUESS else self.final_mark
             typed, read = typed + [mark], read + [mark]
         return typed, read
